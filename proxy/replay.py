@@ -79,7 +79,9 @@ def _error_message(response: dict[str, Any]) -> str | None:
 
 
 def _exchange(value: Any, where: str) -> Exchange:
-    """Check one decoded capture's shape."""
+    """Check one decoded capture's shape (a proxy log line written with `log_bodies` is one)."""
+    if isinstance(value, dict) and isinstance(value.get("bodies"), dict):
+        value = value["bodies"]
     if not isinstance(value, dict) or "request" not in value or "response" not in value:
         raise ReplayError(f'{where}: expected an object {{"request": {{…}}, "response": {{…}}}}')
     request, response = value["request"], value["response"]

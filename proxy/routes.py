@@ -90,8 +90,8 @@ class Proxy:
             raise ProxyError(502, "The upstream answered with an empty message: no content, no "
                              "tool call, no reasoning.", type_="upstream_error",
                              code="upstream_empty_answer")
-        if plan.config.log_bodies:
-            log.bodies = {"request": orjson.loads(plan.upstream_body), "response": completion}
+        if log.bodies is not None:  # log_bodies: a replayable capture, and what was sent
+            log.bodies.update(response=body, sent=completion)
         if not plan.parallel_tool_calls and keep_first_call(completion):
             log.notes.append("parallel_tool_calls_false:kept_first_call")
         if plan.tool_call_required and not outcome.tool_calls:
@@ -176,6 +176,8 @@ class Proxy:
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
             if plan.mode == "buffered":
+                if plan.config.log_bodies:
+                    log.bodies = {"request": orjson.loads(raw)}
                 return self._buffered(plan, log, target)
             raw, config = plan.upstream_body, plan.config
         elif len(self.upstreams) > 1:

@@ -10,6 +10,8 @@ import time
 import pytest
 import requests
 
+from proxy.config import Config
+from proxy.replay import parse_exchanges, replay_exchange
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion
 
@@ -104,8 +106,21 @@ def test_log_bodies_when_switched_on_redacts_credentials(fake, start_proxy, log_
     (line,) = log_lines(1)
     assert line["bodies"]["request"]["messages"] == USER
     assert line["bodies"]["request"]["api_key"] == "[redacted]"
-    assert line["bodies"]["response"]["choices"][0]["finish_reason"] == "tool_calls"
+    assert line["bodies"]["response"]["choices"][0]["finish_reason"] == "stop"  # as upstream said
+    assert line["bodies"]["sent"]["choices"][0]["finish_reason"] == "tool_calls"
     assert "sk-live-123" not in json.dumps(line)
+
+
+def test_a_log_bodies_line_replays_to_what_the_client_got(fake, start_proxy, log_lines):
+    proxy = start_proxy(log_bodies=True, log_level="info")
+    fake.answer(Answer(body=vllm_completion(REPAIRED)))
+    got = _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS}).json()
+    (line,) = log_lines(1)
+    (exchange,) = parse_exchanges(json.dumps(line).encode(), "proxy.log")
+    replayed = json.loads(replay_exchange(exchange, Config()).output)
+    calls = [c["function"] for c in replayed["choices"][0]["message"]["tool_calls"]]
+    assert calls == [c["function"] for c in got["choices"][0]["message"]["tool_calls"]]
+    assert calls == [{"name": "read", "arguments": '{"path":"/etc/hosts"}'}]
 
 
 def test_metrics_count_what_the_proxy_did(fake, proxy):
