@@ -264,3 +264,13 @@ def test_mistral_text_calls_name_the_mistral_parser(start_fake):
     assert report["call_format"] == "mistral"
     assert report["proxy_recovers"] is True
     assert report["recommended"]["tool_call_parser"] == "mistral"
+
+
+def test_every_format_names_its_vllm_parser_and_the_names_are_known():
+    from proxy.doctor import VLLM_TOOL_PARSERS
+    from proxy.toolcalls import FORMATS
+    from proxy.toolcalls.registry import resolve
+
+    assert set(VLLM_TOOL_PARSERS) == set(FORMATS)
+    for parser in filter(None, VLLM_TOOL_PARSERS.values()):
+        assert resolve([parser])  # a vLLM parser name the `formats` setting also accepts
