@@ -274,6 +274,8 @@ def parse_flags(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="app.py",
         description="Tool Call Proxy: repairs the tool calls of local models behind vLLM",
+        epilog="other commands: `app.py doctor --help` (probe a live vLLM and recommend "
+               "settings), `app.py replay --help` (run a captured exchange through the proxy)",
     )
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 8003)")

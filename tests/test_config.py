@@ -87,3 +87,12 @@ def test_cli_refuses_bad_config_with_one_line_and_exit_2(tmp_path, content, frag
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
     assert fragment in lines[0]
+
+
+def test_help_names_the_other_commands(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        load_config(["--help"], {})
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "app.py doctor" in out
+    assert "app.py replay" in out
