@@ -82,12 +82,21 @@ SEEDS = [
     '<tool_call>{"name": "rm", "arguments": {"path": "/"}}</tool_call>',
     '{"function": "read", "arguments": {"path": "a"}}',
     '{"type": "function", "function": {"name": "read", "arguments": {"path": "a"}}}',
+    # \u escapes (surrogate pairs, lone halves) and raw emoji, in JSON, Python and XML values
+    '<tool_call>{"name": "read", "arguments": {"path": "\\ud83d\\ude80 \\u00e9 🚀"}}</tool_call>',
+    '[read(path="\\ud83d\\ude80 /tmp/a b.txt"), get_weather(city="T\\u00f6ky\\u014d 🚀")]',
+    "<tool_call>{'name': 'write', 'arguments': {'path': '\\uD83D\\uDE80', 'content': '\\ud83d'}}"
+    "</tool_call>",
+    '[exec(command="echo \\ude80\\ud83d", timeout=1e308)]',
+    "<tool_call>\n<function=write>\n<parameter=path>\n🚀 \\ud83d\\ude80\n</parameter>\n"
+    '<parameter=tags>\n["\\ud83d\\ude80", "\\ud83d"]\n</parameter>\n</function>\n</tool_call>',
 ]
 PROSE = ["", "Sure, let me check.\n", "I'll do that. ", "Here is an example:\n",
          "\n\nDone.", " Then I will summarise.", "`<tool_call>` is the tag. ",
          "Résumé — 東京 🚀 ", "<think>Maybe call read?</think>\n"]
 UNICODE = ["é", "東", "🚀", "\u200b", "\ufeff", "\x00", "\u2028", "\\u00e9", "\\ud83d\\ude80",
-           "\\", '"', "\n", "\t", "}", "]", "{", "[", ",", "<", ">", "/"]
+           "\\ud83d", "\\ude80", "\\U0001f680", "\\", '"', "\n", "\t", "}", "]", "{", "[", ",",
+           "<", ">", "/"]
 
 
 def mutate(rng: random.Random) -> str:

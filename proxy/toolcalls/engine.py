@@ -3,6 +3,7 @@ against the request's tools, coerced by schema and assembled. Text that is not a
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
@@ -16,6 +17,8 @@ from .scan import Document
 from .types import Extraction, Frame, LeftAsText, ToolCall, ToolSchemas
 
 _CALL_KEYS = {"name", "arguments", "parameters", "id", "type"}
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_INT_RANGE = range(-(1 << 63), 1 << 64)  # what orjson writes: int64 and uint64
 
 
 class _Refused(Exception):
@@ -82,6 +85,8 @@ def _calls_from_frame(frame: Frame, tools: ToolSchemas, truncated: bool,
         raise _Refused("cut_by_length", frame.name)
     if not frame.complete:
         raise _Refused("incomplete_frame", frame.name)
+    if frame.value is not None:
+        return _calls_from_json(frame.value, repairs, frame), repairs
     if frame.json_text is not None:
         try:
             value, applied = loads_repaired(frame.json_text)
@@ -98,6 +103,34 @@ def _calls_from_frame(frame: Frame, tools: ToolSchemas, truncated: bool,
     return [(name, arguments)], repairs
 
 
+def _why_unserialisable(value: Any) -> str:
+    """Why orjson could not write `value` (found only after it failed), for diagnostics."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _LONE_SURROGATE.search(item):
+                return "invalid_unicode"
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if item not in _INT_RANGE:
+                return "integer_out_of_range"
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return "unserialisable_arguments"  # e.g. nested deeper than orjson writes
+
+
+def _serialised(arguments: dict[str, Any]) -> str:
+    """`arguments` as the JSON string a call carries; _Refused when it cannot be written
+    (lone surrogates, integers past 64 bits, extreme depth), so the frame stays text."""
+    try:
+        return orjson.dumps(arguments).decode()
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        raise _Refused(_why_unserialisable(arguments)) from None
+
+
 def _read_frame(frame: Frame, tools: ToolSchemas, only: str | None, truncated: bool,
                 ) -> list[ToolCall]:
     calls, repairs = _calls_from_frame(frame, tools, truncated)
@@ -106,9 +139,15 @@ def _read_frame(frame: Frame, tools: ToolSchemas, only: str | None, truncated: b
             raise _Refused("unknown_tool", name)
         if only is not None and name != only:
             raise _Refused("not_the_chosen_tool", name)
-    return [ToolCall(name, orjson.dumps(args).decode(), frame.format, tuple(repairs),
-                     frame.start, frame.end)
-            for name, args in calls]
+    serialised = []
+    for name, args in calls:
+        try:
+            serialised.append((name, _serialised(args)))
+        except _Refused as refused:
+            refused.name = name
+            raise
+    return [ToolCall(name, arguments, frame.format, tuple(repairs), frame.start, frame.end)
+            for name, arguments in serialised]
 
 
 def _cut(text: str, frames: Sequence[Frame]) -> str:

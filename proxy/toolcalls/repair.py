@@ -73,6 +73,23 @@ def _hybrid_function_key(text: str) -> str:
     return _HYBRID_KEY.sub(lambda m: f'{m[1]}"name":{orjson.dumps(m[2]).decode()}{m[3]}', text)
 
 
+# Python reads `"\ud83d\ude80"` as two lone surrogates where JSON reads one character (🚀).
+_SURROGATE_PAIR = re.compile(r"[\ud800-\udbff][\udc00-\udfff]")
+
+
+def _pair_to_char(match: re.Match[str]) -> str:
+    high, low = match[0]
+    return chr(0x10000 + ((ord(high) - 0xD800) << 10) + (ord(low) - 0xDC00))
+
+
+def join_surrogate_pairs(value: str) -> str:
+    """`value` with each UTF-16 surrogate pair joined into its character, as JSON decodes
+    `\\uD83D\\uDE80`; a lone surrogate stays (the engine refuses it as invalid_unicode)."""
+    if value.isascii():  # O(1) in CPython: the common case costs nothing
+        return value
+    return _SURROGATE_PAIR.sub(_pair_to_char, value)
+
+
 class NotLiteral(ValueError):
     """A Python syntax node that is not a plain literal."""
 
@@ -83,10 +100,13 @@ _MAX_LITERAL = 256_000  # Python-literal parsing (ast) is not tried on longer te
 
 def literal_value(node: ast.AST, repairs: set[str]) -> Any:
     """The JSON value of a Python literal node (JSON's `true`/`false`/`null` names allowed,
-    noted in `repairs`). Never evaluates anything: any other node raises NotLiteral."""
+    noted in `repairs`; surrogate-pair escapes read as JSON reads them). Never evaluates
+    anything: any other node raises NotLiteral."""
     if isinstance(node, ast.Constant):
         value = node.value
-        if value is None or isinstance(value, bool | int | str):
+        if isinstance(value, str):
+            return join_surrogate_pairs(value)
+        if value is None or isinstance(value, bool | int):
             return value
         if isinstance(value, float) and math.isfinite(value):
             return value
@@ -98,7 +118,7 @@ def literal_value(node: ast.AST, repairs: set[str]) -> Any:
         for key, value in zip(node.keys, node.values, strict=True):
             if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
                 raise NotLiteral
-            result[key.value] = literal_value(value, repairs)
+            result[join_surrogate_pairs(key.value)] = literal_value(value, repairs)
         return result
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         operand = literal_value(node.operand, repairs)

@@ -6,6 +6,7 @@ the string the model wrote. Nothing is guessed for parameters the schema does no
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -63,7 +64,8 @@ def _as_type(text: str, type_name: Any) -> Any:
     if type_name == "number":
         if _INTEGER.fullmatch(stripped):
             return int(stripped)
-        return float(stripped) if _NUMBER.fullmatch(stripped) else _MISSING
+        number = float(stripped) if _NUMBER.fullmatch(stripped) else math.inf
+        return number if math.isfinite(number) else _MISSING  # "1e999" stays the text
     if type_name == "boolean":
         lowered = stripped.lower()
         return {"true": True, "false": False}.get(lowered, _MISSING)

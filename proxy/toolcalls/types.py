@@ -11,7 +11,8 @@ class Frame:
     """A span of model text that one format's parser believes holds tool call(s).
 
     A parser fills one of: `json_text` alone (a JSON call envelope `{"name", "arguments"}` or
-    a list of them); `name` and `json_text` (the JSON arguments of call `name`); or `name` and
+    a list of them); `value` alone (such an envelope already decoded, e.g. from Python
+    literals); `name` and `json_text` (the JSON arguments of call `name`); or `name` and
     `text_args` (parameters written as text, coerced later by the tool's schema). `listed`
     says the format natively writes several calls in one frame (not a repair when it does);
     `arguments_key` is the envelope key the format natively uses for arguments. A parser that
@@ -30,6 +31,7 @@ class Frame:
     listed: bool = False
     arguments_key: str = "arguments"
     refused: str | None = None
+    value: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,6 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
-
 from ..repair import NotLiteral, literal_value
 from ..scan import Document
 from ..types import Frame
@@ -84,9 +82,8 @@ def _frame(doc: Document, start: int, end: int, source: str) -> Frame:
     parsed = _calls(source)
     if isinstance(parsed, str):
         return Frame(NAME, start, end, refused=parsed)
-    calls, repairs = parsed
-    return Frame(NAME, start, end, json_text=orjson.dumps(calls).decode(), listed=True,
-                 repairs=repairs)
+    calls, repairs = parsed  # handed over decoded: the engine checks they serialise
+    return Frame(NAME, start, end, value=calls, listed=True, repairs=repairs)
 
 
 def _wrapped(doc: Document) -> Iterator[Frame]:
