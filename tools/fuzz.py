@@ -3,7 +3,8 @@
 Every input is a mutation (cut, doubled, nested, escaped, unicode, flipped) of a frame of one
 of the known tool-call formats, or of prose around it. For each input:
 
-- extract() must not raise, and every emitted `arguments` must parse to a JSON object;
+- extract() must not raise, no parser may raise (the engine catches that as `parser_error`,
+  which hides a bug), and every emitted `arguments` must parse to a JSON object;
 - when nothing is extracted the content must come back unchanged;
 - the normalised completion, rendered as SSE and reassembled like a client does, must give
   back the same content and calls.
@@ -183,6 +184,8 @@ def check(text: str, report: Report) -> None:
         report.fail("crash_extract", text, repr(exc))
         return
     elapsed = time.perf_counter() - started
+    if any(left.reason == "parser_error" for left in found.left_as_text):
+        report.fail("parser_error", text, "a parser raised (caught: its text stayed text)")
     if elapsed > report.slowest[0]:
         report.slowest = (elapsed, text[:200])
     report.calls += len(found.calls)
@@ -244,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"inputs: {total.inputs:,}  calls extracted: {total.calls:,}  "
           f"time: {elapsed:.1f} s  ({total.inputs / elapsed:,.0f} inputs/s, "
           f"{args.workers} workers)")
-    for kind in ("crash_extract", "crash_render", "non_object_arguments", "content_lost",
-                 "render_mismatch", "finish_reason_wrong"):
+    for kind in ("crash_extract", "parser_error", "crash_render", "non_object_arguments",
+                 "content_lost", "render_mismatch", "finish_reason_wrong"):
         print(f"{kind:>22}: {total.failures.get(kind, 0)}")
     print(f"slowest input: {total.slowest[0] * 1000:.2f} ms  {total.slowest[1][:120]!r}")
     for kind, example in total.examples:
