@@ -33,6 +33,19 @@ body, or of the streamed content; `1k`, `64k`, `1m` accepted), `chunks`, `gap_ms
 the padding; `native`: vLLM-parsed `tool_calls`, content null) and `status` (a non-200 answers
 with OpenAI's error envelope, e.g. 429 or 503).
 
+Faults (`fault=...`, for the soak, `tools/soak.py`), applied after `delay_ms`:
+
+* `cut`: the answer starts (JSON: the head and half the body; stream: the first events), then
+  the connection closes;
+* `stall`: the same start, then nothing more until the client goes away;
+* `silent`: the request is read and nothing is ever sent, until the client goes away;
+* `drop`: the connection closes without any answer;
+* `garbage`: `200` with a JSON content type and a body that is not JSON;
+* `html`: an nginx-style HTML error page, with `status` (so `fault=html,status=502`);
+* `empty`: `200` with a JSON content type and an empty body.
+
+A held connection (`stall`, `silent`) is released after at most `HOLD_LIMIT_SECONDS`.
+
 Held-stream mode is `chunks=60,gap_ms=500` (30 s, a chunk every 500 ms); the buffered
 "wait 30 s then answer" mode is `delay_ms=30000` on a non-streaming request.
 
@@ -56,7 +69,14 @@ import orjson
 
 READY_MARKER = "FAKE_UPSTREAM_READY"
 KINDS = ("tool", "text", "bigargs", "native")
-_CACHE_LIMIT = 128
+FAULTS = ("cut", "stall", "silent", "drop", "garbage", "html", "empty")
+HOLD_LIMIT_SECONDS = 300.0
+GARBAGE_BODY = (b'{"id": "chatcmpl-garbage", "object": "chat.completion", "choices": '
+                b'[{"index": 0, "message": {"role": "assistant", "content": "the answer was')
+HTML_BODY = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+             b"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n"
+             b"</body>\r\n</html>\r\n")
+_CACHE_LIMIT = 512  # the soak mixes a few hundred shapes
 _MAX_HEADER_BYTES = 64 * 1024
 _MAX_BODY_BYTES = 64 * 1024 * 1024
 _CREATED = 1_760_000_000  # fixed: responses are pre-encoded and cached per shape
@@ -81,6 +101,7 @@ class FakeConfig:
     gap_ms: float = 20.0
     kind: str = "tool"
     status: int = 200
+    fault: str = ""
 
     def merged(self, spec: str) -> FakeConfig:
         """This config with the `key=value` pairs of `spec` (`,` `;` or `&` separated) applied."""
@@ -101,6 +122,8 @@ class FakeConfig:
                 changes[key] = int(value)
             elif key == "kind" and value in KINDS:
                 changes[key] = value
+            elif key == "fault" and value in (*FAULTS, "", "none"):
+                changes[key] = "" if value == "none" else value
         return dataclasses.replace(self, **changes) if changes else self
 
 
@@ -220,27 +243,62 @@ class StreamPlan:
     tail_usage: bytes  # the same with a usage chunk
 
 
-def stream_plan(cfg: FakeConfig, model: str) -> StreamPlan:
-    """The SSE events of a streamed answer: role, `cfg.chunks` content pieces, finish, usage."""
+def stream_events(cfg: FakeConfig, model: str) -> tuple[list[bytes], bytes, bytes]:
+    """The SSE events of a streamed answer, in order: the role chunk, `cfg.chunks` content
+    pieces and the finish chunk; then the usage chunk and `data: [DONE]` separately."""
     content = _content_for(cfg.kind, cfg.size) or ""
     n = max(1, cfg.chunks)
     step = max(1, -(-len(content) // n)) if content else 1
     pieces = [content[i * step:(i + 1) * step] for i in range(n)]
-    events = [_chunk(model, {"content": p}) for p in pieces]
     role = _chunk(model, {"role": "assistant", "content": ""})
     finish_reason = "tool_calls" if cfg.kind == "native" else "stop"
     finish = _chunk(model, {}, finish_reason)
     usage = b"data: " + orjson.dumps({
         "id": "chatcmpl-bench0001", "object": "chat.completion.chunk", "created": _CREATED,
         "model": model, "choices": [], "usage": _usage(content)}) + b"\n\n"
-    done = b"data: [DONE]\n\n"
+    events = [role, *(_chunk(model, {"content": p}) for p in pieces), finish]
+    return events, usage, b"data: [DONE]\n\n"
+
+
+def stream_body(cfg: FakeConfig, model: str, usage: bool) -> bytes:
+    """The whole SSE body of a streamed answer as a client reads it (transfer framing off)."""
+    events, usage_event, done = stream_events(cfg, model)
+    return b"".join(events) + (usage_event if usage else b"") + done
+
+
+def stream_plan(cfg: FakeConfig, model: str) -> StreamPlan:
+    """The SSE events of a streamed answer framed as HTTP chunks, one frame per gap."""
+    events, usage, done = stream_events(cfg, model)
+    role, content, finish = events[0], events[1:-1], events[-1]
     end = b"0\r\n\r\n"
     return StreamPlan(
-        first=_frame(role + events[0]),
-        middle=[_frame(e) for e in events[1:]],
+        first=_frame(role + content[0]),
+        middle=[_frame(e) for e in content[1:]],
         tail_plain=_frame(finish + done) + end,
         tail_usage=_frame(finish + usage + done) + end,
     )
+
+
+def cut_point(cfg: FakeConfig) -> int:
+    """How many frames of a stream (after the first) `cut` and `stall` send: up to two."""
+    return min(2, max(0, cfg.chunks - 1))
+
+
+def fault_answer(cfg: FakeConfig) -> tuple[int, str, bytes] | None:
+    """(status, content type, body) of a fault that answers in full, else None."""
+    if cfg.fault == "garbage":
+        return 200, "application/json", GARBAGE_BODY
+    if cfg.fault == "html":
+        return cfg.status, "text/html", HTML_BODY
+    if cfg.fault == "empty":
+        return 200, "application/json", b""
+    return None
+
+
+def error_body(status: int) -> bytes:
+    """The JSON body the fake sends with a non-200 `status`."""
+    return orjson.dumps({"error": {"message": f"fake upstream status {status}",
+                                   "type": "server_error", "param": None, "code": status}})
 
 
 class _Stats:
@@ -252,6 +310,8 @@ class _Stats:
         self.open_connections = 0
         self.peak_connections = 0
         self.disconnects = 0  # client went away before the response was complete
+        self.faults = 0  # answers shaped by a `fault` knob
+        self.holding = 0  # connections held open by `stall` / `silent` right now
 
     def as_json(self) -> bytes:
         return orjson.dumps(self.__dict__)
@@ -271,12 +331,7 @@ class FakeUpstream:
         key = (cfg, model)
         cached = self._json_cache.get(key)
         if cached is None:
-            if cfg.status != 200:
-                body = orjson.dumps({"error": {"message": f"fake upstream status {cfg.status}",
-                                               "type": "server_error", "param": None,
-                                               "code": cfg.status}})
-            else:
-                body = completion_body(cfg, model)
+            body = error_body(cfg.status) if cfg.status != 200 else completion_body(cfg, model)
             cached = _head(cfg.status, "application/json", len(body)) + body
             if len(self._json_cache) >= _CACHE_LIMIT:
                 self._json_cache.clear()
@@ -310,7 +365,7 @@ class FakeUpstream:
                 body = await _read_body(reader, headers)
                 st.requests += 1
                 keep_alive = _keep_alive(version, headers)
-                if not await self._dispatch(method, target, headers, body, writer):
+                if not await self._dispatch(method, target, headers, body, reader, writer):
                     return
                 if not keep_alive:
                     return
@@ -322,12 +377,12 @@ class FakeUpstream:
                 writer.close()
 
     async def _dispatch(self, method: str, target: str, headers: dict[str, str], body: bytes,
-                        writer: asyncio.StreamWriter) -> bool:
+                        reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Answer one request; False when the connection must close."""
         split = urlsplit(target)
         path = split.path
         if method == "POST" and path == "/v1/chat/completions":
-            return await self._chat(split.query, headers, body, writer)
+            return await self._chat(split.query, headers, body, reader, writer)
         if method == "GET" and path == "/v1/models":
             payload = orjson.dumps({"object": "list", "data": [
                 {"id": "bench", "object": "model", "created": _CREATED, "owned_by": "vllm",
@@ -346,7 +401,7 @@ class FakeUpstream:
         return True
 
     async def _chat(self, query: str, headers: dict[str, str], body: bytes,
-                    writer: asyncio.StreamWriter) -> bool:
+                    reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         try:
             request = orjson.loads(body) if body else {}
         except orjson.JSONDecodeError:
@@ -363,6 +418,8 @@ class FakeUpstream:
             cfg = cfg.merged("&".join(f"{k}={v}" for k, v in parse_qsl(query)))
         if "x-fake" in headers:
             cfg = cfg.merged(headers["x-fake"])
+        if cfg.fault:
+            return await self._fault(cfg, model, bool(request.get("stream")), reader, writer)
         if request.get("stream") and cfg.status == 200:
             options = request.get("stream_options") or {}
             usage = bool(isinstance(options, dict) and options.get("include_usage"))
@@ -373,6 +430,46 @@ class FakeUpstream:
         writer.write(response)
         await writer.drain()
         return True
+
+    async def _fault(self, cfg: FakeConfig, model: str, stream: bool,
+                     reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Misbehave as `cfg.fault` says; False when the connection must close."""
+        self.stats.faults += 1
+        if cfg.delay_ms:
+            await asyncio.sleep(cfg.delay_ms / 1000.0)
+        answer = fault_answer(cfg)
+        if answer is not None:
+            status, content_type, payload = answer
+            writer.write(_head(status, content_type, len(payload)) + payload)
+            await writer.drain()
+            return True
+        if cfg.fault in ("cut", "stall"):
+            if stream:
+                plan = self._stream(dataclasses.replace(cfg, fault=""), model)
+                writer.write(_SSE_HEAD + plan.first + b"".join(plan.middle[:cut_point(cfg)]))
+            else:
+                whole = self._json_response(dataclasses.replace(cfg, fault="", status=200),
+                                            model)
+                head_end = whole.index(b"\r\n\r\n") + 4
+                writer.write(whole[:head_end + (len(whole) - head_end) // 2])
+            await writer.drain()
+        if cfg.fault in ("stall", "silent"):
+            await self._hold(reader)
+        return False
+
+    async def _hold(self, reader: asyncio.StreamReader) -> None:
+        """Send nothing until the client closes the connection (or the hold limit passes)."""
+        st = self.stats
+        st.holding += 1
+        try:
+            async with asyncio.timeout(HOLD_LIMIT_SECONDS):
+                while await reader.read(65536):
+                    pass
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            st.holding -= 1
+            st.disconnects += 1
 
     async def _stream_answer(self, cfg: FakeConfig, model: str, usage: bool,
                              writer: asyncio.StreamWriter) -> bool:
@@ -412,7 +509,7 @@ _SSE_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8
              b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n"
              b"server: fake-vllm\r\n\r\n")
 _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 429: b"Too Many Requests",
-            500: b"Internal Server Error", 503: b"Service Unavailable"}
+            500: b"Internal Server Error", 502: b"Bad Gateway", 503: b"Service Unavailable"}
 
 
 def _head(status: int, content_type: str, length: int) -> bytes:

@@ -62,6 +62,7 @@ class Result:
     sse: bool = False
     done: bool = False  # saw `data: [DONE]`
     body: bytes | None = None
+    headers: dict[bytes, bytes] | None = None  # lower-cased names; kept with the body
 
     @property
     def ok(self) -> bool:
@@ -354,6 +355,8 @@ class HttpConnection(asyncio.Protocol):
             name, _, value = line.partition(b":")
             headers[name.strip().lower()] = value.strip()
         result.sse = headers.get(b"content-type", b"").startswith(b"text/event-stream")
+        if self._keep_body:
+            result.headers = headers
         connection = headers.get(b"connection", b"").lower()
         self._close_after = b"close" in connection or (
             version == b"HTTP/1.0" and b"keep-alive" not in connection)
