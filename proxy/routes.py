@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import secrets
 import select
@@ -200,6 +201,7 @@ class Proxy:
 
         is_sse = (response_in.headers.get("Content-Type", "").startswith("text/event-stream")
                   and not response_in.headers.get("Content-Encoding"))
+        environ = request.environ
 
         def relay() -> Iterator[bytes]:
             try:
@@ -216,6 +218,8 @@ class Proxy:
                                ProxyError(502, "The upstream closed the stream before its end.",
                                           type_="upstream_error", code="upstream_stream_cut"))
                     yield b"\n\n" + error_event(failure.body()) + DONE
+                else:  # the head promised a body that will not come: the client must see
+                    abort_connection(environ)  # it cut short, not wait on a kept-alive socket
             finally:
                 self.emit(log)
 
@@ -388,6 +392,19 @@ def client_gone(environ: dict[str, Any]) -> bool:
         return False
     except OSError:
         return True
+
+
+def abort_connection(environ: dict[str, Any]) -> None:
+    """Close the client's connection now, mid-response.
+
+    For a relayed body cut short: with a Content-Length the server would otherwise keep the
+    connection alive and the client wait for bytes that never come (gunicorn), and with
+    chunked framing it would end the body cleanly, as if it were complete.
+    """
+    sock = environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _target(environ: dict[str, Any]) -> str:
