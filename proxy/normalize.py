@@ -7,8 +7,6 @@ An allowlist of OpenAI's schema decides what the client sees: whatever a server 
 from __future__ import annotations
 
 import re
-import secrets
-import string
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,10 +14,10 @@ from typing import Any
 
 import orjson
 
+from .ids import random_alnum
 from .toolcalls import Extraction, ToolSchemas, extract
 from .toolcalls.repair import NotJson, loads_repaired
 
-_ID_ALPHABET = string.ascii_letters + string.digits
 _TOP_LEVEL = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint",
               "service_tier")
 _PROMPT_DETAILS = ("cached_tokens", "audio_tokens")
@@ -78,7 +76,7 @@ class ExtractionSettings:
 def mint_call_id(taken: set[str]) -> str:
     """`call_` + 24 random letters and digits, unique in its last 9 characters among `taken`."""
     while True:
-        call_id = "call_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(24))
+        call_id = "call_" + random_alnum(24)
         if call_id[-9:] not in taken:
             taken.add(call_id[-9:])
             return call_id
@@ -282,7 +280,7 @@ def normalize_completion(upstream: Any, settings: ExtractionSettings,
     taken_ids: set[str] = set()
     clean: dict[str, Any] = {key: upstream[key] for key in _TOP_LEVEL if key in upstream}
     clean["id"] = upstream.get("id") if isinstance(upstream.get("id"), str) else (
-        "chatcmpl-" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(24)))
+        "chatcmpl-" + random_alnum(24))
     clean["object"] = "chat.completion"
     if not isinstance(clean.get("created"), int):
         clean["created"] = int(time.time())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
-import string
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -11,9 +9,10 @@ from typing import Any
 
 import orjson
 
+from .ids import random_alnum
+
 DONE = b"data: [DONE]\n\n"
 COMMENT_HEARTBEAT = b": ping\n\n"
-_ALPHABET = string.ascii_letters + string.digits
 
 
 @dataclass(frozen=True)
@@ -27,8 +26,7 @@ class StreamIdentity:
     @classmethod
     def new(cls, model: str) -> StreamIdentity:
         """A fresh identity, minted before upstream has answered."""
-        suffix = "".join(secrets.choice(_ALPHABET) for _ in range(24))
-        return cls(f"chatcmpl-{suffix}", int(time.time()), model)
+        return cls(f"chatcmpl-{random_alnum(24)}", int(time.time()), model)
 
 
 def event(payload: Any) -> bytes:
