@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from . import schema
-from .registry import resolve
+from .registry import MARKERS, markers_of, resolve
 from .repair import NotJson, loads_repaired
 from .scan import Document
 from .types import Extraction, Frame, LeftAsText, ToolCall, ToolSchemas
@@ -201,11 +201,15 @@ def extract(
     """
     if not text or not tools:
         return Extraction(content=text)
-    doc = Document(text)
+    chosen = resolve(formats)
+    doc = Document(text, markers_of(tuple(name for name, _ in chosen)))
     claims = _Claims()
     taken: list[tuple[Frame, list[ToolCall]]] = []
     left: list[LeftAsText] = []
-    for name, find_frames in resolve(formats):
+    for name, find_frames in chosen:
+        markers = MARKERS.get(name, ())
+        if markers and not any(doc.has(marker) for marker in markers):
+            continue  # none of its markers occurs: it cannot find a frame
         spans: list[tuple[int, int]] = []
         try:
             for frame in find_frames(doc):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from fnmatch import fnmatchcase
+from functools import lru_cache
 
 from .formats import (
     bare_json,
@@ -32,12 +33,15 @@ FrameFinder = Callable[[Document], Iterator[Frame]]
 
 # Order matters where frames overlap: formats with their own special tokens first, then the
 # tag formats, then those recognised by shape alone (pythonic, fenced, bare JSON) last.
-FORMATS: dict[str, FrameFinder] = {
-    module.NAME: module.find_frames
-    for module in (hermes, qwen_xml, glm, tools_wrapper, tool_calls_tag, granite, llama3,
-                   mistral, deepseek, deepseek_dsml, kimi_k2, minimax_m2, harmony, internlm,
-                   phi4_mini, pythonic, code_fence, bare_json)
-}
+_MODULES = (hermes, qwen_xml, glm, tools_wrapper, tool_calls_tag, granite, llama3, mistral,
+            deepseek, deepseek_dsml, kimi_k2, minimax_m2, harmony, internlm, phi4_mini,
+            pythonic, code_fence, bare_json)
+FORMATS: dict[str, FrameFinder] = {module.NAME: module.find_frames for module in _MODULES}
+
+# Each format's trigger markers: literals of which every frame it finds holds at least one.
+# When none occurs in a text, the format is not run at all (all formats' markers are looked
+# for in one combined search). Empty: the format is recognised by shape and always runs.
+MARKERS: dict[str, tuple[str, ...]] = {module.NAME: module.MARKERS for module in _MODULES}
 
 # vLLM's `--tool-call-parser` names (and a few common spellings) → our format names, so that
 # a configuration can name the parser it would have used upstream.
@@ -52,6 +56,13 @@ ALIASES: dict[str, str] = {
     "kimi": "kimi_k2", "openai": "harmony", "gpt_oss": "harmony",
     "phi4_mini_json": "phi4_mini", "seed_oss": "qwen_xml",
 }
+
+
+@lru_cache(maxsize=64)
+def markers_of(names: tuple[str, ...]) -> frozenset[str]:
+    """The markers of these formats that the combined search looks for (single characters
+    are cheaper to look for alone)."""
+    return frozenset(m for name in names for m in MARKERS.get(name, ()) if len(m) > 1)
 
 
 class UnknownFormat(ValueError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 # One scanning step: skip text and whole strings (raw newlines allowed: models emit them) up to
 # the next bracket; group 1 is that bracket, `"` for an unterminated string, or "" at the end.
@@ -14,6 +15,69 @@ _NON_SPACE = re.compile(r"\S")
 
 # C-speed path for spans that are already JSON (raw control characters allowed).
 _DECODER = json.JSONDecoder(strict=False)
+
+
+# Characters a marker is searched from, preferred first: rare in prose, and shared by many
+# markers (`<`), so that one search finds them all. The regex engine scans at C speed to a
+# pattern's first literal character; a pattern starting with a choice of characters is ten
+# times slower, hence one search per anchor character rather than one for all.
+_ANCHORS = "<[|`="
+
+
+@lru_cache(maxsize=1024)
+def _anchor(marker: str) -> int:
+    """Index of the character `marker` is searched from (the first preferred one, else its
+    first non-ASCII character, else its first)."""
+    for char in _ANCHORS:
+        if char in marker:
+            return marker.index(char)
+    return next((i for i, char in enumerate(marker) if not char.isascii()), 0)
+
+
+@lru_cache(maxsize=512)
+def _markers_pattern(markers: frozenset[str]) -> re.Pattern[str]:
+    """One regex finding any of `markers` (all anchored on the same character)."""
+    pieces = []
+    for marker in sorted(markers):
+        i = _anchor(marker)
+        behind = f"(?<={re.escape(marker[:i + 1])})" if i else ""
+        pieces.append(behind + re.escape(marker[i + 1:]))
+    return re.compile(re.escape(next(iter(markers))[_anchor(next(iter(markers)))])
+                      + f"(?:{'|'.join(pieces)})")
+
+
+@lru_cache(maxsize=64)
+def _by_anchor(markers: frozenset[str]) -> tuple[frozenset[str], ...]:
+    """`markers` grouped by anchor character."""
+    groups: dict[str, set[str]] = {}
+    for marker in markers:
+        groups.setdefault(marker[_anchor(marker)], set()).add(marker)
+    return tuple(frozenset(group) for group in groups.values())
+
+
+def markers_present(text: str, markers: frozenset[str]) -> frozenset[str]:
+    """Which of `markers` (literals of two characters or more) occur in `text`: one search
+    per anchor character instead of one scan per marker. Each search resumes where the last
+    found marker was, without the markers found so far."""
+    ascii_only = text.isascii()  # O(1): then a marker with other characters cannot occur
+    found: set[str] = set()
+    for group in _by_anchor(markers):
+        remaining = {m for m in group if m.isascii() or not ascii_only}
+        if len(remaining) == 1:
+            marker = remaining.pop()
+            if marker in text:
+                found.add(marker)
+        pos = 0
+        while remaining:
+            match = _markers_pattern(frozenset(remaining)).search(text, pos)
+            if match is None:
+                break
+            pos = match.start()
+            hits = {m for m in remaining
+                    if pos >= _anchor(m) and text.startswith(m, pos - _anchor(m))}
+            found |= hits
+            remaining -= hits
+    return frozenset(found)
 
 
 class Document:
@@ -32,9 +96,13 @@ class Document:
     # A marker written more often than this is not a response's tool calls but pathological
     # text: its format is not scanned at all (each occurrence would cost a regex attempt).
     MAX_OCCURRENCES = 25_000
+    # Shorter texts are searched one marker at a time, each only when a format asks.
+    COMBINED_SEARCH_FROM = 8_192
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, markers: frozenset[str] = frozenset()) -> None:
         self.text = text
+        self._markers = markers  # looked for together, on the first has() of one of them
+        self._present: dict[str, bool] = {}
         self._ends: dict[int, int | None] = {}
         self._budget = 2_000 + len(text) // 512
         self._candidates = self.MAX_CANDIDATES
@@ -50,6 +118,19 @@ class Document:
         self._candidates -= 1
         return True
 
+    def has(self, marker: str) -> bool:
+        """Whether `marker` occurs in the text (memoised; the document's markers are all
+        looked for in one combined search)."""
+        known = self._present.get(marker)
+        if known is None:
+            if marker in self._markers and len(self.text) > self.COMBINED_SEARCH_FROM:
+                found = markers_present(self.text, self._markers)
+                self._present.update((m, m in found) for m in self._markers)
+                known = self._present[marker]
+            else:
+                known = self._present[marker] = marker in self.text
+        return known
+
     def crowded(self, marker: str) -> bool:
         """Whether `marker` occurs too often to scan for (marked as an exhausted budget)."""
         count = self._counts.get(marker)
@@ -64,7 +145,7 @@ class Document:
                  pos: int = 0) -> Iterator[re.Match[str]]:
         """`pattern`'s matches from `pos`, while the candidate budget lasts. `marker` is the
         literal every match starts with: absent, nothing is scanned; crowded, neither."""
-        if marker not in self.text or self.crowded(marker):
+        if not self.has(marker) or self.crowded(marker):
             return
         for match in pattern.finditer(self.text, pos):
             if not self.spend():

@@ -13,6 +13,7 @@ from ..scan import Document
 from ..types import Frame
 
 NAME = "bare_json"
+MARKERS = ()  # none: recognised by shape, at the start and end of the content
 # What can start a JSON call or list of calls: `{"`, `{'`, `{}`, `[{`, `[]`.
 _CALL_START = re.compile(r"\{\s*+[\"'}]|\[\s*+[{\]]")
 

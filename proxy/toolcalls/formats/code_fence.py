@@ -19,6 +19,7 @@ from ..types import Frame
 
 NAME = "code_fence"
 _FENCE = "```"
+MARKERS = ()  # none: the fences must close the content, which is checked first
 # An opening fence at the start of a line, with a language tag that can hold a call.
 _OPENING = re.compile(r"```(?:json|tool_call|tool_calls|function_call)?[ \t]*+\n\s*+(?=[{\[])")
 _MAX_FENCES = 8

@@ -19,6 +19,7 @@ from ..scan import Document
 from ..types import Frame
 
 NAME = "deepseek"
+MARKERS = ("tool▁call▁begin", "tool_call_begin")
 
 
 def _token(words: str) -> str:
@@ -42,7 +43,7 @@ _SECTION_END = re.compile(r"\s*+" + _token("tool calls end"))
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `tool▁call▁begin … tool▁call▁end` call with its JSON arguments."""
     text = doc.text
-    marker = "tool▁call▁begin" if "tool▁call▁begin" in text else "tool_call_begin"
+    marker = MARKERS[0] if doc.has(MARKERS[0]) else MARKERS[1]
     cursor = 0
     for match in doc.finditer(_HEAD, marker):
         start = match.start()

@@ -21,6 +21,7 @@ from ..types import Frame
 NAME = "deepseek_dsml"
 _PREFIX = "｜DSML｜"
 _GRAMMAR = invoke_grammar(_PREFIX, f"<{_PREFIX}function_calls>", f"</{_PREFIX}function_calls>")
+MARKERS = (_GRAMMAR.invoke_open,)
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:

@@ -19,6 +19,7 @@ from ..types import Frame
 
 NAME = "glm"
 _OPEN = "<tool_call>"
+MARKERS = (_OPEN,)
 # The name, then what can follow it in a call: a key, the close tag, or the end of the text.
 _OPENER = re.compile(r"<tool_call>\s*+([^\s<>{}\[\]\"'`]{1,200}+)"
                      r"(?=\s*+(?:<arg_key>|</tool_call>|\Z))")
@@ -30,8 +31,6 @@ _CLOSE = re.compile(r"\s*+</tool_call>")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<tool_call>NAME` followed by `<arg_key>`/`<arg_value>` pairs."""
     text = doc.text
-    if _OPEN not in text:
-        return
     cursor = 0
     for match in doc.finditer(_OPENER, _OPEN):
         start = match.start()

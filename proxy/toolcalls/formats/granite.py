@@ -14,14 +14,12 @@ from ..types import Frame
 
 NAME = "granite"
 _OPEN = "<|tool_call|>"
+MARKERS = (_OPEN,)
 _OPENER = re.compile(re.escape(_OPEN) + r'(?=\s*+(?:\{\s*+["}]|\[\s*+[{\]]))')
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call|>` followed by a JSON array of calls (or a single call object)."""
-    text = doc.text
-    if _OPEN not in text:
-        return
     cursor = 0
     for match in doc.finditer(_OPENER, _OPEN):
         if match.start() < cursor:

@@ -19,6 +19,7 @@ from ..types import Frame
 
 NAME = "harmony"
 _ANCHOR = "to=functions."
+MARKERS = (_ANCHOR,)
 _HEADER_WORD = (r"(?:<\|channel\|>|<\|constrain\|>|<\|message\|>|commentary|analysis|"
                 r"<\|start\|>|assistant|json|code)")
 _HEAD = re.compile(r"to=functions\.([A-Za-z0-9_\-]{1,128}+)"
@@ -32,8 +33,6 @@ _END = re.compile(r"\s*+(?:<\|call\|>|<\|end\|>|<\|return\|>)")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `to=functions.NAME … {arguments}` call, with the header tokens around it."""
     text = doc.text
-    if _ANCHOR not in text:
-        return
     cursor = 0
     for match in doc.finditer(_HEAD, _ANCHOR):
         start = match.start()

@@ -14,15 +14,13 @@ from ..types import Frame
 
 NAME = "internlm"
 _OPEN = "<|action_start|>"
+MARKERS = (_OPEN,)
 _OPENER = re.compile(re.escape(_OPEN) + r"\s*+<\|plugin\|>(?=\s*+\{\s*+[\"}])")
 _CLOSE = re.compile(r"\s*+<\|action_end\|>")
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each plugin action whose payload is one JSON call; `parameters` is the native key."""
-    text = doc.text
-    if _OPEN not in text:
-        return
     cursor = 0
     for match in doc.finditer(_OPENER, _OPEN):
         if match.start() < cursor:

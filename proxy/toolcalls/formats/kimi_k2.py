@@ -18,6 +18,7 @@ from ..types import Frame
 
 NAME = "kimi_k2"
 _OPEN = "<|tool_call_begin|>"
+MARKERS = (_OPEN,)
 _HEAD = re.compile(r"<\|tool_call_begin\|>\s*+(?:functions\.)?([^\s<>:{}\[\]`]{1,200}+)"
                    r"(?::\d{1,6})?\s*+<\|tool_call_argument_begin\|>\s*+(?=[{\[])")
 _CALL_END = re.compile(r"\s*+<\|tool_call_end\|>")
@@ -28,8 +29,6 @@ _SECTION_END = re.compile(r"\s*+<\|tool_calls_section_end\|>")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call_begin|>` call with its JSON arguments."""
     text = doc.text
-    if _OPEN not in text:
-        return
     cursor = 0
     for match in doc.finditer(_HEAD, _OPEN):
         start = match.start()

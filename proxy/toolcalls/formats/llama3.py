@@ -18,6 +18,7 @@ from ..types import Frame
 
 NAME = "llama3"
 _TAG = "<|python_tag|>"
+MARKERS = (_TAG, "<function=", ";")  # `;`: calls separated by it, as the whole content
 _TAGGED = re.compile(re.escape(_TAG) + r'(?=\s*+\{\s*+["}])')
 _END_TOKEN = re.compile(r"\s*+(?:<\|eom_id\|>|<\|eot_id\|>)")
 _FUNCTION = re.compile(r"<function=([A-Za-z0-9_.\-]{1,200}+)>(?=\s*+\{)")
@@ -75,7 +76,7 @@ def _tagged(doc: Document) -> Iterator[Frame]:
 def _semicolon_separated(doc: Document) -> Iterator[Frame]:
     text = doc.text
     first = doc.skip_space(0)
-    if ";" not in text or first >= len(text) or text[first] != "{":
+    if not doc.has(";") or first >= len(text) or text[first] != "{":
         return
     spans, end, unbalanced = _objects(doc, first)
     if unbalanced or len(spans) < 2:
@@ -113,12 +114,11 @@ def _function_tags(doc: Document) -> Iterator[Frame]:
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Tagged calls, `;`-separated calls as the whole content, and `<function=NAME>` calls."""
-    text = doc.text
-    if _TAG in text:
+    if doc.has(_TAG):
         yield from _tagged(doc)
         return
     whole = list(_semicolon_separated(doc))
     if whole:
         yield from whole
-    elif "<function=" in text:
+    elif doc.has("<function="):
         yield from _function_tags(doc)

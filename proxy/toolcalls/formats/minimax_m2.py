@@ -17,6 +17,7 @@ from ..types import Frame
 
 NAME = "minimax_m2"
 _GRAMMAR = invoke_grammar("", "<minimax:tool_call>", "</minimax:tool_call>")
+MARKERS = (_GRAMMAR.invoke_open,)
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:

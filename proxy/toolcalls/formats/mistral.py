@@ -18,6 +18,7 @@ from ..types import Frame
 
 NAME = "mistral"
 _OPEN = "[TOOL_CALLS]"
+MARKERS = (_OPEN,)
 _OPENER = re.compile(
     re.escape(_OPEN)
     + r"\s*+(?:(?=\{\s*+[\"}]|\[\s*+[{\]])"  # a JSON list (or object) of calls
@@ -28,9 +29,6 @@ _EOS = re.compile(r"\s*+</s>")
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `[TOOL_CALLS]` with its JSON list of calls, or its NAME[ARGS]{arguments}."""
-    text = doc.text
-    if _OPEN not in text:
-        return
     cursor = 0
     for match in doc.finditer(_OPENER, _OPEN):
         if match.start() < cursor:

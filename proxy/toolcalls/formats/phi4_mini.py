@@ -14,6 +14,7 @@ from ..types import Frame
 
 NAME = "phi4_mini"
 _OPEN = "functools["
+MARKERS = (_OPEN,)
 _OPENER = re.compile(r"functools(?=\[\s*+[{\]])")  # literal first: the regex skips ahead fast
 
 

@@ -24,6 +24,7 @@ _LINE_START = re.compile(r"[ \t]*+(<\|python_tag\|>\s*+)?(?=\[\s*+[A-Za-z_][\w.]
 _END = re.compile(r"\)\s*+\]\Z")
 _WRAPPED = re.compile(r"<\|python_start\|>\s*+(?=\[)")
 _WRAP_END = "<|python_end|>"
+MARKERS = ()  # none: a list closing the content is recognised by its shape
 _MAX_SOURCE = 4_000_000  # a list of calls longer than this is not parsed
 # ast costs about 10 µs per node: a list with more syntax than this (outside its strings) is
 # not parsed. Long string values (file contents) cost little and are not counted.
@@ -123,7 +124,7 @@ def _closing_block(doc: Document) -> Iterator[Frame]:
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Llama 4's wrapped lists anywhere; else the list closing (or making) the content."""
-    if _WRAP_END in doc.text or "<|python_start|>" in doc.text:
+    if doc.has(_WRAP_END) or doc.has("<|python_start|>"):
         yield from _wrapped(doc)
     else:
         yield from _closing_block(doc)

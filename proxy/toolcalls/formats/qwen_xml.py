@@ -22,6 +22,7 @@ from ..scan import Document
 from ..types import Frame
 
 NAME = "qwen_xml"
+MARKERS = ("<function=",)
 # Only a `<function=NAME>` followed by what can follow it in a call (a parameter, its close,
 # the wrapper's close, the end), so that a megabyte of mentions is skipped at regex speed.
 _FUNCTION = re.compile(r"<function=([^<>\n]{1,200}+)>"

@@ -11,6 +11,7 @@ from ..types import Frame
 
 NAME = "tool_calls_tag"
 _OPEN = "<tool_calls>"
+MARKERS = (_OPEN,)
 _OPENER = re.compile(re.escape(_OPEN) + r'(?=\s*+(?:\{\s*+["}]|\[\s*+[{\]]))')
 _CLOSE = re.compile(r"\s*+</tool_calls>")
 
@@ -18,8 +19,6 @@ _CLOSE = re.compile(r"\s*+</tool_calls>")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<tool_calls>` block holding a JSON array of calls (or one call object)."""
     text = doc.text
-    if _OPEN not in text:
-        return
     cursor = 0
     for match in doc.finditer(_OPENER, _OPEN):
         start = match.start()

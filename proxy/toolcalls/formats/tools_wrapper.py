@@ -11,6 +11,7 @@ from ..types import Frame
 NAME = "tools_wrapper"
 _OPEN = "<tools>"
 _CLOSE = "</tools>"
+MARKERS = (_OPEN,)
 # Only openers followed by something that can start a JSON call (`{"`, `{}`, `[{`, `[]`), so
 # that a megabyte of `<tool_call>{<tool_call>{…` is skipped at regex speed.
 _OPENER = re.compile(re.escape(_OPEN) + r'(?=\s*+(?:\{\s*+["}]|\[\s*+[{\]]))')
