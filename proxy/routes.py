@@ -196,7 +196,7 @@ class Proxy:
         # Until the headers come, only a silent client can be noticed: poll for it.
         self._wait_quietly(call, log, config.connect_timeout_seconds + config.read_timeout_seconds)
         response_in = call.result()
-        log.upstream_status = log.status = response_in.status_code
+        log.upstream_status = log.status = response_in.status
         log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
 
         is_sse = (response_in.headers.get("Content-Type", "").startswith("text/event-stream")
@@ -223,7 +223,7 @@ class Proxy:
             finally:
                 self.emit(log)
 
-        response = Response(relay(), status=response_in.status_code,
+        response = Response(relay(), status=response_in.status,
                             headers=response_headers(response_in.headers, keep_length=True))
         if "Content-Type" not in response_in.headers:
             del response.headers["Content-Type"]
