@@ -296,12 +296,16 @@ class Proxy:
         log.status = 200
 
         def frames() -> Iterator[bytes]:
+            # Bytes not written yet: once upstream has answered, the rest of the stream goes
+            # out in one write (one chunk, one send), not one per SSE event.
+            pending = role_chunks(ident, plan.choice_count)
             finished = False
             try:
-                yield role_chunks(ident, plan.choice_count)
                 result = completion
                 if result is None:
                     assert call is not None
+                    yield pending
+                    pending = b""
                     deadline = log.started + config.buffered_timeout_seconds
                     beat = config.heartbeat_seconds or None
                     next_beat = time.monotonic() + (beat or 0)
@@ -326,19 +330,18 @@ class Proxy:
                             yield heartbeat(ident, config.heartbeat_mode)
                     log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
                     result = self._finish(plan, call.result(), log)
-                yield from completion_chunks(ident, result, plan.include_usage)
+                yield b"".join([pending, *completion_chunks(ident, result, plan.include_usage)])
                 finished = True
             except ProxyError as exc:
                 log.error = exc.code or exc.type
-                yield error_event(exc.body())
-                yield DONE
+                yield pending + error_event(exc.body()) + DONE
                 finished = True
             except Exception:
                 self.logger.exception("buffered stream failed (request %s)", log.request_id)
                 log.error = "internal_error"
-                yield error_event(ProxyError(500, "The proxy failed to render this answer.",
-                                             code="internal_error").body())
-                yield DONE
+                yield pending + error_event(ProxyError(
+                    500, "The proxy failed to render this answer.",
+                    code="internal_error").body()) + DONE
                 finished = True
             finally:
                 if call is not None and not finished:
