@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hmac
 import secrets
-import select
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ from .upstream import (
     Upstream,
     UpstreamCall,
     UpstreamReply,
+    readable_now,
     request_headers,
     response_headers,
 )
@@ -389,8 +389,7 @@ def client_gone(environ: dict[str, Any]) -> bool:
     if sock is None:
         return False
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+        return readable_now(sock) and sock.recv(1, socket.MSG_PEEK) == b""
     except ValueError:  # a TLS socket cannot peek: rely on failed writes instead
         return False
     except OSError:

@@ -9,6 +9,7 @@ whole HTTP exchange, and the proxy uses none of it.
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -22,6 +23,13 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTime
 from urllib3.util import make_headers, parse_url
 
 from .errors import ProxyError
+
+try:  # the OS's poll(2): gevent's patched one starts watchers and switches to the hub
+    from gevent.monkey import get_original
+
+    _poll = get_original("select", "poll")
+except ImportError:  # pragma: no cover - gevent is a dependency; a plain process is fine too
+    _poll = select.poll
 
 T = TypeVar("T")
 
@@ -53,6 +61,14 @@ def request_headers(incoming: Iterable[tuple[str, str]], *, buffered: bool) -> d
         headers["Content-Type"] = "application/json"
         headers["Accept"] = "application/json"
     return headers
+
+
+def readable_now(sock: Any) -> bool:
+    """True when `sock` has bytes, an EOF or an error to read right now: one poll(2) that never
+    blocks, for any descriptor number (select(2) refuses those past 1023)."""
+    poller = _poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def response_headers(upstream: Any, *, keep_length: bool) -> list[tuple[str, str]]:
@@ -152,6 +168,12 @@ class Upstream:
                     if tracker is not None:
                         tracker.attach(self)
                     return super().request(*args, **kwargs)
+
+                @property
+                def is_connected(self) -> bool:
+                    """The pool's check before reusing a kept-alive connection (urllib3's
+                    own goes through the patched poll under gevent: a hub round trip)."""
+                    return self.sock is not None and not readable_now(self.sock)
             return Connection
 
         class Pool(HTTPConnectionPool):
