@@ -98,10 +98,14 @@ _JSON_NAMES = {"true": True, "false": False, "null": None}
 _MAX_LITERAL = 256_000  # Python-literal parsing (ast) is not tried on longer text
 
 
-def literal_value(node: ast.AST, repairs: set[str]) -> Any:
+def literal_value(node: ast.AST, repairs: set[str],
+                  strings: dict[str, str] | None = None) -> Any:
     """The JSON value of a Python literal node (JSON's `true`/`false`/`null` names allowed,
     noted in `repairs`; surrogate-pair escapes read as JSON reads them). Never evaluates
-    anything: any other node raises NotLiteral."""
+    anything: any other node raises NotLiteral. `strings` maps placeholder names that stand
+    for string literals decoded beforehand to their values; each is taken (popped) once."""
+    if isinstance(node, ast.Name) and strings and node.id in strings:
+        return strings.pop(node.id)
     if isinstance(node, ast.Constant):
         value = node.value
         if isinstance(value, str):
@@ -112,16 +116,20 @@ def literal_value(node: ast.AST, repairs: set[str]) -> Any:
             return value
         raise NotLiteral
     if isinstance(node, ast.List | ast.Tuple):
-        return [literal_value(item, repairs) for item in node.elts]
+        return [literal_value(item, repairs, strings) for item in node.elts]
     if isinstance(node, ast.Dict):
         result = {}
         for key, value in zip(node.keys, node.values, strict=True):
-            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            if isinstance(key, ast.Name) and strings and key.id in strings:
+                name = strings.pop(key.id)
+            elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+                name = join_surrogate_pairs(key.value)
+            else:
                 raise NotLiteral
-            result[join_surrogate_pairs(key.value)] = literal_value(value, repairs)
+            result[name] = literal_value(value, repairs, strings)
         return result
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        operand = literal_value(node.operand, repairs)
+        operand = literal_value(node.operand, repairs, strings)
         if isinstance(operand, int | float) and not isinstance(operand, bool):
             return -operand if isinstance(node.op, ast.USub) else operand
         raise NotLiteral
@@ -159,15 +167,68 @@ class NotJson(ValueError):
     """The text is not JSON even after every repair."""
 
 
+_MAX_LOCAL_FIXES = 16
+_ORDER = {name: i for i, (name, _) in enumerate(REPAIRS)}
+
+
+def _repaired_at_errors(text: str, error: orjson.JSONDecodeError,
+                        ) -> tuple[Any, tuple[str, ...]] | None:
+    """The repairs of REPAIRS made where orjson reports each error, one error at a time (a
+    C-speed parse per retry), instead of a rewrite of the whole text per repair: the same
+    value and names, or None when an error is not one they repair the same way.
+
+    Trailing commas and Python literals are fixed at the error position; raw control
+    characters by their (whole-text) repair. A comma is removed only if what follows it was
+    already there, as the single-pass regex would see it (`,,}` is not two trailing commas).
+    """
+    applied: set[str] = set()
+    if '"function=' in text:
+        repaired = _hybrid_function_key(text)
+        if repaired != text:
+            text = repaired
+            applied.add("qwen_hybrid_function_key")
+    removed: list[int] = []  # where commas were removed, in the current text's positions
+    for _ in range(_MAX_LOCAL_FIXES):
+        if applied:
+            try:
+                return orjson.loads(text), tuple(sorted(applied, key=_ORDER.__getitem__))
+            except orjson.JSONDecodeError as next_error:
+                error = next_error
+        pos = error.pos
+        char = text[pos] if pos < len(text) else ""
+        comma = _TRAILING_COMMA.match(text, pos) if char == "," else None
+        literal = _PY_LITERAL.match(text, pos) if char in "TFN" else None
+        if comma is not None and not any(pos < cut < comma.end() for cut in removed):
+            text = text[:pos] + text[pos + 1:]
+            removed = [cut - 1 if cut > pos else cut for cut in removed] + [pos]
+            applied.add("trailing_comma")
+        elif literal is not None:  # replaced by a word of the same length: no shift
+            text = text[:pos] + _PY_TO_JSON[literal[0]] + text[literal.end():]
+            applied.add("python_literals")
+        elif char and char < " " and "raw_control_chars_in_string" not in applied:
+            repaired = _control_chars_in_strings(text)
+            if repaired == text:
+                return None
+            text = repaired
+            applied.add("raw_control_chars_in_string")
+        else:
+            return None
+    return None
+
+
 def loads_repaired(text: str) -> tuple[Any, tuple[str, ...]]:
     """Decode `text` as JSON, applying repairs only if a strict parse fails.
 
-    Returns the value and the names of the repairs that changed the text.
+    Returns the value and the names of the repairs that changed the text. The usual few
+    errors are repaired where the decoder reports them; anything else goes through every
+    repair in turn, as written below.
     """
     try:
         return orjson.loads(text), ()
-    except orjson.JSONDecodeError:
-        pass
+    except orjson.JSONDecodeError as error:
+        quick = _repaired_at_errors(text, error)
+    if quick is not None:
+        return quick
     original = text
     applied: list[str] = []
     for name, repair in REPAIRS:

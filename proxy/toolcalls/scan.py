@@ -6,10 +6,15 @@ import json
 import re
 from collections.abc import Iterator
 from functools import lru_cache
+from json.decoder import scanstring  # type: ignore[attr-defined]
 
 # One scanning step: skip text and whole strings (raw newlines allowed: models emit them) up to
-# the next bracket; group 1 is that bracket, `"` for an unterminated string, or "" at the end.
-_NEXT_BRACKET = re.compile(r'(?:[^{}\[\]"]++|"(?:[^"\\]++|\\.)*+")*+([{}\[\]]|"|\Z)', re.DOTALL)
+# the next bracket; group 1 is that bracket, or "" at the end, or `"` at a string with more
+# than 32 escapes (or unterminated): the regex engine pays per escape, so such a string (a
+# file's contents) is skipped by the C string decoder instead.
+_NEXT_BRACKET = re.compile(r'(?:[^{}\[\]"]++|"[^"\\]*+(?:\\.[^"\\]*+){0,32}+")*+([{}\[\]]|"|\Z)',
+                           re.DOTALL)
+_STRING_REST = re.compile(r'(?:[^"\\]++|\\.)*+"', re.DOTALL)  # after the opening quote
 _NON_SPACE = re.compile(r"\S")
 
 
@@ -108,6 +113,7 @@ class Document:
         self._candidates = self.MAX_CANDIDATES
         self._counts: dict[str, int] = {}
         self._decoder_failures_left = 32
+        self._string_failures_left = 32
         self.budget_exhausted = False
 
     def spend(self) -> bool:
@@ -184,6 +190,12 @@ class Document:
             step = _NEXT_BRACKET.match(text, pos)
             char = step.group(1)  # the pattern always matches, ending at a bracket or the end
             pos = step.end()
+            while char == '"':  # a long string (or an unterminated one)
+                string_end = self._string_end(pos)
+                if string_end is None:
+                    break
+                step = _NEXT_BRACKET.match(text, string_end)
+                char, pos = step.group(1), step.end()
             if char in ('"', ""):
                 break  # an unterminated string, or the end of the text
             if char in "{[":
@@ -209,6 +221,22 @@ class Document:
         if result is not None:
             self._ends[start] = result
         return result
+
+    def _string_end(self, pos: int) -> int | None:
+        """End of the string whose content starts at `pos`, or None if it never closes: by the
+        C decoder (its failures capped per document, as each one costs a count of the lines
+        before it), else by the regex (any escaped character, as the step regex reads them)."""
+        if self.text.find('"', pos) < 0:
+            return None
+        if self._string_failures_left > 0:
+            try:
+                return int(scanstring(self.text, pos, False)[1])
+            except ValueError as error:  # an escape JSON does not define, or no closing quote
+                if str(error).startswith("Unterminated string"):
+                    return None
+                self._string_failures_left -= 1
+        rest = _STRING_REST.match(self.text, pos)
+        return None if rest is None else rest.end()
 
     def skip_space(self, pos: int) -> int:
         """First position at or after `pos` that is not whitespace."""

@@ -12,9 +12,11 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
-from ..repair import NotLiteral, literal_value
+from ..repair import NotLiteral, join_surrogate_pairs, literal_value
 from ..scan import Document
 from ..types import Frame
 
@@ -31,6 +33,12 @@ _MAX_SOURCE = 4_000_000  # a list of calls longer than this is not parsed
 _MAX_SYNTAX = 2_000
 _STRINGS = re.compile(r'"(?:[^"\\]++|\\.)*+"|\'(?:[^\'\\]++|\\.)*+\'', re.DOTALL)
 _MAX_LINES = 400  # lines looked at, from the end, for the one that opens the list
+_CODE = re.compile(r"[^\"'#]*+")  # up to the next literal or comment
+_DOUBLE = re.compile(r'"(?:[^"\\\n]++|\\.)*+"', re.DOTALL)  # a one-line literal's extent
+_SINGLE = re.compile(r"'(?:[^'\\\n]++|\\.)*+'", re.DOTALL)
+_LONG_LITERAL = 1_024  # literals longer than this are decoded apart from ast (see _skeleton)
+_PLACEHOLDER = "_tc_literal_"
+_RAW_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -42,8 +50,10 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _calls(source: str) -> tuple[list[dict[str, Any]], tuple[str, ...]] | str:
-    """The calls in a pythonic list, with repairs; or why it is not one."""
+def _calls(source: str, strings: dict[str, str] | None = None,
+           ) -> tuple[list[dict[str, Any]], tuple[str, ...]] | str:
+    """The calls in a pythonic list, with repairs; or why it is not one. `strings`: the
+    placeholder names in `source` that stand for decoded string literals (see _skeleton)."""
     try:
         tree = ast.parse(source.strip(), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -59,7 +69,8 @@ def _calls(source: str) -> tuple[list[dict[str, Any]], tuple[str, ...]] | str:
         if item.args or any(keyword.arg is None for keyword in item.keywords):
             return "positional_arguments"
         try:
-            arguments = {kw.arg: literal_value(kw.value, repairs) for kw in item.keywords}
+            arguments = {kw.arg: literal_value(kw.value, repairs, strings)
+                         for kw in item.keywords}
         except (NotLiteral, RecursionError):
             return "not_literal_arguments"
         calls.append({"name": name, "arguments": arguments})
@@ -77,10 +88,98 @@ def _small_enough(source: str) -> bool:
     return sum(bare.count(char) for char in "(,=[{:") <= _MAX_SYNTAX
 
 
+@dataclass
+class _Skeleton:
+    """A list's source with its long string literals taken out, and what was counted."""
+
+    source: str  # long "…" literals replaced by placeholder names
+    strings: dict[str, str]  # placeholder name → the literal's value
+    syntax: int  # how many of `(,=[{:` occur outside string literals
+    literals: int
+
+
+def _read_alike(source: str, quote: int, end: int) -> bool:
+    r"""Whether Python reads the "…" literal source[quote:end] as the C JSON decoder did: one
+    line, no NUL, no raw surrogate, and no `\/` (the one escape they read differently; any
+    escape JSON does not define already failed the decoder)."""
+    if any(source.find(char, quote, end) >= 0 for char in ("\n", "\r", "\x00", "\\/")):
+        return False
+    return source.isascii() or _RAW_SURROGATE.search(source, quote, end) is None
+
+
+def _skeleton(source: str) -> _Skeleton | None:
+    """`source` with each long "…" literal (a file's contents) replaced by a placeholder name
+    and decoded by the C JSON string decoder, which costs far less than ast's tokenizer on a
+    megabyte; syntax outside literals counted on the way. None when the scan stops short (a
+    triple-quoted or unterminated literal, too many literals): ast reads the source whole."""
+    pieces: list[str] = []
+    strings: dict[str, str] = {}
+    code: list[str] = []
+    kept = pos = literals = 0
+    while True:
+        stop = _CODE.match(source, pos).end()
+        code.append(source[pos:stop])
+        if stop >= len(source):
+            break
+        quote = source[stop]
+        if quote == "#":  # a comment, counted as code
+            line_end = source.find("\n", stop)
+            pos = len(source) if line_end < 0 else line_end
+            code.append(source[stop:pos])
+            continue
+        literals += 1
+        if literals > _MAX_SYNTAX:  # far more than any list of calls: counted no further
+            return _Skeleton(source, {}, 0, literals)
+        if source.startswith(quote * 3, stop):
+            return None
+        if quote == '"':  # the C decoder finds its end (and value) when Python would too
+            try:
+                value, pos = scanstring(source, stop + 1, False)
+            except ValueError:
+                pos = -1
+            if pos >= 0 and _read_alike(source, stop, pos):
+                prefixed = stop > 0 and (source[stop - 1].isalnum() or source[stop - 1] == "_")
+                if pos - stop > _LONG_LITERAL and not prefixed:
+                    name = f"{_PLACEHOLDER}{len(strings)}_"
+                    pieces += [source[kept:stop], name]
+                    strings[name] = join_surrogate_pairs(value)
+                    kept = pos
+                continue
+        literal = (_DOUBLE if quote == '"' else _SINGLE).match(source, stop)
+        if literal is None:
+            return None
+        pos = literal.end()
+    pieces.append(source[kept:])
+    if any(_PLACEHOLDER in piece for piece in pieces[::2]):
+        return None  # the model wrote a name like ours: do not mistake it for a literal
+    counted = "".join(code)
+    return _Skeleton("".join(pieces), strings, sum(map(counted.count, "(,=[{:")), literals)
+
+
+def _parsed(source: str) -> tuple[list[dict[str, Any]], tuple[str, ...]] | str:
+    """The calls in `source` (or why it is not a list of calls; "too_large" when it has too
+    much syntax). Long "…" literals are decoded at C speed and the rest parsed by ast; when
+    that does not give a whole answer (each placeholder read once, as a value), ast reads
+    the source whole, so the result is the same either way."""
+    skeleton = _skeleton(source) if len(source) > _LONG_LITERAL else None
+    if skeleton is None:
+        return _calls(source) if _small_enough(source) else "too_large"
+    if skeleton.syntax > _MAX_SYNTAX or skeleton.literals > _MAX_SYNTAX:
+        if sum(source.count(char) for char in "(,=") > _MAX_SYNTAX:
+            return "too_large"
+        return _calls(source)  # little syntax after all (as _small_enough's first test)
+    if not skeleton.strings:
+        return _calls(source)
+    parsed = _calls(skeleton.source, skeleton.strings)
+    if isinstance(parsed, str) or skeleton.strings:
+        return _calls(source)  # not a whole answer: read the source itself
+    return parsed
+
+
 def _frame(doc: Document, start: int, end: int, source: str) -> Frame:
-    if len(source) > _MAX_SOURCE or not doc.spend() or not _small_enough(source):
+    if len(source) > _MAX_SOURCE or not doc.spend():
         return Frame(NAME, start, end, refused="too_large")
-    parsed = _calls(source)
+    parsed = _parsed(source)
     if isinstance(parsed, str):
         return Frame(NAME, start, end, refused=parsed)
     calls, repairs = parsed  # handed over decoded: the engine checks they serialise

@@ -1,0 +1,161 @@
+"""The engine's fast paths give the answers of its plain ones: the combined marker search,
+repairs made at the decoder's error position, long JSON strings skipped by the C decoder, and
+long pythonic literals decoded apart from ast. Each is compared with the path it shortcuts."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.toolcalls import extract
+from proxy.toolcalls import repair as repair_module
+from proxy.toolcalls.formats import pythonic
+from proxy.toolcalls.registry import MARKERS
+from proxy.toolcalls.repair import NotJson, loads_repaired
+from proxy.toolcalls.scan import Document, markers_present
+
+from .test_toolcalls_formats import NEGATIVE, POSITIVE, TOOLS
+
+ALL_MARKERS = frozenset(m for markers in MARKERS.values() for m in markers if len(m) > 1)
+
+
+def outcome(text: str, **kwargs: object) -> tuple:
+    found = extract(text, TOOLS, **kwargs)
+    return (found.content, [(c.name, c.arguments, c.format, c.repairs) for c in found.calls],
+            [(x.format, x.start, x.end, x.reason, x.name) for x in found.left_as_text])
+
+
+# --- the combined marker search ---------------------------------------------------------------
+
+CASES = [case[1] for case in POSITIVE] + [case[1] for case in NEGATIVE]
+
+
+@pytest.mark.parametrize("text", CASES)
+def test_combined_search_finds_what_one_search_per_marker_finds(text, monkeypatch):
+    plain = outcome(text)
+    monkeypatch.setattr(Document, "COMBINED_SEARCH_FROM", 0)
+    assert outcome(text) == plain
+    assert markers_present(text, ALL_MARKERS) == {m for m in ALL_MARKERS if m in text}
+
+
+@pytest.mark.parametrize(("fmt", "text"), [(case[0], case[1]) for case in POSITIVE])
+def test_every_frame_holds_one_of_its_formats_markers(fmt, text):
+    markers = MARKERS[fmt]
+    assert not markers or any(marker in text for marker in markers)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(sorted(ALL_MARKERS)),
+                          st.sampled_from(["<", "|", "[", "=", "_", "tool", "x", "▁", "｜"]),
+                          st.text(max_size=4)), max_size=30).map("".join))
+def test_markers_present_is_exact(text):
+    assert markers_present(text, ALL_MARKERS) == {m for m in ALL_MARKERS if m in text}
+
+
+def test_a_long_text_runs_only_formats_whose_markers_occur():
+    prose = "Some prose with <b>tags</b>, [links] and a = b; " * 400
+    call = '<tool_call>{"name": "read", "arguments": {"path": "/a"}}</tool_call>'
+    found = extract(prose + call, TOOLS)
+    assert [(c.name, c.format) for c in found.calls] == [("read", "hermes")]
+    assert found.content == prose.rstrip()
+
+
+# --- repairs at the decoder's error position ------------------------------------------------
+
+def _plain_loads(text: str, monkeypatch: pytest.MonkeyPatch) -> object:
+    with monkeypatch.context() as patch:
+        patch.setattr(repair_module, "_repaired_at_errors", lambda text, error: None)
+        try:
+            return loads_repaired(text)
+        except NotJson:
+            return "not json"
+
+
+def _fast_loads(text: str) -> object:
+    try:
+        return loads_repaired(text)
+    except NotJson:
+        return "not json"
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1,}', "[1, ]", '{"a": [1,2,],}', '{"a": True, "b": None,}', '{"a":"x\ny",}',
+    '{"function=read","arguments":{"a":1,}}', '{"a": "True",}', '{"a":"\t",\n}',
+    '{"a":1,,}', '{"a":1, ,}', "[1,]]", '{"a": Truex}', "[1,\x01 2]", '{"a": 1,\xa0}',
+    "[,]", "{,}", '{"a": 1e999,}', "{'a': 1}", '{"a": None, \'b\': 1}', "[" + "1," * 40 + "]",
+    "[" + "[1,]," * 40 + "]", '{"a": "x"\n,}', '{"a": [True, False, None],}',
+])
+def test_repairs_at_error_positions_equal_the_whole_text_repairs(text, monkeypatch):
+    assert _fast_loads(text) == _plain_loads(text, monkeypatch)
+
+
+PIECES = ["{", "}", "[", "]", ",", ",", ":", '"a"', '"a":', '"x\ny"', "True", "None", "1",
+          " ", "\n", "'b'", '"function=read"', "\x01", "Truex", "null", ",}", ",]", "\xa0"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=14).map("".join))
+def test_repairs_at_error_positions_on_generated_text(text):
+    with pytest.MonkeyPatch.context() as patch:
+        assert repr(_fast_loads(text)) == repr(_plain_loads(text, patch))
+
+
+def test_a_megabyte_with_a_trailing_comma_is_repaired_once():
+    body = orjson.dumps("x\\" * 300_000).decode()
+    value, repairs = loads_repaired('{"text": ' + body + ",}")
+    assert (len(value["text"]), repairs) == (600_000, ("trailing_comma",))
+
+
+# --- long JSON strings in the bracket scanner -------------------------------------------------
+
+ESCAPED = '\\"x' * 100  # a string with more escapes than the step regex reads itself
+
+
+@pytest.mark.parametrize(("text", "end"), [
+    ('{"a": "' + ESCAPED + '", "b": [1,]} tail', 320),
+    ('{"a": "' + "\\q" * 100 + '"},', 209),  # escapes JSON does not define: the regex skips
+    ('[{"a": "' + "\n\\n" * 50 + '", "b": "}"}, 2] x', 174),
+    ('{"a": "' + ESCAPED + "} ] never closed", None),
+    ('{"a": "' + ESCAPED + '", "b": "' + ESCAPED, None),
+])
+def test_long_strings_end_where_the_regex_scanner_ends_them(text, end):
+    doc = Document(text)
+    doc._decoder_failures_left = 0  # the bracket scanner, not the C decoder's whole parse
+    assert doc.json_end(0) == end
+    if end is not None:
+        assert text[end - 1] in "]}"
+
+
+# --- long pythonic literals -----------------------------------------------------------------
+
+LONG = "x" * 1500
+
+
+@pytest.mark.parametrize("text", [
+    f'[read(path="{LONG}\\n\\"q\\" \\\\ \\t \\u00e9")]',
+    f'[read(path="{LONG} \\ud83d\\ude80 \\ud83d")]',
+    f'[read(path="{LONG}\\/")]',  # `\/`: Python keeps the backslash, JSON does not
+    f'[read(path="{LONG}\\x41 \\N{{BULLET}} \\U0001F680")]',
+    f"[read(path='{LONG}\\'\"')]",
+    f'[read(path=r"{LONG}\\q")]', f'[read(path=b"{LONG}")]', f'[read(path=f"{LONG}")]',
+    f'[read(path="""{LONG}""")]', f'[read(path="{LONG}" "tail")]',
+    f'[read(path={{"{LONG}": ["{LONG}", 1]}})]', f'[read(path="{LONG}".upper())]',
+    f'["{LONG}"(path=1)]', f'[read(path="{LONG}", _tc_literal_0_=1)]',
+    f'[read(path=_tc_literal_0_, x="{LONG}")]', f'[read(path="{LONG}")]  # it\'s "done"',
+    f'[read(path="{LONG}\n")]', f'[read(path="{LONG}\x00")]', f'[read(path="{LONG}\\\n")]',
+    f'[read(path="{LONG}"), get_weather(city="{LONG}é", days=2)]',
+    f"[read(path='{LONG}'), read(path=\"{LONG}\\\"\")]",
+])
+def test_long_literals_read_as_ast_reads_them(text, monkeypatch):
+    fast = outcome(text)
+    monkeypatch.setattr(pythonic, "_LONG_LITERAL", 1 << 30)  # ast reads every literal
+    assert fast == outcome(text)
+
+
+def test_a_megabyte_pythonic_literal_is_read():
+    body = "line \"one\"\n\ttwo \\ ✓\n" * 40_000
+    text = f"[read(path={orjson.dumps(body).decode()})]"
+    found = extract(text, TOOLS)
+    assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [("read", {"path": body})]
