@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench fuzz clean
+.PHONY: run test lint bench fuzz soak clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,9 @@ bench: $(STAMP)
 
 fuzz: $(STAMP)
 	$(PY) -m tools.fuzz $(ARGS)
+
+soak: $(STAMP)
+	$(PY) -m tools.soak $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,12 +1,19 @@
-"""The fake upstream's fault knobs (for the soak), and what the soak found."""
+"""`make soak` in miniature, the fake upstream's fault knobs, and what the soak found.
+
+The soak itself runs for seconds here (10 clients, half the requests faulted) through the real
+gunicorn deployment and must end with no unexpected outcome and no lost turn.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -23,6 +30,7 @@ from bench.fake_upstream import (
 from bench.run import Stack
 
 pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,3 +131,23 @@ def test_passthrough_json_cut_short_closes_the_connection(gunicorn_stack, fault)
     assert elapsed < 5
     after = asyncio.run(load.simple(gunicorn_stack.proxy_url + "/proxy/health"))
     assert after.status == 200
+
+
+# ---------------------------------------------------------------------------------------------
+# The soak, for a few seconds
+# ---------------------------------------------------------------------------------------------
+def test_short_soak_passes():
+    run = subprocess.run(
+        [sys.executable, "-m", "tools.soak", "--duration", "4", "--clients", "10",
+         "--fault-rate", "0.5", "--upstream-timeout", "1.5", "--think-ms", "20-200",
+         "--log-level", "warning", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=50)
+    assert run.stdout, run.stderr[-3000:]
+    report = json.loads(run.stdout)
+    assert report["categories"]["unexpected"] == 0, report["by_kind"]["unexpected"]
+    assert report["categories"]["lost"] == 0, report["by_kind"]["lost"]
+    assert report["categories"]["ok"] > 0
+    assert report["categories"]["expected"] > 0
+    assert report["after"]["checks"]
+    assert set(report["after"]["checks"].values()) == {"ok"}
+    assert run.returncode == 0, report["failures"]
