@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -271,6 +272,18 @@ class Upstream:
 _FAILURES = (urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
+def _gevent_patched() -> bool:
+    """True in a process gevent has monkey-patched (gunicorn's gevent worker)."""
+    monkey = sys.modules.get("gevent.monkey")
+    return monkey is not None and bool(monkey.is_module_patched("threading"))
+
+
+def _gevent_event() -> Any:
+    from gevent.event import Event
+
+    return Event()
+
+
 class UpstreamCall(Generic[T]):
     """An upstream call running beside the request, which the request can wait on in slices
     (to send heartbeats, to notice the client leaving) and cancel, cutting the connection so
@@ -278,11 +291,10 @@ class UpstreamCall(Generic[T]):
 
     def __init__(self, work: Callable[[_ConnectionTracker], T]) -> None:
         self._tracker = _ConnectionTracker()
-        self._done = threading.Event()
+        self._work = work
         self._value: T | None = None
         self._error: ProxyError | None = None
-        self._thread = threading.Thread(target=self._run, args=(work,), daemon=True,
-                                        name="upstream-call")
+        self._done: Any = _gevent_event() if _gevent_patched() else threading.Event()
 
     @classmethod
     def complete(cls, upstream: Upstream, path: str, body: bytes, headers: dict[str, str],
@@ -297,13 +309,19 @@ class UpstreamCall(Generic[T]):
         return cls(lambda t: upstream.open(method, path, body, headers, timeouts, t)).start()
 
     def start(self) -> UpstreamCall[T]:
-        """Begin the call in the background."""
-        self._thread.start()
+        """Begin the call in the background: a greenlet under gevent (a patched Thread is a
+        greenlet too, behind a Thread's locks and bookkeeping), else a daemon thread."""
+        if _gevent_patched():
+            import gevent
+
+            gevent.spawn(self._run)
+        else:
+            threading.Thread(target=self._run, daemon=True, name="upstream-call").start()
         return self
 
-    def _run(self, work: Callable[[_ConnectionTracker], T]) -> None:
+    def _run(self) -> None:
         try:
-            self._value = work(self._tracker)
+            self._value = self._work(self._tracker)
         except ProxyError as exc:
             self._error = exc
         except Exception as exc:
