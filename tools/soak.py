@@ -14,8 +14,8 @@ request from a weighted mix:
   an nginx HTML 502 page, a body cut mid-way, a stall after the first bytes, a silent upstream,
   a dropped connection, garbage instead of JSON, an empty body.
 
-Every outcome is classified against what that request must produce (see `expect` and the
-checks below): a normal turn complete and exact (buffered: the `read` call extracted,
+Every outcome is classified against what that request must produce (`Checker`): a normal
+turn complete and exact (buffered: the `read` call extracted,
 `finish_reason: tool_calls`, one stream id, `[DONE]` last; passthrough: the upstream's bytes,
 byte for byte), a fault as OpenAI's error (HTTP status + `{"error": {...}}` before a stream
 starts, or an error event then `[DONE]` inside one). Counted: ok, expected errors by kind,

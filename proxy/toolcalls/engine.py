@@ -4,7 +4,6 @@ against the request's tools, coerced by schema and assembled. Text that is not a
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +12,7 @@ import orjson
 from . import schema
 from .registry import MARKERS, markers_of, resolve
 from .repair import NotJson, loads_repaired
-from .scan import Document
+from .scan import Document, Spans
 from .types import Extraction, Frame, LeftAsText, ToolCall, ToolSchemas
 
 _CALL_KEYS = {"name", "arguments", "parameters", "id", "type"}
@@ -166,25 +165,6 @@ def _cut(text: str, frames: Sequence[Frame]) -> str:
     return "\n".join(piece for piece in trimmed if piece)
 
 
-class _Claims:
-    """Spans already taken by a frame (accepted or not), so formats never overlap."""
-
-    def __init__(self) -> None:
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-
-    def overlaps(self, start: int, end: int) -> bool:
-        i = bisect_right(self.starts, start)
-        if i > 0 and self.ends[i - 1] > start:
-            return True
-        return i < len(self.starts) and self.starts[i] < max(end, start + 1)
-
-    def add_all(self, spans: list[tuple[int, int]]) -> None:
-        merged = sorted([*zip(self.starts, self.ends, strict=True), *spans])
-        self.starts = [s for s, _ in merged]
-        self.ends = [e for _, e in merged]
-
-
 def extract(
     text: str,
     tools: ToolSchemas,
@@ -203,12 +183,12 @@ def extract(
         return Extraction(content=text)
     chosen = resolve(formats)
     doc = Document(text, markers_of(tuple(name for name, _ in chosen)))
-    claims = _Claims()
+    claims = Spans()  # taken by earlier formats: a frame overlapping one is dropped
     taken: list[tuple[Frame, list[ToolCall]]] = []
     left: list[LeftAsText] = []
     for name, find_frames in chosen:
         markers = MARKERS.get(name, ())
-        if markers and not any(doc.has(marker) for marker in markers):
+        if markers and doc.present.isdisjoint(markers):
             continue  # none of its markers occurs: it cannot find a frame
         spans: list[tuple[int, int]] = []
         try:
@@ -216,6 +196,7 @@ def extract(
                 if claims.overlaps(frame.start, frame.end):
                     continue
                 spans.append((frame.start, frame.end))
+                doc.claimed.add(frame.start, frame.end)
                 try:
                     taken.append((frame, _read_frame(frame, tools, only, truncated)))
                 except _Refused as refused:

@@ -60,9 +60,8 @@ ALIASES: dict[str, str] = {
 
 @lru_cache(maxsize=64)
 def markers_of(names: tuple[str, ...]) -> frozenset[str]:
-    """The markers of these formats that the combined search looks for (single characters
-    are cheaper to look for alone)."""
-    return frozenset(m for name in names for m in MARKERS.get(name, ()) if len(m) > 1)
+    """All the markers of these formats, looked for together in each text."""
+    return frozenset(m for name in names for m in MARKERS.get(name, ()))
 
 
 class UnknownFormat(ValueError):
@@ -74,16 +73,15 @@ def resolve(names: Sequence[str]) -> list[tuple[str, FrameFinder]]:
 
     Names may be ours or vLLM's parser names (see ALIASES); repeats are dropped.
     """
-    chosen: list[str] = []
+    chosen: dict[str, FrameFinder] = {}
     for name in names:
-        expanded = list(FORMATS) if name == "auto" else [ALIASES.get(name, name)]
-        for item in expanded:
-            if item not in FORMATS:
+        for item in FORMATS if name == "auto" else (ALIASES.get(name, name),):
+            finder = FORMATS.get(item)
+            if finder is None:
                 raise UnknownFormat(f"unknown tool-call format {item!r}; known: "
                                     f"{', '.join(FORMATS)}, auto")
-            if item not in chosen:
-                chosen.append(item)
-    return [(name, FORMATS[name]) for name in chosen]
+            chosen.setdefault(item, finder)
+    return list(chosen.items())
 
 
 def formats_for_model(model: str, by_glob: Mapping[str, Sequence[str]],

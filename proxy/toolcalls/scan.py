@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Iterator
 from functools import lru_cache
 from json.decoder import scanstring  # type: ignore[attr-defined]
@@ -61,12 +62,12 @@ def _by_anchor(markers: frozenset[str]) -> tuple[frozenset[str], ...]:
 
 
 def markers_present(text: str, markers: frozenset[str]) -> frozenset[str]:
-    """Which of `markers` (literals of two characters or more) occur in `text`: one search
-    per anchor character instead of one scan per marker. Each search resumes where the last
-    found marker was, without the markers found so far."""
+    """Which of `markers` occur in `text`: one search per anchor character instead of one
+    scan per marker (single characters: one `in` each, at memchr speed). Each search resumes
+    where the last found marker was, without the markers found so far."""
     ascii_only = text.isascii()  # O(1): then a marker with other characters cannot occur
-    found: set[str] = set()
-    for group in _by_anchor(markers):
+    found = {m for m in markers if len(m) == 1 and m in text}
+    for group in _by_anchor(frozenset(m for m in markers if len(m) > 1)):
         remaining = {m for m in group if m.isascii() or not ascii_only}
         if len(remaining) == 1:
             marker = remaining.pop()
@@ -85,6 +86,37 @@ def markers_present(text: str, markers: frozenset[str]) -> frozenset[str]:
     return frozenset(found)
 
 
+class Spans:
+    """Disjoint spans of the text, sorted: those frames have taken, so formats never overlap."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def overlaps(self, start: int, end: int) -> bool:
+        """Whether [start, end) (at least one character) meets any span."""
+        i = bisect_right(self.starts, start)
+        if i > 0 and self.ends[i - 1] > start:
+            return True
+        return i < len(self.starts) and self.starts[i] < max(end, start + 1)
+
+    def end_of(self, pos: int) -> int | None:
+        """The end of the span holding `pos`, or None."""
+        i = bisect_right(self.starts, pos)
+        return self.ends[i - 1] if i > 0 and self.ends[i - 1] > pos else None
+
+    def add(self, start: int, end: int) -> None:
+        """Add a span that overlaps none already held."""
+        i = bisect_right(self.starts, start)
+        self.starts.insert(i, start)
+        self.ends.insert(i, end)
+
+    def add_all(self, spans: list[tuple[int, int]]) -> None:
+        """Add spans that overlap none already held (nor each other)."""
+        for start, end in spans:
+            self.add(start, end)
+
+
 class Document:
     """Model text plus memoised scans, shared by every parser that reads it.
 
@@ -101,13 +133,21 @@ class Document:
     # A marker written more often than this is not a response's tool calls but pathological
     # text: its format is not scanned at all (each occurrence would cost a regex attempt).
     MAX_OCCURRENCES = 25_000
-    # Shorter texts are searched one marker at a time, each only when a format asks.
+    # Shorter texts are searched one marker at a time (a faster start on a few kilobytes).
     COMBINED_SEARCH_FROM = 8_192
 
     def __init__(self, text: str, markers: frozenset[str] = frozenset()) -> None:
         self.text = text
-        self._markers = markers  # looked for together, on the first has() of one of them
-        self._present: dict[str, bool] = {}
+        self.markers = markers  # the formats' trigger markers, all looked for at once
+        if len(text) > self.COMBINED_SEARCH_FROM:
+            self.present = markers_present(text, markers)
+        else:
+            self.present = frozenset(m for m in markers if m in text)
+        self._other: dict[str, bool] = {}
+        # Spans frames have taken (this format's so far, and earlier formats'): a format's
+        # openers inside them are not looked at (each would cost a regex attempt, and a frame
+        # there would be dropped as overlapping anyway).
+        self.claimed = Spans()
         self._ends: dict[int, int | None] = {}
         self._budget = 2_000 + len(text) // 512
         self._candidates = self.MAX_CANDIDATES
@@ -125,16 +165,13 @@ class Document:
         return True
 
     def has(self, marker: str) -> bool:
-        """Whether `marker` occurs in the text (memoised; the document's markers are all
-        looked for in one combined search)."""
-        known = self._present.get(marker)
+        """Whether `marker` occurs in the text (known for the document's markers, memoised
+        for any other)."""
+        if marker in self.markers:
+            return marker in self.present
+        known = self._other.get(marker)
         if known is None:
-            if marker in self._markers and len(self.text) > self.COMBINED_SEARCH_FROM:
-                found = markers_present(self.text, self._markers)
-                self._present.update((m, m in found) for m in self._markers)
-                known = self._present[marker]
-            else:
-                known = self._present[marker] = marker in self.text
+            known = self._other[marker] = marker in self.text
         return known
 
     def crowded(self, marker: str) -> bool:
@@ -149,14 +186,21 @@ class Document:
 
     def finditer(self, pattern: re.Pattern[str], marker: str,
                  pos: int = 0) -> Iterator[re.Match[str]]:
-        """`pattern`'s matches from `pos`, while the candidate budget lasts. `marker` is the
-        literal every match starts with: absent, nothing is scanned; crowded, neither."""
+        """`pattern`'s matches from `pos` outside claimed spans, while the candidate budget
+        lasts. `marker` is the literal every match holds: absent, nothing is scanned;
+        crowded, neither."""
         if not self.has(marker) or self.crowded(marker):
             return
-        for match in pattern.finditer(self.text, pos):
+        text, claimed = self.text, self.claimed
+        while (match := pattern.search(text, pos)) is not None:
+            taken_until = claimed.end_of(match.start())
+            if taken_until is not None:  # inside a frame: resume after it
+                pos = taken_until
+                continue
             if not self.spend():
                 return
             yield match
+            pos = max(match.end(), match.start() + 1)
 
     def json_end(self, start: int) -> int | None:
         """End (exclusive) of the balanced JSON value opening at `start`, or None.
