@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.toolcalls import extract
+from proxy.toolcalls import extract, scan
 from proxy.toolcalls import repair as repair_module
 from proxy.toolcalls.formats import pythonic
 from proxy.toolcalls.registry import MARKERS
@@ -52,6 +52,11 @@ def test_every_frame_holds_one_of_its_formats_markers(fmt, text):
                           st.text(max_size=4)), max_size=30).map("".join))
 def test_markers_present_is_exact(text):
     assert markers_present(text, ALL_MARKERS) == {m for m in ALL_MARKERS if m in text}
+    # The same with every group searched by the combined regex, however dense its anchor.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(scan, "_ALONE_UP_TO", 0)
+        patch.setattr(scan, "_ATTEMPT_COST", 0)
+        assert markers_present(text, ALL_MARKERS) == {m for m in ALL_MARKERS if m in text}
 
 
 def test_a_long_text_runs_only_formats_whose_markers_occur():
