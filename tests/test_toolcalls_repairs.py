@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import orjson
 import pytest
 
@@ -136,3 +138,16 @@ def test_closed_frame_is_taken_even_when_the_output_was_cut_later():
     assert [orjson.loads(c.arguments) for c in found.calls] == [{"path": "/a"}]
     assert found.content == '<tool_call>{"name": "read", "arguments": {"path": "/b'
     assert [x.reason for x in found.left_as_text] == ["cut_by_length"]
+
+
+@pytest.mark.parametrize(("text", "path"), [
+    ("[read(path='C:\\/tmp\\d')]", "C:\\/tmp\\d"),
+    ("<tool_call>{'name': 'read', 'arguments': {'path': 'a\\/b\\q'}}</tool_call>", "a\\/b\\q"),
+])
+def test_python_literals_with_odd_escapes_raise_no_warning(text, path):
+    # Python warns about invalid escapes in source it parses (a SyntaxWarning printed to
+    # stderr from 3.12): model text is read as literals, so nothing may reach the log.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert one_call(text)[:2] == ("read", {"path": path})
+    assert caught == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -139,12 +140,20 @@ def literal_value(node: ast.AST, repairs: set[str],
     raise NotLiteral
 
 
+def parse_expression(source: str) -> ast.Expression:
+    """`ast.parse` of model text as one expression, without the SyntaxWarnings Python prints
+    to stderr for what it finds odd in it (`"\\/"`, `1is 1`): model text is not our code."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(source.strip(), mode="eval")
+
+
 def _python_dict(text: str) -> Any:
     """`{'name': 'f', 'arguments': {'a': 1}}`: a Python dict/list literal read as JSON."""
     if len(text) > _MAX_LITERAL or "'" not in text:
         raise NotLiteral
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = parse_expression(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise NotLiteral from None
     if not isinstance(tree.body, ast.Dict | ast.List):

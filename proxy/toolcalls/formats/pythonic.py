@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
-from ..repair import NotLiteral, join_surrogate_pairs, literal_value
+from ..repair import NotLiteral, join_surrogate_pairs, literal_value, parse_expression
 from ..scan import Document
 from ..types import Frame
 
@@ -55,7 +55,7 @@ def _calls(source: str, strings: dict[str, str] | None = None,
     """The calls in a pythonic list, with repairs; or why it is not one. `strings`: the
     placeholder names in `source` that stand for decoded string literals (see _skeleton)."""
     try:
-        tree = ast.parse(source.strip(), mode="eval")
+        tree = parse_expression(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return "invalid_python"
     if not isinstance(tree.body, ast.List) or not tree.body.elts:
