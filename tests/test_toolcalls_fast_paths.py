@@ -59,6 +59,34 @@ def test_markers_present_is_exact(text):
         assert markers_present(text, ALL_MARKERS) == {m for m in ALL_MARKERS if m in text}
 
 
+@pytest.mark.parametrize("text", CASES)
+def test_listed_anchors_find_what_the_regex_search_finds(text, monkeypatch):
+    plain = outcome(text)
+    monkeypatch.setattr(Document, "COMBINED_SEARCH_FROM", 0)
+    assert outcome(text) == plain  # anchors listed: patterns tried at each marker only
+    monkeypatch.setattr(Document, "ANCHOR_HITS", -(1 << 40))
+    assert outcome(text) == plain  # no anchor listed: every pattern searched through the text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(sorted(ALL_MARKERS)),
+                          st.sampled_from(["<", "|", "[", "=", "_", "tool", "x", "▁", "｜"]),
+                          st.text(max_size=4)), max_size=30).map("".join),
+       st.integers(min_value=-3, max_value=8))
+def test_document_marker_positions_are_exact(text, anchor_hits):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Document, "COMBINED_SEARCH_FROM", 0)
+        patch.setattr(Document, "ANCHOR_HITS", anchor_hits)  # often too few: the slow path
+        doc = Document(text, ALL_MARKERS)
+        assert doc.present == {m for m in ALL_MARKERS if m in text}
+        for marker in sorted(ALL_MARKERS):
+            listed = doc.occurrences(marker)
+            naive = [i for i in range(len(text)) if text.startswith(marker, i)]
+            assert listed is None or listed == naive
+            assert doc.has(marker) == bool(naive)
+            assert doc.crowded(marker) is False
+
+
 def test_a_long_text_runs_only_formats_whose_markers_occur():
     prose = "Some prose with <b>tags</b>, [links] and a = b; " * 400
     call = '<tool_call>{"name": "read", "arguments": {"path": "/a"}}</tool_call>'

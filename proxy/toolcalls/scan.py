@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from functools import lru_cache
 from json.decoder import scanstring  # type: ignore[attr-defined]
@@ -33,11 +33,12 @@ _ANCHORS = "<[|`="
 @lru_cache(maxsize=1024)
 def _anchor(marker: str) -> int:
     """Index of the character `marker` is searched from (the first preferred one, else its
-    first non-ASCII character, else its first)."""
+    first non-ASCII character, else its first punctuation, else its first)."""
     for char in _ANCHORS:
         if char in marker:
             return marker.index(char)
-    return next((i for i, char in enumerate(marker) if not char.isascii()), 0)
+    return next((i for i, char in enumerate(marker) if not char.isascii()),
+                next((i for i, char in enumerate(marker) if not char.isalnum()), 0))
 
 
 @lru_cache(maxsize=512)
@@ -146,16 +147,27 @@ class Document:
     # all formats. Far above any real response; it caps Python work on megabytes of openers.
     MAX_CANDIDATES = 400
     # A marker written more often than this is not a response's tool calls but pathological
-    # text: its format is not scanned at all (each occurrence would cost a regex attempt).
+    # text: its format is not scanned at all (one count instead of an attempt at each).
     MAX_OCCURRENCES = 25_000
+    # How many marker occurrences one document may try a pattern at and find no frame, across
+    # all formats (pathological text under MAX_OCCURRENCES); markers inside frames already
+    # taken cost nothing.
+    MAX_FAILED_ATTEMPTS = 2_048
     # Shorter texts are searched one marker at a time (a faster start on a few kilobytes).
     COMBINED_SEARCH_FROM = 8_192
+    # A marker's anchor character is listed (str.find, memchr speed) up to this many times, plus
+    # one per 2048 characters; a character more common than that (pathological text, code full
+    # of `<` or `=`) is not listed, and its markers are searched for by str.find or regex.
+    ANCHOR_HITS = 64
 
     def __init__(self, text: str, markers: frozenset[str] = frozenset()) -> None:
         self.text = text
         self.markers = markers  # the formats' trigger markers, all looked for at once
+        self._hits: dict[str, list[int] | None] = {}
+        self._occurrences: dict[str, list[int] | None] = {}
+        self._anchor_limit = self.ANCHOR_HITS + len(text) // 2048
         if len(text) > self.COMBINED_SEARCH_FROM:
-            self.present = markers_present(text, markers)
+            self.present = self._present(markers)
         else:
             self.present = frozenset(m for m in markers if m in text)
         self._other: dict[str, bool] = {}
@@ -166,6 +178,7 @@ class Document:
         self._ends: dict[int, int | None] = {}
         self._budget = 2_000 + len(text) // 512
         self._candidates = self.MAX_CANDIDATES
+        self._attempts_left = self.MAX_FAILED_ATTEMPTS
         self._counts: dict[str, int] = {}
         self._decoder_failures_left = 32
         self._string_failures_left = 32
@@ -179,6 +192,54 @@ class Document:
         self._candidates -= 1
         return True
 
+    def _anchor_hits(self, char: str) -> list[int] | None:
+        """Every position of `char`, found by str.find (memchr speed); None when the
+        character is too common to list (then markers are searched the slow way)."""
+        if char in self._hits:
+            return self._hits[char]
+        find = self.text.find
+        hits: list[int] | None = []
+        limit = self._anchor_limit
+        pos = find(char)
+        while pos >= 0:
+            if len(hits) >= limit:  # type: ignore[arg-type]
+                hits = None
+                break
+            hits.append(pos)  # type: ignore[union-attr]
+            pos = find(char, pos + 1)
+        self._hits[char] = hits
+        return hits
+
+    def occurrences(self, marker: str) -> list[int] | None:
+        """The sorted start positions of `marker`, from the positions of its anchor character;
+        None when that character is too common to list (pathological text)."""
+        if marker in self._occurrences:
+            return self._occurrences[marker]
+        i = _anchor(marker)
+        hits = self._anchor_hits(marker[i])
+        found = None
+        if hits is not None:
+            starts = self.text.startswith
+            found = [pos - i for pos in hits if pos >= i and starts(marker, pos - i)]
+        self._occurrences[marker] = found
+        return found
+
+    def _present(self, markers: frozenset[str]) -> frozenset[str]:
+        """Which of `markers` occur: by their anchors' positions where those are few, by the
+        combined search (`markers_present`) where an anchor is too common to list."""
+        present = {m for m in markers if len(m) == 1 and m in self.text}
+        unlisted = set()
+        for marker in markers:
+            if len(marker) > 1:
+                found = self.occurrences(marker)
+                if found is None:
+                    unlisted.add(marker)
+                elif found:
+                    present.add(marker)
+        if unlisted:
+            present |= markers_present(self.text, frozenset(unlisted))
+        return frozenset(present)
+
     def has(self, marker: str) -> bool:
         """Whether `marker` occurs in the text (known for the document's markers, memoised
         for any other)."""
@@ -186,36 +247,70 @@ class Document:
             return marker in self.present
         known = self._other.get(marker)
         if known is None:
-            known = self._other[marker] = marker in self.text
+            found = (self.occurrences(marker)
+                     if len(marker) > 1 and len(self.text) > self.COMBINED_SEARCH_FROM else None)
+            known = self._other[marker] = bool(found) if found is not None else (
+                marker in self.text)
         return known
 
     def crowded(self, marker: str) -> bool:
         """Whether `marker` occurs too often to scan for (marked as an exhausted budget)."""
         count = self._counts.get(marker)
         if count is None:
-            count = self._counts[marker] = self.text.count(marker)
+            listed = self.occurrences(marker) if len(marker) > 1 else None
+            count = len(listed) if listed is not None else self.text.count(marker)
+            self._counts[marker] = count
         if count > self.MAX_OCCURRENCES:
             self.budget_exhausted = True
             return True
         return False
 
-    def finditer(self, pattern: re.Pattern[str], marker: str,
-                 pos: int = 0) -> Iterator[re.Match[str]]:
-        """`pattern`'s matches from `pos` outside claimed spans, while the candidate budget
-        lasts. `marker` is the literal every match holds: absent, nothing is scanned;
-        crowded, neither."""
-        if not self.has(marker) or self.crowded(marker):
+    def finditer(self, pattern: re.Pattern[str], marker: str | tuple[str, ...],
+                 pos: int = 0, offset: int = 0) -> Iterator[re.Match[str]]:
+        """`pattern`'s matches from `pos` outside claimed spans, while the budgets last.
+
+        Every match starts with `marker` (or one of several) `offset` characters in, so the
+        pattern is tried only where a marker is: at the positions listed from its anchor
+        character, or (an anchor too common to list) at each found by str.find in turn. Each
+        attempt that fails costs one of the document's attempts; a match, one candidate. A
+        crowded marker is not scanned at all.
+        """
+        markers = (marker,) if isinstance(marker, str) else marker
+        present = [m for m in markers if self.has(m)]
+        if not present or any(self.crowded(m) for m in present):
             return
+        listed = [self.occurrences(m) for m in present]
+        if all(found is not None for found in listed):
+            starts = sorted({p - offset for found in listed for p in found or ()})
+
+            def next_start(at: int) -> int:
+                i = bisect_left(starts, at)
+                return starts[i] if i < len(starts) else -1
+        else:
+            find = self.text.find
+
+            def next_start(at: int) -> int:
+                found = [p - offset for m in present if (p := find(m, at + offset)) >= 0]
+                return min(found) if found else -1
+
         text, claimed = self.text, self.claimed
-        while (match := pattern.search(text, pos)) is not None:
-            taken_until = claimed.end_of(match.start())
+        while (start := next_start(pos)) >= 0:
+            taken_until = claimed.end_of(start)
             if taken_until is not None:  # inside a frame: resume after it
                 pos = taken_until
+                continue
+            match = pattern.match(text, start)
+            if match is None:
+                if self._attempts_left <= 0:
+                    self.budget_exhausted = True
+                    return
+                self._attempts_left -= 1
+                pos = start + 1
                 continue
             if not self.spend():
                 return
             yield match
-            pos = max(match.end(), match.start() + 1)
+            pos = max(match.end(), start + 1)
 
     def json_end(self, start: int) -> int | None:
         """End (exclusive) of the balanced JSON value opening at `start`, or None.

@@ -43,9 +43,8 @@ _SECTION_END = re.compile(r"\s*+" + _token("tool calls end"))
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `tool▁call▁begin … tool▁call▁end` call with its JSON arguments."""
     text = doc.text
-    marker = MARKERS[0] if doc.has(MARKERS[0]) else MARKERS[1]
     cursor = 0
-    for match in doc.finditer(_HEAD, marker):
+    for match in doc.finditer(_HEAD, MARKERS, offset=2):  # after `<｜` or `<|`
         start = match.start()
         if start < cursor:
             continue
