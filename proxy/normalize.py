@@ -32,6 +32,11 @@ class UpstreamShapeError(ValueError):
     """The upstream answered 200 with something that is not a chat completion."""
 
 
+class EmptyAnswerError(UpstreamShapeError):
+    """Every choice ended (not cut by `length`) with nothing at all: no content, no call, no
+    reasoning, no refusal. Relayed as is, agents drop such a turn silently."""
+
+
 @dataclass(frozen=True)
 class Repair:
     """One repair applied, for logs and metrics."""
@@ -103,7 +108,7 @@ def _native_arguments(raw: Any) -> tuple[str | None, str | None]:
     """A parsed call's arguments as a JSON-object string, and the repair applied (if any)."""
     if isinstance(raw, dict):
         return orjson.dumps(raw).decode(), "arguments_as_object"
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
+    if raw is None or (isinstance(raw, str) and raw.strip() in ("", "null")):
         return "{}", "empty_arguments"
     if not isinstance(raw, str):
         return None, None
@@ -268,6 +273,18 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
     }
 
 
+def _has_answer(choice: Any) -> bool:
+    """Anything at all in an upstream choice (a choice cut by `length` counts, however empty:
+    the client must see that it was cut)."""
+    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+        return True  # not for this check to judge: the shape check refuses it
+    message = choice["message"]
+    return bool(choice.get("finish_reason") == "length" or message.get("content")
+                or message.get("tool_calls") or message.get("reasoning_content")
+                or message.get("reasoning") or message.get("refusal")
+                or message.get("function_call"))
+
+
 def normalize_completion(upstream: Any, settings: ExtractionSettings,
                          ) -> tuple[dict[str, Any], Outcome]:
     """The client's chat completion for an upstream one, and what was changed."""
@@ -276,6 +293,8 @@ def normalize_completion(upstream: Any, settings: ExtractionSettings,
     choices = upstream.get("choices")
     if not isinstance(choices, list) or not choices:
         raise UpstreamShapeError("no choices")
+    if not any(_has_answer(choice) for choice in choices):
+        raise EmptyAnswerError("an empty message: no content, no tool call, no reasoning")
     outcome = Outcome()
     taken_ids: set[str] = set()
     clean: dict[str, Any] = {key: upstream[key] for key in _TOP_LEVEL if key in upstream}
@@ -291,6 +310,11 @@ def normalize_completion(upstream: Any, settings: ExtractionSettings,
             clean.pop(key, None)
     clean["choices"] = [_normalize_choice(choice, i, settings, outcome, taken_ids)
                         for i, choice in enumerate(choices)]
+    if not any(_has_answer(choice) for choice in clean["choices"]):
+        # Upstream wrote something, but nothing the client can use (a parsed call whose
+        # arguments are beyond repair, reasoning the settings drop).
+        dropped = ", ".join(f"{left.format} {left.reason}" for left in outcome.left_as_text)
+        raise EmptyAnswerError(f"nothing usable ({dropped or 'only reasoning, dropped'})")
     usage = _clean_usage(upstream.get("usage"))
     if usage is None:
         clean.pop("usage", None)

@@ -21,7 +21,7 @@ from .compat import keep_first_call
 from .config import Config
 from .errors import ProxyError, from_upstream
 from .metrics import Metrics
-from .normalize import UpstreamShapeError, normalize_completion
+from .normalize import EmptyAnswerError, UpstreamShapeError, normalize_completion
 from .observe import RequestLog, make_logger
 from .plan import Plan, plan_chat
 from .sse import DONE, StreamIdentity, completion_chunks, error_event, heartbeat, role_chunks
@@ -83,14 +83,14 @@ class Proxy:
         assert plan.extraction is not None
         try:
             completion, outcome = normalize_completion(body, plan.extraction)
+        except EmptyAnswerError:
+            raise ProxyError(502, "The upstream answered with an empty message: no content, no "
+                             "tool call, no reasoning.", type_="upstream_error",
+                             code="upstream_empty_answer") from None
         except UpstreamShapeError as exc:
             raise ProxyError(502, f"The upstream's answer is not a chat completion ({exc}).",
                              type_="upstream_error", code="upstream_bad_shape") from None
         log.outcome = outcome
-        if not any(_has_answer(choice["message"]) for choice in completion["choices"]):
-            raise ProxyError(502, "The upstream answered with an empty message: no content, no "
-                             "tool call, no reasoning.", type_="upstream_error",
-                             code="upstream_empty_answer")
         if log.bodies is not None:  # log_bodies: a replayable capture, and what was sent
             log.bodies.update(response=body, sent=completion)
         if not plan.parallel_tool_calls and keep_first_call(completion):
@@ -359,13 +359,6 @@ class Proxy:
                 self.emit(log)
 
         return Response(counted(), status=200, headers=SSE_HEADERS)
-
-
-def _has_answer(message: dict[str, Any]) -> bool:
-    """Anything at all for the client: text, a call, reasoning or a refusal."""
-    return bool(message.get("content") or message.get("tool_calls")
-                or message.get("reasoning_content") or message.get("reasoning")
-                or message.get("refusal"))
 
 
 def _model_of(raw: bytes) -> str:

@@ -6,7 +6,12 @@ import json
 
 import pytest
 
-from proxy.normalize import ExtractionSettings, UpstreamShapeError, normalize_completion
+from proxy.normalize import (
+    EmptyAnswerError,
+    ExtractionSettings,
+    UpstreamShapeError,
+    normalize_completion,
+)
 from tests.fake_vllm import vllm_completion, vllm_tool_call
 
 SETTINGS = ExtractionSettings(tools={"read": {}, "get_weather": {}})
@@ -120,3 +125,44 @@ def test_every_choice_is_normalised():
 def test_wrong_shapes_are_refused(upstream):
     with pytest.raises(UpstreamShapeError):
         normalize_completion(upstream, SETTINGS)
+
+
+@pytest.mark.parametrize("upstream", [
+    vllm_completion(None), vllm_completion(""), vllm_completion(None, finish_reason="tool_calls"),
+    # Something upstream, nothing the client could use: a call beyond repair, dropped reasoning.
+    vllm_completion(None, tool_calls=[vllm_tool_call("read", '{"path": "/a", "n": ')]),
+])
+def test_an_answer_with_nothing_in_it_is_refused(upstream):
+    with pytest.raises(EmptyAnswerError):
+        normalize_completion(upstream, SETTINGS)
+
+
+def test_reasoning_alone_is_an_answer_unless_the_settings_drop_it():
+    upstream = vllm_completion(None, reasoning="r")
+    assert normalize_completion(upstream, SETTINGS)[0]["choices"][0]["message"][
+        "reasoning_content"] == "r"
+    with pytest.raises(EmptyAnswerError):
+        normalize_completion(upstream, ExtractionSettings(tools={"read": {}},
+                                                          reasoning_field="drop"))
+
+
+@pytest.mark.parametrize("upstream", [
+    vllm_completion(None, finish_reason="length"),
+    vllm_completion(None, reasoning="still thinking", finish_reason="length"),
+    vllm_completion(None, tool_calls=[vllm_tool_call("read", '{"path": "/a", "n": ')],
+                    finish_reason="length"),
+])
+def test_an_answer_cut_by_length_stays_cut_however_empty(upstream):
+    completion, _ = normalize_completion(upstream, ExtractionSettings(
+        tools={"read": {}}, reasoning_field="drop"))
+    choice = completion["choices"][0]
+    assert choice["finish_reason"] == "length"
+    assert "tool_calls" not in choice["message"]
+
+
+def test_null_arguments_of_a_parsed_call_are_an_empty_object():
+    upstream = vllm_completion(None, tool_calls=[vllm_tool_call("read", "null")])
+    _, choice, outcome = _normalize(upstream)
+    assert choice["message"]["tool_calls"][0]["function"]["arguments"] == "{}"
+    assert choice["finish_reason"] == "tool_calls"
+    assert [(r.repair, r.tool) for r in outcome.repairs] == [("empty_arguments", "read")]
