@@ -76,8 +76,8 @@ def response_headers(upstream: Any, *, keep_length: bool) -> list[tuple[str, str
     """An upstream response's headers as relayed to the client."""
     drop = _NOT_RETURNED if not keep_length else _NOT_RETURNED - {"content-length"}
     listed = {token.strip().lower() for token in upstream.get("Connection", "").split(",")}
-    return [(k, upstream[k]) for k in upstream  # one line per name, repeated values joined
-            if k.lower() not in drop and k.lower() not in listed]
+    lines = upstream.items()  # each header line on its own: Set-Cookie values never joined
+    return [(k, v) for k, v in lines if k.lower() not in drop and k.lower() not in listed]
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,7 @@ class Answer:
     status: int = 200
     body: Any = None  # dict/list → JSON; bytes → as is
     headers: dict[str, str] = field(default_factory=dict)
+    header_lines: list[tuple[str, str]] = field(default_factory=list)  # repeatable names
     delay: float = 0.0  # seconds before the status line
     chunks: list[bytes] | None = None  # streamed with chunked encoding when set
     chunk_gap: float = 0.0
@@ -236,7 +237,7 @@ class FakeVLLM:
     @staticmethod
     def _send(handler: BaseHTTPRequestHandler, answer: Answer) -> None:
         handler.send_response(answer.status)
-        for key, value in answer.headers.items():
+        for key, value in [*answer.headers.items(), *answer.header_lines]:
             handler.send_header(key, value)
         if answer.chunks is not None:
             if "Content-Type" not in answer.headers:

@@ -89,6 +89,17 @@ def test_hop_by_hop_headers_are_dropped_and_host_is_the_upstreams(fake, proxy):
         assert name not in response.headers
 
 
+def test_repeated_response_headers_are_relayed_line_by_line(fake, proxy):
+    cookies = [("Set-Cookie", "a=1; Expires=Wed, 21 Oct 2015 07:28:00 GMT"), ("Set-Cookie", "b=2")]
+    fake.answer(Answer(body=b"{}", headers={"Content-Type": "application/json"},
+                       header_lines=[*cookies, ("Vary", "Accept"), ("Vary", "Origin")]))
+    raw = _raw(proxy, b"GET /v1/models/x HTTP/1.1")
+    head = raw.split(b"\r\n\r\n", 1)[0].decode().split("\r\n")[1:]
+    lines = [tuple(line.split(": ", 1)) for line in head]
+    assert [line for line in lines if line[0] == "Set-Cookie"] == cookies
+    assert [v for k, v in lines if k == "Vary"] in (["Accept", "Origin"], ["Accept, Origin"])
+
+
 @pytest.mark.parametrize("line", [
     b"GET http://169.254.169.254/latest/meta-data HTTP/1.1",
     b"GET /v1/../../etc/passwd HTTP/1.1",
