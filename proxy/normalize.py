@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from .ids import random_alnum
-from .toolcalls import Extraction, ToolSchemas, extract
+from .toolcalls import Extraction, ToolCall, ToolSchemas, extract
 from .toolcalls.repair import NotJson, loads_repaired
 
 _TOP_LEVEL = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint",
@@ -23,9 +23,10 @@ _TOP_LEVEL = ("id", "object", "created", "model", "choices", "usage", "system_fi
 _PROMPT_DETAILS = ("cached_tokens", "audio_tokens")
 _COMPLETION_DETAILS = ("reasoning_tokens", "audio_tokens", "accepted_prediction_tokens",
                        "rejected_prediction_tokens")
-_THINK_OPEN = "<think>"
-_THINK_CLOSE = "</think>"
-_THINK_OPEN_AT_START = re.compile(r"\s*+<think>")
+# Thinking written into the content by templates without a reasoning parser: `<think>`, and
+# Seed-OSS's `<seed:think>`.
+_THINK_TAGS = (("<think>", "</think>"), ("<seed:think>", "</seed:think>"))
+_THINK_OPEN_AT_START = re.compile(r"\s*+<(think|seed:think)>")
 
 
 class UpstreamShapeError(ValueError):
@@ -133,15 +134,21 @@ def _native_arguments(raw: Any) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _native_calls(calls: Any, finish: str | None, outcome: Outcome,
-                  taken_ids: set[str]) -> list[dict[str, Any]]:
-    """Tool calls the upstream already parsed, with arguments made JSON-object strings."""
+def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
+                  outcome: Outcome, taken_ids: set[str]) -> list[dict[str, Any]]:
+    """Tool calls the upstream already parsed, with arguments made JSON-object strings; a
+    call to a function the request did not offer (or not the one `tool_choice` names) is
+    left out, as it would be if the model had written it as text."""
     kept = []
     for call in calls if isinstance(calls, list) else []:
         function = call.get("function") if isinstance(call, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
         if not isinstance(name, str) or not name:
             outcome.left_as_text.append(TextLeft("native", "call_without_name", None))
+            continue
+        if name not in settings.tools or (settings.only is not None and name != settings.only):
+            reason = "unknown_tool" if name not in settings.tools else "not_the_chosen_tool"
+            outcome.left_as_text.append(TextLeft("native", reason, name))
             continue
         arguments, repair = _native_arguments(function.get("arguments"))
         if arguments is None:
@@ -163,21 +170,25 @@ def _native_calls(calls: Any, finish: str | None, outcome: Outcome,
 def _split_thinking(content: str) -> tuple[str, tuple[int, int] | None, str]:
     """(everything up to the end of the thinking, the thinking's span, the visible rest).
 
-    Thinking is a `<think>…</think>` block at the start of the content, or everything before
-    a lone `</think>` (templates that open the block in the prompt). An unclosed `<think>`
-    at the start makes the whole content thinking.
+    Thinking is a `<think>…</think>` (or `<seed:think>…</seed:think>`) block at the start of
+    the content, or everything before a lone closing tag (templates that open the block in
+    the prompt). An unclosed opening tag at the start makes the whole content thinking.
     """
     opening = _THINK_OPEN_AT_START.match(content)
     body_start = opening.end() if opening else 0
-    close = content.find(_THINK_CLOSE, body_start)
-    if close < 0:
-        if opening is None:
-            return "", None, content
-        return content, (body_start, len(content)), ""
-    if opening is None and _THINK_OPEN in content[:close]:
-        return "", None, content  # a <think> in the middle of the text: not the thinking
-    end = close + len(_THINK_CLOSE)
-    return content[:end], (body_start, close), content[end:].lstrip()
+    for think_open, think_close in _THINK_TAGS:
+        if opening is not None and opening[1] != think_open[1:-1]:
+            continue
+        close = content.find(think_close, body_start)
+        if close < 0:
+            continue
+        if opening is None and think_open in content[:close]:
+            return "", None, content  # a <think> in the middle of the text: not the thinking
+        end = close + len(think_close)
+        return content[:end], (body_start, close), content[end:].lstrip()
+    if opening is None:
+        return "", None, content
+    return content, (body_start, len(content)), ""
 
 
 def _extract(text: str, settings: ExtractionSettings, finish: str | None,
@@ -190,11 +201,22 @@ def _extract(text: str, settings: ExtractionSettings, finish: str | None,
     return found
 
 
+def _last_block(found: Extraction) -> list[ToolCall]:
+    """The calls of the last run of frames with nothing but space between them: the model's
+    final decision, not the drafts it revised on the way ("… hmm no, Rome: <tool_call>…")."""
+    block: list[ToolCall] = []
+    for call in found.calls:
+        if block and call.start != block[-1].start and found.between(block[-1].end, call.start):
+            block = []
+        block.append(call)
+    return block
+
+
 def _add_calls(calls: list[dict[str, Any]], found: Extraction, outcome: Outcome,
                taken_ids: set[str], from_reasoning: bool = False) -> None:
     """Append the extracted calls in OpenAI's shape, recording formats and repairs."""
     seen = set()
-    for call in found.calls:
+    for call in _last_block(found) if from_reasoning else found.calls:
         if from_reasoning:
             if (call.name, call.arguments) in seen:
                 continue  # a call drafted twice in the reasoning is still one call
@@ -220,7 +242,7 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
     if not isinstance(reasoning, str):
         reasoning = message.get("reasoning") if isinstance(message.get("reasoning"), str) else None
 
-    calls = _native_calls(message.get("tool_calls"), finish, outcome, taken_ids)
+    calls = _native_calls(message.get("tool_calls"), finish, settings, outcome, taken_ids)
     if calls:
         outcome.formats.append("native")
         outcome.call_formats.extend("native" for _ in calls)

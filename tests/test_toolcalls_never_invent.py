@@ -93,10 +93,27 @@ def test_named_tool_choice_only_extracts_that_function():
     assert [(x.reason, x.name) for x in found.left_as_text] == [("not_the_chosen_tool", "read")]
 
 
-def test_named_tool_choice_refuses_a_frame_holding_another_call():
-    text = ('[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}, '
-            '{"name": "read", "arguments": {"path": "/a"}}]')
-    assert assert_text(text, only="get_weather") == [("mistral", "not_the_chosen_tool")]
+def test_named_tool_choice_takes_only_that_call_from_a_list():
+    text = ('[TOOL_CALLS][{"name": "read", "arguments": {"path": "/a"}}, '
+            '{"name": "get_weather", "arguments": {"city": "Paris"}}]')
+    found = extract(text, TOOLS, only="get_weather")
+    assert [(c.name, c.arguments) for c in found.calls] == [("get_weather", '{"city":"Paris"}')]
+    assert [(x.reason, x.name) for x in found.left_as_text] == [("not_the_chosen_tool", "read")]
+    assert_text(text, only="exec")
+
+
+@pytest.mark.parametrize("bad", [
+    '{"name": "rm_rf", "arguments": {"path": "/"}}', '{"function": "read", "arguments": {}}',
+    '{"name": "read", "arguments": "not json"}', '{"name": 42, "arguments": {}}'])
+def test_a_bad_sibling_in_a_list_does_not_drop_the_good_calls(bad):
+    good = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    for text in (f"[TOOL_CALLS][{good}, {bad}]", f"<tool_call>[{bad}, {good}]</tool_call>",
+                 f"[{good}, {bad}]"):
+        found = extract(text, TOOLS)
+        assert [c.name for c in found.calls] == ["get_weather"], text
+        assert len(found.left_as_text) == 1
+        assert found.content == ""
+    assert_text(f"[TOOL_CALLS][{bad}, {bad}]")
 
 
 def test_no_tools_means_nothing_is_extracted():

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from . import schema
+from .context import Context
 from .registry import MARKERS, markers_of, resolve
 from .repair import NotJson, loads_repaired
 from .scan import Document, Spans
@@ -44,39 +45,50 @@ def _arguments_object(value: Any, repairs: list[str]) -> dict[str, Any]:
     return value
 
 
+def _call_from_item(item: Any, repairs: list[str], frame: Frame) -> tuple[str, dict[str, Any]]:
+    """(name, arguments) of one decoded call envelope, or _Refused."""
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        raise _Refused("unrecognised_shape")
+    if not set(item) <= _CALL_KEYS or item.get("type", "function") != "function":
+        raise _Refused("unrecognised_shape", item["name"])
+    keys = [key for key in ("arguments", "parameters") if key in item]
+    if len(keys) == 1:
+        raw = item[keys[0]]
+        if keys[0] != frame.arguments_key:
+            repairs.append(f"{keys[0]}_as_{frame.arguments_key}")
+    elif keys:
+        raise _Refused("unrecognised_shape", item["name"])
+    else:
+        raise _Refused("missing_arguments", item["name"])
+    try:
+        return item["name"], _arguments_object(raw, repairs)
+    except _Refused as refused:
+        refused.name = item["name"]
+        raise
+
+
 def _calls_from_json(value: Any, repairs: list[str], frame: Frame,
-                     ) -> list[tuple[str, dict[str, Any]]]:
-    """(name, arguments) for each call in a decoded JSON frame, or _Refused."""
+                     ) -> list[tuple[str, dict[str, Any]] | _Refused]:
+    """(name, arguments) or the refusal of each call in a decoded JSON frame; _Refused for
+    the whole frame when it holds no call at all."""
     items = value if isinstance(value, list) else [value]
     if not items:
         raise _Refused("empty_call_list")
     if isinstance(value, list) and len(items) > 1 and not frame.listed:
         repairs.append("several_calls_in_frame")
-    calls = []
-    for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise _Refused("unrecognised_shape")
-        if not set(item) <= _CALL_KEYS or item.get("type", "function") != "function":
-            raise _Refused("unrecognised_shape", item["name"])
-        keys = [key for key in ("arguments", "parameters") if key in item]
-        if len(keys) == 1:
-            raw = item[keys[0]]
-            if keys[0] != frame.arguments_key:
-                repairs.append(f"{keys[0]}_as_{frame.arguments_key}")
-        elif keys:
-            raise _Refused("unrecognised_shape", item["name"])
-        else:
-            raise _Refused("missing_arguments", item["name"])
+    if len(items) == 1:
+        return [_call_from_item(items[0], repairs, frame)]
+    calls: list[tuple[str, dict[str, Any]] | _Refused] = []
+    for item in items:  # one bad sibling does not drop the good calls of a list
         try:
-            calls.append((item["name"], _arguments_object(raw, repairs)))
+            calls.append(_call_from_item(item, repairs, frame))
         except _Refused as refused:
-            refused.name = item["name"]
-            raise
+            calls.append(refused)
     return calls
 
 
 def _calls_from_frame(frame: Frame, tools: ToolSchemas, truncated: bool,
-                      ) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+                      ) -> tuple[list[tuple[str, dict[str, Any]] | _Refused], list[str]]:
     repairs = list(frame.repairs)
     if frame.refused is not None:
         raise _Refused(frame.refused, frame.name)
@@ -130,23 +142,72 @@ def _serialised(arguments: dict[str, Any]) -> str:
         raise _Refused(_why_unserialisable(arguments)) from None
 
 
+def _looks_like_schema(arguments: dict[str, Any], parameters: dict[str, Any]) -> bool:
+    """Arguments that are a JSON schema (the tool's definition echoed), not values for it."""
+    declared = parameters.get("properties")
+    declared = declared if isinstance(declared, dict) else {}
+    return (isinstance(arguments.get("properties"), dict) and "properties" not in declared
+            and (arguments.get("type") == "object" or isinstance(arguments.get("required"),
+                                                                   list)))
+
+
+def _checked(name: str, arguments: dict[str, Any], tools: ToolSchemas,
+             only: str | None) -> str:
+    """The serialised arguments of a call to `name`, or _Refused."""
+    if name not in tools:
+        raise _Refused("unknown_tool", name)
+    if only is not None and name != only:
+        raise _Refused("not_the_chosen_tool", name)
+    if _looks_like_schema(arguments, tools[name]):
+        raise _Refused("schema_not_arguments", name)
+    try:
+        return _serialised(arguments)
+    except _Refused as refused:
+        refused.name = name
+        raise
+
+
 def _read_frame(frame: Frame, tools: ToolSchemas, only: str | None, truncated: bool,
-                ) -> list[ToolCall]:
-    calls, repairs = _calls_from_frame(frame, tools, truncated)
-    for name, _ in calls:
-        if name not in tools:
-            raise _Refused("unknown_tool", name)
-        if only is not None and name != only:
-            raise _Refused("not_the_chosen_tool", name)
-    serialised = []
-    for name, args in calls:
+                ) -> tuple[list[ToolCall], list[_Refused]]:
+    """The frame's calls and the refusals of its other items (a list may hold bad siblings);
+    _Refused when it yields no call."""
+    items, repairs = _calls_from_frame(frame, tools, truncated)
+    calls: list[ToolCall] = []
+    refused: list[_Refused] = []
+    for item in items:
         try:
-            serialised.append((name, _serialised(args)))
-        except _Refused as refused:
-            refused.name = name
-            raise
-    return [ToolCall(name, arguments, frame.format, tuple(repairs), frame.start, frame.end)
-            for name, arguments in serialised]
+            if isinstance(item, _Refused):
+                raise item
+            name, arguments = item
+            serialised = _checked(name, arguments, tools, only)
+        except _Refused as refusal:
+            refused.append(refusal)
+            continue
+        calls.append(ToolCall(name, serialised, frame.format, tuple(repairs), frame.start,
+                              frame.end))
+    if not calls:
+        raise refused[0]
+    return calls, refused
+
+
+def _in_context(text: str, taken: list[tuple[Frame, list[ToolCall]]],
+                left: list[LeftAsText]) -> list[tuple[Frame, list[ToolCall]]]:
+    """The frames that the prose around them shows to be calls, sorted; the others (shown in
+    code, mentioned mid-sentence, introduced as examples) are added to `left`."""
+    taken.sort(key=lambda item: item[0].start)
+    context = Context(text)
+    kept = []
+    for i, (frame, calls) in enumerate(taken):
+        previous_end = taken[i - 1][0].end if i else -1
+        next_start = taken[i + 1][0].start if i + 1 < len(taken) else len(text) + 1
+        reason = context.refusal(frame.start, frame.end, previous_end, next_start,
+                                 by_shape=not MARKERS.get(frame.format))
+        if reason is None:
+            kept.append((frame, calls))
+        else:
+            left.extend(LeftAsText(frame.format, frame.start, frame.end, reason, call.name)
+                        for call in calls)
+    return kept
 
 
 def _cut(text: str, frames: Sequence[Frame]) -> str:
@@ -198,21 +259,25 @@ def extract(
                 spans.append((frame.start, frame.end))
                 doc.claimed.add(frame.start, frame.end)
                 try:
-                    taken.append((frame, _read_frame(frame, tools, only, truncated)))
+                    calls, siblings = _read_frame(frame, tools, only, truncated)
+                    taken.append((frame, calls))
                 except _Refused as refused:
-                    left.append(LeftAsText(frame.format, frame.start, frame.end,
-                                           refused.reason, refused.name or frame.name))
+                    siblings = [refused]
+                left.extend(LeftAsText(frame.format, frame.start, frame.end, refused.reason,
+                                       refused.name or frame.name) for refused in siblings)
         except Exception:  # a parser's bug must not fail the response: its text stays text
             left.append(LeftAsText(name, 0, len(text), "parser_error"))
         if spans:
             claims.add_all(spans)
     if doc.budget_exhausted:
         left.append(LeftAsText("*", 0, len(text), "scan_budget_exhausted"))
+    if taken:
+        taken = _in_context(text, taken, left)
     if not taken:
-        return Extraction(content=text, left_as_text=left)
-    taken.sort(key=lambda item: item[0].start)
+        return Extraction(content=text, left_as_text=left, text=text)
     return Extraction(
         content=_cut(text, [frame for frame, _ in taken]),
         calls=[call for _, calls in taken for call in calls],
         left_as_text=left,
+        text=text,
     )

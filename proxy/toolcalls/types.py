@@ -65,6 +65,12 @@ class Extraction:
     calls: list[ToolCall] = field(default_factory=list)
     left_as_text: list[LeftAsText] = field(default_factory=list)
 
+    text: str = ""  # the text given to extract(), which the calls' spans index
+
+    def between(self, start: int, end: int) -> bool:
+        """Whether the text between two frames holds anything but space."""
+        return bool(self.text[start:end].strip())
+
     @property
     def formats(self) -> list[str]:
         """The formats of the extracted calls, in order, without repeats."""

@@ -1,0 +1,180 @@
+"""Where a frame sits in the text decides whether it is a call or a mention of one.
+
+A parser recognises a frame by its own syntax; whether the model *made* the call or *showed*
+it is told by the prose around it, the same way for every format:
+
+- inside inline code (`` `<tool_call>{…}</tool_call>` ``): a mention;
+- inside a fenced code block, unless that block ends the text and is not introduced as an
+  example: an example shown to the user;
+- in the middle of a line of prose, with words before it and after it on the same line
+  ("Earlier I called <tool_call>…</tool_call> and it returned 21°C"): a mention;
+- introduced as an example by the line(s) before it ("Here is an example request:"); formats
+  recognised by shape alone (bare JSON, pythonic lists) are also refused after a hypothetical
+  lead-in ("The call would be:").
+
+Costs stay linear: fence lines are counted (str.count) once through the text, and the rest is
+looked for in a bounded window around each frame.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Words that introduce an example rather than an action.
+_EXAMPLE_CUE = re.compile(
+    r"\b(?:for example|examples?|for instance|e\.g\.|such as|samples?|like this|like so|"
+    r"looks? like|would look|templates?|syntax|schemas?|the format)\b", re.IGNORECASE)
+# Hypothetical lead-ins, for frames recognised by their shape alone.
+_HYPOTHETICAL_CUE = re.compile(
+    r"\b(?:would|could|should|might|you can|one can|you may|written as|"
+    r"(?:output|result|response|returns?)\s*:)", re.IGNORECASE)
+# Special tokens and end markers that may sit beside a frame on its line without being prose.
+_TOKEN = re.compile(r"<[|｜][^<>\n]{0,64}[|｜]>|</?s>|<\|?[a-z_:]{1,32}\|?>")
+# Fence lines: three or more backticks or tildes after at most three spaces. Counted with
+# str.count (C speed) rather than parsed: inside a block iff an odd number open before it.
+_FENCE_LINES = tuple(f"\n{indent}{mark}" for indent in ("", " ", "  ", "   ")
+                     for mark in ("```", "~~~"))
+_LEAD_IN_CHARS = 300
+# How far around a frame its line, paragraph or inline code span is looked for (bounds the
+# cost per frame on texts without line breaks).
+_WINDOW = 4096
+_NON_SPACE = re.compile(r"\S")
+
+
+def _inline_code(line: str) -> list[tuple[int, int]]:
+    """Inline code spans: a run of n backticks up to the next run of exactly n."""
+    spans = []
+    pos = line.find("`")
+    while pos >= 0:
+        run = pos
+        while run < len(line) and line[run] == "`":
+            run += 1
+        width = run - pos
+        close = line.find("`" * width, run)
+        while close >= 0 and close + width < len(line) and line[close + width] == "`":
+            close = line.find("`" * width, close + width + 1)  # a longer run does not close
+        if close < 0:
+            pos = line.find("`", run)
+            continue
+        spans.append((pos, close + width))
+        pos = line.find("`", close + width)
+    return spans
+
+
+def _is_prose(piece: str) -> bool:
+    """Words (not just punctuation, separators or special tokens)."""
+    return any(char.isalnum() for char in _TOKEN.sub("", piece))
+
+
+class Context:
+    """The text around the frames of one model output. Frames must be judged in order."""
+
+    def __init__(self, text: str) -> None:
+        self.text = "\n" + text  # every fence line, the first included, follows a newline
+        self._lines: tuple[str, ...] | None = None
+        self._counted_to = 0
+        self._fences = 0
+
+    def _fence_lines(self) -> tuple[str, ...]:
+        """The fence-line prefixes worth counting in this text (most texts have none, or
+        only unindented backtick fences)."""
+        if self._lines is None:
+            text = self.text
+            lines = []
+            for mark in ("```", "~~~"):
+                total = text.count(mark)
+                if total and total == text.count("\n" + mark):
+                    lines.append("\n" + mark)
+                elif total:
+                    lines.extend(line for line in _FENCE_LINES if line.endswith(mark))
+            self._lines = tuple(lines)
+        return self._lines
+
+    def _fences_before(self, pos: int) -> int:
+        """Fence lines starting before `pos` (in the shifted text), counted incrementally."""
+        text = self.text
+        if pos > self._counted_to:
+            self._fences += sum(text.count(line, self._counted_to, pos)
+                                for line in self._fence_lines())
+            self._counted_to = pos
+        return self._fences
+
+    def _block_of(self, start: int, end: int) -> tuple[int, int] | None:
+        """The fenced code block around [start, end) (shifted positions), or None."""
+        if not self._fence_lines():
+            return None
+        text = self.text
+        line_start = text.rfind("\n", 0, start)  # fence lines before the frame's line start
+        if self._fences_before(line_start) % 2 == 0:
+            return None
+        opening = max(text.rfind(line, 0, line_start) for line in self._fence_lines()) + 1
+        closings = [at for line in self._fence_lines() if (at := text.find(line, end)) >= 0]
+        if not closings:
+            return opening, len(text)
+        line_end = text.find("\n", min(closings) + 1)
+        return opening, len(text) if line_end < 0 else line_end
+
+    def _in_inline_code(self, start: int, end: int, previous_end: int, next_start: int,
+                        ) -> bool:
+        """Inside an inline code span, which may wrap lines but not leave its paragraph nor
+        reach into another frame (backticks inside frames are their payload's)."""
+        text = self.text
+        first = max(0, start - _WINDOW, previous_end)
+        if text.rfind("`", first, start) < 0:
+            return False
+        blank = text.rfind("\n\n", first, start)
+        first = first if blank < 0 else blank + 1
+        last = min(len(text), end + _WINDOW, max(next_start, end))
+        blank = text.find("\n\n", end, last)
+        last = last if blank < 0 else blank
+        around = text[first:start] + " " * (end - start) + text[end:last]
+        return any(first + a < start and end <= first + b for a, b in _inline_code(around))
+
+    def _lead_in(self, start: int) -> str:
+        """The prose introducing position `start`: its line before it, or else the last two
+        non-blank lines before it (bounded)."""
+        text = self.text
+        line_start = text.rfind("\n", max(0, start - _LEAD_IN_CHARS), start) + 1
+        same_line = text[line_start:start]
+        if same_line.strip():
+            return same_line[-_LEAD_IN_CHARS:]
+        before = text[max(0, line_start - _LEAD_IN_CHARS):line_start]
+        lines = [line for line in before.splitlines() if line.strip()]
+        return "\n".join(lines[-2:])
+
+    def refusal(self, start: int, end: int, previous_end: int, next_start: int,
+                by_shape: bool) -> str | None:
+        """Why the frame at [start, end) is a mention and not a call, or None.
+
+        `previous_end` and `next_start` bound the neighbouring frames (not prose); frames
+        are judged in the order of the text. `by_shape`: the format is recognised by its
+        shape alone, with no marker of its own.
+        """
+        start, end = start + 1, end + 1  # positions in the shifted text
+        previous_end, next_start = previous_end + 1, next_start + 1
+        block = self._block_of(start, end)
+        if block is not None:
+            if _NON_SPACE.search(self.text, block[1]):
+                return "example_in_code_fence"  # prose follows the fence: it was shown
+            if _EXAMPLE_CUE.search(self._lead_in(block[0])):
+                return "example_in_prose"
+            return None
+        if self._in_inline_code(start, end, previous_end, next_start):
+            return "inline_code"
+        if self._mid_line(start, end, previous_end, next_start):
+            return "inline_mention"
+        lead_in = self._lead_in(start)
+        if _EXAMPLE_CUE.search(lead_in) or (by_shape and _HYPOTHETICAL_CUE.search(lead_in)):
+            return "example_in_prose"
+        return None
+
+    def _mid_line(self, start: int, end: int, previous_end: int, next_start: int) -> bool:
+        """Words on the frame's line both before and after it (neighbouring frames aside)."""
+        text = self.text
+        line_start = text.rfind("\n", max(0, start - _WINDOW), start) + 1
+        line_start = max(line_start, previous_end, start - _WINDOW)
+        line_end = text.find("\n", end, end + _WINDOW)
+        line_end = min(len(text), end + _WINDOW) if line_end < 0 else line_end
+        if end <= next_start < line_end:
+            line_end = next_start
+        return _is_prose(text[line_start:start]) and _is_prose(text[end:line_end])
