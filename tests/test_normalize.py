@@ -166,3 +166,20 @@ def test_null_arguments_of_a_parsed_call_are_an_empty_object():
     assert choice["message"]["tool_calls"][0]["function"]["arguments"] == "{}"
     assert choice["finish_reason"] == "tool_calls"
     assert [(r.repair, r.tool) for r in outcome.repairs] == [("empty_arguments", "read")]
+
+
+def test_parsed_calls_are_checked_against_the_tools_and_the_named_choice():
+    upstream = vllm_completion("Running both.", tool_calls=[
+        vllm_tool_call("rm_rf", '{"path": "/"}'), vllm_tool_call("read", '{"path": "/a"}')])
+    _, choice, outcome = _normalize(upstream)
+    assert [c["function"]["name"] for c in choice["message"]["tool_calls"]] == ["read"]
+    assert [(t.format, t.reason, t.tool) for t in outcome.left_as_text] == [
+        ("native", "unknown_tool", "rm_rf")]
+    only = ExtractionSettings(tools={"read": {}, "get_weather": {}}, only="get_weather")
+    completion, outcome = normalize_completion(upstream, only)
+    assert "tool_calls" not in completion["choices"][0]["message"]
+    assert completion["choices"][0]["finish_reason"] == "stop"
+    assert {t.reason for t in outcome.left_as_text} == {"unknown_tool", "not_the_chosen_tool"}
+    with pytest.raises(EmptyAnswerError):  # nothing left at all: refused, never an empty turn
+        normalize_completion(vllm_completion(None, tool_calls=[
+            vllm_tool_call("rm_rf", "{}")]), SETTINGS)
