@@ -52,6 +52,7 @@ class Config:
     repair_history_arguments: bool = True
     models: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     max_body_bytes: int = 32 * 1024 * 1024
+    max_upstream_body_bytes: int = 256 * 1024 * 1024
     api_keys: tuple[str, ...] = ()
     protect_proxy_endpoints: bool = False
     upstream_api_key: str = ""
@@ -209,7 +210,7 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
                           f"not {values['upstream']!r}")
     if parts.query or parts.fragment:
         raise ConfigError(f"{where}'upstream' must not carry a query or fragment")
-    for name in ("loop_guard_max_tool_calls", "max_body_bytes"):
+    for name in ("loop_guard_max_tool_calls", "max_body_bytes", "max_upstream_body_bytes"):
         if values[name] < 0:
             raise ConfigError(f"{where}'{name}' must not be negative")
     for name in ("connect_timeout_seconds", "read_timeout_seconds", "buffered_timeout_seconds"):

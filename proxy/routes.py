@@ -257,7 +257,8 @@ class Proxy:
         headers = self.upstream_headers(config, buffered=True)
         timeouts = Timeouts(config.connect_timeout_seconds, config.buffered_timeout_seconds)
         call = UpstreamCall.complete(self.upstreams[config.upstream], target,
-                                     plan.upstream_body, headers, timeouts)
+                                     plan.upstream_body, headers, timeouts,
+                                     config.max_upstream_body_bytes)
         if plan.client_stream:
             if not call.wait(config.commit_window_seconds):
                 return self._stream(plan, log, call)

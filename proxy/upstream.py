@@ -13,6 +13,7 @@ import select
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -216,18 +217,42 @@ class Upstream:
                                  preload_content=preload, decode_content=preload)
 
     def complete(self, path: str, body: bytes, headers: dict[str, str], timeouts: Timeouts,
-                 tracker: _ConnectionTracker | None = None) -> UpstreamReply:
-        """POST and read the whole answer; ProxyError when the upstream cannot be reached."""
+                 tracker: _ConnectionTracker | None = None, max_bytes: int = 0,
+                 ) -> UpstreamReply:
+        """POST and read the whole answer, at most `max_bytes` of it (0: no limit);
+        ProxyError when the upstream cannot be reached or answers too much."""
         self._local.tracker = tracker
         try:
-            response = self._request("POST", path, body, headers, timeouts, preload=True)
-            return UpstreamReply(response.status, dict(response.headers), response.data)
+            response = self._request("POST", path, body, headers, timeouts, preload=False)
+            return UpstreamReply(response.status, dict(response.headers),
+                                 self._read_all(response, max_bytes))
         except _FAILURES as exc:
             if tracker is not None and tracker.cancelled:
                 raise ProxyError(499, "The client went away.", code="client_closed") from None
             raise self._failure(exc, timeouts) from None
         finally:
             self._local.tracker = None
+
+    @staticmethod
+    def _read_all(response: urllib3.BaseHTTPResponse, max_bytes: int) -> bytes:
+        """The body, read in pieces that let other requests run between them (an upstream
+        that never pauses would otherwise hold the worker), refused past `max_bytes`."""
+        pieces = []
+        size = 0
+        try:
+            while data := response.read(_PIECE, decode_content=True):
+                size += len(data)
+                if max_bytes and size > max_bytes:
+                    raise ProxyError(502, f"The upstream's answer is larger than "
+                                     f"max_upstream_body_bytes ({max_bytes} bytes).",
+                                     type_="upstream_error", code="upstream_too_large")
+                pieces.append(data)
+                time.sleep(0)  # a yield to the other greenlets (or threads)
+        except BaseException:
+            response.close()  # the rest is not wanted: the connection is not reused
+            raise
+        response.release_conn()
+        return b"".join(pieces)
 
     def complete_get(self, path: str, headers: dict[str, str], timeouts: Timeouts,
                      ) -> UpstreamReply:
@@ -267,6 +292,8 @@ class Upstream:
             response.release_conn()
 
 
+_PIECE = 256 * 1024
+
 # What a failed exchange raises: urllib3's errors, socket errors, and http.client's refusal
 # of a header value it cannot send.
 _FAILURES = (urllib3.exceptions.HTTPError, OSError, ValueError)
@@ -298,9 +325,10 @@ class UpstreamCall(Generic[T]):
 
     @classmethod
     def complete(cls, upstream: Upstream, path: str, body: bytes, headers: dict[str, str],
-                 timeouts: Timeouts) -> UpstreamCall[UpstreamReply]:
+                 timeouts: Timeouts, max_bytes: int = 0) -> UpstreamCall[UpstreamReply]:
         """A buffered POST, started."""
-        return cls(lambda t: upstream.complete(path, body, headers, timeouts, t)).start()
+        return cls(lambda t: upstream.complete(path, body, headers, timeouts, t,
+                                               max_bytes)).start()
 
     @classmethod
     def open(cls, upstream: Upstream, method: str, path: str, body: bytes,

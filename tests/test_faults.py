@@ -280,3 +280,21 @@ def test_client_disconnects_while_waiting(fake, start_proxy, path):
     assert fake.disconnects, "the upstream call outlived its client"
     assert fake.disconnects[0][1] - left < 2
     _assert_next_request_works(fake, proxy)
+
+
+@pytest.mark.parametrize("path", ["buffered_stream", "buffered_json"])
+def test_an_endless_answer_is_cut_at_max_upstream_body_bytes(fake, start_proxy, path):
+    piece = b"x" * 65536  # a chunked body that would run to 512 MB, sent as fast as possible
+    fake.answer(Answer(chunks=[piece] * 8192, headers={"Content-Type": "application/json"}))
+    proxy = start_proxy(**{**FAST, "buffered_timeout_seconds": 20,
+                           "max_upstream_body_bytes": 1 << 20})
+    started = time.monotonic()
+    seen = _call(proxy, path)
+    assert time.monotonic() - started < 10
+    if seen.status == 200:  # the refusal came after the commit window: in the stream
+        assert path == "buffered_stream"
+        assert seen.stream_error["code"] == "upstream_too_large"
+        assert seen.done
+    else:
+        _expect_http_error(502, "upstream_too_large")(seen, path)
+    _assert_next_request_works(fake, proxy)
