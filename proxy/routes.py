@@ -14,7 +14,7 @@ from urllib.parse import unquote
 import orjson
 from flask import Flask, Response, request
 from urllib3.exceptions import ReadTimeoutError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from . import __version__
 from .compat import keep_first_call
@@ -170,7 +170,7 @@ class Proxy:
 
     def handle(self, log: RequestLog, target: str) -> Response:
         """Any request: chat completions are planned, everything else is relayed."""
-        raw = request.get_data(cache=False)
+        raw = _request_body(self.config.max_body_bytes)
         config = self.config
         if request.method == "POST" and request.path.rstrip("/") == CHAT_PATH:
             plan = plan_chat(raw, self.config)
@@ -360,6 +360,23 @@ class Proxy:
                 self.emit(log)
 
         return Response(counted(), status=200, headers=SSE_HEADERS)
+
+
+def _request_body(max_bytes: int) -> bytes:
+    """The request body. A body without Content-Length (chunked) is read to its end and
+    refused past `max_bytes`; Werkzeug's own limit would cut it there silently."""
+    environ = request.environ
+    if request.content_length is not None or "wsgi.input_terminated" not in environ:
+        return request.get_data(cache=False)  # Content-Length is checked against the limit
+    stream = environ["wsgi.input"]
+    pieces = []
+    size = 0
+    while data := stream.read(65536):
+        size += len(data)
+        if max_bytes and size > max_bytes:
+            raise RequestEntityTooLarge()
+        pieces.append(data)
+    return b"".join(pieces)
 
 
 def _model_of(raw: bytes) -> str:

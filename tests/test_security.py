@@ -149,3 +149,25 @@ def test_body_over_the_limit_is_413(fake, start_proxy):
     assert response.json()["error"]["code"] == "request_too_large"
     assert fake.received == []
     assert requests.get(proxy.url + "/proxy/health", timeout=5).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/embeddings"])
+def test_a_chunked_body_over_the_limit_is_413_not_cut(fake, start_proxy, path):
+    proxy = start_proxy(max_body_bytes=1024)
+
+    def chunked(size: int):
+        payload = orjson.dumps({"model": "q", "input": "x" * size,
+                                "messages": [{"role": "user", "content": "hi"}]})
+        for i in range(0, len(payload), 300):
+            yield payload[i:i + 300]
+
+    response = requests.post(proxy.url + path, data=chunked(4096), timeout=10,
+                             headers={"Content-Type": "application/json"})
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+    assert fake.received == []
+    fake.answer(Answer(body=vllm_completion("fine")))
+    small = requests.post(proxy.url + path, data=chunked(100), timeout=10,
+                          headers={"Content-Type": "application/json"})
+    assert small.status_code == 200
+    assert orjson.loads(fake.received[-1].raw)["input"] == "x" * 100
