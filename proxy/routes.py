@@ -24,15 +24,26 @@ from .metrics import Metrics
 from .normalize import EmptyAnswerError, UpstreamShapeError, normalize_completion
 from .observe import RequestLog, make_logger
 from .plan import Plan, plan_chat
-from .sse import DONE, StreamIdentity, completion_chunks, error_event, heartbeat, role_chunks
+from .sse import (
+    DONE,
+    SseEvents,
+    StreamIdentity,
+    completion_chunks,
+    error_event,
+    heartbeat,
+    role_chunks,
+)
 from .upstream import (
     Timeouts,
     Upstream,
     UpstreamCall,
     UpstreamReply,
+    cut,
+    new_event,
     readable_now,
     request_headers,
     response_headers,
+    run_beside,
 )
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -202,31 +213,52 @@ class Proxy:
         is_sse = (response_in.headers.get("Content-Type", "").startswith("text/event-stream")
                   and not response_in.headers.get("Content-Encoding"))
         environ = request.environ
+        watch = ClientWatch(environ, lambda: cut(response_in))
 
         def relay() -> Iterator[bytes]:
+            events = SseEvents() if is_sse else None
             try:
+                if is_sse:
+                    yield b""  # the head goes out now, before upstream's first event
+                watch.start()
                 for data in upstream.relay_body(response_in):
+                    if events is not None:
+                        data = events.complete(data)
                     log.bytes_out += len(data)
                     yield data
+                if events is not None and events.pending:
+                    yield events.pending  # upstream ended without a last blank line: as is
+            except GeneratorExit:
+                log.error = "client_disconnected"
+                raise
             except Exception as exc:
+                if watch.fired:
+                    log.error = "client_disconnected"
+                    return
                 log.error = f"relay_interrupted:{type(exc).__name__}"
-                if is_sse:  # the stream has started: end it with the error, in-band
+                if is_sse:  # the stream has started: end it with the error, in-band; a half
+                    # event is dropped, so that the client can parse what it has
                     failure = (ProxyError(504, "The upstream went silent for longer than "
                                           f"{timeouts.read:g} s.", type_="upstream_error",
                                           code="upstream_timeout")
                                if isinstance(exc, ReadTimeoutError) else
                                ProxyError(502, "The upstream closed the stream before its end.",
                                           type_="upstream_error", code="upstream_stream_cut"))
-                    yield b"\n\n" + error_event(failure.body()) + DONE
+                    yield error_event(failure.body()) + DONE
                 else:  # the head promised a body that will not come: the client must see
                     abort_connection(environ)  # it cut short, not wait on a kept-alive socket
             finally:
+                watch.stop()
+                if watch.fired:
+                    log.error = "client_disconnected"
                 self.emit(log)
 
         response = Response(relay(), status=response_in.status,
                             headers=response_headers(response_in.headers, keep_length=True))
         if "Content-Type" not in response_in.headers:
             del response.headers["Content-Type"]
+        if is_sse:
+            response.headers["X-Accel-Buffering"] = "no"
         return response
 
     def _all_models(self, log: RequestLog, target: str) -> Response:
@@ -388,6 +420,33 @@ def _model_of(raw: bytes) -> str:
     except orjson.JSONDecodeError:
         return ""
     return model if isinstance(model, str) else ""
+
+
+class ClientWatch:
+    """While a relayed body streams, looks every half second for the client having left,
+    and then cuts the upstream connection: a write to the client would tell only when
+    upstream sends its next bytes, which a model in a long prefill may not for minutes."""
+
+    def __init__(self, environ: dict[str, Any], on_gone: Callable[[], None]) -> None:
+        self._environ = environ
+        self._on_gone = on_gone
+        self._stopped = new_event()
+        self.fired = False
+
+    def start(self) -> None:
+        """Begin watching (in a greenlet or thread beside the relay)."""
+        run_beside(self._watch, "client-watch")
+
+    def stop(self) -> None:
+        """Stop watching (the relay has ended)."""
+        self._stopped.set()
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(_CLIENT_CHECK_SECONDS):
+            if client_gone(self._environ):
+                self.fired = True
+                self._on_gone()
+                return
 
 
 def client_gone(environ: dict[str, Any]) -> bool:

@@ -305,10 +305,31 @@ def _gevent_patched() -> bool:
     return monkey is not None and bool(monkey.is_module_patched("threading"))
 
 
-def _gevent_event() -> Any:
-    from gevent.event import Event
+def new_event() -> Any:
+    """An Event that waits the way this process runs: gevent's in a patched process (a
+    patched threading.Event is a greenlet behind a Thread's locks), else threading's."""
+    if _gevent_patched():
+        from gevent.event import Event
 
-    return Event()
+        return Event()
+    return threading.Event()
+
+
+def run_beside(work: Callable[[], None], name: str) -> None:
+    """Run `work` beside the request: a plain greenlet under gevent, else a daemon thread."""
+    if _gevent_patched():
+        import gevent
+
+        gevent.spawn(work)
+    else:
+        threading.Thread(target=work, daemon=True, name=name).start()
+
+
+def cut(response: urllib3.BaseHTTPResponse) -> None:
+    """Shut the connection a relayed response is read from, from any thread: the read
+    returns, and the upstream sees its client leave (vLLM then aborts the generation)."""
+    connection = getattr(response, "connection", None) or getattr(response, "_connection", None)
+    _ConnectionTracker._shutdown(connection)
 
 
 class UpstreamCall(Generic[T]):
@@ -321,7 +342,7 @@ class UpstreamCall(Generic[T]):
         self._work = work
         self._value: T | None = None
         self._error: ProxyError | None = None
-        self._done: Any = _gevent_event() if _gevent_patched() else threading.Event()
+        self._done: Any = new_event()
 
     @classmethod
     def complete(cls, upstream: Upstream, path: str, body: bytes, headers: dict[str, str],
@@ -337,14 +358,8 @@ class UpstreamCall(Generic[T]):
         return cls(lambda t: upstream.open(method, path, body, headers, timeouts, t)).start()
 
     def start(self) -> UpstreamCall[T]:
-        """Begin the call in the background: a greenlet under gevent (a patched Thread is a
-        greenlet too, behind a Thread's locks and bookkeeping), else a daemon thread."""
-        if _gevent_patched():
-            import gevent
-
-            gevent.spawn(self._run)
-        else:
-            threading.Thread(target=self._run, daemon=True, name="upstream-call").start()
+        """Begin the call in the background (see `run_beside`)."""
+        run_beside(self._run, "upstream-call")
         return self
 
     def _run(self) -> None:

@@ -169,3 +169,34 @@ def test_client_leaving_a_passthrough_stream_closes_upstream(fake, proxy):
     while not fake.disconnects and time.monotonic() < deadline:
         time.sleep(0.02)
     assert fake.disconnects, "the upstream stream ran to its end for nobody"
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_client_leaving_a_silent_passthrough_stream_closes_upstream_at_once(fake, proxy, first):
+    """Upstream sent its head (and maybe an event), then is silent for long (a prefill): the
+    client leaving must reach it without waiting for upstream's next bytes."""
+    chunks = vllm_stream_chunks("word " * 10, pieces=4)
+    fake.answer(Answer(chunks=[*chunks[:first + 1], chunks[-1]], chunk_gap=30))
+    sock = _raw_request(proxy.url, {"model": "q", "messages": MESSAGES, "stream": True})
+    head = _read_until(sock, b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")  # the head arrives before upstream's first event
+    assert b"X-Accel-Buffering: no" in head
+    left = time.monotonic()
+    sock.close()
+    deadline = left + 5
+    while not fake.disconnects and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert fake.disconnects, "the upstream stream outlived its client"
+    assert fake.disconnects[0][1] - left < 1.5
+
+
+def test_a_passthrough_stream_cut_mid_event_ends_with_whole_events(fake, proxy):
+    chunks = vllm_stream_chunks("hello there", pieces=2)
+    half = chunks[1][:len(chunks[1]) // 2]
+    fake.answer(Answer(chunks=[chunks[0], chunks[1] + half, chunks[-1]], cut_after=2))
+    raw = requests.post(proxy.url + "/v1/chat/completions", timeout=10, json={
+        "model": "q", "messages": MESSAGES, "stream": True}).content
+    events = [event for event in raw.split(b"\n\n") if event]
+    assert events[:2] == [chunks[0].strip(), chunks[1].strip()]
+    assert orjson.loads(events[2][6:])["error"]["code"] == "upstream_stream_cut"
+    assert events[3:] == [b"data: [DONE]"]

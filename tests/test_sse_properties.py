@@ -6,7 +6,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.sse import StreamIdentity, completion_chunks, heartbeat, role_chunks
+from proxy.sse import SseEvents, StreamIdentity, completion_chunks, heartbeat, role_chunks
 
 IDENT = StreamIdentity("chatcmpl-p", 1, "m")
 # Strings as they come out of orjson.loads of an upstream body: no lone surrogates.
@@ -68,3 +68,33 @@ def test_stream_reassembles_to_the_completion(choices, include_usage, with_heart
         assert calls == [{"id": c["id"], **c["function"]} for c in message.get("tool_calls", [])]
         assert slot["finish"] == item["finish_reason"]
     assert (usage is not None) == include_usage
+
+
+event = st.builds(lambda body, end: b"data: " + body + end,
+                  st.binary(max_size=40).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b"")),
+                  st.sampled_from([b"\n\n", b"\r\n\r\n"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(event, min_size=1, max_size=6), st.binary(max_size=12).map(
+    lambda b: b.replace(b"\r", b"").replace(b"\n", b"")), st.data())
+def test_relayed_sse_is_cut_only_at_event_boundaries_and_loses_nothing(events, tail, data):
+    stream = b"".join(events) + (b"data: " + tail if tail else b"")
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=8)))
+    pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+    relay = SseEvents()
+    out = b""
+    for piece in pieces:
+        passed = relay.complete(piece)
+        assert passed == b"" or passed.endswith((b"\n\n", b"\r\n\r\n"))
+        out += passed
+    assert out == b"".join(events)  # every whole event, nothing of the half one
+    assert out + relay.pending == stream
+
+
+def test_an_event_longer_than_the_hold_limit_passes_in_pieces():
+    relay = SseEvents()
+    big = b"x" * (SseEvents.MAX_PENDING // 2)
+    assert relay.complete(b"data: " + big) == b""
+    assert relay.complete(big) == b"data: " + big + big  # past the limit: passed on as is
+    assert relay.complete(b"\n\n") == b"\n\n"
