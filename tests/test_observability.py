@@ -182,3 +182,18 @@ def test_health_checks_the_upstream_when_asked(fake, start_proxy):
     assert reports["http://127.0.0.1:9"]["reachable"] is False
     healthy = start_proxy()
     assert requests.get(healthy.url + "/proxy/health?upstream=1", timeout=5).status_code == 200
+
+
+def test_health_masks_credentials_in_upstream_urls(fake, start_proxy):
+    with_auth = fake.url.replace("http://", "http://alice:S3CRET@")
+    proxy = start_proxy(upstream=with_auth,
+                        models={"big*": {"upstream": "http://bob:HUNTER2@127.0.0.1:9",
+                                         "upstream_api_key": "sk-per-model"}})
+    for query in ("", "?upstream=1"):
+        response = requests.get(proxy.url + "/proxy/health" + query, timeout=10)
+        for secret in ("alice", "S3CRET", "bob", "HUNTER2", "sk-per-model"):
+            assert secret not in response.text, (query, secret)
+    body = response.json()
+    assert body["upstream"] == fake.url.replace("http://", "http://***@")
+    assert {r["url"] for r in body["upstreams"]} == {body["upstream"],
+                                                    "http://***@127.0.0.1:9"}
