@@ -19,16 +19,22 @@ LOGGER_NAME = "toolcall_proxy"
 
 
 _SECRET_KEYS = frozenset({"authorization", "api_key", "apikey", "api-key", "x-api-key",
-                          "access_token", "refresh_token", "password", "secret", "client_secret"})
+                          "access_token", "refresh_token", "password", "secret", "client_secret",
+                          "token", "access_key", "private_key", "cookie", "set-cookie"})
+_REDACTED = "[redacted]"
 
 
-def redact(value: Any) -> Any:
-    """`value` with every field named like a credential replaced, at any depth."""
+def redact(value: Any, secret: bool = False) -> Any:
+    """`value` with every string or number held under a key named like a credential replaced,
+    at any depth. Objects under such a key are searched, not replaced: a tool schema with a
+    `password` property must stay as it was, or the captured request replays differently."""
     if isinstance(value, dict):
-        return {k: "[redacted]" if isinstance(k, str) and k.lower() in _SECRET_KEYS
-                else redact(v) for k, v in value.items()}
+        return {k: redact(v, isinstance(k, str) and k.lower() in _SECRET_KEYS)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [redact(v) for v in value]
+        return [redact(v, secret) for v in value]  # a list of cookies is each one secret
+    if secret and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return _REDACTED
     return value
 
 

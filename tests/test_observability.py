@@ -197,3 +197,27 @@ def test_health_masks_credentials_in_upstream_urls(fake, start_proxy):
     assert body["upstream"] == fake.url.replace("http://", "http://***@")
     assert {r["url"] for r in body["upstreams"]} == {body["upstream"],
                                                     "http://***@127.0.0.1:9"}
+
+
+def test_redact_keeps_tool_schemas_and_hides_credential_values():
+    from proxy.observe import redact
+
+    schema = {"type": "object", "properties": {"password": {"type": "string"},
+                                               "secret": {"type": "string", "minLength": 8},
+                                               "token": {"type": "integer"}},
+              "required": ["password", "secret"]}
+    body = {"model": "q", "api_key": "sk-1", "Authorization": "Bearer sk-2",
+            "tools": [{"type": "function", "function": {"name": "login", "parameters": schema}}],
+            "messages": [{"role": "tool", "content": "ok", "token": 1234}],
+            "extra": {"headers": {"Cookie": "sid=abc", "Set-Cookie": ["a=1", "b=2"],
+                                  "access_key": "AK", "private_key": "PK"}}}
+    redacted = redact(body)
+    assert redacted["tools"] == body["tools"]  # a schema is not a credential
+    assert redacted["api_key"] == redacted["Authorization"] == "[redacted]"
+    assert redacted["messages"][0]["token"] == "[redacted]"
+    headers = redacted["extra"]["headers"]
+    assert headers == {"Cookie": "[redacted]", "Set-Cookie": ["[redacted]", "[redacted]"],
+                       "access_key": "[redacted]", "private_key": "[redacted]"}
+    text = json.dumps(redacted)
+    for secret in ("sk-1", "sk-2", "1234", "sid=abc", "a=1", "AK\"", "PK\""):
+        assert secret not in text, secret
