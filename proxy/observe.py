@@ -6,6 +6,7 @@ No prompt or completion text and no credentials: only shapes, counts, names and 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,40 @@ def redact(value: Any, secret: bool = False) -> Any:
     if secret and isinstance(value, (str, int, float)) and not isinstance(value, bool):
         return _REDACTED
     return value
+
+
+# Characters that make a logfmt value need quotes; control characters and the Unicode line
+# breaks are escaped inside them, so a value can never start a new (forged) line.
+_NEEDS_QUOTES = re.compile(r'[\s"=\\\x00-\x1f\x7f\x85\u2028\u2029]')
+_ESCAPES = {"\x7f": "\\u007f", "\x85": "\\u0085", "\u2028": "\\u2028",
+            "\u2029": "\\u2029"}
+
+
+def logfmt_value(value: Any) -> str:
+    """One value as logfmt writes it: bare when it is plain, else a JSON-escaped quoted
+    string; lists comma-joined (and quoted), objects as JSON, booleans as true/false."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, list):
+        text = ",".join(v if isinstance(v, str) else orjson.dumps(v).decode() for v in value)
+        return _quoted(text)
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    return _quoted(text) if not text or _NEEDS_QUOTES.search(text) else text
+
+
+def _quoted(text: str) -> str:
+    quoted = orjson.dumps(text).decode()  # escapes quotes, backslashes and C0 controls
+    for char, escape in _ESCAPES.items():
+        quoted = quoted.replace(char, escape)
+    return quoted
+
+
+def logfmt(record: dict[str, Any]) -> str:
+    """The record as one logfmt line (`key=value …`), empty fields left out."""
+    return " ".join(f"{key}={logfmt_value(value)}" for key, value in record.items()
+                    if value is not None and value != [])
 
 
 def make_logger(level: str) -> logging.Logger:
@@ -122,4 +157,4 @@ class RequestLog:
         if fmt == "json":
             logger.info(orjson.dumps(record).decode())
         else:
-            logger.info(" ".join(f"{k}={v}" for k, v in record.items() if v not in (None, [])))
+            logger.info(logfmt(record))

@@ -221,3 +221,43 @@ def test_redact_keeps_tool_schemas_and_hides_credential_values():
     text = json.dumps(redacted)
     for secret in ("sk-1", "sk-2", "1234", "sid=abc", "a=1", "AK\"", "PK\""):
         assert secret not in text, secret
+
+
+def _logfmt_fields(line: str) -> dict[str, str]:
+    """A logfmt line's fields (quoted values decoded), checking nothing is left over."""
+    pairs = re.findall(r'([\w.-]+)=("(?:[^"\\]|\\.)*"|[^\s"=]*)(?: |$)', line)
+    assert " ".join(f"{k}={v}" for k, v in pairs) == line  # every byte is in some pair
+    return {k: json.loads(v) if v.startswith('"') else v for k, v in pairs}
+
+
+def test_text_log_line_is_logfmt_and_cannot_be_forged():
+    import io
+
+    from proxy.normalize import Outcome
+    from proxy.observe import RequestLog
+
+    stream = io.StringIO()
+    logger = logging.getLogger("test_logfmt")
+    logger.propagate = False
+    handler = logging.StreamHandler(stream)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    log = RequestLog("req-1", "POST", "/v1/chat/completions", mode="buffered",
+                     model='evil\n ts=0 request_id=FORGED "x"=y\u2028z\\', client_stream=True,
+                     status=200)
+    log.outcome = Outcome(tool_calls=1, formats=["hermes", "qwen_xml"],
+                          finish_before=["stop"], finish_after=["tool_calls"])
+    log.emit(logger, "text")
+    logger.removeHandler(handler)
+    text = stream.getvalue()
+    assert text.endswith("\n")
+    assert text.count("\n") == 1
+    assert "\u2028" not in text
+    fields = _logfmt_fields(text.rstrip("\n"))
+    assert fields["request_id"] == "req-1"
+    assert fields["ts"] != "0"
+    assert fields["model"] == 'evil\n ts=0 request_id=FORGED "x"=y\u2028z\\'
+    assert fields["stream"] == "true"
+    assert fields["formats"] == "hermes,qwen_xml"
+    assert fields["finish_reason"] == "stop->tool_calls"
+    assert fields["status"] == "200"
