@@ -85,6 +85,20 @@ def make_logger(level: str) -> logging.Logger:
     return logger
 
 
+def tool_label(name: str | None, declared: frozenset[str]) -> str | None:
+    """A tool name as the log may show it: one the request declared, else `?` (a name the
+    model wrote is model text, of any length)."""
+    if not name:
+        return None
+    return name if name in declared else "?"
+
+
+def _tagged(fmt: str, what: str, tool: str | None, declared: frozenset[str]) -> str:
+    """`format:what[:tool]` for a repair or a frame left as text."""
+    label = tool_label(tool, declared)
+    return f"{fmt}:{what}" + (f":{label}" if label else "")
+
+
 @dataclass
 class RequestLog:
     """The facts of one request, filled in as it is handled and emitted once at its end."""
@@ -106,6 +120,7 @@ class RequestLog:
     rewrites: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     bodies: dict[str, Any] | None = None  # only with log_bodies on, secrets redacted
+    tools: frozenset[str] = frozenset()  # the request's declared tool names
     emitted: bool = False
 
     def as_dict(self) -> dict[str, Any]:
@@ -135,9 +150,9 @@ class RequestLog:
             record.update({
                 "tool_calls": outcome.tool_calls,
                 "formats": outcome.formats,
-                "repairs": [f"{r.format}:{r.repair}" + (f":{r.tool}" if r.tool else "")
+                "repairs": [_tagged(r.format, r.repair, r.tool, self.tools)
                             for r in outcome.repairs],
-                "left_as_text": [f"{t.format}:{t.reason}" + (f":{t.tool}" if t.tool else "")
+                "left_as_text": [_tagged(t.format, t.reason, t.tool, self.tools)
                                  for t in outcome.left_as_text],
                 "finish_reason": [f"{b}->{a}" if b != a else a for b, a in
                                   zip(outcome.finish_before, outcome.finish_after, strict=True)],

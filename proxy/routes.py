@@ -177,6 +177,7 @@ class Proxy:
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
             if plan.mode == "buffered":
+                log.tools = frozenset(plan.extraction.tools if plan.extraction else ())
                 if plan.config.log_bodies:
                     log.bodies = {"request": orjson.loads(raw)}
                 return self._buffered(plan, log, target)

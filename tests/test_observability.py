@@ -13,7 +13,7 @@ import requests
 from proxy.config import Config
 from proxy.replay import parse_exchanges, replay_exchange
 from tests.conftest import TOOLS
-from tests.fake_vllm import Answer, vllm_completion
+from tests.fake_vllm import Answer, vllm_completion, vllm_tool_call
 
 pytestmark = pytest.mark.integration
 
@@ -261,3 +261,35 @@ def test_text_log_line_is_logfmt_and_cannot_be_forged():
     assert fields["formats"] == "hermes,qwen_xml"
     assert fields["finish_reason"] == "stop->tool_calls"
     assert fields["status"] == "200"
+
+
+def test_log_line_names_only_the_request_s_own_tools(fake, start_proxy, log_lines):
+    proxy = start_proxy(log_level="info")
+    forged = "rm -rf / secret plan " + "x" * 500
+    fake.answer(Answer(body=vllm_completion(
+        f'<tool_call>{{"name": "{forged}", "arguments": {{}}}}</tool_call>'
+        '<tool_call>{"name": "read", "arguments": {"path": "a",}}</tool_call>')))
+    _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
+    fake.answer(Answer(body=vllm_completion(None, tool_calls=[
+        vllm_tool_call(forged, "")], finish_reason="tool_calls")))
+    _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
+    first, second = log_lines(2)
+    assert first["left_as_text"] == ["hermes:unknown_tool:?"]
+    assert first["repairs"] == ["hermes:trailing_comma:read"]  # a declared tool is named
+    assert second["repairs"] == ["native:empty_arguments:?"]
+    assert "rm -rf" not in json.dumps([first, second])
+
+
+def test_a_log_record_without_declared_tools_names_none():
+    from proxy.normalize import Outcome, Repair, TextLeft
+    from proxy.observe import RequestLog
+
+    log = RequestLog("r", "POST", "/v1/chat/completions")
+    log.outcome = Outcome(repairs=[Repair("hermes", "trailing_comma", "read")],
+                          left_as_text=[TextLeft("hermes", "unknown_tool", "read"),
+                                        TextLeft("native", "call_without_name", None)])
+    record = log.as_dict()
+    assert record["repairs"] == ["hermes:trailing_comma:?"]
+    assert record["left_as_text"] == ["hermes:unknown_tool:?", "native:call_without_name"]
+    log.tools = frozenset({"read"})
+    assert log.as_dict()["repairs"] == ["hermes:trailing_comma:read"]
