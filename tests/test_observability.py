@@ -13,7 +13,7 @@ import requests
 from proxy.config import Config
 from proxy.replay import parse_exchanges, replay_exchange
 from tests.conftest import TOOLS
-from tests.fake_vllm import Answer, vllm_completion, vllm_tool_call
+from tests.fake_vllm import Answer, vllm_completion, vllm_error, vllm_tool_call
 
 pytestmark = pytest.mark.integration
 
@@ -293,3 +293,45 @@ def test_a_log_record_without_declared_tools_names_none():
     assert record["left_as_text"] == ["hermes:unknown_tool:?", "native:call_without_name"]
     log.tools = frozenset({"read"})
     assert log.as_dict()["repairs"] == ["hermes:trailing_comma:read"]
+
+
+def _labels(text: str, name: str, label: str) -> dict[str, float]:
+    """Every value of one label of a metric, with its sample."""
+    found = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.rsplit(" ", 1)[0]))
+            found[labels[label]] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def test_metric_labels_from_upstream_come_from_closed_sets(fake, proxy):
+    fake.answer(Answer(status=500, body={"error": {"message": "boom", "type": "x",
+                                                   "code": "weird code 12345"}}))
+    _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
+    fake.answer(Answer(body=vllm_completion(REPAIRED, finish_reason="eos: token 99")))
+    _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
+    text = _settled_metrics(proxy)
+    assert _labels(text, "toolcall_proxy_upstream_errors_total", "kind") == {
+        "upstream_http_500": 1}
+    assert _labels(text, "toolcall_proxy_finish_reason_corrections_total", "before") == {
+        "other": 1}
+    assert "weird code" not in text
+    assert "token 99" not in text
+
+
+def test_upstream_errors_count_upstream_failures_not_client_faults(fake, start_proxy):
+    proxy = start_proxy(api_keys=["sk-proxy"])
+    key = {"Authorization": "Bearer sk-proxy"}
+    _post(proxy, {"model": "qwen"})  # no key: 401
+    requests.post(proxy.url + "/v1/chat/completions", data=b"{oops", timeout=10,
+                  headers=key)  # 400 invalid_json
+    _post(proxy, {"model": "q", "messages": "x", "tools": TOOLS}, **key)  # 400 invalid_request
+    fake.answer(vllm_error(400, "context too long"))  # the client's fault, told by upstream
+    _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS}, **key)
+    fake.answer(vllm_error(503, "overloaded"))  # passthrough: relayed as is, still counted
+    assert _post(proxy, {"model": "qwen", "messages": USER}, **key).status_code == 503
+    text = _settled_metrics(proxy)
+    assert _metric(text, "toolcall_proxy_requests_total", mode="passthrough", status="401") == 1
+    assert _labels(text, "toolcall_proxy_upstream_errors_total", "kind") == {
+        "upstream_http_503": 1}
