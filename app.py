@@ -11,8 +11,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from werkzeug.serving import WSGIRequestHandler, run_simple
+
 from proxy.config import Config, ConfigError, load_config
 from proxy.routes import create_app
+
+
+class QuietRequestHandler(WSGIRequestHandler):
+    """Werkzeug's request handler without its access line per request: that line holds the
+    query string (`?api-key=…`), and the proxy writes its own line without it. Werkzeug's
+    startup and error lines are kept."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """Write nothing: the proxy's own log line covers the request."""
 
 
 def _config_or_exit(argv: Sequence[str]) -> Config:
@@ -35,13 +46,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from proxy.replay import main as replay
 
         return replay(args[1:])
-    from werkzeug.serving import run_simple
-
     config = _config_or_exit(args)
     print(f"toolcall-proxy listening on http://{config.host}:{config.port} "
           f"→ {config.upstream}", file=sys.stderr)
     run_simple(config.host, config.port, create_app(config), threaded=True,
-               use_reloader=False, use_debugger=False)
+               use_reloader=False, use_debugger=False, request_handler=QuietRequestHandler)
     return 0
 
 

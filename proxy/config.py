@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
@@ -78,10 +78,13 @@ class Config:
         return dataclasses.replace(self, **overrides) if overrides else self
 
     def summary(self) -> dict[str, Any]:
-        """The settings without secrets (API keys are counted, never shown)."""
+        """The settings without secrets: API keys counted or flagged, never shown, and URLs
+        without their `user:password@` (per-model overrides included)."""
         out = self.as_dict()
         out["api_keys"] = len(self.api_keys)
-        out["upstream_api_key"] = bool(self.upstream_api_key)
+        out.update(_public_settings({"upstream": self.upstream,
+                                     "upstream_api_key": self.upstream_api_key}))
+        out["models"] = {glob: _public_settings(values) for glob, values in self.models}
         return out
 
     def upstreams(self) -> list[str]:
@@ -91,6 +94,28 @@ class Config:
             if "upstream" in values and values["upstream"] not in urls:
                 urls.append(values["upstream"])
         return urls
+
+
+def mask_url(url: str) -> str:
+    """`url` with its userinfo shown as `***@`: safe to print, log or answer on /proxy/health
+    (the `user:password@` of an upstream URL is a credential)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "***"
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+
+
+def _public_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings with their secrets out: `upstream` masked, `upstream_api_key` as a flag."""
+    out = dict(values)
+    if "upstream" in out:
+        out["upstream"] = mask_url(out["upstream"])
+    if "upstream_api_key" in out:
+        out["upstream_api_key"] = bool(out["upstream_api_key"])
+    return out
 
 
 _CHOICES: dict[str, tuple[str, ...]] = {

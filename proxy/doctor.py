@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from .config import Config, ConfigError, load_config
+from .config import Config, ConfigError, load_config, mask_url
 from .errors import ProxyError
 from .normalize import UpstreamShapeError, normalize_completion
 from .plan import Plan, plan_chat
@@ -111,6 +111,7 @@ class Probe:
     reasoning_in_content: bool = False
     finish_reason: str | None = None
     text_formats: list[str] = field(default_factory=list)  # each format read alone
+    reasoning_formats: list[str] = field(default_factory=list)  # a call in the reasoning only
     foreign_markers: list[str] = field(default_factory=list)
     proxy_calls: list[dict[str, Any]] = field(default_factory=list)
     proxy_repairs: list[str] = field(default_factory=list)
@@ -121,6 +122,12 @@ class Probe:
     def parser_off(self) -> bool:
         """The server refused tool_choice "auto" for want of a tool parser."""
         return self.status == 400 and any(s in (self.error or "") for s in _PARSER_OFF_SIGNS)
+
+    @property
+    def failed(self) -> bool:
+        """The turn told nothing: no answer, an HTTP error (other than the tool-parser
+        refusal, which is a finding), or an answer that is not a chat completion."""
+        return self.error is not None and not self.parser_off
 
     @property
     def recovered(self) -> bool:
@@ -167,6 +174,15 @@ def text_formats(content: str) -> list[str]:
                    for call in extract(content, tools, formats=[name]).calls)]
 
 
+def split_thinking(content: str) -> tuple[str, str]:
+    """(the reasoning written inside `<think>…</think>`, the visible rest) of a content."""
+    thinking, closed, rest = content.partition("</think>")
+    if not closed:
+        opened = content.lstrip().startswith("<think>")  # cut while thinking: all reasoning
+        return (content.lstrip()[len("<think>"):], "") if opened else ("", content)
+    return thinking.replace("<think>", "", 1), rest
+
+
 def read_answer(probe: Probe, plan: Plan, status: int, body: bytes) -> None:
     """Fill `probe` from the server's answer: native calls, the text's format, reasoning,
     and what the proxy would make of it."""
@@ -192,12 +208,17 @@ def read_answer(probe: Probe, plan: Plan, status: int, body: bytes) -> None:
                                        "arguments": function.get("arguments")})
     content = message.get("content")
     probe.content = content if isinstance(content, str) else None
-    probe.reasoning_in_field = any(isinstance(message.get(key), str) and message[key].strip()
-                                   for key in ("reasoning_content", "reasoning"))
+    reasoning = [message[key] for key in ("reasoning_content", "reasoning")
+                 if isinstance(message.get(key), str) and message[key].strip()]
+    probe.reasoning_in_field = bool(reasoning)
     if probe.content:
         probe.reasoning_in_content = "<think>" in probe.content or "</think>" in probe.content
-        probe.text_formats = text_formats(probe.content)
+        thinking, visible = split_thinking(probe.content)
+        reasoning.append(thinking)
+        probe.text_formats = text_formats(visible)
         probe.foreign_markers = [m for m in FOREIGN_MARKERS if m in probe.content]
+    if not probe.text_formats and not probe.native_calls:
+        probe.reasoning_formats = text_formats("\n".join(reasoning)) if any(reasoning) else []
     assert plan.extraction is not None
     try:
         completion, outcome = normalize_completion(answer, plan.extraction)
@@ -247,7 +268,10 @@ def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
     tool_parser = ("off" if auto.parser_off else "on" if auto.native_calls
                    else "mismatch" if auto.status == 200 and auto.text_formats else "unknown")
 
-    formats = [*none.text_formats, *(f for f in auto.text_formats if f not in none.text_formats)]
+    formats = list(dict.fromkeys([*none.text_formats, *auto.text_formats]))
+    in_reasoning = not formats
+    if in_reasoning:  # the call was written in the reasoning only: its format still counts
+        formats = list(dict.fromkeys([*none.reasoning_formats, *auto.reasoning_formats]))
     call_format = formats[0] if formats else None
     markers = list(dict.fromkeys([*none.foreign_markers, *auto.foreign_markers]))
 
@@ -255,7 +279,7 @@ def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
         notes.append("the server accepted tool_choice auto but left the call as text "
                      f"({', '.join(auto.text_formats)}): its --tool-call-parser does not read "
                      "this model's format (the proxy recovers it meanwhile)")
-    elif tool_parser == "unknown" and auto.status == 200:
+    elif tool_parser == "unknown" and auto.status == 200 and not auto.reasoning_formats:
         notes.append("tool_choice auto answered without any call: the server's parser may be "
                      "on, but the model did not call the tool this time; run doctor again")
     if auto.native_calls and auto.text_formats:
@@ -323,11 +347,14 @@ def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
         notes.append("the server runs without a tool parser: the proxy must run with "
                      "upstream_tool_parser false (vLLM refuses tool_choice auto), or restart "
                      "vLLM with the flags below")
-    unsteady = (chosen.proxy_repairs or chosen.proxy_left_as_text
+    # A call recovered from the reasoning is no repair of the call itself: no reason to
+    # steady the model.
+    repaired = [r for r in chosen.proxy_repairs if not r.endswith(":from_reasoning")]
+    unsteady = (repaired or chosen.proxy_left_as_text
                 or (auto.text_formats and none.text_formats
                     and auto.text_formats[0] != none.text_formats[0]))
     proxy: dict[str, Any] = {
-        "upstream": upstream,
+        "upstream": mask_url(upstream),
         "upstream_tool_parser": use_upstream_parser,
         "formats": formats or ["auto"],
         "tool_temperature": 0.2 if unsteady else None,
@@ -335,17 +362,31 @@ def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
     if unsteady:
         notes.append("the calls needed repair or changed format: a lower tool_temperature "
                      "keeps the model's call format steady")
+    if call_format and in_reasoning:
+        notes.append(f"the model wrote its call ({call_format}) only in its reasoning, where "
+                     "the server's tool parser does not look; the proxy recovers it when "
+                     "nothing visible follows")
+    failed = [{"probe": p.name, "status": p.status, "error": p.error}
+              for p in (auto, none) if p.failed]
+    if failed:
+        notes.append("nothing is recommended from a failed probe: fix what it says and run "
+                     "doctor again")
+    elif proxy["upstream"] != upstream:
+        notes.append("the upstream URL's credentials are shown as ***: put them back in "
+                     "config.json")
     return {
-        "upstream": upstream,
+        "upstream": mask_url(upstream),
         "models": models,
         "model": model,
         "tool_parser": tool_parser,
         "call_format": call_format,
+        "call_in_reasoning": bool(call_format) and in_reasoning,
         "formats_seen": formats,
         "foreign_markers": markers,
         "reasoning": reasoning,
         "proxy_recovers": recovers,
-        "recommended": {
+        "failed": failed,
+        "recommended": None if failed else {
             "proxy": proxy,
             "vllm_flags": flags,
             "vllm_command": " ".join(["vllm serve", model, *flags]),
@@ -378,16 +419,31 @@ def list_models(upstream: Upstream, headers: dict[str, str], timeouts: Timeouts)
             answer = orjson.loads(reply.body)
         except orjson.JSONDecodeError:
             answer = None
-        raise DoctorError(f"{upstream.base}/v1/models answered HTTP {reply.status}: "
+        raise DoctorError(f"{mask_url(upstream.base)}/v1/models answered HTTP {reply.status}: "
                           f"{_error_message(answer, reply.body)}")
     try:
         data = orjson.loads(reply.body).get("data")
     except (orjson.JSONDecodeError, AttributeError):
         data = None
     if not isinstance(data, list):
-        raise DoctorError(f"{upstream.base}/v1/models did not answer a model list "
+        raise DoctorError(f"{mask_url(upstream.base)}/v1/models did not answer a model list "
                           "(is this an OpenAI-compatible server?)")
     return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+
+def proxy_health(upstream: Upstream, headers: dict[str, str],
+                 timeouts: Timeouts) -> dict[str, Any] | None:
+    """The server's `/proxy/health` when it answers as a Tool Call Proxy does, else None
+    (vLLM answers 404; any failure is for `/v1/models` to report)."""
+    try:
+        reply = upstream.complete_get("/proxy/health", headers, timeouts)
+        health = orjson.loads(reply.body) if reply.status == 200 else None
+    except (ProxyError, orjson.JSONDecodeError):
+        return None
+    if (isinstance(health, dict) and isinstance(health.get("version"), str)
+            and isinstance(health.get("config"), dict) and "upstream" in health):
+        return health
+    return None
 
 
 def run_probe(upstream: Upstream, name: str, plan: Plan, headers: dict[str, str],
@@ -412,13 +468,20 @@ def run_doctor(url: str, model: str | None, *, api_key: str = "", max_tokens: in
     """Probe the server at `url` and return the report; DoctorError if it cannot be probed."""
     upstream = Upstream(url, pool_size=2)
     headers = _headers(api_key)
+    health = proxy_health(upstream, headers, Timeouts(5.0, 30.0))
+    if health is not None:
+        behind = mask_url(str(health["upstream"]))
+        raise DoctorError(f"{mask_url(upstream.base)} is a Tool Call Proxy, not vLLM (its "
+                          "/proxy/health answers as one), and probing through it would "
+                          "judge the proxy's repairs: point doctor at the vLLM server behind "
+                          f"it: --upstream {behind}")
     models = list_models(upstream, headers, Timeouts(5.0, 30.0))
     if not models:
-        raise DoctorError(f"{upstream.base}/v1/models lists no model")
+        raise DoctorError(f"{mask_url(upstream.base)}/v1/models lists no model")
     if model is None:
         model = models[0]
     elif model not in models:
-        raise DoctorError(f"model {model!r} is not served by {upstream.base}; it serves: "
+        raise DoctorError(f"model {model!r} is not served by {mask_url(upstream.base)}; it serves: "
                           f"{', '.join(models)}")
     timeouts = Timeouts(5.0, timeout)
     auto = run_probe(upstream, "auto", plan_probe(model, max_tokens, upstream_tool_parser=True),
@@ -443,7 +506,9 @@ def _probe_line(probe: dict[str, Any]) -> str:
         parts.append(f"parsed tool_calls: {names}")
     if probe["text_formats"]:
         parts.append(f"call written as text: {', '.join(probe['text_formats'])}")
-    if not probe["native_calls"] and not probe["text_formats"]:
+    if probe["reasoning_formats"]:
+        parts.append(f"call written in the reasoning: {', '.join(probe['reasoning_formats'])}")
+    if not (probe["native_calls"] or probe["text_formats"] or probe["reasoning_formats"]):
         parts.append("no call")
     parts.append(f"finish_reason {probe['finish_reason']}")
     calls = "; ".join(f"{c['name']}({c['arguments']})" for c in probe["proxy_calls"])
@@ -456,6 +521,12 @@ def _probe_line(probe: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def _failure(failed: dict[str, Any]) -> str:
+    """One failed probe's status and error, as a person reads it."""
+    status = f"HTTP {failed['status']}: " if failed["status"] is not None else ""
+    return status + str(failed["error"])
+
+
 def render(report: dict[str, Any]) -> str:
     """The report for a person."""
     probes = report["probes"]
@@ -464,6 +535,8 @@ def render(report: dict[str, Any]) -> str:
               "mismatch": "ON but not matching the model (the call came back as text)",
               "unknown": "unknown (no parsed call and no refusal)"}[report["tool_parser"]]
     call_format = report["call_format"] or "not seen (the model wrote no call as text)"
+    if report["call_in_reasoning"]:
+        call_format += " (in the reasoning)"
     recovers = {True: "yes", False: "NO", None: "cannot tell (the model made no call)"}[
         report["proxy_recovers"]]
     reasoning = {"field": "in its own field (reasoning parser on)",
@@ -484,20 +557,40 @@ def render(report: dict[str, Any]) -> str:
         f"probe none      {_probe_line(probes['none'])}",
     ]
     for probe in (probes["auto"], probes["none"]):
-        if probe["content"] and not probe["text_formats"] and not probe["native_calls"]:
+        if probe["content"] and not (probe["text_formats"] or probe["native_calls"]
+                                     or probe["reasoning_formats"]):
             lines.append(f"  {probe['name']} content: {probe['content']!r}")
-    lines += ["", "recommended proxy settings (config.json):",
-              "  " + orjson.dumps(recommended["proxy"]).decode()]
-    if recommended["vllm_flags"]:
-        lines += ["recommended vLLM command:", f"  {recommended['vllm_command']}"]
+    if recommended is None:
+        failures = ", ".join(f"probe {f['probe']} failed ({_failure(f)})"
+                             for f in report["failed"])
+        lines += ["", f"no recommendation: {failures}"]
+    else:
+        lines += ["", "recommended proxy settings (config.json):",
+                  "  " + orjson.dumps(recommended["proxy"]).decode()]
+        if recommended["vllm_flags"]:
+            lines += ["recommended vLLM command:", f"  {recommended['vllm_command']}"]
     if report["notes"]:
         lines += ["", "notes:"] + [f"  - {note}" for note in report["notes"]]
     return "\n".join(lines) + "\n"
 
 
+def _positive(kind: type[int] | type[float]) -> Any:
+    """An argparse type: a number of `kind` greater than 0 (else a usage error, exit 2)."""
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
+        return value
+    return parse
+
+
 def main(argv: Sequence[str]) -> int:
     """`python app.py doctor [--upstream URL] [--model M] [--json]`: 0 when the server was
-    probed, 1 when it could not be reached, 2 for a bad command line or config."""
+    probed, 1 when it could not be (unreachable, a probe failed, the proxy itself), 2 for a
+    bad command line or config."""
     parser = argparse.ArgumentParser(
         prog="app.py doctor",
         description="Probe a live vLLM (or any OpenAI-compatible server): is its tool parser "
@@ -511,9 +604,9 @@ def main(argv: Sequence[str]) -> int:
                                          "upstream_api_key)")
     parser.add_argument("--api-key", help="bearer key for the server (default: the config's "
                                           "upstream_api_key)")
-    parser.add_argument("--max-tokens", type=int, default=512,
+    parser.add_argument("--max-tokens", type=_positive(int), default=512,
                         help="max_tokens of each probe (default 512)")
-    parser.add_argument("--timeout", type=float, default=120.0,
+    parser.add_argument("--timeout", type=_positive(float), default=120.0,
                         help="seconds to wait for each probe's answer (default 120)")
     args = parser.parse_args(list(argv))
     try:
@@ -529,15 +622,15 @@ def main(argv: Sequence[str]) -> int:
                             max_tokens=args.max_tokens, timeout=args.timeout)
     except DoctorError as exc:
         if args.json:
-            print(orjson.dumps({"upstream": config.upstream, "error": str(exc)}).decode())
+            print(orjson.dumps({"upstream": mask_url(config.upstream),
+                                "error": str(exc)}).decode())
         print(f"toolcall-proxy doctor: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
     if args.json:
         print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
     else:
         sys.stdout.write(render(report))
-    failed = [p for p in report["probes"].values() if p["network_error"]]
-    for probe in failed:
-        print(f"toolcall-proxy doctor: probe {probe['name']}: {probe['error']}",
+    for failed in report["failed"]:
+        print(f"toolcall-proxy doctor: probe {failed['probe']}: {_failure(failed)}",
               file=sys.stderr)
-    return EXIT_UNREACHABLE if failed else EXIT_OK
+    return EXIT_UNREACHABLE if report["failed"] else EXIT_OK

@@ -21,8 +21,46 @@ from prometheus_client import (
 
 from .observe import RequestLog
 
+# Label values are closed sets: anything upstream (or a model) wrote is mapped into them, so
+# that no series is created per distinct string a server sends.
+FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
+# Failures on the upstream's side, and clients leaving, as the proxy itself names them.
+UPSTREAM_ERROR_KINDS = frozenset({
+    "upstream_timeout", "upstream_unreachable", "upstream_stream_cut", "upstream_bad_shape",
+    "upstream_invalid_json", "upstream_empty_answer", "upstream_error", "relay_interrupted",
+    "client_disconnected", "client_closed",
+})
+# The proxy's own failure: logged with its traceback, counted in requests_total{status}.
+_NOT_UPSTREAM = frozenset({"internal_error"})
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
                     600, 1800)
+
+
+def finish_label(reason: str | None) -> str:
+    """A finish_reason as a label value: OpenAI's own, `none`, or `other`."""
+    if reason is None:
+        return "none"
+    return reason if reason in FINISH_REASONS else "other"
+
+
+def upstream_error_kind(log: RequestLog) -> str | None:
+    """The `upstream_errors_total{kind}` a request counts in, or None when it ended without
+    an upstream-side failure. An upstream answer >= 500 is `upstream_http_<status>` (relayed
+    or not); a refusal of the client's request, by the proxy or by upstream (4xx), is the
+    client's fault and shows in `requests_total{status}` instead."""
+    kind = log.error.split(":", 1)[0] if log.error else None
+    if kind in UPSTREAM_ERROR_KINDS:
+        return kind
+    status = log.upstream_status
+    if status is not None and status >= 500:
+        return f"upstream_http_{status}" if status < 600 else "other"
+    if kind is None or kind in _NOT_UPSTREAM:
+        return None
+    if (status is not None and status >= 400) or (log.status is not None
+                                                   and 400 <= log.status < 500):
+        return None
+    return "other"
 
 
 class Metrics:
@@ -52,7 +90,8 @@ class Metrics:
         self.heartbeats = Counter(prefix + "heartbeats", "Heartbeats sent to waiting clients",
                                   registry=registry)
         self.upstream_errors = Counter(prefix + "upstream_errors",
-                                       "Requests that ended in an error, by kind",
+                                       "Requests that ended in an upstream-side failure or a "
+                                       "client disconnect, by kind",
                                        ["kind"], registry=registry)
         self.upstream_latency = Histogram(prefix + "upstream_latency_seconds",
                                           "Time until upstream answered (headers or body)",
@@ -77,8 +116,9 @@ class Metrics:
             self.upstream_latency.labels(log.mode).observe(log.upstream_ms / 1000)
         if log.heartbeats:
             self.heartbeats.inc(log.heartbeats)
-        if log.error:
-            self.upstream_errors.labels(log.error.split(":", 1)[0]).inc()
+        kind = upstream_error_kind(log)
+        if kind is not None:
+            self.upstream_errors.labels(kind).inc()
         for rewrite in log.rewrites:
             self.rewrites.labels(rewrite).inc()
         outcome = log.outcome
@@ -92,7 +132,7 @@ class Metrics:
             self.refused.labels(left.format, left.reason).inc()
         for before, after in zip(outcome.finish_before, outcome.finish_after, strict=True):
             if before != after:
-                self.finish_corrections.labels(str(before), after).inc()
+                self.finish_corrections.labels(finish_label(before), finish_label(after)).inc()
 
     def exposition(self) -> bytes:
         """The Prometheus text format: this process's figures, or every worker's."""

@@ -6,6 +6,7 @@ No prompt or completion text and no credentials: only shapes, counts, names and 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -19,17 +20,57 @@ LOGGER_NAME = "toolcall_proxy"
 
 
 _SECRET_KEYS = frozenset({"authorization", "api_key", "apikey", "api-key", "x-api-key",
-                          "access_token", "refresh_token", "password", "secret", "client_secret"})
+                          "access_token", "refresh_token", "password", "secret", "client_secret",
+                          "token", "access_key", "private_key", "cookie", "set-cookie"})
+_REDACTED = "[redacted]"
 
 
-def redact(value: Any) -> Any:
-    """`value` with every field named like a credential replaced, at any depth."""
+def redact(value: Any, secret: bool = False) -> Any:
+    """`value` with every string or number held under a key named like a credential replaced,
+    at any depth. Objects under such a key are searched, not replaced: a tool schema with a
+    `password` property must stay as it was, or the captured request replays differently."""
     if isinstance(value, dict):
-        return {k: "[redacted]" if isinstance(k, str) and k.lower() in _SECRET_KEYS
-                else redact(v) for k, v in value.items()}
+        return {k: redact(v, isinstance(k, str) and k.lower() in _SECRET_KEYS)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [redact(v) for v in value]
+        return [redact(v, secret) for v in value]  # a list of cookies is each one secret
+    if secret and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return _REDACTED
     return value
+
+
+# Characters that make a logfmt value need quotes; control characters and the Unicode line
+# breaks are escaped inside them, so a value can never start a new (forged) line.
+_NEEDS_QUOTES = re.compile(r'[\s"=\\\x00-\x1f\x7f\x85\u2028\u2029]')
+_ESCAPES = {"\x7f": "\\u007f", "\x85": "\\u0085", "\u2028": "\\u2028",
+            "\u2029": "\\u2029"}
+
+
+def logfmt_value(value: Any) -> str:
+    """One value as logfmt writes it: bare when it is plain, else a JSON-escaped quoted
+    string; lists comma-joined (and quoted), objects as JSON, booleans as true/false."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, list):
+        text = ",".join(v if isinstance(v, str) else orjson.dumps(v).decode() for v in value)
+        return _quoted(text)
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    return _quoted(text) if not text or _NEEDS_QUOTES.search(text) else text
+
+
+def _quoted(text: str) -> str:
+    quoted = orjson.dumps(text).decode()  # escapes quotes, backslashes and C0 controls
+    for char, escape in _ESCAPES.items():
+        quoted = quoted.replace(char, escape)
+    return quoted
+
+
+def logfmt(record: dict[str, Any]) -> str:
+    """The record as one logfmt line (`key=value …`), empty fields left out."""
+    return " ".join(f"{key}={logfmt_value(value)}" for key, value in record.items()
+                    if value is not None and value != [])
 
 
 def make_logger(level: str) -> logging.Logger:
@@ -42,6 +83,20 @@ def make_logger(level: str) -> logging.Logger:
         handler.setFormatter(logging.Formatter("%(message)s"))
         logger.addHandler(handler)
     return logger
+
+
+def tool_label(name: str | None, declared: frozenset[str]) -> str | None:
+    """A tool name as the log may show it: one the request declared, else `?` (a name the
+    model wrote is model text, of any length)."""
+    if not name:
+        return None
+    return name if name in declared else "?"
+
+
+def _tagged(fmt: str, what: str, tool: str | None, declared: frozenset[str]) -> str:
+    """`format:what[:tool]` for a repair or a frame left as text."""
+    label = tool_label(tool, declared)
+    return f"{fmt}:{what}" + (f":{label}" if label else "")
 
 
 @dataclass
@@ -65,6 +120,7 @@ class RequestLog:
     rewrites: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     bodies: dict[str, Any] | None = None  # only with log_bodies on, secrets redacted
+    tools: frozenset[str] = frozenset()  # the request's declared tool names
     emitted: bool = False
 
     def as_dict(self) -> dict[str, Any]:
@@ -94,9 +150,9 @@ class RequestLog:
             record.update({
                 "tool_calls": outcome.tool_calls,
                 "formats": outcome.formats,
-                "repairs": [f"{r.format}:{r.repair}" + (f":{r.tool}" if r.tool else "")
+                "repairs": [_tagged(r.format, r.repair, r.tool, self.tools)
                             for r in outcome.repairs],
-                "left_as_text": [f"{t.format}:{t.reason}" + (f":{t.tool}" if t.tool else "")
+                "left_as_text": [_tagged(t.format, t.reason, t.tool, self.tools)
                                  for t in outcome.left_as_text],
                 "finish_reason": [f"{b}->{a}" if b != a else a for b, a in
                                   zip(outcome.finish_before, outcome.finish_after, strict=True)],
@@ -116,4 +172,4 @@ class RequestLog:
         if fmt == "json":
             logger.info(orjson.dumps(record).decode())
         else:
-            logger.info(" ".join(f"{k}={v}" for k, v in record.items() if v not in (None, [])))
+            logger.info(logfmt(record))

@@ -3,7 +3,10 @@
 A capture is `{"request": <the client's chat completion body>, "response": <the upstream's
 non-streaming chat completion>}`: one JSON object, a JSON list of them, or JSONL. Each one
 runs through the server's own core (plan → normalize → parallel_tool_calls → SSE or JSON), so
-a bad model output can be reported, reproduced and fixed from one file, without a GPU.
+a bad model output can be reported, reproduced and fixed from one file, without a GPU. An
+answer the server refuses (empty, not a completion, not JSON, an upstream error) replays as
+the error the server sends; a proxy log line with no upstream response in it (upstream
+unreachable) is reported as not replayable, and the rest of the file still replays.
 
 Everything here is pure (no HTTP); `main` is the command line.
 """
@@ -21,10 +24,10 @@ import orjson
 
 from .compat import keep_first_call
 from .config import Config, ConfigError, load_config
-from .errors import ProxyError
-from .normalize import UpstreamShapeError, normalize_completion
-from .plan import plan_chat
-from .sse import StreamIdentity, completion_chunks, role_chunks
+from .errors import ProxyError, from_upstream
+from .normalize import EmptyAnswerError, Outcome, UpstreamShapeError, normalize_completion
+from .plan import Plan, plan_chat
+from .sse import DONE, StreamIdentity, completion_chunks, error_event, role_chunks
 
 EXIT_OK = 0
 EXIT_CORE_FAILED = 1
@@ -38,11 +41,22 @@ class ReplayError(ValueError):
 
 @dataclass(frozen=True)
 class Exchange:
-    """One captured exchange and where it came from (`file`, or `file:line` for JSONL)."""
+    """One captured exchange and where it came from (`file`, or `file:line` for JSONL).
+
+    `response` is the upstream's body: decoded JSON, its raw text (a string), or None when
+    none was captured. `logged` holds a proxy log line's `status`, `error` and
+    `upstream_status` (an upstream status >= 400 makes the response an upstream error)."""
 
     request: dict[str, Any]
-    response: dict[str, Any]
+    response: Any
     where: str
+    logged: dict[str, Any] | None = None
+
+    @property
+    def upstream_status(self) -> int | None:
+        """The upstream's HTTP status as the log line recorded it (None: not known)."""
+        status = (self.logged or {}).get("upstream_status")
+        return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
 @dataclass
@@ -50,14 +64,15 @@ class Replay:
     """What the proxy would answer the client for one exchange, and the diagnostics."""
 
     where: str
-    status: int
+    status: int | None
     content_type: str
     output: bytes
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    replayed: bool = True  # False: reported as not replayable (`diagnostics.not_replayable`)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form (`--json`): the output as text, the diagnostics as data."""
-        return {"exchange": self.where, "status": self.status,
+        return {"exchange": self.where, "replayed": self.replayed, "status": self.status,
                 "content_type": self.content_type,
                 "output": self.output.decode("utf-8", "replace"),
                 "diagnostics": self.diagnostics}
@@ -78,24 +93,32 @@ def _error_message(response: dict[str, Any]) -> str | None:
     return None
 
 
+_LOGGED_FACTS = ("status", "error", "upstream_status")
+
+
 def _exchange(value: Any, where: str) -> Exchange:
-    """Check one decoded capture's shape (a proxy log line written with `log_bodies` is one)."""
+    """Check one decoded capture's shape (a proxy log line written with `log_bodies` is one;
+    its `response` may be missing, when the proxy got none)."""
+    logged = None
     if isinstance(value, dict) and isinstance(value.get("bodies"), dict):
+        logged = {key: value.get(key) for key in _LOGGED_FACTS}
         value = value["bodies"]
-    if not isinstance(value, dict) or "request" not in value or "response" not in value:
+    if not isinstance(value, dict) or "request" not in value or (
+            "response" not in value and logged is None):
         raise ReplayError(f'{where}: expected an object {{"request": {{…}}, "response": {{…}}}}')
-    request, response = value["request"], value["response"]
+    request, response = value["request"], value.get("response")
     if not isinstance(request, dict):
         raise ReplayError(f"{where}: 'request' must be the client's chat completion body "
                           "(a JSON object)")
-    if not isinstance(response, dict):
+    if not isinstance(response, (dict, str)) and not (response is None and logged is not None):
         raise ReplayError(f"{where}: 'response' must be the upstream's chat completion "
                           "(a JSON object)")
-    message = _error_message(response)
-    if message is not None:
+    exchange = Exchange(request, response, where, logged)
+    message = _error_message(response) if isinstance(response, dict) else None
+    if message is not None and exchange.upstream_status is None:
         raise ReplayError(f"{where}: 'response' is an error envelope, not a completion "
                           f"(upstream said: {' '.join(message.split())[:200]})")
-    return Exchange(request, response, where)
+    return exchange
 
 
 def parse_exchanges(data: bytes, label: str) -> list[Exchange]:
@@ -165,6 +188,75 @@ def _refused(where: str, error: ProxyError, diagnostics: dict[str, Any]) -> Repl
     return Replay(where, error.status, "application/json", error.json_bytes(), diagnostics)
 
 
+def _raw_body(response: Any) -> bytes:
+    """The upstream's body as bytes: raw text as it was, decoded JSON re-encoded."""
+    return response.encode() if isinstance(response, str) else orjson.dumps(response)
+
+
+def upstream_answer(exchange: Exchange, plan: Plan) -> tuple[dict[str, Any], Outcome]:
+    """The normalised completion for a buffered exchange, or the ProxyError the server
+    answers instead (as `routes.Proxy._finish` does: upstream errors relayed with their
+    status, a body that is not JSON, not a completion, or empty → 502)."""
+    status = exchange.upstream_status
+    if status is not None and status >= 400:
+        raise from_upstream(status, _raw_body(exchange.response), {})
+    body = exchange.response
+    if isinstance(body, str):  # the raw body text: decoded as the server decodes it
+        try:
+            body = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise ProxyError(502, "The upstream answered with a body that is not JSON.",
+                             type_="upstream_error", code="upstream_invalid_json") from None
+    assert plan.extraction is not None
+    try:
+        return normalize_completion(body, plan.extraction)
+    except EmptyAnswerError:
+        raise ProxyError(502, "The upstream answered with an empty message: no content, no "
+                         "tool call, no reasoning.", type_="upstream_error",
+                         code="upstream_empty_answer") from None
+    except UpstreamShapeError as exc:
+        raise ProxyError(502, f"The upstream's answer is not a chat completion ({exc}).",
+                         type_="upstream_error", code="upstream_bad_shape") from None
+
+
+def _stream_identity(response: Any, model: str) -> StreamIdentity:
+    """The upstream's `id` and `created` when it has them (replays stay comparable), else
+    fresh ones as the server mints."""
+    if (isinstance(response, dict) and isinstance(response.get("id"), str)
+            and isinstance(response.get("created"), int)):
+        return StreamIdentity(response["id"], response["created"], model)
+    return StreamIdentity.new(model)
+
+
+def _upstream_refused(exchange: Exchange, plan: Plan, error: ProxyError,
+                      diagnostics: dict[str, Any]) -> Replay:
+    """What the server sends when it cannot use the upstream's answer: the error with its
+    status, or for a streaming client the role chunk, the error in the stream, `[DONE]`."""
+    diagnostics.update(upstream_error={"status": error.status, "code": error.code,
+                                       "message": error.message}, tool_calls=0, calls=[])
+    if not plan.client_stream:
+        return Replay(exchange.where, error.status, "application/json", error.json_bytes(),
+                      diagnostics)
+    diagnostics["notes"] = [
+        "the server sends this once the stream has started (upstream answered after "
+        f"commit_window_seconds, {plan.config.commit_window_seconds:g} s); an answer within "
+        f"it gets HTTP {error.status} with the error envelope instead"]
+    ident = _stream_identity(exchange.response, plan.model)
+    output = role_chunks(ident, plan.choice_count) + error_event(error.body()) + DONE
+    return Replay(exchange.where, 200, "text/event-stream", output, diagnostics)
+
+
+def _not_captured(exchange: Exchange, diagnostics: dict[str, Any]) -> Replay:
+    """A log line whose request got no upstream response (unreachable, timed out): nothing
+    to replay; what the line recorded is reported."""
+    logged = exchange.logged or {}
+    diagnostics["not_replayable"] = {"reason": "no upstream response captured",
+                                     **{key: logged.get(key) for key in _LOGGED_FACTS}}
+    status = logged.get("status")
+    return Replay(exchange.where, status if isinstance(status, int) else None, "", b"",
+                  diagnostics, replayed=False)
+
+
 def replay_exchange(exchange: Exchange, config: Config) -> Replay:
     """Run one exchange through the proxy's core, as the server does for a chat completion.
 
@@ -186,18 +278,18 @@ def replay_exchange(exchange: Exchange, config: Config) -> Replay:
         upstream_changes=_upstream_changes(exchange.request, upstream_body),
         settings=_settings(plan.config),
     )
+    if exchange.response is None:
+        return _not_captured(exchange, diagnostics)
     if plan.mode == "passthrough":
         diagnostics["notes"] = ["passthrough: no tools (or tool_choice none), so the proxy "
                                 "relays the upstream's answer unchanged"]
-        return Replay(where, 200, "application/json", orjson.dumps(exchange.response),
-                      diagnostics)
+        return Replay(where, exchange.upstream_status or 200, "application/json",
+                      _raw_body(exchange.response), diagnostics)
 
-    assert plan.extraction is not None
     try:
-        completion, outcome = normalize_completion(exchange.response, plan.extraction)
-    except UpstreamShapeError as exc:
-        raise ReplayError(f"{where}: 'response' is not a chat completion ({exc})") from None
-
+        completion, outcome = upstream_answer(exchange, plan)
+    except ProxyError as error:
+        return _upstream_refused(exchange, plan, error, diagnostics)
     calls = []
     formats = iter(outcome.call_formats)
     for choice in completion["choices"]:
@@ -280,7 +372,11 @@ def format_report(replay: Replay) -> str:
                 described.append(f"~{key}={_short(change['to'])}")
         lines.append(f"upstream    {' '.join(described) or 'the request unchanged'}"
                      "  (the whole body: --json)")
-    if d["mode"] == "buffered":
+    if d["mode"] == "buffered" and "upstream_error" in d:
+        error = d["upstream_error"]
+        lines.append(f"answer      refused: HTTP {error['status']} {error['code']}: "
+                     f"{error['message']}")
+    elif d["mode"] == "buffered" and replay.replayed:
         settings = d["settings"]
         lines.append(f"settings    formats {','.join(settings['formats'])}, "
                      f"upstream_tool_parser {str(settings['upstream_tool_parser']).lower()}")
@@ -294,6 +390,11 @@ def format_report(replay: Replay) -> str:
         lines.append(f"finish      {'; '.join(finish)}")
     for note in d.get("notes") or ():
         lines.append(f"note        {note}")
+    if not replay.replayed:
+        facts = d["not_replayable"]
+        lines.append(f"replay      not replayable: {facts['reason']} (status "
+                     f"{facts['status']}, error {facts['error']})")
+        return "\n".join(lines) + "\n"
     lines.append(f"-- the proxy would send: HTTP {replay.status}, {replay.content_type} --")
     text = replay.output.decode("utf-8", "replace")
     lines.append(text.rstrip("\n"))

@@ -18,7 +18,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from . import __version__
 from .compat import keep_first_call
-from .config import Config
+from .config import Config, mask_url
 from .errors import ProxyError, from_upstream
 from .metrics import Metrics
 from .normalize import EmptyAnswerError, UpstreamShapeError, normalize_completion
@@ -150,7 +150,7 @@ class Proxy:
         """The proxy's status, version and settings (no secrets); with `check_upstream`, each
         upstream's reachability and models too (503 when one is down)."""
         body: dict[str, Any] = {"status": "ok", "version": __version__,
-                                "upstream": self.config.upstream,
+                                "upstream": mask_url(self.config.upstream),
                                 "config": self.config.summary()}
         if not check_upstream:
             return _json_response(body)
@@ -160,7 +160,7 @@ class Proxy:
         reports = []
         for url, upstream in self.upstreams.items():
             started = time.monotonic()
-            report: dict[str, Any] = {"url": url}
+            report: dict[str, Any] = {"url": mask_url(url)}
             try:
                 reply = upstream.complete_get("/v1/models", headers, timeouts)
                 report["status"] = reply.status
@@ -188,6 +188,7 @@ class Proxy:
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
             if plan.mode == "buffered":
+                log.tools = frozenset(plan.extraction.tools if plan.extraction else ())
                 if plan.config.log_bodies:
                     log.bodies = {"request": orjson.loads(raw)}
                 return self._buffered(plan, log, target)

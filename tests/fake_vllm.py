@@ -225,6 +225,8 @@ class FakeVLLM:
                 {"id": self.model, "object": "model", "created": 0, "owned_by": "vllm",
                  "root": self.model, "parent": None, "max_model_len": 32768,
                  "permission": []}]})
+        if received.path.startswith("/proxy/"):  # vLLM has no such path (the proxy's own)
+            return Answer(status=404, body={"detail": "Not Found"})
         if received.path.startswith("/v1/chat/completions") and received.method == "POST":
             try:
                 rejection = _validate_like_vllm(received.json, self.tool_parser)

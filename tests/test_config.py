@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import Config, ConfigError, build_config, load_config
+from proxy.config import Config, ConfigError, build_config, load_config, mask_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,3 +96,33 @@ def test_help_names_the_other_commands(capsys):
     out = capsys.readouterr().out
     assert "app.py doctor" in out
     assert "app.py replay" in out
+
+
+def test_summary_shows_no_credentials_in_urls_or_per_model_keys():
+    config = build_config({
+        "upstream": "http://alice:S3CRET@gpu:8000/v1base",
+        "upstream_api_key": "sk-top",
+        "api_keys": ["sk-client"],
+        "models": {"big*": {"upstream": "https://bob:HUNTER2@big:443",
+                            "upstream_api_key": "sk-per-model"},
+                   "small*": {"upstream": "http://small:8001"}},
+    })
+    summary = config.summary()
+    text = json.dumps(summary)
+    for secret in ("alice", "S3CRET", "bob", "HUNTER2", "sk-top", "sk-client", "sk-per-model"):
+        assert secret not in text, secret
+    assert summary["upstream"] == "http://***@gpu:8000/v1base"
+    assert summary["models"]["big*"] == {"upstream": "https://***@big:443",
+                                         "upstream_api_key": True}
+    assert summary["models"]["small*"] == {"upstream": "http://small:8001"}
+    assert config.upstream == "http://alice:S3CRET@gpu:8000/v1base"  # the setting itself kept
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("http://alice:S3CRET@host:8000", "http://***@host:8000"),
+    ("http://token@host", "http://***@host"),
+    ("https://a:b@[::1]:9/p", "https://***@[::1]:9/p"),
+    ("http://host:8000/x", "http://host:8000/x"),
+])
+def test_mask_url(url, shown):
+    assert mask_url(url) == shown

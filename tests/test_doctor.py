@@ -250,10 +250,109 @@ def test_parser_off_and_no_call_with_tool_choice_none(start_fake):
 def test_auto_turn_failing_otherwise_is_not_taken_for_parser_off(start_fake):
     fake = start_fake(tool_parser=True)
     fake.answer(vllm_error(400, "max_tokens is too large"))
-    report = _report(fake.url)
+    done = _doctor("--upstream", fake.url, "--json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
     assert report["tool_parser"] == "unknown"
     assert report["probes"]["auto"]["error"] == "max_tokens is too large"
     assert any("auto turn failed (HTTP 400)" in note for note in report["notes"])
+
+
+@pytest.mark.parametrize("status", [500, 404])
+def test_failed_probes_are_reported_recommend_nothing_and_exit_1(start_fake, status):
+    fake = start_fake(tool_parser=True)
+    fake.answer(vllm_error(status, "boom"))
+    done = _doctor("--upstream", fake.url, "--json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["recommended"] is None
+    assert report["failed"] == [{"probe": "auto", "status": status, "error": "boom"},
+                                {"probe": "none", "status": status, "error": "boom"}]
+    assert done.stderr.splitlines() == [f"toolcall-proxy doctor: probe auto: HTTP {status}: boom",
+                                        f"toolcall-proxy doctor: probe none: HTTP {status}: boom"]
+
+    done = _doctor("--upstream", fake.url)
+    assert done.returncode == 1
+    assert "recommended proxy settings" not in done.stdout
+    assert "vllm serve" not in done.stdout
+    assert (f"no recommendation: probe auto failed (HTTP {status}: boom), probe none failed "
+            f"(HTTP {status}: boom)") in done.stdout
+
+
+def test_one_failed_probe_is_enough_to_recommend_nothing(start_fake):
+    fake = start_fake(tool_parser=True)
+    native = vllm_completion(None, tool_calls=[vllm_tool_call("get_weather", '{"city": "Paris"}')],
+                             finish_reason="tool_calls")
+    fake.answer(_by_choice(Answer(body=native), vllm_error(500, "none broke")))
+    done = _doctor("--upstream", fake.url, "--json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["tool_parser"] == "on"  # what was observed is still told
+    assert report["recommended"] is None
+    assert [f["probe"] for f in report["failed"]] == ["none"]
+
+
+@pytest.mark.parametrize("args", [["--timeout", "0"], ["--timeout", "-1"],
+                                  ["--max-tokens", "0"], ["--max-tokens", "-5"]])
+def test_non_positive_timeout_or_max_tokens_is_a_usage_error(args):
+    done = _doctor("--upstream", "http://127.0.0.1:9", *args)
+    assert done.returncode == 2
+    assert "must be greater than 0" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+def test_a_call_written_only_in_the_reasoning(start_fake):
+    fake = start_fake(tool_parser=True)
+    fake.answer(Answer(body=vllm_completion(None, reasoning=f"I will call it. {HERMES}")))
+    report = _report(fake.url)
+    assert report["call_format"] == "hermes"
+    assert report["call_in_reasoning"] is True
+    assert report["probes"]["auto"]["reasoning_formats"] == ["hermes"]
+    assert report["proxy_recovers"] is True
+    assert report["probes"]["auto"]["proxy_repairs"] == ["hermes:from_reasoning"]
+    assert report["recommended"]["proxy"]["tool_temperature"] is None  # nothing was repaired
+
+    done = _doctor("--upstream", fake.url)
+    assert done.returncode == 0, done.stderr
+    assert "call format     hermes (in the reasoning)" in done.stdout
+
+
+def test_a_call_inside_think_tags_is_told_as_in_the_reasoning(start_fake):
+    fake = start_fake(tool_parser=False)
+    fake.answer(Answer(body=vllm_completion(f"<think>\n{QWEN_XML}\n</think>\n")))
+    report = _report(fake.url)
+    assert report["call_format"] == "qwen_xml"
+    assert report["call_in_reasoning"] is True
+    assert report["probes"]["none"]["text_formats"] == []
+    assert report["probes"]["none"]["reasoning_formats"] == ["qwen_xml"]
+
+
+def test_credentials_in_the_upstream_url_are_never_printed(start_fake):
+    fake = start_fake(tool_parser=True)
+    fake.answer(Answer(body=vllm_completion(HERMES)))
+    with_auth = fake.url.replace("http://", "http://alice:S3CRET@")
+    masked = fake.url.replace("http://", "http://***@")
+    for args in ([], ["--json"], ["--model", "nope"]):
+        done = _doctor("--upstream", with_auth, *args)
+        assert "S3CRET" not in done.stdout + done.stderr, args
+        assert "alice" not in done.stdout + done.stderr, args
+        assert masked in done.stdout + done.stderr, args
+    url = f"http://alice:S3CRET@127.0.0.1:{_closed_port()}"
+    done = _doctor("--upstream", url, "--json")
+    assert done.returncode == 1
+    assert "S3CRET" not in done.stdout + done.stderr
+
+
+def test_pointed_at_the_proxy_itself_it_says_so(start_proxy, fake):
+    proxy = start_proxy()
+    done = _doctor("--upstream", proxy.url)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert "is a Tool Call Proxy, not vLLM" in line
+    assert f"point doctor at the vLLM server behind it: --upstream {fake.url}" in line
+    assert fake.chat_requests() == []  # nothing was probed through the proxy
 
 
 def test_mistral_text_calls_name_the_mistral_parser(start_fake):

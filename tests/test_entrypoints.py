@@ -95,6 +95,24 @@ def test_python_app_py_serves_with_flags_and_env(fake):
     assert "path\": \"a" not in log  # no completion text in the logs
 
 
+def test_python_app_py_writes_no_access_line_with_the_query_string(fake):
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "app.py", "--port", str(port), "--upstream", fake.url],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(url, process)
+        assert requests.get(url + "/v1/models?api-key=SECRET-123", timeout=5).status_code == 200
+    finally:
+        log = _stop(process)
+    assert "SECRET-123" not in log
+    assert "GET /v1/models" not in log
+    assert "Running on" in log  # Werkzeug's startup lines are kept
+    assert any(json.loads(line)["path"] == "/v1/models"
+               for line in log.splitlines() if line.startswith("{"))
+
+
 def test_gunicorn_with_the_shipped_config(fake):
     _hermes(fake)
     port = _free_port()

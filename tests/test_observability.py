@@ -13,7 +13,7 @@ import requests
 from proxy.config import Config
 from proxy.replay import parse_exchanges, replay_exchange
 from tests.conftest import TOOLS
-from tests.fake_vllm import Answer, vllm_completion
+from tests.fake_vllm import Answer, vllm_completion, vllm_error, vllm_tool_call
 
 pytestmark = pytest.mark.integration
 
@@ -182,3 +182,156 @@ def test_health_checks_the_upstream_when_asked(fake, start_proxy):
     assert reports["http://127.0.0.1:9"]["reachable"] is False
     healthy = start_proxy()
     assert requests.get(healthy.url + "/proxy/health?upstream=1", timeout=5).status_code == 200
+
+
+def test_health_masks_credentials_in_upstream_urls(fake, start_proxy):
+    with_auth = fake.url.replace("http://", "http://alice:S3CRET@")
+    proxy = start_proxy(upstream=with_auth,
+                        models={"big*": {"upstream": "http://bob:HUNTER2@127.0.0.1:9",
+                                         "upstream_api_key": "sk-per-model"}})
+    for query in ("", "?upstream=1"):
+        response = requests.get(proxy.url + "/proxy/health" + query, timeout=10)
+        for secret in ("alice", "S3CRET", "bob", "HUNTER2", "sk-per-model"):
+            assert secret not in response.text, (query, secret)
+    body = response.json()
+    assert body["upstream"] == fake.url.replace("http://", "http://***@")
+    assert {r["url"] for r in body["upstreams"]} == {body["upstream"],
+                                                    "http://***@127.0.0.1:9"}
+
+
+def test_redact_keeps_tool_schemas_and_hides_credential_values():
+    from proxy.observe import redact
+
+    schema = {"type": "object", "properties": {"password": {"type": "string"},
+                                               "secret": {"type": "string", "minLength": 8},
+                                               "token": {"type": "integer"}},
+              "required": ["password", "secret"]}
+    body = {"model": "q", "api_key": "sk-1", "Authorization": "Bearer sk-2",
+            "tools": [{"type": "function", "function": {"name": "login", "parameters": schema}}],
+            "messages": [{"role": "tool", "content": "ok", "token": 1234}],
+            "extra": {"headers": {"Cookie": "sid=abc", "Set-Cookie": ["a=1", "b=2"],
+                                  "access_key": "AK", "private_key": "PK"}}}
+    redacted = redact(body)
+    assert redacted["tools"] == body["tools"]  # a schema is not a credential
+    assert redacted["api_key"] == redacted["Authorization"] == "[redacted]"
+    assert redacted["messages"][0]["token"] == "[redacted]"
+    headers = redacted["extra"]["headers"]
+    assert headers == {"Cookie": "[redacted]", "Set-Cookie": ["[redacted]", "[redacted]"],
+                       "access_key": "[redacted]", "private_key": "[redacted]"}
+    text = json.dumps(redacted)
+    for secret in ("sk-1", "sk-2", "1234", "sid=abc", "a=1", "AK\"", "PK\""):
+        assert secret not in text, secret
+
+
+def _logfmt_fields(line: str) -> dict[str, str]:
+    """A logfmt line's fields (quoted values decoded), checking nothing is left over."""
+    pairs = re.findall(r'([\w.-]+)=("(?:[^"\\]|\\.)*"|[^\s"=]*)(?: |$)', line)
+    assert " ".join(f"{k}={v}" for k, v in pairs) == line  # every byte is in some pair
+    return {k: json.loads(v) if v.startswith('"') else v for k, v in pairs}
+
+
+def test_text_log_line_is_logfmt_and_cannot_be_forged():
+    import io
+
+    from proxy.normalize import Outcome
+    from proxy.observe import RequestLog
+
+    stream = io.StringIO()
+    logger = logging.getLogger("test_logfmt")
+    logger.propagate = False
+    handler = logging.StreamHandler(stream)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    log = RequestLog("req-1", "POST", "/v1/chat/completions", mode="buffered",
+                     model='evil\n ts=0 request_id=FORGED "x"=y\u2028z\\', client_stream=True,
+                     status=200)
+    log.outcome = Outcome(tool_calls=1, formats=["hermes", "qwen_xml"],
+                          finish_before=["stop"], finish_after=["tool_calls"])
+    log.emit(logger, "text")
+    logger.removeHandler(handler)
+    text = stream.getvalue()
+    assert text.endswith("\n")
+    assert text.count("\n") == 1
+    assert "\u2028" not in text
+    fields = _logfmt_fields(text.rstrip("\n"))
+    assert fields["request_id"] == "req-1"
+    assert fields["ts"] != "0"
+    assert fields["model"] == 'evil\n ts=0 request_id=FORGED "x"=y\u2028z\\'
+    assert fields["stream"] == "true"
+    assert fields["formats"] == "hermes,qwen_xml"
+    assert fields["finish_reason"] == "stop->tool_calls"
+    assert fields["status"] == "200"
+
+
+def test_log_line_names_only_the_request_s_own_tools(fake, start_proxy, log_lines):
+    proxy = start_proxy(log_level="info")
+    forged = "rm -rf / secret plan " + "x" * 500
+    fake.answer(Answer(body=vllm_completion(
+        f'<tool_call>{{"name": "{forged}", "arguments": {{}}}}</tool_call>'
+        '<tool_call>{"name": "read", "arguments": {"path": "a",}}</tool_call>')))
+    _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
+    fake.answer(Answer(body=vllm_completion(None, tool_calls=[
+        vllm_tool_call(forged, "")], finish_reason="tool_calls")))
+    _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
+    first, second = log_lines(2)
+    assert first["left_as_text"] == ["hermes:unknown_tool:?"]
+    assert first["repairs"] == ["hermes:trailing_comma:read"]  # a declared tool is named
+    assert second["repairs"] == ["native:empty_arguments:?"]
+    assert "rm -rf" not in json.dumps([first, second])
+
+
+def test_a_log_record_without_declared_tools_names_none():
+    from proxy.normalize import Outcome, Repair, TextLeft
+    from proxy.observe import RequestLog
+
+    log = RequestLog("r", "POST", "/v1/chat/completions")
+    log.outcome = Outcome(repairs=[Repair("hermes", "trailing_comma", "read")],
+                          left_as_text=[TextLeft("hermes", "unknown_tool", "read"),
+                                        TextLeft("native", "call_without_name", None)])
+    record = log.as_dict()
+    assert record["repairs"] == ["hermes:trailing_comma:?"]
+    assert record["left_as_text"] == ["hermes:unknown_tool:?", "native:call_without_name"]
+    log.tools = frozenset({"read"})
+    assert log.as_dict()["repairs"] == ["hermes:trailing_comma:read"]
+
+
+def _labels(text: str, name: str, label: str) -> dict[str, float]:
+    """Every value of one label of a metric, with its sample."""
+    found = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.rsplit(" ", 1)[0]))
+            found[labels[label]] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def test_metric_labels_from_upstream_come_from_closed_sets(fake, proxy):
+    fake.answer(Answer(status=500, body={"error": {"message": "boom", "type": "x",
+                                                   "code": "weird code 12345"}}))
+    _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
+    fake.answer(Answer(body=vllm_completion(REPAIRED, finish_reason="eos: token 99")))
+    _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
+    text = _settled_metrics(proxy)
+    assert _labels(text, "toolcall_proxy_upstream_errors_total", "kind") == {
+        "upstream_http_500": 1}
+    assert _labels(text, "toolcall_proxy_finish_reason_corrections_total", "before") == {
+        "other": 1}
+    assert "weird code" not in text
+    assert "token 99" not in text
+
+
+def test_upstream_errors_count_upstream_failures_not_client_faults(fake, start_proxy):
+    proxy = start_proxy(api_keys=["sk-proxy"])
+    key = {"Authorization": "Bearer sk-proxy"}
+    _post(proxy, {"model": "qwen"})  # no key: 401
+    requests.post(proxy.url + "/v1/chat/completions", data=b"{oops", timeout=10,
+                  headers=key)  # 400 invalid_json
+    _post(proxy, {"model": "q", "messages": "x", "tools": TOOLS}, **key)  # 400 invalid_request
+    fake.answer(vllm_error(400, "context too long"))  # the client's fault, told by upstream
+    _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS}, **key)
+    fake.answer(vllm_error(503, "overloaded"))  # passthrough: relayed as is, still counted
+    assert _post(proxy, {"model": "qwen", "messages": USER}, **key).status_code == 503
+    text = _settled_metrics(proxy)
+    assert _metric(text, "toolcall_proxy_requests_total", mode="passthrough", status="401") == 1
+    assert _labels(text, "toolcall_proxy_upstream_errors_total", "kind") == {
+        "upstream_http_503": 1}

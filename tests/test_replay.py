@@ -272,7 +272,7 @@ def test_replay_matches_what_the_server_sends(capsys, tmp_path, fake, proxy, str
     ("[]", "the list holds no exchange"),
     ('{"request": {}}', 'expected an object {"request": {…}, "response": {…}}'),
     ('{"request": [], "response": {}}', "'request' must be the client's chat completion body"),
-    ('{"request": {}, "response": "x"}', "'response' must be the upstream's chat completion"),
+    ('{"request": {}, "response": 3}', "'response' must be the upstream's chat completion"),
     ('{"request": {"model": "q"}, "response": {"error": {"message": "Model  is\\n gone"}}}',
      "'response' is an error envelope, not a completion (upstream said: Model is gone)"),
     ('{"request": {"model": "q"}, "response": {"object": "error", "message": "boom"}}',
@@ -298,13 +298,108 @@ def test_bad_jsonl_line_is_named(capsys, tmp_path):
     assert f"{path}:4: not valid JSON" in err
 
 
-def test_response_that_is_not_a_completion(capsys, tmp_path):
-    path = _capture(tmp_path / "c.json", {"request": _request(),
-                                          "response": {"object": "chat.completion"}})
+EMPTY = vllm_completion(None)  # no content, no call, no reasoning: the proxy refuses it
+
+
+@pytest.mark.parametrize(("response", "code"), [
+    (EMPTY, "upstream_empty_answer"),
+    ({"object": "chat.completion"}, "upstream_bad_shape"),
+    ({"choices": [{"index": 0, "finish_reason": "stop"}]}, "upstream_bad_shape"),
+    ("<html>502 Bad Gateway</html>", "upstream_invalid_json"),  # the raw body, not JSON
+])
+def test_an_answer_the_proxy_refuses_replays_as_its_502(capsys, tmp_path, response, code):
+    path = _capture(tmp_path / "c.json", {"request": _request(), "response": response})
+    [replay] = _replay_json(capsys, path)
+    assert replay["status"] == 502
+    assert replay["content_type"] == "application/json"
+    error = json.loads(replay["output"])["error"]
+    assert (error["type"], error["code"]) == ("upstream_error", code)
+    assert replay["diagnostics"]["upstream_error"]["code"] == code
+
     status, out, err = _replay(capsys, path)
-    assert (status, out) == (2, "")
-    assert err == f"toolcall-proxy replay: {path}: 'response' is not a chat completion " \
-                  "(no choices)\n"
+    assert (status, err) == (0, "")
+    assert "-- the proxy would send: HTTP 502, application/json --" in out
+    assert f'"code":"{code}"' in out
+
+
+def test_an_empty_answer_to_a_streaming_client_is_an_error_in_the_stream(capsys, tmp_path):
+    path = _capture(tmp_path / "c.json", {"request": _request(stream=True), "response": EMPTY})
+    [replay] = _replay_json(capsys, path)
+    assert (replay["status"], replay["content_type"]) == (200, "text/event-stream")
+    role, error, done = _events(replay["output"])
+    assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert error["error"]["code"] == "upstream_empty_answer"
+    assert done == "[DONE]"
+
+
+def _log_line(request: dict[str, Any], response: Any = None, **facts: Any) -> dict[str, Any]:
+    """A proxy log line written with log_bodies (the response only when one was captured)."""
+    bodies = {"request": request} if response is None else {"request": request,
+                                                          "response": response}
+    return {"request_id": "r", "path": "/v1/chat/completions", "mode": "buffered", **facts,
+            "bodies": bodies}
+
+
+def test_log_lines_without_an_upstream_response_are_reported_and_the_rest_replayed(
+        capsys, tmp_path):
+    path = _capture(tmp_path / "proxy.jsonl",
+                    _log_line(_request(), status=502, error="upstream_unreachable"),
+                    _log_line(_request(), vllm_completion(HERMES_READ), status=200,
+                              upstream_status=200),
+                    _log_line(_request(stream=True), status=200, upstream_status=200,
+                              error="upstream_empty_answer"),
+                    jsonl=True)
+    first, second, third = _replay_json(capsys, path)
+    assert first["replayed"] is False
+    assert (first["status"], first["output"]) == (502, "")
+    assert first["diagnostics"]["not_replayable"] == {
+        "reason": "no upstream response captured", "status": 502,
+        "error": "upstream_unreachable", "upstream_status": None}
+    assert second["replayed"] is True
+    assert second["diagnostics"]["tool_calls"] == 1
+    assert third["diagnostics"]["not_replayable"]["error"] == "upstream_empty_answer"
+
+    status, out, err = _replay(capsys, path)
+    assert (status, err) == (0, "")
+    assert ("replay      not replayable: no upstream response captured (status 502, error "
+            "upstream_unreachable)") in out.splitlines()
+    assert out.count("-- the proxy would send:") == 1
+
+
+def test_a_log_line_with_an_upstream_error_replays_as_the_proxy_relays_it(capsys, tmp_path):
+    envelope = {"object": "error", "message": "context too long", "type": "BadRequestError",
+                "param": None, "code": 400}
+    path = _capture(tmp_path / "proxy.jsonl",
+                    _log_line(_request(), envelope, status=400, upstream_status=400,
+                              error="400"), jsonl=True)
+    [replay] = _replay_json(capsys, path)
+    assert replay["status"] == 400
+    assert json.loads(replay["output"]) == {"error": {
+        "message": "context too long", "type": "BadRequestError", "param": None, "code": "400"}}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("stream", [True, False])
+def test_replay_of_an_empty_answer_matches_the_server(capsys, tmp_path, fake, start_proxy,
+                                                      stream):
+    # A commit window of 0 and a slower upstream: the stream starts before the answer, as
+    # with any real generation.
+    proxy = start_proxy(commit_window_seconds=0)
+    request = _request(stream=stream)
+    fake.answer(Answer(body=EMPTY, delay=0.3))
+    served = requests.post(proxy.url + "/v1/chat/completions", json=request, timeout=20)
+    [replay] = _replay_json(capsys, _capture(tmp_path / "c.json",
+                                             {"request": request, "response": EMPTY}))
+    assert replay["status"] == served.status_code
+    assert replay["content_type"].split(";")[0] == served.headers["Content-Type"].split(";")[0]
+    if stream:
+        ours, theirs = _events(replay["output"]), _events(served.text)
+        for chunk in (*ours, *theirs):
+            if isinstance(chunk, dict) and "id" in chunk:
+                chunk.update(id="*", created=0)
+        assert ours == theirs
+    else:
+        assert json.loads(replay["output"]) == served.json()
 
 
 def test_missing_file_and_bad_config(capsys, tmp_path):
