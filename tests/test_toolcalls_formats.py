@@ -30,6 +30,13 @@ POSITIVE = [
      [("get_weather", PARIS)], ""),
     ("hermes", 'Checking.\n<tool_call>{"name": "read", "arguments": {"path": "/a"}}</tool_call>',
      [("read", READ_A)], "Checking."),
+    ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+     '{"name": "read", "arguments": {"path": "/a"}}\n</tool_call>',
+     [("get_weather", PARIS), ("read", READ_A)], ""),
+    ("hermes", '</think>{"name": "read", "arguments": {"path": "/a"}}</tool_call>',
+     [("read", READ_A)], "</think>"),
+    ("hermes", 'Reading it.\n{"name": "read", "arguments": {"path": "/a"}}\n</tool_call>',
+     [("read", READ_A)], "Reading it."),
     # tools wrapper
     ("tools_wrapper", '<tools>{"name": "read", "arguments": {"path": "/a"}}</tools>',
      [("read", READ_A)], ""),
@@ -141,6 +148,11 @@ def test_format_reads_its_calls(fmt, text, expected, content):
 NEGATIVE = [
     ("hermes", "Wrap calls in <tool_call> tags, like <tool_call>this</tool_call>."),
     ("hermes", '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}} and more'),
+    ("hermes", 'It ends with {"name": "read", "arguments": {}}</tool_call> in prose.'),
+    ("hermes", '{"name": "delete_all", "arguments": {}}</tool_call>'),
+    ("hermes", '{"name": "read", "arguments": {"path": "/a"}</tool_call>'),
+    ("hermes", '<tool_call>\n{"name": "read", "arguments": {}}\n{"name": "read", "argu'),
+    ("hermes", 'Write `</tool_call>` after {"name": "read", "arguments": {}}'),
     ("tools_wrapper", "<tools>get_weather, read</tools>"),
     ("qwen_xml", "Use <function=get_weather> when asked about weather."),
     ("bare_json", 'The config is {"name": "read", "arguments": {}} and it works fine.'),

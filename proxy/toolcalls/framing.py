@@ -49,6 +49,35 @@ def json_frame(doc: Document, fmt: str, start: int, body: int, *,
     return None
 
 
+def json_run(doc: Document, pos: int, *, commas: bool = False,
+             ) -> tuple[list[tuple[int, int]], int, bool]:
+    """JSON values written one after another from `pos` (separated by space, or by commas when
+    `commas`): their spans, where reading stopped (the end of the last value, or the start of
+    an unbalanced one), and whether a value was left unbalanced. Stops at anything else; each
+    value after the first costs a candidate of the document's budget."""
+    text = doc.text
+    spans: list[tuple[int, int]] = []
+    stop = pos
+    pos = doc.skip_space(pos)
+    while pos < len(text) and text[pos] in "{[" and (not spans or doc.spend()):
+        end = doc.json_end(pos)
+        if end is None:
+            return spans, pos, True
+        spans.append((pos, end))
+        stop = end
+        pos = doc.skip_space(end)
+        if commas and text.startswith(",", pos):
+            pos = doc.skip_space(pos + 1)
+    return spans, stop, False
+
+
+def joined(text: str, spans: list[tuple[int, int]]) -> str:
+    """The payload of a run of JSON values: the one value, or a JSON array of them all."""
+    if len(spans) == 1:
+        return text[spans[0][0]:spans[0][1]]
+    return "[" + ",".join(text[a:b] for a, b in spans) + "]"
+
+
 def _template_newlines(value: str) -> str:
     """A text value without the one newline a template puts on each side of it."""
     if value.startswith("\n"):
