@@ -107,6 +107,9 @@ POSITIVE = [
     ("tool_calls_tag", '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
      '{"name": "read", "arguments": {"path": "/a"}}]</tool_calls>',
      [("get_weather", PARIS), ("read", READ_A)], ""),
+    ("tool_calls_tag", '<tool_calls>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+     '{"name": "read", "arguments": {"path": "/a"}}\n</tool_calls>',
+     [("get_weather", PARIS), ("read", READ_A)], ""),
     # internlm
     ("internlm", '<|action_start|><|plugin|>\n{"name": "get_weather", "parameters": '
      '{"city": "Paris"}}<|action_end|>', [("get_weather", PARIS)], ""),
@@ -174,6 +177,9 @@ NEGATIVE = [
     ("harmony", "Send it to=functions.get_weather and wait."),
     ("granite", "<|tool_call|> followed by a list is Granite's format."),
     ("tool_calls_tag", "<tool_calls>[get_weather]</tool_calls>"),
+    ("tool_calls_tag", '<tool_calls>\n{"name": "read", "arguments": {}}\nthen I wait\n'
+     "</tool_calls>"),
+    ("tool_calls_tag", '<tool_calls>\n{"name": "read", "arguments": {}}\n{"name": "re'),
     ("internlm", "<|action_start|><|interpreter|>print(1)<|action_end|>"),
     ("kimi_k2", "<|tool_call_begin|>functions.get_weather:0 is how Kimi starts a call."),
     ("code_fence", 'Example:\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'

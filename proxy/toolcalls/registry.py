@@ -52,7 +52,7 @@ ALIASES: dict[str, str] = {
     "llama3_json": "llama3", "llama4_json": "llama3",
     "llama4_pythonic": "pythonic", "olmo3": "pythonic",
     "deepseek_v3": "deepseek", "deepseek_v31": "deepseek", "deepseek_r1": "deepseek",
-    "deepseek_v32": "deepseek_dsml", "minimax": "minimax_m2",
+    "deepseek_v32": "deepseek_dsml", "minimax": "tool_calls_tag", "minimax_m1": "tool_calls_tag",
     "kimi": "kimi_k2", "openai": "harmony", "gpt_oss": "harmony",
     "phi4_mini_json": "phi4_mini", "seed_oss": "qwen_xml",
 }
