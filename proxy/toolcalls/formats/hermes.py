@@ -82,11 +82,27 @@ def _object_ending_at(doc: Document, low: int, end: int) -> int | None:
     return None
 
 
+def _positions(doc: Document, marker: str) -> list[int] | None:
+    """Where `marker` occurs (listed from its anchor, else found one by one); None when it
+    occurs too often to be a response's calls."""
+    if not doc.has(marker):
+        return []
+    if doc.crowded(marker):
+        return None
+    found = doc.occurrences(marker)
+    if found is None:
+        found, pos = [], doc.text.find(marker)
+        while pos >= 0:
+            found.append(pos)
+            pos = doc.text.find(marker, pos + 1)
+    return found
+
+
 def _orphans(doc: Document) -> Iterator[Frame]:
     """Call objects closed by a `</tool_call>` that no `<tool_call>` opened."""
     text = doc.text
-    closes = doc.occurrences(_CLOSE) if doc.has(_CLOSE) else []
-    opens = doc.occurrences(_OPEN) if doc.has(_OPEN) else []
+    closes = _positions(doc, _CLOSE)
+    opens = _positions(doc, _OPEN)
     if not closes or opens is None:
         return  # none, or too many to tell (pathological text)
     claimed = doc.claimed
