@@ -70,6 +70,10 @@ POSITIVE = [
     ("mistral", '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'
      '[TOOL_CALLS]read[CALL_ID]x1y2z3[ARGS]{"path": "/a"}</s>',
      [("get_weather", PARIS), ("read", READ_A)], ""),
+    ("mistral", '[TOOL_CALLS]get_weather{"city": "Paris"}[TOOL_CALLS]read{"path": "/a"}',
+     [("get_weather", PARIS), ("read", READ_A)], ""),
+    ("mistral", '[TOOL_CALLS] [{"name": "read", "arguments": {"path": "/a"}}]\nextra trailing data',
+     [("read", READ_A)], "extra trailing data"),
     # pythonic
     ("pythonic", '[get_weather(city="Paris", days=3), read(path="/a")]',
      [("get_weather", {"city": "Paris", "days": 3}), ("read", READ_A)], ""),
@@ -164,6 +168,11 @@ NEGATIVE = [
     ("llama3", 'Write `<function=get_weather>{"city": "Paris"}</function>` to call it.'),
     ("mistral", "[TOOL_CALLS] is the token Mistral uses."),
     ("mistral", '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"} then I would answer'),
+    ("mistral", 'Mistral writes [TOOL_CALLS][{"name": "read", "arguments": {}}]\nlike that.'),
+    ("mistral", '[TOOL_CALLS]read{"path": "/a"} is the v11 shape'),
+    ("mistral", 'Use `[TOOL_CALLS]read{"path": "/a"}`'),
+    ("mistral", '[TOOL_CALLS]delete_all{"path": "/"}'),
+    ("mistral", '[TOOL_CALLS]read{"path": "/a"'),
     ("pythonic", "[get_weather(city='Paris')] is an example.\nThat is all."),
     ("pythonic", "[get_weather('Paris')]"),
     ("pythonic", "[get_weather(city=open('/etc/passwd').read())]"),
