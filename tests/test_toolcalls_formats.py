@@ -107,6 +107,8 @@ POSITIVE = [
     # granite
     ("granite", '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
      [("get_weather", PARIS)], ""),
+    ("granite", 'Sure.\n<|tool_call|> [{"name": "read", "arguments": {"path": "/a"}}]',
+     [("read", READ_A)], "Sure."),
     # jamba / hunyuan
     ("tool_calls_tag", '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
      '{"name": "read", "arguments": {"path": "/a"}}]</tool_calls>',
@@ -185,6 +187,8 @@ NEGATIVE = [
      '{"city": "Paris"} followed by prose'),
     ("harmony", "Send it to=functions.get_weather and wait."),
     ("granite", "<|tool_call|> followed by a list is Granite's format."),
+    ("granite", '`<|tool_call|>[{"name": "read", "arguments": {}}]` is Granite 3.0.'),
+    ("granite", '<|tool_call|>[{"name": "read", "arguments": {"path": "/a"}}'),
     ("tool_calls_tag", "<tool_calls>[get_weather]</tool_calls>"),
     ("tool_calls_tag", '<tool_calls>\n{"name": "read", "arguments": {}}\nthen I wait\n'
      "</tool_calls>"),
@@ -283,3 +287,11 @@ def test_glm_values_are_coerced_by_schema():
 
 def test_glm_call_without_parameters():
     assert calls_of("<tool_call>read</tool_call>") == [("read", {}, "glm")]
+
+
+def test_granite_31_string_prefix_under_its_own_format_name():
+    text = '<tool_call> [{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+    assert calls_of(text, formats=["granite"]) == [("get_weather", PARIS, "granite")]
+    assert calls_of('<tool_call> {"name": "read", "arguments": {}}', formats=["granite"]) == []
+    prose = "Granite 3.1 writes <tool_call> [ ... ] before its calls."
+    assert calls_of(prose, formats=["granite"]) == []
