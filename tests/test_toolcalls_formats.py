@@ -40,6 +40,14 @@ POSITIVE = [
     # tools wrapper
     ("tools_wrapper", '<tools>{"name": "read", "arguments": {"path": "/a"}}</tools>',
      [("read", READ_A)], ""),
+    ("tools_wrapper", '<response>\n  {"name": "read", "arguments": {"path": "/a"}}\n</response>',
+     [("read", READ_A)], ""),
+    ("tools_wrapper", 'Reading.\n<function_call> {"name": "read", "arguments": {"path": "/a"}}'
+     "\n</function_call>", [("read", READ_A)], "Reading."),
+    ("tools_wrapper", '```xml\n<tool>\n{"name": "read", "arguments": {"path": "/a"}}\n</tool>\n```',
+     [("read", READ_A)], ""),
+    ("tools_wrapper", '```json\n\n  <JSON> {"name": "read", "arguments": {"path": "/a"}} \n'
+     "  </JSON> \n``` ", [("read", READ_A)], ""),
     # qwen xml
     ("qwen_xml", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
      "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
@@ -63,6 +71,8 @@ POSITIVE = [
      [("get_weather", PARIS), ("read", READ_A)], ""),
     ("llama3", 'Sure.\n<function=get_weather>{"city": "Paris"}</function>',
      [("get_weather", PARIS)], "Sure."),
+    ("llama3", '<function name="get_weather">\n{"city": "Paris"}\n</function>',
+     [("get_weather", PARIS)], ""),
     # mistral
     ("mistral", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, '
      '"id": "a1b2c3d4e"}, {"name": "read", "arguments": {"path": "/a"}, "id": "f5g6h7i8j"}]',
@@ -142,6 +152,8 @@ POSITIVE = [
      '{"city": "Paris"}}\n```', [("get_weather", PARIS)], "I will check."),
     ("code_fence", '```\n[{"name": "read", "arguments": {"path": "/a"}}]\n```',
      [("read", READ_A)], ""),
+    ("code_fence", '```xml\n  {"name": "read", "arguments": {"path": "/a"}}\n```',
+     [("read", READ_A)], ""),
 ]
 
 
@@ -163,11 +175,21 @@ NEGATIVE = [
     ("hermes", '<tool_call>\n{"name": "read", "arguments": {}}\n{"name": "read", "argu'),
     ("hermes", 'Write `</tool_call>` after {"name": "read", "arguments": {}}'),
     ("tools_wrapper", "<tools>get_weather, read</tools>"),
+    ("tools_wrapper", 'The server answers <response>{"name": "read", "arguments": {}}'
+     "</response> then."),
+    ("tools_wrapper", 'A call looks like:\n```xml\n<tool>\n{"name": "read", "arguments": {}}\n'
+     "</tool>\n```\nand the runtime runs it."),
+    ("tools_wrapper", 'Example:\n```xml\n<tools>{"name": "read", "arguments": {}}</tools>\n```'),
+    ("tools_wrapper", '<json>\n{"name": "read", "arguments": {"path": "/a"}}\nand so on'),
+    ("tools_wrapper", '<json>\n{"path": "/a"}\n</json>'),
+    ("tools_wrapper", '<response>\n{"name": "delete_all", "arguments": {}}\n</response>'),
     ("qwen_xml", "Use <function=get_weather> when asked about weather."),
     ("bare_json", 'The config is {"name": "read", "arguments": {}} and it works fine.'),
     ("llama3", '<|python_tag|>brave_search.call(query="weather in Paris")'),
     ("llama3", '{"name": "read", "parameters": {"path": "/a"}}; and that is all'),
     ("llama3", 'Write `<function=get_weather>{"city": "Paris"}</function>` to call it.'),
+    ("llama3", 'Write `<function name="read">{"path": "/a"}</function>` to call it.'),
+    ("llama3", '<function name="read">{"path": "/a"} and then the close'),
     ("mistral", "[TOOL_CALLS] is the token Mistral uses."),
     ("mistral", '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"} then I would answer'),
     ("mistral", 'Mistral writes [TOOL_CALLS][{"name": "read", "arguments": {}}]\nlike that.'),
