@@ -107,6 +107,12 @@ POSITIVE = [
      '{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>read<｜tool▁sep｜>{"path": "/a"}'
      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
      [("get_weather", PARIS), ("read", READ_A)], "On it."),
+    ("deepseek", "<｜tool▁calls｜>function<｜tool▁sep｜>read\n```json\n{\"path\": \"/a\"}\n```"
+     "<｜tool▁call▁end｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```"
+     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", [("read", READ_A), ("get_weather", PARIS)], ""),
+    ("deepseek", "Let me check.<｜tool calls begin｜>function<｜tool▁sep｜>read\n```json\n"
+     '{"path": "/a"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>', [("read", READ_A)],
+     "Let me check."),
     # harmony
     ("harmony", "<|start|>assistant<|channel|>commentary to=functions.get_weather "
      '<|constrain|>json<|message|>{"city": "Paris"}<|call|>', [("get_weather", PARIS)], ""),
@@ -207,6 +213,14 @@ NEGATIVE = [
     ("deepseek", "<｜tool▁calls▁begin｜> starts a DeepSeek call section."),
     ("deepseek", "<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
      '{"city": "Paris"} followed by prose'),
+    ("deepseek", "<｜tool▁calls▁begin｜>function<｜tool▁sep｜>read\n```json\n{\"path\": \"/a\"}"
+     "\n```<｜tool▁calls▁end｜>"),
+    ("deepseek", "The JSON follows function<｜tool▁sep｜>read\n```json\n{\"path\": \"/a\"}\n```"
+     "<｜tool▁call▁end｜>"),
+    ("deepseek", "Write `<｜tool▁call▁begin｜>read<｜tool▁sep｜>{\"path\": \"/a\"}"
+     "<｜tool▁call▁end｜>` per call."),
+    ("deepseek", "<｜tool▁calls｜>function<｜tool▁sep｜>delete_all\n```json\n{}\n```"
+     "<｜tool▁call▁end｜>"),
     ("harmony", "Send it to=functions.get_weather and wait."),
     ("granite", "<|tool_call|> followed by a list is Granite's format."),
     ("granite", '`<|tool_call|>[{"name": "read", "arguments": {}}]` is Granite 3.0.'),
