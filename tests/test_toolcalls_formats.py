@@ -153,6 +153,34 @@ POSITIVE = [
      '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n'
      "</｜DSML｜invoke>\n</｜DSML｜function_calls>",
      [("get_weather", {"city": "Paris", "days": 3})], ""),
+    # longcat
+    ("longcat", 'On it.\n<longcat_tool_call>{"name": "read", "arguments": {"path": "/a"}}'
+     "</longcat_tool_call>", [("read", READ_A)], "On it."),
+    # apertus
+    ("apertus", 'I will check. <|tools_prefix|>[{"get_weather": {"city": "Paris"}}, '
+     '{"read": {"path": "/a"}}]<|tools_suffix|>', [("get_weather", PARIS), ("read", READ_A)],
+     "I will check."),
+    # granite-20b-fc
+    ("granite_20b_fc", '<function_call> {"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+     '<function_call> {"name": "read", "arguments": {"path": "/a"}}',
+     [("get_weather", PARIS), ("read", READ_A)], ""),
+    # step3
+    ("step3", '<｜tool_calls_begin｜><｜tool_call_begin｜><steptml:invoke name="get_weather">'
+     '<steptml:parameter name="city">Paris</steptml:parameter><steptml:parameter name="days">'
+     "3</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_sep｜>"
+     '<｜tool_call_begin｜>function<｜tool_sep｜>read\n<steptml:invoke name="read">'
+     '<steptml:parameter name="path">/a</steptml:parameter></steptml:invoke>'
+     "<｜tool_call_end｜><｜tool_calls_end｜>",
+     [("get_weather", {"city": "Paris", "days": 3}), ("read", READ_A)], ""),
+    # gemma 4
+    ("gemma4", 'Sure.<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:3}<tool_call|>'
+     '<|tool_call>call:read{path:<|"|>/a<|"|>}<tool_call|>',
+     [("get_weather", {"city": "Paris", "days": 3}), ("read", READ_A)], "Sure."),
+    # functionary v3.2
+    ("functionary", 'read\n{"path": "/a"}>>>get_weather\n{"city": "Paris"}',
+     [("read", READ_A), ("get_weather", PARIS)], ""),
+    ("functionary", 'all\nLet me look.>>>read\n{"path": "/a"}\n', [("read", READ_A)],
+     "all\nLet me look."),
     # code fence
     ("code_fence", 'I will check.\n```json\n{"name": "get_weather", "arguments": '
      '{"city": "Paris"}}\n```', [("get_weather", PARIS)], "I will check."),
@@ -231,6 +259,30 @@ NEGATIVE = [
     ("tool_calls_tag", '<tool_calls>\n{"name": "read", "arguments": {}}\n{"name": "re'),
     ("internlm", "<|action_start|><|interpreter|>print(1)<|action_end|>"),
     ("kimi_k2", "<|tool_call_begin|>functions.get_weather:0 is how Kimi starts a call."),
+    ("longcat", 'Wrap it as `<longcat_tool_call>{"name": "read", "arguments": {}}'
+     '</longcat_tool_call>`.'),
+    ("longcat", '<longcat_tool_call>{"name": "read", "arguments": {"path": "/a"}'),
+    ("longcat", '<longcat_tool_call>{"name": "delete_all", "arguments": {}}</longcat_tool_call>'),
+    ("apertus", '<|tools_prefix|>[{"get_weather": {"city": "Paris"}, "read": {}}]'
+     "<|tools_suffix|>"),
+    ("apertus", 'Apertus writes `<|tools_prefix|>[{"read": {"path": "/a"}}]<|tools_suffix|>`.'),
+    ("apertus", '<|tools_prefix|>[{"read": {"path": "/a"}'),
+    ("granite_20b_fc", 'Granite emits <function_call> {"name": "read", "arguments": {}} first.'),
+    ("granite_20b_fc", '<function_call> {"name": "read", "arguments": {}} and then prose'),
+    ("granite_20b_fc", '<function_call> {"name": "delete_all", "arguments": {}}'),
+    ("step3", '<｜tool_call_begin｜><steptml:invoke name="read"></steptml:invoke>'
+     "<｜tool_call_end｜>"),
+    ("step3", '<｜tool_calls_begin｜><｜tool_call_begin｜><steptml:invoke name="read">'
+     '<steptml:parameter name="path">/a'),
+    ("step3", 'Step3 wraps <steptml:invoke name="read"> in call tokens.'),
+    ("gemma4", "<|tool_call>call:get_weather{city:Paris}<tool_call|>"),
+    ("gemma4", 'Gemma writes `<|tool_call>call:read{path:<|"|>/a<|"|>}<tool_call|>`.'),
+    ("gemma4", '<|tool_call>call:read{path:<|"|>/a'),
+    ("gemma4", '<|tool_call>call:delete_all{path:<|"|>/<|"|>}<tool_call|>'),
+    ("functionary", 'Type x>>>read\n{"path": "/a"} in the prompt.'),
+    ("functionary", 'In the shell:\nx>>>read\n{"path": "/a"}'),
+    ("functionary", 'read\n{"path": "/a"} is the shape of a call'),
+    ("functionary", 'delete_all\n{"path": "/"}'),
     ("code_fence", 'Example:\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
      "```\nThat is how a call looks."),
     ("code_fence", '```python\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'),

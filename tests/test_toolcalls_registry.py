@@ -31,6 +31,14 @@ def test_vllm_parser_names_are_accepted(alias, name):
     assert [n for n, _ in resolve([alias])] == [name]
 
 
+@pytest.mark.parametrize(("alias", "names"), [
+    ("longcat", ["longcat"]),
+    ("step3", ["step3"]), ("apertus", ["apertus"]), ("gemma4", ["gemma4"]),
+    ("minimax_m1", ["tool_calls_tag"])])
+def test_more_vllm_parser_names_are_accepted(alias, names):
+    assert [n for n, _ in resolve([alias])] == names
+
+
 def test_unknown_format_is_a_clear_error():
     with pytest.raises(UnknownFormat, match="nope"):
         resolve(["nope"])

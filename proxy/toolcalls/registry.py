@@ -7,22 +7,28 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 
 from .formats import (
+    apertus,
     bare_json,
     code_fence,
     deepseek,
     deepseek_dsml,
+    functionary,
+    gemma4,
     glm,
     granite,
+    granite_20b_fc,
     harmony,
     hermes,
     internlm,
     kimi_k2,
     llama3,
+    longcat,
     minimax_m2,
     mistral,
     phi4_mini,
     pythonic,
     qwen_xml,
+    step3,
     tool_calls_tag,
     tools_wrapper,
 )
@@ -33,8 +39,9 @@ FrameFinder = Callable[[Document], Iterator[Frame]]
 
 # Order matters where frames overlap: formats with their own special tokens first, then the
 # tag formats, then those recognised by shape alone (pythonic, fenced, bare JSON) last.
-_MODULES = (hermes, qwen_xml, glm, tools_wrapper, tool_calls_tag, granite, llama3, mistral,
-            deepseek, deepseek_dsml, kimi_k2, minimax_m2, harmony, internlm, phi4_mini,
+_MODULES = (hermes, longcat, qwen_xml, glm, tools_wrapper, granite_20b_fc, tool_calls_tag,
+            granite, llama3, mistral, deepseek, deepseek_dsml, step3, kimi_k2, minimax_m2,
+            harmony, internlm, phi4_mini, apertus, gemma4, functionary,
             pythonic, code_fence, bare_json)
 FORMATS: dict[str, FrameFinder] = {module.NAME: module.find_frames for module in _MODULES}
 
