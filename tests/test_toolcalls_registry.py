@@ -32,9 +32,10 @@ def test_vllm_parser_names_are_accepted(alias, name):
 
 
 @pytest.mark.parametrize(("alias", "names"), [
-    ("longcat", ["longcat"]),
+    ("ernie45", ["hermes"]), ("granite-20b-fc", ["granite_20b_fc"]), ("longcat", ["longcat"]),
     ("step3", ["step3"]), ("apertus", ["apertus"]), ("gemma4", ["gemma4"]),
-    ("minimax_m1", ["tool_calls_tag"])])
+    ("minimax_m1", ["tool_calls_tag"]),
+    ("xlam", ["bare_json", "code_fence", "hermes", "mistral"])])
 def test_more_vllm_parser_names_are_accepted(alias, names):
     assert [n for n, _ in resolve([alias])] == names
 

@@ -51,8 +51,9 @@ FORMATS: dict[str, FrameFinder] = {module.NAME: module.find_frames for module in
 MARKERS: dict[str, tuple[str, ...]] = {module.NAME: module.MARKERS for module in _MODULES}
 
 # vLLM's `--tool-call-parser` names (and a few common spellings) → our format names, so that
-# a configuration can name the parser it would have used upstream.
-ALIASES: dict[str, str] = {
+# a configuration can name the parser it would have used upstream. A parser that reads shapes
+# several of our formats read (xLAM) stands for all of them, in that order.
+ALIASES: dict[str, str | tuple[str, ...]] = {
     "qwen3_coder": "qwen_xml", "qwen3_xml": "qwen_xml", "qwen": "hermes",
     "glm45": "glm", "glm4_moe": "glm", "glm47": "glm",
     "jamba": "tool_calls_tag", "hunyuan_a13b": "tool_calls_tag",
@@ -62,6 +63,8 @@ ALIASES: dict[str, str] = {
     "deepseek_v32": "deepseek_dsml", "minimax": "tool_calls_tag", "minimax_m1": "tool_calls_tag",
     "kimi": "kimi_k2", "openai": "harmony", "gpt_oss": "harmony",
     "phi4_mini_json": "phi4_mini", "seed_oss": "qwen_xml",
+    "ernie45": "hermes", "granite-20b-fc": "granite_20b_fc",
+    "xlam": ("bare_json", "code_fence", "hermes", "mistral"),
 }
 
 
@@ -82,7 +85,8 @@ def resolve(names: Sequence[str]) -> list[tuple[str, FrameFinder]]:
     """
     chosen: dict[str, FrameFinder] = {}
     for name in names:
-        for item in FORMATS if name == "auto" else (ALIASES.get(name, name),):
+        alias = ALIASES.get(name, name)
+        for item in FORMATS if name == "auto" else (alias,) if isinstance(alias, str) else alias:
             finder = FORMATS.get(item)
             if finder is None:
                 raise UnknownFormat(f"unknown tool-call format {item!r}; known: "
