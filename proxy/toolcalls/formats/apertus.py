@@ -19,7 +19,7 @@ from ..types import Frame
 
 NAME = "apertus"
 _OPEN = "<|tools_prefix|>"
-MARKERS = (_OPEN,)
+MARKERS = (_OPEN[1:],)  # not `<`-anchored: that group is the one every text is searched for
 _OPENER = re.compile(re.escape(_OPEN) + r'(?=\s*+(?:\[\s*+[{\]]|\{\s*+["\'}]))')
 _CLOSE = re.compile(r"\s*+<\|tools_suffix\|>")
 

@@ -20,7 +20,7 @@ from ..types import Frame
 NAME = "gemma4"
 _OPEN = "<|tool_call>"
 _CLOSE = "<tool_call|>"
-MARKERS = (_OPEN,)
+MARKERS = (_OPEN[1:],)  # not `<`-anchored: that group is the one every text is searched for
 _HEAD = re.compile(r"<\|tool_call>\s*+call:([\w.\-]{1,200}+)\{")
 _STRING = '<|"|>'
 _KEY = re.compile(r"\s*+([^\s:{}\[\],<>\"']{1,200}+)\s*+:\s*+")
@@ -110,9 +110,9 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                 yield Frame(NAME, start, len(text), closed=False, complete=False,
                             name=match[1])
                 return
-            close_at = text.find(_CLOSE, match.end())
             following = text.find(_OPEN, match.end())
-            if close_at >= 0 and (following < 0 or close_at < following):
+            close_at = text.find(_CLOSE, match.end(), len(text) if following < 0 else following)
+            if close_at >= 0:
                 end = close_at + len(_CLOSE)  # a call we cannot read: reported, left as text
                 yield Frame(NAME, start, end, name=match[1], refused="unrecognised_arguments")
                 cursor = end

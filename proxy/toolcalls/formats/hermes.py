@@ -20,10 +20,16 @@ NAME = "hermes"
 _OPEN = "<tool_call>"
 _CLOSE = "</tool_call>"
 _THINK_END = "</think>"
-MARKERS = (_OPEN, _CLOSE)
+# The close's marker leaves out its `<`: the engine looks for all formats' markers at once, and
+# `<`-anchored ones are the most numerous (its anchor groups are searched per character).
+MARKERS = (_OPEN, _CLOSE[1:])
 # Only openers followed by something that can start a JSON call (`{"`, `{'`, `{}`, `[{`, `[]`), so
 # that a megabyte of `<tool_call>{<tool_call>{…` is skipped at regex speed.
 _OPENER = re.compile(re.escape(_OPEN) + r'(?=\s*+(?:\{\s*+["\'}]|\[\s*+[{\]]))')
+# Past this many `</tool_call>`, or this many that close no call object, the text is not a
+# response's calls: orphan closes are not looked at further (reported as a spent budget).
+_MAX_CLOSES = 4_096
+_MAX_ORPHAN_MISSES = 64
 
 
 def _opened(doc: Document) -> Iterator[Frame]:
@@ -87,14 +93,15 @@ def _positions(doc: Document, marker: str) -> list[int] | None:
     occurs too often to be a response's calls."""
     if not doc.has(marker):
         return []
-    if doc.crowded(marker):
-        return None
     found = doc.occurrences(marker)
     if found is None:
         found, pos = [], doc.text.find(marker)
-        while pos >= 0:
+        while pos >= 0 and len(found) <= _MAX_CLOSES:
             found.append(pos)
             pos = doc.text.find(marker, pos + 1)
+    if len(found) > _MAX_CLOSES:
+        doc.budget_exhausted = True
+        return None
     return found
 
 
@@ -106,7 +113,7 @@ def _orphans(doc: Document) -> Iterator[Frame]:
     if not closes or opens is None:
         return  # none, or too many to tell (pathological text)
     claimed = doc.claimed
-    previous = 0
+    previous, misses = 0, 0
     for close in closes:
         low, previous = previous, close + len(_CLOSE)
         if claimed.end_of(close) is not None:
@@ -122,9 +129,14 @@ def _orphans(doc: Document) -> Iterator[Frame]:
         if end <= low or text[end - 1] != "}":
             continue
         start = _object_ending_at(doc, low, end)
-        if start is not None:
-            yield Frame(NAME, start, close + len(_CLOSE), json_text=text[start:end],
-                        repairs=("missing_open_tag",))
+        if start is None:
+            misses += 1
+            if misses >= _MAX_ORPHAN_MISSES:
+                doc.budget_exhausted = True
+                return
+            continue
+        yield Frame(NAME, start, close + len(_CLOSE), json_text=text[start:end],
+                    repairs=("missing_open_tag",))
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:

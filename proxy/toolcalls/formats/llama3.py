@@ -20,7 +20,9 @@ from ..types import Frame
 NAME = "llama3"
 _TAG = "<|python_tag|>"
 _FUNCTION_OPENS = ("<function=", '<function name="')
-MARKERS = (_TAG, *_FUNCTION_OPENS, ";")  # `;`: calls separated by it, as the whole content
+# `;`: calls separated by it, as the whole content. The attribute spelling's marker leaves out
+# its `<` (anchored on `=`), so as not to grow the `<`-anchored group every text is searched for.
+MARKERS = (_TAG, "<function=", 'function name="', ";")
 _TAGGED = re.compile(re.escape(_TAG) + r'(?=\s*+\{\s*+["}])')
 _END_TOKEN = re.compile(r"\s*+(?:<\|eom_id\|>|<\|eot_id\|>)")
 _FUNCTION = re.compile(r'<function(?:=([A-Za-z0-9_.\-]{1,200}+)| name="([A-Za-z0-9_.\-]{1,200}+)")>'

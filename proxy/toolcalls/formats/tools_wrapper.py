@@ -25,7 +25,11 @@ from ..types import Frame
 
 NAME = "tools_wrapper"
 _TAGS = ("tools", "tool", "response", "json", "xml", "JSON", "function_call")
-MARKERS = tuple(f"<{tag}>" for tag in _TAGS)
+_OPENS = tuple(f"<{tag}>" for tag in _TAGS)
+# For the engine's gate: every frame holds `<tools>` or a `"name"` key (the other tags require
+# one right after them), which keeps this format's six other tags out of the `<`-anchored
+# marker group that every document is searched for.
+MARKERS = ("<tools>", '"name"')
 # `<tools>` may hold any JSON call or list; the other tags only a `{"name": …}` object. Only
 # openers followed by what can start one are tried, so that a megabyte of openers is cheap.
 _OPENER = re.compile(r'<(?:(tools)>(?=\s*+(?:\{\s*+["}]|\[\s*+[{\]]))'
@@ -45,7 +49,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each wrapper whose body is a sequence of JSON values (comma or space separated)."""
     text = doc.text
     cursor = 0
-    for match in doc.finditer(_OPENER, MARKERS):
+    for match in doc.finditer(_OPENER, _OPENS if doc.has('"name"') else ("<tools>",)):
         start = match.start()
         if start < cursor or (start > 0 and text[start - 1] == "`"):
             continue
