@@ -30,9 +30,24 @@ POSITIVE = [
      [("get_weather", PARIS)], ""),
     ("hermes", 'Checking.\n<tool_call>{"name": "read", "arguments": {"path": "/a"}}</tool_call>',
      [("read", READ_A)], "Checking."),
+    ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+     '{"name": "read", "arguments": {"path": "/a"}}\n</tool_call>',
+     [("get_weather", PARIS), ("read", READ_A)], ""),
+    ("hermes", '</think>{"name": "read", "arguments": {"path": "/a"}}</tool_call>',
+     [("read", READ_A)], "</think>"),
+    ("hermes", 'Reading it.\n{"name": "read", "arguments": {"path": "/a"}}\n</tool_call>',
+     [("read", READ_A)], "Reading it."),
     # tools wrapper
     ("tools_wrapper", '<tools>{"name": "read", "arguments": {"path": "/a"}}</tools>',
      [("read", READ_A)], ""),
+    ("tools_wrapper", '<response>\n  {"name": "read", "arguments": {"path": "/a"}}\n</response>',
+     [("read", READ_A)], ""),
+    ("tools_wrapper", 'Reading.\n<function_call> {"name": "read", "arguments": {"path": "/a"}}'
+     "\n</function_call>", [("read", READ_A)], "Reading."),
+    ("tools_wrapper", '```xml\n<tool>\n{"name": "read", "arguments": {"path": "/a"}}\n</tool>\n```',
+     [("read", READ_A)], ""),
+    ("tools_wrapper", '```json\n\n  <JSON> {"name": "read", "arguments": {"path": "/a"}} \n'
+     "  </JSON> \n``` ", [("read", READ_A)], ""),
     # qwen xml
     ("qwen_xml", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
      "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
@@ -56,6 +71,8 @@ POSITIVE = [
      [("get_weather", PARIS), ("read", READ_A)], ""),
     ("llama3", 'Sure.\n<function=get_weather>{"city": "Paris"}</function>',
      [("get_weather", PARIS)], "Sure."),
+    ("llama3", '<function name="get_weather">\n{"city": "Paris"}\n</function>',
+     [("get_weather", PARIS)], ""),
     # mistral
     ("mistral", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, '
      '"id": "a1b2c3d4e"}, {"name": "read", "arguments": {"path": "/a"}, "id": "f5g6h7i8j"}]',
@@ -63,6 +80,10 @@ POSITIVE = [
     ("mistral", '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'
      '[TOOL_CALLS]read[CALL_ID]x1y2z3[ARGS]{"path": "/a"}</s>',
      [("get_weather", PARIS), ("read", READ_A)], ""),
+    ("mistral", '[TOOL_CALLS]get_weather{"city": "Paris"}[TOOL_CALLS]read{"path": "/a"}',
+     [("get_weather", PARIS), ("read", READ_A)], ""),
+    ("mistral", '[TOOL_CALLS] [{"name": "read", "arguments": {"path": "/a"}}]\nextra trailing data',
+     [("read", READ_A)], "extra trailing data"),
     # pythonic
     ("pythonic", '[get_weather(city="Paris", days=3), read(path="/a")]',
      [("get_weather", {"city": "Paris", "days": 3}), ("read", READ_A)], ""),
@@ -86,6 +107,12 @@ POSITIVE = [
      '{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>read<｜tool▁sep｜>{"path": "/a"}'
      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
      [("get_weather", PARIS), ("read", READ_A)], "On it."),
+    ("deepseek", "<｜tool▁calls｜>function<｜tool▁sep｜>read\n```json\n{\"path\": \"/a\"}\n```"
+     "<｜tool▁call▁end｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```"
+     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", [("read", READ_A), ("get_weather", PARIS)], ""),
+    ("deepseek", "Let me check.<｜tool calls begin｜>function<｜tool▁sep｜>read\n```json\n"
+     '{"path": "/a"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>', [("read", READ_A)],
+     "Let me check."),
     # harmony
     ("harmony", "<|start|>assistant<|channel|>commentary to=functions.get_weather "
      '<|constrain|>json<|message|>{"city": "Paris"}<|call|>', [("get_weather", PARIS)], ""),
@@ -96,9 +123,14 @@ POSITIVE = [
     # granite
     ("granite", '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
      [("get_weather", PARIS)], ""),
+    ("granite", 'Sure.\n<|tool_call|> [{"name": "read", "arguments": {"path": "/a"}}]',
+     [("read", READ_A)], "Sure."),
     # jamba / hunyuan
     ("tool_calls_tag", '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
      '{"name": "read", "arguments": {"path": "/a"}}]</tool_calls>',
+     [("get_weather", PARIS), ("read", READ_A)], ""),
+    ("tool_calls_tag", '<tool_calls>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+     '{"name": "read", "arguments": {"path": "/a"}}\n</tool_calls>',
      [("get_weather", PARIS), ("read", READ_A)], ""),
     # internlm
     ("internlm", '<|action_start|><|plugin|>\n{"name": "get_weather", "parameters": '
@@ -121,10 +153,40 @@ POSITIVE = [
      '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n'
      "</｜DSML｜invoke>\n</｜DSML｜function_calls>",
      [("get_weather", {"city": "Paris", "days": 3})], ""),
+    # longcat
+    ("longcat", 'On it.\n<longcat_tool_call>{"name": "read", "arguments": {"path": "/a"}}'
+     "</longcat_tool_call>", [("read", READ_A)], "On it."),
+    # apertus
+    ("apertus", 'I will check. <|tools_prefix|>[{"get_weather": {"city": "Paris"}}, '
+     '{"read": {"path": "/a"}}]<|tools_suffix|>', [("get_weather", PARIS), ("read", READ_A)],
+     "I will check."),
+    # granite-20b-fc
+    ("granite_20b_fc", '<function_call> {"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+     '<function_call> {"name": "read", "arguments": {"path": "/a"}}',
+     [("get_weather", PARIS), ("read", READ_A)], ""),
+    # step3
+    ("step3", '<｜tool_calls_begin｜><｜tool_call_begin｜><steptml:invoke name="get_weather">'
+     '<steptml:parameter name="city">Paris</steptml:parameter><steptml:parameter name="days">'
+     "3</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_sep｜>"
+     '<｜tool_call_begin｜>function<｜tool_sep｜>read\n<steptml:invoke name="read">'
+     '<steptml:parameter name="path">/a</steptml:parameter></steptml:invoke>'
+     "<｜tool_call_end｜><｜tool_calls_end｜>",
+     [("get_weather", {"city": "Paris", "days": 3}), ("read", READ_A)], ""),
+    # gemma 4
+    ("gemma4", 'Sure.<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:3}<tool_call|>'
+     '<|tool_call>call:read{path:<|"|>/a<|"|>}<tool_call|>',
+     [("get_weather", {"city": "Paris", "days": 3}), ("read", READ_A)], "Sure."),
+    # functionary v3.2
+    ("functionary", 'read\n{"path": "/a"}>>>get_weather\n{"city": "Paris"}',
+     [("read", READ_A), ("get_weather", PARIS)], ""),
+    ("functionary", 'all\nLet me look.>>>read\n{"path": "/a"}\n', [("read", READ_A)],
+     "all\nLet me look."),
     # code fence
     ("code_fence", 'I will check.\n```json\n{"name": "get_weather", "arguments": '
      '{"city": "Paris"}}\n```', [("get_weather", PARIS)], "I will check."),
     ("code_fence", '```\n[{"name": "read", "arguments": {"path": "/a"}}]\n```',
+     [("read", READ_A)], ""),
+    ("code_fence", '```xml\n  {"name": "read", "arguments": {"path": "/a"}}\n```',
      [("read", READ_A)], ""),
 ]
 
@@ -141,14 +203,34 @@ def test_format_reads_its_calls(fmt, text, expected, content):
 NEGATIVE = [
     ("hermes", "Wrap calls in <tool_call> tags, like <tool_call>this</tool_call>."),
     ("hermes", '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}} and more'),
+    ("hermes", 'It ends with {"name": "read", "arguments": {}}</tool_call> in prose.'),
+    ("hermes", '{"name": "delete_all", "arguments": {}}</tool_call>'),
+    ("hermes", '{"name": "read", "arguments": {"path": "/a"}</tool_call>'),
+    ("hermes", '<tool_call>\n{"name": "read", "arguments": {}}\n{"name": "read", "argu'),
+    ("hermes", 'Write `</tool_call>` after {"name": "read", "arguments": {}}'),
     ("tools_wrapper", "<tools>get_weather, read</tools>"),
+    ("tools_wrapper", 'The server answers <response>{"name": "read", "arguments": {}}'
+     "</response> then."),
+    ("tools_wrapper", 'A call looks like:\n```xml\n<tool>\n{"name": "read", "arguments": {}}\n'
+     "</tool>\n```\nand the runtime runs it."),
+    ("tools_wrapper", 'Example:\n```xml\n<tools>{"name": "read", "arguments": {}}</tools>\n```'),
+    ("tools_wrapper", '<json>\n{"name": "read", "arguments": {"path": "/a"}}\nand so on'),
+    ("tools_wrapper", '<json>\n{"path": "/a"}\n</json>'),
+    ("tools_wrapper", '<response>\n{"name": "delete_all", "arguments": {}}\n</response>'),
     ("qwen_xml", "Use <function=get_weather> when asked about weather."),
     ("bare_json", 'The config is {"name": "read", "arguments": {}} and it works fine.'),
     ("llama3", '<|python_tag|>brave_search.call(query="weather in Paris")'),
     ("llama3", '{"name": "read", "parameters": {"path": "/a"}}; and that is all'),
     ("llama3", 'Write `<function=get_weather>{"city": "Paris"}</function>` to call it.'),
+    ("llama3", 'Write `<function name="read">{"path": "/a"}</function>` to call it.'),
+    ("llama3", '<function name="read">{"path": "/a"} and then the close'),
     ("mistral", "[TOOL_CALLS] is the token Mistral uses."),
     ("mistral", '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"} then I would answer'),
+    ("mistral", 'Mistral writes [TOOL_CALLS][{"name": "read", "arguments": {}}]\nlike that.'),
+    ("mistral", '[TOOL_CALLS]read{"path": "/a"} is the v11 shape'),
+    ("mistral", 'Use `[TOOL_CALLS]read{"path": "/a"}`'),
+    ("mistral", '[TOOL_CALLS]delete_all{"path": "/"}'),
+    ("mistral", '[TOOL_CALLS]read{"path": "/a"'),
     ("pythonic", "[get_weather(city='Paris')] is an example.\nThat is all."),
     ("pythonic", "[get_weather('Paris')]"),
     ("pythonic", "[get_weather(city=open('/etc/passwd').read())]"),
@@ -159,11 +241,48 @@ NEGATIVE = [
     ("deepseek", "<｜tool▁calls▁begin｜> starts a DeepSeek call section."),
     ("deepseek", "<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
      '{"city": "Paris"} followed by prose'),
+    ("deepseek", "<｜tool▁calls▁begin｜>function<｜tool▁sep｜>read\n```json\n{\"path\": \"/a\"}"
+     "\n```<｜tool▁calls▁end｜>"),
+    ("deepseek", "The JSON follows function<｜tool▁sep｜>read\n```json\n{\"path\": \"/a\"}\n```"
+     "<｜tool▁call▁end｜>"),
+    ("deepseek", "Write `<｜tool▁call▁begin｜>read<｜tool▁sep｜>{\"path\": \"/a\"}"
+     "<｜tool▁call▁end｜>` per call."),
+    ("deepseek", "<｜tool▁calls｜>function<｜tool▁sep｜>delete_all\n```json\n{}\n```"
+     "<｜tool▁call▁end｜>"),
     ("harmony", "Send it to=functions.get_weather and wait."),
     ("granite", "<|tool_call|> followed by a list is Granite's format."),
+    ("granite", '`<|tool_call|>[{"name": "read", "arguments": {}}]` is Granite 3.0.'),
+    ("granite", '<|tool_call|>[{"name": "read", "arguments": {"path": "/a"}}'),
     ("tool_calls_tag", "<tool_calls>[get_weather]</tool_calls>"),
+    ("tool_calls_tag", '<tool_calls>\n{"name": "read", "arguments": {}}\nthen I wait\n'
+     "</tool_calls>"),
+    ("tool_calls_tag", '<tool_calls>\n{"name": "read", "arguments": {}}\n{"name": "re'),
     ("internlm", "<|action_start|><|interpreter|>print(1)<|action_end|>"),
     ("kimi_k2", "<|tool_call_begin|>functions.get_weather:0 is how Kimi starts a call."),
+    ("longcat", 'Wrap it as `<longcat_tool_call>{"name": "read", "arguments": {}}'
+     '</longcat_tool_call>`.'),
+    ("longcat", '<longcat_tool_call>{"name": "read", "arguments": {"path": "/a"}'),
+    ("longcat", '<longcat_tool_call>{"name": "delete_all", "arguments": {}}</longcat_tool_call>'),
+    ("apertus", '<|tools_prefix|>[{"get_weather": {"city": "Paris"}, "read": {}}]'
+     "<|tools_suffix|>"),
+    ("apertus", 'Apertus writes `<|tools_prefix|>[{"read": {"path": "/a"}}]<|tools_suffix|>`.'),
+    ("apertus", '<|tools_prefix|>[{"read": {"path": "/a"}'),
+    ("granite_20b_fc", 'Granite emits <function_call> {"name": "read", "arguments": {}} first.'),
+    ("granite_20b_fc", '<function_call> {"name": "read", "arguments": {}} and then prose'),
+    ("granite_20b_fc", '<function_call> {"name": "delete_all", "arguments": {}}'),
+    ("step3", '<｜tool_call_begin｜><steptml:invoke name="read"></steptml:invoke>'
+     "<｜tool_call_end｜>"),
+    ("step3", '<｜tool_calls_begin｜><｜tool_call_begin｜><steptml:invoke name="read">'
+     '<steptml:parameter name="path">/a'),
+    ("step3", 'Step3 wraps <steptml:invoke name="read"> in call tokens.'),
+    ("gemma4", "<|tool_call>call:get_weather{city:Paris}<tool_call|>"),
+    ("gemma4", 'Gemma writes `<|tool_call>call:read{path:<|"|>/a<|"|>}<tool_call|>`.'),
+    ("gemma4", '<|tool_call>call:read{path:<|"|>/a'),
+    ("gemma4", '<|tool_call>call:delete_all{path:<|"|>/<|"|>}<tool_call|>'),
+    ("functionary", 'Type x>>>read\n{"path": "/a"} in the prompt.'),
+    ("functionary", 'In the shell:\nx>>>read\n{"path": "/a"}'),
+    ("functionary", 'read\n{"path": "/a"} is the shape of a call'),
+    ("functionary", 'delete_all\n{"path": "/"}'),
     ("code_fence", 'Example:\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
      "```\nThat is how a call looks."),
     ("code_fence", '```python\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'),
@@ -256,3 +375,11 @@ def test_glm_values_are_coerced_by_schema():
 
 def test_glm_call_without_parameters():
     assert calls_of("<tool_call>read</tool_call>") == [("read", {}, "glm")]
+
+
+def test_granite_31_string_prefix_under_its_own_format_name():
+    text = '<tool_call> [{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+    assert calls_of(text, formats=["granite"]) == [("get_weather", PARIS, "granite")]
+    assert calls_of('<tool_call> {"name": "read", "arguments": {}}', formats=["granite"]) == []
+    prose = "Granite 3.1 writes <tool_call> [ ... ] before its calls."
+    assert calls_of(prose, formats=["granite"]) == []

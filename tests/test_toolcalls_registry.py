@@ -24,10 +24,20 @@ def test_shape_formats_come_last_in_the_default_order():
 @pytest.mark.parametrize(("alias", "name"), [
     ("qwen3_coder", "qwen_xml"), ("llama3_json", "llama3"), ("glm45", "glm"),
     ("deepseek_v31", "deepseek"), ("openai", "harmony"), ("hunyuan_a13b", "tool_calls_tag"),
-    ("llama4_pythonic", "pythonic"), ("kimi_k2", "kimi_k2"), ("minimax", "minimax_m2"),
+    ("llama4_pythonic", "pythonic"), ("kimi_k2", "kimi_k2"), ("minimax", "tool_calls_tag"),
+    ("minimax_m2", "minimax_m2"),
     ("deepseek_v32", "deepseek_dsml"), ("phi4_mini_json", "phi4_mini"), ("seed_oss", "qwen_xml")])
 def test_vllm_parser_names_are_accepted(alias, name):
     assert [n for n, _ in resolve([alias])] == [name]
+
+
+@pytest.mark.parametrize(("alias", "names"), [
+    ("ernie45", ["hermes"]), ("granite-20b-fc", ["granite_20b_fc"]), ("longcat", ["longcat"]),
+    ("step3", ["step3"]), ("apertus", ["apertus"]), ("gemma4", ["gemma4"]),
+    ("minimax_m1", ["tool_calls_tag"]),
+    ("xlam", ["bare_json", "code_fence", "hermes", "mistral"])])
+def test_more_vllm_parser_names_are_accepted(alias, names):
+    assert [n for n, _ in resolve([alias])] == names
 
 
 def test_unknown_format_is_a_clear_error():

@@ -35,6 +35,12 @@ OPENERS = (
     "```json\n", "```", "[read(", "read(", "<think>", "\n{", "{", "[", '{"', '"',
     "<minimax:tool_call>", '<invoke name="read">', '<parameter name="path">',
     "<｜DSML｜function_calls>", '<｜DSML｜invoke name="read">', "functools", "<seed:tool_call>",
+    "</tool_call>", '{"name":"read","arguments":{}}</tool_call>\n', "<longcat_tool_call>",
+    "<|tools_prefix|>", "<function_call>", "<response>", "<json>", '<function name="read">',
+    "<｜tool▁calls｜>", "function<｜tool▁sep｜>read\n```json\n", "<｜tool▁call▁end｜>",
+    "<｜tool_calls_begin｜><｜tool_call_begin｜>", '<steptml:invoke name="read">',
+    '<steptml:parameter name="path">', "<|tool_call>call:read{", 'path:<|"|>', ">>>read\n",
+    "read\n{", "all\n",
 )
 SUFFIXES = ("", "{", '{"', '{"name":"read","arguments":{', "[", "[{", "\n", "x")
 

@@ -49,6 +49,35 @@ def json_frame(doc: Document, fmt: str, start: int, body: int, *,
     return None
 
 
+def json_run(doc: Document, pos: int, *, commas: bool = False,
+             ) -> tuple[list[tuple[int, int]], int, bool]:
+    """JSON values written one after another from `pos` (separated by space, or by commas when
+    `commas`): their spans, where reading stopped (the end of the last value, or the start of
+    an unbalanced one), and whether a value was left unbalanced. Stops at anything else; each
+    value after the first costs a candidate of the document's budget."""
+    text = doc.text
+    spans: list[tuple[int, int]] = []
+    stop = pos
+    pos = doc.skip_space(pos)
+    while pos < len(text) and text[pos] in "{[" and (not spans or doc.spend()):
+        end = doc.json_end(pos)
+        if end is None:
+            return spans, pos, True
+        spans.append((pos, end))
+        stop = end
+        pos = doc.skip_space(end)
+        if commas and text.startswith(",", pos):
+            pos = doc.skip_space(pos + 1)
+    return spans, stop, False
+
+
+def joined(text: str, spans: list[tuple[int, int]]) -> str:
+    """The payload of a run of JSON values: the one value, or a JSON array of them all."""
+    if len(spans) == 1:
+        return text[spans[0][0]:spans[0][1]]
+    return "[" + ",".join(text[a:b] for a, b in spans) + "]"
+
+
 def _template_newlines(value: str) -> str:
     """A text value without the one newline a template puts on each side of it."""
     if value.startswith("\n"):
@@ -88,14 +117,31 @@ def invoke_grammar(prefix: str, block_open: str, block_close: str) -> InvokeGram
     )
 
 
+def invoke_parameters(doc: Document, grammar: InvokeGrammar, pos: int, limit: int,
+                      ) -> tuple[list[tuple[str, str]], int, bool] | None:
+    """The `<parameter name="K">V</parameter>` run of an invoke from `pos` (up to `limit`):
+    the (key, text value) pairs, where they end, and whether the last one closed; None when
+    the document's budget ran out (better no frame than one with parameters missing)."""
+    text = doc.text
+    args: list[tuple[str, str]] = []
+    while (param := grammar.parameter.match(text, pos, limit)) is not None:
+        if not doc.spend():
+            return None
+        value_end = text.find(grammar.parameter_close, param.end(), limit)
+        if value_end < 0:
+            return args, pos, False
+        args.append((param[1], _template_newlines(text[param.end():value_end])))
+        pos = value_end + len(grammar.parameter_close)
+    return args, pos, True
+
+
 def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[Frame]:
     """Frames of the `<invoke name="N"><parameter name="K">V</parameter></invoke>` grammar
     (MiniMax-M2, DeepSeek-V3.2 DSML). One frame per invoke: the block's markers go with the
     first and last one. An invoke outside a block is a mention, not a call.
     """
     text = doc.text
-    invoke_open, invoke, parameter = grammar.invoke_open, grammar.invoke, grammar.parameter
-    parameter_close, invoke_close = grammar.parameter_close, grammar.invoke_close
+    invoke_open, invoke, invoke_close = grammar.invoke_open, grammar.invoke, grammar.invoke_close
     opened, closed_block = grammar.block_opened, grammar.block_closed
     cursor, in_block = 0, False
     for match in doc.finditer(invoke, invoke_open):
@@ -109,18 +155,10 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
             continue
         following = text.find(invoke_open, match.end())
         limit = len(text) if following < 0 else following
-        args: list[tuple[str, str]] = []
-        pos = match.end()
-        complete = True
-        while (param := parameter.match(text, pos, limit)) is not None:
-            if not doc.spend():
-                return  # out of budget: better no frame than one with parameters missing
-            value_end = text.find(parameter_close, param.end(), limit)
-            if value_end < 0:
-                complete = False
-                break
-            args.append((param[1], _template_newlines(text[param.end():value_end])))
-            pos = value_end + len(parameter_close)
+        read = invoke_parameters(doc, grammar, match.end(), limit)
+        if read is None:
+            return  # out of budget: better no frame than one with parameters missing
+        args, pos, complete = read
         if not complete:
             yield Frame(fmt, start, limit, closed=False, complete=False, name=match[1])
             cursor, in_block = limit, True

@@ -7,22 +7,28 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 
 from .formats import (
+    apertus,
     bare_json,
     code_fence,
     deepseek,
     deepseek_dsml,
+    functionary,
+    gemma4,
     glm,
     granite,
+    granite_20b_fc,
     harmony,
     hermes,
     internlm,
     kimi_k2,
     llama3,
+    longcat,
     minimax_m2,
     mistral,
     phi4_mini,
     pythonic,
     qwen_xml,
+    step3,
     tool_calls_tag,
     tools_wrapper,
 )
@@ -33,8 +39,9 @@ FrameFinder = Callable[[Document], Iterator[Frame]]
 
 # Order matters where frames overlap: formats with their own special tokens first, then the
 # tag formats, then those recognised by shape alone (pythonic, fenced, bare JSON) last.
-_MODULES = (hermes, qwen_xml, glm, tools_wrapper, tool_calls_tag, granite, llama3, mistral,
-            deepseek, deepseek_dsml, kimi_k2, minimax_m2, harmony, internlm, phi4_mini,
+_MODULES = (hermes, longcat, qwen_xml, glm, tools_wrapper, granite_20b_fc, tool_calls_tag,
+            granite, llama3, mistral, deepseek, deepseek_dsml, step3, kimi_k2, minimax_m2,
+            harmony, internlm, phi4_mini, apertus, gemma4, functionary,
             pythonic, code_fence, bare_json)
 FORMATS: dict[str, FrameFinder] = {module.NAME: module.find_frames for module in _MODULES}
 
@@ -44,17 +51,20 @@ FORMATS: dict[str, FrameFinder] = {module.NAME: module.find_frames for module in
 MARKERS: dict[str, tuple[str, ...]] = {module.NAME: module.MARKERS for module in _MODULES}
 
 # vLLM's `--tool-call-parser` names (and a few common spellings) → our format names, so that
-# a configuration can name the parser it would have used upstream.
-ALIASES: dict[str, str] = {
+# a configuration can name the parser it would have used upstream. A parser that reads shapes
+# several of our formats read (xLAM) stands for all of them, in that order.
+ALIASES: dict[str, str | tuple[str, ...]] = {
     "qwen3_coder": "qwen_xml", "qwen3_xml": "qwen_xml", "qwen": "hermes",
     "glm45": "glm", "glm4_moe": "glm", "glm47": "glm",
     "jamba": "tool_calls_tag", "hunyuan_a13b": "tool_calls_tag",
     "llama3_json": "llama3", "llama4_json": "llama3",
     "llama4_pythonic": "pythonic", "olmo3": "pythonic",
     "deepseek_v3": "deepseek", "deepseek_v31": "deepseek", "deepseek_r1": "deepseek",
-    "deepseek_v32": "deepseek_dsml", "minimax": "minimax_m2",
+    "deepseek_v32": "deepseek_dsml", "minimax": "tool_calls_tag", "minimax_m1": "tool_calls_tag",
     "kimi": "kimi_k2", "openai": "harmony", "gpt_oss": "harmony",
     "phi4_mini_json": "phi4_mini", "seed_oss": "qwen_xml",
+    "ernie45": "hermes", "granite-20b-fc": "granite_20b_fc",
+    "xlam": ("bare_json", "code_fence", "hermes", "mistral"),
 }
 
 
@@ -75,7 +85,8 @@ def resolve(names: Sequence[str]) -> list[tuple[str, FrameFinder]]:
     """
     chosen: dict[str, FrameFinder] = {}
     for name in names:
-        for item in FORMATS if name == "auto" else (ALIASES.get(name, name),):
+        alias = ALIASES.get(name, name)
+        for item in FORMATS if name == "auto" else (alias,) if isinstance(alias, str) else alias:
             finder = FORMATS.get(item)
             if finder is None:
                 raise UnknownFormat(f"unknown tool-call format {item!r}; known: "

@@ -21,7 +21,7 @@ NAME = "code_fence"
 _FENCE = "```"
 MARKERS = ()  # none: the fences must close the content, which is checked first
 # An opening fence at the start of a line, with a language tag that can hold a call.
-_OPENING = re.compile(r"```(?:json|tool_call|tool_calls|function_call)?[ \t]*+\n\s*+(?=[{\[])")
+_OPENING = re.compile(r"```(?:json|xml|tool_call|tool_calls|function_call)?[ \t]*+\n\s*+(?=[{\[])")
 _MAX_FENCES = 8
 _EXAMPLE_CUE = re.compile(r"\b(?:example|e\.g\.|for instance|such as|like this|would look)\b",
                          re.IGNORECASE)

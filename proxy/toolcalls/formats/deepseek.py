@@ -5,9 +5,16 @@
     {...}
     ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>                                 (V3, R1)
     <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>…  (V3.1)
+    <｜tool▁calls｜>function<｜tool▁sep｜>NAME
+    ```json
+    {...}
+    ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>               (R1 distills, as llama.cpp reads them)
 
 The tokens are also accepted with ASCII `|` and `_`, as some quantised builds and detokenisers
-write them. The section markers around the calls are taken with the first and last call.
+write them; the section opener also as R1's distills write it (`<｜tool▁calls｜>`,
+`<｜tool calls begin｜>`, `<｜tool\\_calls\\_begin｜>`). A call without its own
+`tool▁call▁begin` is read only right after the section opener or the previous call's end, and
+only with its `tool▁call▁end`. The section markers go with the first and last call.
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ from ..scan import Document
 from ..types import Frame
 
 NAME = "deepseek"
-MARKERS = ("tool▁call▁begin", "tool_call_begin")
+_BEGIN_MARKERS = ("tool▁call▁begin", "tool_call_begin")  # a call's own opener
+MARKERS = (*_BEGIN_MARKERS,
+           "tool▁calls", "tool_calls_begin", "tool calls begin", "tool\\_calls\\_begin")
 
 
 def _token(words: str) -> str:
@@ -36,18 +45,57 @@ _HEAD = re.compile(
 )
 _FENCE_END = re.compile(r"\s*+```")
 _CALL_END = re.compile(r"\s*+" + _token("tool call end"))
-_SECTION_BEGIN = re.compile(_token("tool calls begin") + r"\s*+\Z")
+# The section opener, as DeepSeek writes it and as R1's distills do (llama.cpp's list).
+_SECTION_OPEN = r"<[｜|]tool(?:[▁_ ]|\\_)calls(?:(?:[▁_ ]|\\_)begin)?[｜|]>"
+_SECTION_BEGIN = re.compile(_SECTION_OPEN + r"\s*+\Z")
+# A call without its own begin token: only after the section opener or the previous call's end.
+_BARE_HEAD = re.compile(r"function\s*+" + _SEP + r"\s*+" + _NAME
+                        + r"\s*+```(?:json)?[ \t]*+\n?\s*+(?=[{\[])")
+_BARE_AFTER = re.compile(r"(?:(" + _SECTION_OPEN + r")|" + _token("tool call end") + r")\s*+\Z")
 _SECTION_END = re.compile(r"\s*+" + _token("tool calls end"))
 
 
+def _bare(doc: Document) -> Iterator[Frame]:
+    """Calls written without their `tool▁call▁begin`, inside a section."""
+    text = doc.text
+    cursor = 0
+    for match in doc.finditer(_BARE_HEAD, "function"):
+        start = match.start()
+        if start < cursor or (start > 0 and text[start - 1] == "`"):
+            continue
+        before = _BARE_AFTER.search(text, max(0, start - 40), start)
+        if before is None:
+            continue  # not inside a section: prose, or another format
+        if before[1] is not None and before.start() >= cursor:
+            start = before.start()  # the section opener goes with its first call
+        body = match.end()
+        end = doc.json_end(body)
+        fence = _FENCE_END.match(text, end) if end is not None else None
+        call_end = _CALL_END.match(text, fence.end()) if fence is not None else None
+        if call_end is None:
+            continue  # without its begin token, a call needs all of its end
+        pos = call_end.end()
+        section_end = _SECTION_END.match(text, pos)
+        if section_end is not None:
+            pos = section_end.end()
+        yield Frame(NAME, start, pos, name=match[1], json_text=text[body:end])
+        cursor = pos
+
+
 def find_frames(doc: Document) -> Iterator[Frame]:
+    """Each `tool▁call▁begin … tool▁call▁end` call, then the calls written without it."""
+    yield from _begun(doc)
+    yield from _bare(doc)
+
+
+def _begun(doc: Document) -> Iterator[Frame]:
     """Each `tool▁call▁begin … tool▁call▁end` call with its JSON arguments."""
     text = doc.text
     cursor = 0
-    for match in doc.finditer(_HEAD, MARKERS, offset=2):  # after `<｜` or `<|`
+    for match in doc.finditer(_HEAD, _BEGIN_MARKERS, offset=2):  # after `<｜` or `<|`
         start = match.start()
-        if start < cursor:
-            continue
+        if start < cursor or (start > 0 and text[start - 1] == "`"):
+            continue  # inside the previous frame, or an inline-code mention
         section = _SECTION_BEGIN.search(text, max(cursor, start - 40), start)
         if section is not None:
             start = section.start()

@@ -1,6 +1,9 @@
 """IBM Granite 3.x calls: `<|tool_call|>[{"name": ..., "arguments": {...}}, ...]`.
 
-The format has no closing marker: the complete JSON array ends the frame.
+Granite 3.0 writes the `<|tool_call|>` token; Granite 3.1 writes the string `<tool_call>`
+before its list (vLLM's granite parser accepts both). The format has no closing marker: the
+complete JSON array ends the frame. After `<tool_call>` only a list is Granite's (an object
+there is a Hermes frame).
 """
 
 from __future__ import annotations
@@ -14,18 +17,27 @@ from ..types import Frame
 
 NAME = "granite"
 _OPEN = "<|tool_call|>"
-MARKERS = (_OPEN,)
+_STRING_OPEN = "<tool_call>"
+MARKERS = (_OPEN, _STRING_OPEN)
 _OPENER = re.compile(re.escape(_OPEN) + r'(?=\s*+(?:\{\s*+["}]|\[\s*+[{\]]))')
+_STRING_OPENER = re.compile(re.escape(_STRING_OPEN) + r"(?=\s*+\[\s*+[{\]])")
 
 
-def find_frames(doc: Document) -> Iterator[Frame]:
-    """Each `<|tool_call|>` followed by a JSON array of calls (or a single call object)."""
+def _frames(doc: Document, opener: re.Pattern[str], marker: str) -> Iterator[Frame]:
+    text = doc.text
     cursor = 0
-    for match in doc.finditer(_OPENER, _OPEN):
-        if match.start() < cursor:
-            continue
-        frame = json_frame(doc, NAME, match.start(), doc.skip_space(match.end()), close=None,
-                           opener=_OPEN, listed=True)
+    for match in doc.finditer(opener, marker):
+        start = match.start()
+        if start < cursor or (start > 0 and text[start - 1] == "`"):
+            continue  # inside the previous frame, or an inline-code mention
+        frame = json_frame(doc, NAME, start, doc.skip_space(match.end()), close=None,
+                           opener=marker, listed=True)
         if frame is not None:
             yield frame
             cursor = frame.end
+
+
+def find_frames(doc: Document) -> Iterator[Frame]:
+    """Each `<|tool_call|>` (or `<tool_call>`) followed by a JSON array of calls."""
+    yield from _frames(doc, _OPENER, _OPEN)
+    yield from _frames(doc, _STRING_OPENER, _STRING_OPEN)

@@ -3,6 +3,7 @@
     <|python_tag|>{"name": "f", "parameters": {...}}; {"name": "g", "parameters": {...}}
     {"name": "f", "parameters": {...}}; {"name": "g", "parameters": {...}}   (whole content)
     <function=f>{"a": 1}</function>                                           (Llama 3.1 custom)
+    <function name="f">{"a": 1}</function>                   (the same, as llama.cpp reads it)
 
 `parameters` is the native key. Calls separated by `;` without the tag are taken only when
 they are the whole content (one object alone is bare JSON, read by that format).
@@ -18,10 +19,14 @@ from ..types import Frame
 
 NAME = "llama3"
 _TAG = "<|python_tag|>"
-MARKERS = (_TAG, "<function=", ";")  # `;`: calls separated by it, as the whole content
+_FUNCTION_OPENS = ("<function=", '<function name="')
+# `;`: calls separated by it, as the whole content. The attribute spelling's marker leaves out
+# its `<` (anchored on `=`), so as not to grow the `<`-anchored group every text is searched for.
+MARKERS = (_TAG, "<function=", 'function name="', ";")
 _TAGGED = re.compile(re.escape(_TAG) + r'(?=\s*+\{\s*+["}])')
 _END_TOKEN = re.compile(r"\s*+(?:<\|eom_id\|>|<\|eot_id\|>)")
-_FUNCTION = re.compile(r"<function=([A-Za-z0-9_.\-]{1,200}+)>(?=\s*+\{)")
+_FUNCTION = re.compile(r'<function(?:=([A-Za-z0-9_.\-]{1,200}+)| name="([A-Za-z0-9_.\-]{1,200}+)")>'
+                       r"(?=\s*+\{)")
 _FUNCTION_CLOSE = re.compile(r"\s*+</function>")
 
 
@@ -92,19 +97,20 @@ def _semicolon_separated(doc: Document) -> Iterator[Frame]:
 def _function_tags(doc: Document) -> Iterator[Frame]:
     text = doc.text
     cursor = 0
-    for match in doc.finditer(_FUNCTION, "<function="):
+    for match in doc.finditer(_FUNCTION, _FUNCTION_OPENS):
         start = match.start()
         if start < cursor or (start > 0 and text[start - 1] == "`"):
             continue
+        name = match[1] or match[2]
         body = doc.skip_space(match.end())
         end = doc.json_end(body)
         if end is None:
             continue  # unbalanced: not a frame we can read; it stays text
         close = _FUNCTION_CLOSE.match(text, end)
         if close is not None:
-            frame = Frame(NAME, start, close.end(), name=match[1], json_text=text[body:end])
+            frame = Frame(NAME, start, close.end(), name=name, json_text=text[body:end])
         elif doc.skip_space(end) == len(text):
-            frame = Frame(NAME, start, end, closed=False, name=match[1],
+            frame = Frame(NAME, start, end, closed=False, name=name,
                           json_text=text[body:end], repairs=("missing_close_tag",))
         else:
             continue
@@ -120,5 +126,5 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     whole = list(_semicolon_separated(doc))
     if whole:
         yield from whole
-    elif doc.has("<function="):
+    elif any(doc.has(marker) for marker in _FUNCTION_OPENS):
         yield from _function_tags(doc)

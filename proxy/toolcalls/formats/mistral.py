@@ -2,8 +2,11 @@
 
     [TOOL_CALLS][{"name": "f", "arguments": {...}, "id": "a1b2c3d4e"}]     (v1–v3 tokenizers)
     [TOOL_CALLS]f[ARGS]{...}[TOOL_CALLS]g[CALL_ID]a1b2c3d4e[ARGS]{...}     (v11+ tokenizers)
+    [TOOL_CALLS]f{...}[TOOL_CALLS]g{...}       (v11+, `[ARGS]` dropped by the detokenizer)
 
-The format has no closing marker: the complete JSON value ends the frame.
+The format has no closing marker: the complete JSON value ends the frame. When the marker
+begins the content or a line, text on the lines after the JSON stays content (vLLM reads the
+call and ignores what trails it); text on the JSON's own line means it is not a call.
 """
 
 from __future__ import annotations
@@ -22,22 +25,38 @@ MARKERS = (_OPEN,)
 _OPENER = re.compile(
     re.escape(_OPEN)
     + r"\s*+(?:(?=\{\s*+[\"}]|\[\s*+[{\]])"  # a JSON list (or object) of calls
-    + r"|([A-Za-z0-9_.\-]{1,200}+)(?:\[CALL_ID\][A-Za-z0-9_\-]{1,64}+)?\[ARGS\](?=\s*+\{))"
+    + r"|([A-Za-z0-9_.\-]{1,200}+)(?:\[CALL_ID\][A-Za-z0-9_\-]{1,64}+)?(?:\[ARGS\])?"
+    + r"\s*+(?=\{))"
 )
 _EOS = re.compile(r"\s*+</s>")
+_LINE_END = re.compile(r"[ \t]*+(?:</s>[ \t]*+)?\r?\n")
+
+
+def _line_start(text: str, pos: int) -> bool:
+    """Whether only space stands between the start of the line (or text) and `pos`."""
+    line = text.rfind("\n", 0, pos) + 1
+    return pos - line <= 64 and not text[line:pos].strip()
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `[TOOL_CALLS]` with its JSON list of calls, or its NAME[ARGS]{arguments}."""
+    text = doc.text
     cursor = 0
     for match in doc.finditer(_OPENER, _OPEN):
-        if match.start() < cursor:
-            continue
-        frame = json_frame(doc, NAME, match.start(), doc.skip_space(match.end()), close=_EOS,
-                           opener=_OPEN, name=match[1], listed=match[1] is None)
+        start = match.start()
+        if start < cursor or (start > 0 and text[start - 1] == "`"):
+            continue  # inside the previous frame, or an inline-code mention
+        body = doc.skip_space(match.end())
+        frame = json_frame(doc, NAME, start, body, close=_EOS, opener=_OPEN, name=match[1],
+                           listed=match[1] is None)
         if frame is None:
-            continue
-        if "missing_close_tag" in frame.repairs:  # `</s>` is optional: no repair to record
+            end = doc.json_end(body)
+            line_end = _LINE_END.match(text, end) if end is not None else None
+            if line_end is None or not _line_start(text, start):
+                continue  # prose on the JSON's own line: not a call we read
+            frame = Frame(NAME, start, line_end.end(), json_text=text[body:end], name=match[1],
+                          listed=match[1] is None)
+        elif "missing_close_tag" in frame.repairs:  # `</s>` is optional: no repair to record
             frame = replace(frame, closed=True, repairs=())
         yield frame
         cursor = frame.end

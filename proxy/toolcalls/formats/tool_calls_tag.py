@@ -1,11 +1,18 @@
-"""Jamba and Hunyuan-A13B calls: `<tool_calls>[{"name": ..., "arguments": {...}}]</tool_calls>`."""
+"""Calls in `<tool_calls>…</tool_calls>`: a JSON array of calls, or call objects one per line.
+
+    <tool_calls>[{"name": ..., "arguments": {...}}]</tool_calls>          (Jamba, Hunyuan-A13B)
+    <tool_calls>
+    {"name": ..., "arguments": {...}}
+    {"name": ..., "arguments": {...}}
+    </tool_calls>                                                           (MiniMax-M1)
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 
-from ..framing import json_frame
+from ..framing import joined, json_run
 from ..scan import Document
 from ..types import Frame
 
@@ -17,15 +24,28 @@ _CLOSE = re.compile(r"\s*+</tool_calls>")
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """Each `<tool_calls>` block holding a JSON array of calls (or one call object)."""
+    """Each `<tool_calls>` block holding JSON calls, to its close (or to the end of the text)."""
     text = doc.text
     cursor = 0
     for match in doc.finditer(_OPENER, _OPEN):
         start = match.start()
         if start < cursor or (start > 0 and text[start - 1] == "`"):
             continue  # inside the previous frame, or an inline-code mention
-        frame = json_frame(doc, NAME, start, doc.skip_space(match.end()), close=_CLOSE,
-                           opener=_OPEN, listed=True)
-        if frame is not None:
-            yield frame
-            cursor = frame.end
+        spans, stop, unbalanced = json_run(doc, match.end())
+        if unbalanced or not spans:
+            following = text.find(_OPEN, match.end())
+            end = len(text) if following < 0 else following
+            yield Frame(NAME, start, end, closed=False, complete=False,
+                        json_text=text[match.end():end], listed=True)
+            cursor = end
+            continue
+        close = _CLOSE.match(text, stop)
+        if close is not None:
+            frame = Frame(NAME, start, close.end(), json_text=joined(text, spans), listed=True)
+        elif doc.skip_space(stop) >= len(text) or text.startswith(_OPEN, doc.skip_space(stop)):
+            frame = Frame(NAME, start, stop, closed=False, json_text=joined(text, spans),
+                          listed=True, repairs=("missing_close_tag",))
+        else:
+            continue  # something else inside the block: not ours to read; it stays text
+        yield frame
+        cursor = frame.end

@@ -1,0 +1,65 @@
+"""Apertus calls: a JSON list of one-key objects, the key being the function's name.
+
+    <|tools_prefix|>[{"get_weather": {"city": "Paris"}}, {"read": {"path": "/a"}}]<|tools_suffix|>
+
+(vLLM's `apertus` parser; the suffix may be missing at the end of the output.) Each item is
+turned into a `{"name", "arguments"}` envelope; an item of any other shape leaves the frame
+as text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from ..framing import json_frame
+from ..repair import NotJson, loads_repaired
+from ..scan import Document
+from ..types import Frame
+
+NAME = "apertus"
+_OPEN = "<|tools_prefix|>"
+MARKERS = (_OPEN[1:],)  # not `<`-anchored: that group is the one every text is searched for
+_OPENER = re.compile(re.escape(_OPEN) + r'(?=\s*+(?:\[\s*+[{\]]|\{\s*+["\'}]))')
+_CLOSE = re.compile(r"\s*+<\|tools_suffix\|>")
+
+
+def _envelopes(value: object) -> list[dict[str, object]] | None:
+    """`[{"NAME": {args}}, …]` (or one such object) as call envelopes; None if not that."""
+    items = value if isinstance(value, list) else [value]
+    calls = []
+    for item in items:
+        if not isinstance(item, dict) or len(item) != 1:
+            return None
+        ((name, arguments),) = item.items()
+        calls.append({"name": name, "arguments": arguments})
+    return calls
+
+
+def find_frames(doc: Document) -> Iterator[Frame]:
+    """Each `<|tools_prefix|>` list, to its suffix (or to the end of the output)."""
+    text = doc.text
+    cursor = 0
+    for match in doc.finditer(_OPENER, _OPEN):
+        start = match.start()
+        if start < cursor or (start > 0 and text[start - 1] == "`"):
+            continue  # inside the previous frame, or an inline-code mention
+        frame = json_frame(doc, NAME, start, doc.skip_space(match.end()), close=_CLOSE,
+                           opener=_OPEN, listed=True)
+        if frame is None:
+            continue
+        cursor = frame.end
+        if not frame.complete or frame.json_text is None:
+            yield frame
+            continue
+        try:
+            value, repairs = loads_repaired(frame.json_text)
+        except NotJson:
+            yield Frame(NAME, frame.start, frame.end, refused="invalid_json")
+            continue
+        calls = _envelopes(value)
+        if calls is None:
+            yield Frame(NAME, frame.start, frame.end, refused="unrecognised_shape")
+            continue
+        yield Frame(NAME, frame.start, frame.end, closed=frame.closed, listed=True,
+                    value=calls, repairs=(*frame.repairs, *repairs))

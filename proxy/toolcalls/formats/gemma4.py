@@ -1,0 +1,128 @@
+"""Gemma 4 calls, in Gemma's own (not JSON) argument syntax.
+
+    <|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:3}<tool_call|>
+
+(vLLM's `gemma4` parser.) Keys are bare, strings are delimited by `<|"|>`, objects `{…}` and
+arrays `[…]` nest, and numbers, `true`, `false` and `null` are written bare. A bare value that
+is none of those (a word) is not guessed at: the frame stays text. Calls follow one another
+without a separator.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from ..scan import Document
+from ..types import Frame
+
+NAME = "gemma4"
+_OPEN = "<|tool_call>"
+_CLOSE = "<tool_call|>"
+MARKERS = (_OPEN[1:],)  # not `<`-anchored: that group is the one every text is searched for
+_HEAD = re.compile(r"<\|tool_call>\s*+call:([\w.\-]{1,200}+)\{")
+_STRING = '<|"|>'
+_KEY = re.compile(r"\s*+([^\s:{}\[\],<>\"']{1,200}+)\s*+:\s*+")
+_QUOTED_KEY = re.compile(r'\s*+<\|"\|>([^<]{1,200}+)<\|"\|>\s*+:\s*+')
+_BARE = re.compile(r"\s*+(-?(?:0|[1-9]\d*+)(?:\.\d++)?(?:[eE][+-]?\d++)?|true|false|null)"
+                   r"\s*+(?=[,}\]])")
+_SEPARATOR = re.compile(r"\s*+,?\s*+")
+_SPACE = re.compile(r"\s*+")
+_CLOSE_AFTER = re.compile(r"\s*+" + re.escape(_CLOSE))
+_MAX_DEPTH = 64
+
+
+class _Unread(Exception):
+    """Not Gemma's syntax here (`end`: the text ran out first)."""
+
+    def __init__(self, end: bool) -> None:
+        super().__init__()
+        self.end = end
+
+
+class _Reader:
+    """A recursive-descent reader of one call's arguments (depth-bounded)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _fail(self, pos: int) -> _Unread:
+        return _Unread(end=pos >= len(self.text))
+
+    def value(self, pos: int, depth: int) -> tuple[Any, int]:
+        text = self.text
+        pos = _SPACE.match(text, pos).end()
+        if depth > _MAX_DEPTH or pos >= len(text):
+            raise self._fail(pos)
+        if text.startswith(_STRING, pos):
+            close = text.find(_STRING, pos + len(_STRING))
+            if close < 0:
+                raise _Unread(end=True)
+            return text[pos + len(_STRING):close], close + len(_STRING)
+        if text[pos] == "{":
+            return self.object(pos + 1, depth + 1)
+        if text[pos] == "[":
+            return self.array(pos + 1, depth + 1)
+        bare = _BARE.match(text, pos)
+        if bare is None:
+            raise self._fail(pos)
+        word = bare[1]
+        literal: Any = {"true": True, "false": False, "null": None}.get(word, word)
+        if literal is word:
+            literal = float(word) if any(c in word for c in ".eE") else int(word)
+        return literal, bare.end()
+
+    def object(self, pos: int, depth: int) -> tuple[dict[str, Any], int]:
+        text, result = self.text, {}
+        while True:
+            pos = _SEPARATOR.match(text, pos).end()
+            if text.startswith("}", pos):
+                return result, pos + 1
+            key = _QUOTED_KEY.match(text, pos) or _KEY.match(text, pos)
+            if key is None:
+                raise self._fail(pos)
+            result[key[1]], pos = self.value(key.end(), depth)
+
+    def array(self, pos: int, depth: int) -> tuple[list[Any], int]:
+        text, result = self.text, []
+        while True:
+            pos = _SEPARATOR.match(text, pos).end()
+            if text.startswith("]", pos):
+                return result, pos + 1
+            item, pos = self.value(pos, depth)
+            result.append(item)
+
+
+def find_frames(doc: Document) -> Iterator[Frame]:
+    """Each `<|tool_call>call:NAME{…}<tool_call|>`."""
+    text = doc.text
+    reader = _Reader(text)
+    cursor = 0
+    for match in doc.finditer(_HEAD, _OPEN):
+        start = match.start()
+        if start < cursor or (start > 0 and text[start - 1] == "`"):
+            continue  # inside the previous frame, or an inline-code mention
+        try:
+            arguments, pos = reader.object(match.end(), 1)
+        except _Unread as unread:
+            if unread.end:  # cut off: an incomplete frame, its text stays
+                yield Frame(NAME, start, len(text), closed=False, complete=False,
+                            name=match[1])
+                return
+            following = text.find(_OPEN, match.end())
+            close_at = text.find(_CLOSE, match.end(), len(text) if following < 0 else following)
+            if close_at >= 0:
+                end = close_at + len(_CLOSE)  # a call we cannot read: reported, left as text
+                yield Frame(NAME, start, end, name=match[1], refused="unrecognised_arguments")
+                cursor = end
+            continue
+        value = {"name": match[1], "arguments": arguments}
+        close = _CLOSE_AFTER.match(text, pos)
+        if close is not None:
+            yield Frame(NAME, start, close.end(), value=value)
+            cursor = close.end()
+        elif doc.skip_space(pos) >= len(text) or text.startswith(_OPEN, doc.skip_space(pos)):
+            yield Frame(NAME, start, pos, closed=False, value=value,
+                        repairs=("missing_close_tag",))
+            cursor = pos

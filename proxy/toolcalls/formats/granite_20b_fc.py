@@ -1,0 +1,55 @@
+"""Granite-20B-FunctionCalling calls: each call object after its own `<function_call>`.
+
+    <function_call> {"name": "get_weather", "arguments": {"city": "Tokyo"}}
+    <function_call> {"name": "get_time", "arguments": {"timezone": "Asia/Tokyo"}}
+
+(vLLM's `granite-20b-fc` parser.) The format has no closing tag; a `</function_call>` after
+the object is taken with it. A call must begin a line (or follow the previous call), and only
+space (or the next call) may follow its object on that line, so that a tag mentioned in prose
+stays text; lines after it stay content.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import replace
+
+from ..framing import json_frame
+from ..scan import Document
+from ..types import Frame
+
+NAME = "granite_20b_fc"
+_OPEN = "<function_call>"
+MARKERS = (_OPEN,)
+_OPENER = re.compile(re.escape(_OPEN) + r'(?=\s*+\{\s*+["\'}])')
+_CLOSE = re.compile(r"\s*+</function_call>")
+_LINE_END = re.compile(r"[ \t]*+(?:\r?\n|\Z)")
+
+
+def _line_start(text: str, pos: int) -> bool:
+    """Whether only space stands between the start of the line (or text) and `pos`."""
+    line = text.rfind("\n", 0, pos) + 1
+    return pos - line <= 64 and not text[line:pos].strip()
+
+
+def find_frames(doc: Document) -> Iterator[Frame]:
+    """Each `<function_call>` with its JSON call object."""
+    text = doc.text
+    cursor = 0
+    for match in doc.finditer(_OPENER, _OPEN):
+        start = match.start()
+        if start < cursor or not (_line_start(text, start)
+                                  or (cursor and doc.skip_space(cursor) == start)):
+            continue  # inside the previous frame, or in the middle of a line of prose
+        body = doc.skip_space(match.end())
+        frame = json_frame(doc, NAME, start, body, close=_CLOSE, opener=_OPEN)
+        if frame is None:  # more text after the object: fine on the lines after it
+            end = doc.json_end(body)
+            if end is None or not _LINE_END.match(text, end):
+                continue  # prose on the object's own line: not a call we read
+            frame = Frame(NAME, start, end, json_text=text[body:end])
+        elif frame.complete and not frame.closed:
+            frame = replace(frame, closed=True, repairs=())  # the format writes no close tag
+        yield frame
+        cursor = frame.end
