@@ -1,9 +1,8 @@
 """Frames holding several calls are read call by call, not all-or-nothing.
 
-vLLM's llama4_pythonic parser keeps the good calls of a list when a sibling is bad
-(tests/tool_parsers/test_llama4_pythonic_tool_parser.py::test_bad_sibling_call_does_not_drop_good_calls);
-ours drops the whole frame today. The decision is in engine.py (`_calls_from_json` /
-`_read_frame`): these tests state the behaviour wanted, for the engine's owner to make pass.
+As vLLM's llama4_pythonic parser does (tests/tool_parsers/test_llama4_pythonic_tool_parser.py::
+test_bad_sibling_call_does_not_drop_good_calls), a list keeps its good calls when a sibling is
+bad; the bad one is reported as left as text.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from proxy.toolcalls import extract
 
 TOOLS = {"get_weather": {"type": "object", "properties": {"city": {"type": "string"}}},
          "get_time": {"type": "object", "properties": {"timezone": {"type": "string"}}}}
-PENDING = pytest.mark.xfail(strict=True, reason="engine: per-item list frames")
 WEATHER = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 UNKNOWN = '{"name": "nope", "arguments": {}}'
 TIME = '{"name": "get_time", "arguments": {"timezone": "UTC"}}'
@@ -29,7 +27,6 @@ def reasons(text: str, **kwargs: object) -> set[tuple[str, str | None]]:
     return {(x.reason, x.name) for x in extract(text, TOOLS, **kwargs).left_as_text}
 
 
-@PENDING
 @pytest.mark.parametrize("text", [
     f"[TOOL_CALLS][{WEATHER}, {UNKNOWN}]",                      # mistral
     f"<tool_calls>[{WEATHER}, {UNKNOWN}]</tool_calls>",          # tool_calls_tag
@@ -43,14 +40,12 @@ def test_an_unknown_sibling_does_not_drop_the_known_call(text):
     assert ("unknown_tool", "nope") in reasons(text)
 
 
-@PENDING
 def test_a_named_tool_choice_takes_its_call_out_of_a_parallel_list():
     text = f"[TOOL_CALLS][{WEATHER}, {TIME}]"
     assert calls(text, only="get_time") == [("get_time", {"timezone": "UTC"})]
     assert ("not_the_chosen_tool", "get_weather") in reasons(text, only="get_time")
 
 
-@PENDING
 def test_a_sibling_with_unreadable_arguments_does_not_drop_the_others():
     text = f'[TOOL_CALLS][{WEATHER}, {{"name": "get_time", "arguments": 3}}]'
     assert calls(text) == [("get_weather", {"city": "Paris"})]

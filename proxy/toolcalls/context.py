@@ -23,7 +23,7 @@ import re
 # Words that introduce an example rather than an action.
 _EXAMPLE_CUE = re.compile(
     r"\b(?:for example|examples?|for instance|e\.g\.|such as|samples?|like this|like so|"
-    r"looks? like|would look|templates?|syntax|schemas?|the format)\b", re.IGNORECASE)
+    r"looks? like|would look|templates?|syntax|schemas?|(?:the|this|that) format)\b", re.IGNORECASE)
 # Hypothetical lead-ins, for frames recognised by their shape alone.
 _HYPOTHETICAL_CUE = re.compile(
     r"\b(?:would|could|should|might|you can|one can|you may|written as|"
@@ -108,7 +108,8 @@ class Context:
         if self._fences_before(line_start) % 2 == 0:
             return None
         opening = max(text.rfind(line, 0, line_start) for line in self._fence_lines()) + 1
-        closings = [at for line in self._fence_lines() if (at := text.find(line, end)) >= 0]
+        closings = [at for line in self._fence_lines()  # a frame may end with the newline
+                    if (at := text.find(line, end - 1)) >= 0]
         if not closings:
             return opening, len(text)
         line_end = text.find("\n", min(closings) + 1)
