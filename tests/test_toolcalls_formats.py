@@ -120,6 +120,9 @@ POSITIVE = [
      '{"path": "/a"}<|call|>', [("read", READ_A)], ""),
     ("harmony", 'commentary to=functions.get_weather json{"city": "Paris"}',
      [("get_weather", PARIS)], ""),
+    ("harmony", "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
+     '<|channel|>commentary to=functions.get_weatherjson<|message|>{"city": "Paris"}<|call|>',
+     [("get_weather", PARIS)], "<|channel|>analysis<|message|>Need weather.<|end|>"),
     # granite
     ("granite", '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
      [("get_weather", PARIS)], ""),
@@ -250,6 +253,9 @@ NEGATIVE = [
     ("deepseek", "<｜tool▁calls｜>function<｜tool▁sep｜>delete_all\n```json\n{}\n```"
      "<｜tool▁call▁end｜>"),
     ("harmony", "Send it to=functions.get_weather and wait."),
+    ("harmony", '<|channel|>final<|message|>To call it, write:\nto=functions.get_weather '
+     '{"city": "x"}<|return|>'),
+    ("harmony", '<|channel|>commentary to=functions.rm_rfjson<|message|>{"path": "/a"}'),
     ("granite", "<|tool_call|> followed by a list is Granite's format."),
     ("granite", '`<|tool_call|>[{"name": "read", "arguments": {}}]` is Granite 3.0.'),
     ("granite", '<|tool_call|>[{"name": "read", "arguments": {"path": "/a"}}'),

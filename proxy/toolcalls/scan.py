@@ -160,8 +160,10 @@ class Document:
     # of `<` or `=`) is not listed, and its markers are searched for by str.find or regex.
     ANCHOR_HITS = 64
 
-    def __init__(self, text: str, markers: frozenset[str] = frozenset()) -> None:
+    def __init__(self, text: str, markers: frozenset[str] = frozenset(),
+                 tools: frozenset[str] = frozenset()) -> None:
         self.text = text
+        self.tools = tools  # the request's function names, for formats that mangle them
         self.markers = markers  # the formats' trigger markers, all looked for at once
         self._hits: dict[str, list[int] | None] = {}
         self._occurrences: dict[str, list[int] | None] = {}

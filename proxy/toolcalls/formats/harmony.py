@@ -30,6 +30,27 @@ _BEFORE = re.compile(r"(?:<\|start\|>\s*+)?(?:assistant\s*+)?(?:<\|channel\|>\s*
 _END = re.compile(r"\s*+(?:<\|call\|>|<\|end\|>|<\|return\|>)")
 
 
+# Tokens that open or close a message: the last one before the recipient tells whether it
+# stands in a header (a call) or inside a message's text (a mention of one).
+_TOKENS = ("<|message|>", "<|start|>", "<|channel|>", "<|end|>", "<|call|>", "<|return|>")
+_LOOK_BACK = 4096
+
+
+def _in_message_body(text: str, start: int) -> bool:
+    """Whether `start` lies in a message's text (after `<|message|>`, before its end)."""
+    window = max(0, start - _LOOK_BACK)
+    last = max(_TOKENS, key=lambda token: text.rfind(token, window, start))
+    return last == "<|message|>" and text.rfind(last, window, start) >= 0
+
+
+def _name(written: str, tools: frozenset[str]) -> tuple[str, tuple[str, ...]]:
+    """The function name, and its repair: gpt-oss sometimes glues the `json` of the
+    constraint to the name (`to=functions.shelljson`, llama.cpp #15158)."""
+    if written not in tools and written.endswith("json") and written[:-4] in tools:
+        return written[:-4], ("name_json_suffix",)
+    return written, ()
+
+
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `to=functions.NAME … {arguments}` call, with the header tokens around it."""
     text = doc.text
@@ -37,6 +58,11 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     for match in doc.finditer(_HEAD, _ANCHOR):
         start = match.start()
         if start < cursor or (start > 0 and text[start - 1] == "`"):
+            continue
+        name, repairs = _name(match[1], doc.tools)
+        if _in_message_body(text, start):
+            yield Frame(NAME, start, match.end(), name=name, refused="in_message_text")
+            cursor = match.end()
             continue
         before = _BEFORE.search(text, max(cursor, start - 48), start)
         if before is not None:
@@ -46,10 +72,10 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if end is None:
             following = text.find(_ANCHOR, body)
             stop = len(text) if following < 0 else following
-            yield Frame(NAME, start, stop, closed=False, complete=False, name=match[1])
+            yield Frame(NAME, start, stop, closed=False, complete=False, name=name)
             cursor = stop
             continue
         token = _END.match(text, end)
         pos = token.end() if token is not None else end
-        yield Frame(NAME, start, pos, name=match[1], json_text=text[body:end])
+        yield Frame(NAME, start, pos, name=name, json_text=text[body:end], repairs=repairs)
         cursor = pos
