@@ -89,11 +89,18 @@ class Config:
 
     def upstreams(self) -> list[str]:
         """Every upstream base URL: the default one first, then those of `models`."""
-        urls = [self.upstream]
+        return list(self.upstream_settings())
+
+    def upstream_settings(self) -> dict[str, Config]:
+        """Each upstream base URL with the settings it is reached with (its key, timeouts):
+        the global ones for the default upstream, else those of the first `models` entry
+        that names it."""
+        settings = {self.upstream: self}
         for _, values in self.models:
-            if "upstream" in values and values["upstream"] not in urls:
-                urls.append(values["upstream"])
-        return urls
+            url = values.get("upstream")
+            if url is not None and url not in settings:
+                settings[url] = dataclasses.replace(self, **values)
+        return settings
 
 
 def mask_url(url: str) -> str:

@@ -35,7 +35,12 @@ class UpstreamShapeError(ValueError):
 
 class EmptyAnswerError(UpstreamShapeError):
     """Every choice ended (not cut by `length`) with nothing at all: no content, no call, no
-    reasoning, no refusal. Relayed as is, agents drop such a turn silently."""
+    reasoning, no refusal. Relayed as is, agents drop such a turn silently. `outcome` says
+    what was left out, when something was."""
+
+    def __init__(self, message: str, outcome: Outcome | None = None) -> None:
+        super().__init__(message)
+        self.outcome = outcome
 
 
 @dataclass(frozen=True)
@@ -336,7 +341,8 @@ def normalize_completion(upstream: Any, settings: ExtractionSettings,
         # Upstream wrote something, but nothing the client can use (a parsed call whose
         # arguments are beyond repair, reasoning the settings drop).
         dropped = ", ".join(f"{left.format} {left.reason}" for left in outcome.left_as_text)
-        raise EmptyAnswerError(f"nothing usable ({dropped or 'only reasoning, dropped'})")
+        raise EmptyAnswerError(f"nothing usable ({dropped or 'only reasoning, dropped'})",
+                               outcome)
     usage = _clean_usage(upstream.get("usage"))
     if usage is None:
         clean.pop("usage", None)

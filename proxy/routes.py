@@ -94,7 +94,8 @@ class Proxy:
         assert plan.extraction is not None
         try:
             completion, outcome = normalize_completion(body, plan.extraction)
-        except EmptyAnswerError:
+        except EmptyAnswerError as exc:
+            log.outcome = exc.outcome
             raise ProxyError(502, "The upstream answered with an empty message: no content, no "
                              "tool call, no reasoning.", type_="upstream_error",
                              code="upstream_empty_answer") from None
@@ -154,27 +155,25 @@ class Proxy:
                                 "config": self.config.summary()}
         if not check_upstream:
             return _json_response(body)
-        timeouts = Timeouts(self.config.connect_timeout_seconds,
-                            min(self.config.read_timeout_seconds, 10.0))
-        headers = self.upstream_headers(self.config, buffered=True)
         reports = []
-        for url, upstream in self.upstreams.items():
+        for url, settings in self.config.upstream_settings().items():
             started = time.monotonic()
-            report: dict[str, Any] = {"url": mask_url(url)}
+            report: dict[str, Any] = {"url": mask_url(url), "reachable": False, "ok": False}
+            timeouts = Timeouts(settings.connect_timeout_seconds,
+                                min(settings.read_timeout_seconds, 10.0))
+            headers = self.upstream_headers(settings, buffered=True)
             try:
-                reply = upstream.complete_get("/v1/models", headers, timeouts)
-                report["status"] = reply.status
-                report["reachable"] = reply.status < 500
-                data = orjson.loads(reply.body).get("data") if reply.status == 200 else None
-                report["models"] = [m.get("id") for m in data or () if isinstance(m, dict)]
+                reply = self.upstreams[url].complete_get("/v1/models", headers, timeouts)
+                report.update(status=reply.status, reachable=True)
+                report["models"] = _model_ids(reply)
+                # Reachable but refusing (a wrong key, a base URL ending in /v1): not healthy.
+                report["ok"] = reply.status == 200 and report["models"] is not None
             except ProxyError as exc:
-                report.update(reachable=False, error=exc.message)
-            except (orjson.JSONDecodeError, AttributeError):
-                report["models"] = []
+                report["error"] = exc.message
             report["latency_ms"] = round((time.monotonic() - started) * 1000, 1)
             reports.append(report)
         body["upstreams"] = reports
-        if not all(r["reachable"] for r in reports):
+        if not all(r["ok"] for r in reports):
             body["status"] = "degraded"
             return _json_response(body, 503)
         return _json_response(body)
@@ -263,25 +262,32 @@ class Proxy:
         return response
 
     def _all_models(self, log: RequestLog, target: str) -> Response:
-        """`/v1/models` across every upstream, so one proxy fronts several servers."""
-        headers = self.upstream_headers(self.config, buffered=True)
-        timeouts = Timeouts(self.config.connect_timeout_seconds,
-                            self.config.read_timeout_seconds)
+        """`/v1/models` across every upstream (each asked with its own key), so one proxy
+        fronts several servers; one that fails leaves its models out, not the others'."""
         models: list[Any] = []
         seen: set[str] = set()
-        for upstream in self.upstreams.values():
-            reply = upstream.complete_get(target, headers, timeouts)
-            if reply.status >= 400:
-                raise from_upstream(reply.status, reply.body, reply.headers)
+        failures: list[ProxyError] = []
+        for url, settings in self.config.upstream_settings().items():
+            timeouts = Timeouts(settings.connect_timeout_seconds, settings.read_timeout_seconds)
             try:
-                data = orjson.loads(reply.body).get("data", [])
-            except (orjson.JSONDecodeError, AttributeError):
-                raise ProxyError(502, f"{upstream.base}/v1/models is not a model list.",
-                                 type_="upstream_error", code="upstream_bad_shape") from None
-            for model in data if isinstance(data, list) else ():
+                reply = self.upstreams[url].complete_get(
+                    target, self.upstream_headers(settings, buffered=True), timeouts)
+                if reply.status >= 400:
+                    raise from_upstream(reply.status, reply.body, reply.headers)
+                ids = _model_ids(reply)
+                if ids is None:
+                    raise ProxyError(502, f"{mask_url(url)}/v1/models is not a model list.",
+                                     type_="upstream_error", code="upstream_bad_shape")
+            except ProxyError as exc:
+                failures.append(exc)
+                log.notes.append(f"models_unavailable:{exc.code or exc.status}")
+                continue
+            for model in orjson.loads(reply.body)["data"]:
                 if isinstance(model, dict) and model.get("id") not in seen:
                     seen.add(model.get("id"))
                     models.append(model)
+        if failures and not models:
+            raise failures[0]
         log.status = log.upstream_status = 200
         return _json_response({"object": "list", "data": models})
 
@@ -393,6 +399,19 @@ class Proxy:
                 self.emit(log)
 
         return Response(counted(), status=200, headers=SSE_HEADERS)
+
+
+def _model_ids(reply: UpstreamReply) -> list[Any] | None:
+    """The model ids of a `/v1/models` answer, or None when it is not a model list."""
+    if reply.status != 200:
+        return None
+    try:
+        data = orjson.loads(reply.body).get("data")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    if not isinstance(data, list):
+        return None
+    return [model.get("id") for model in data if isinstance(model, dict)]
 
 
 def _request_body(max_bytes: int) -> bytes:

@@ -199,6 +199,38 @@ def test_one_proxy_fronts_several_upstreams(fake, start_proxy):
         chat.close()
 
 
+def test_several_upstreams_each_get_their_own_key_and_one_down_leaves_the_others(
+        fake, start_proxy):
+    chat = FakeVLLM(model="chat-model")
+    try:
+        proxy = start_proxy(upstream_api_key="sk-coder", models={
+            "chat-*": {"upstream": chat.url, "upstream_api_key": "sk-chat"},
+            "gone-*": {"upstream": "http://127.0.0.1:9"}})
+        ids = sorted(m.id for m in proxy.client().models.list().data)
+        assert ids == ["Qwen/Qwen3.6-27B-FP8", "chat-model"]  # :9 is down, the rest listed
+        assert fake.received[-1].headers["Authorization"] == "Bearer sk-coder"
+        assert chat.received[-1].headers["Authorization"] == "Bearer sk-chat"
+        health = requests.get(proxy.url + "/proxy/health?upstream=1", timeout=10)
+        assert health.status_code == 503
+        assert [r["ok"] for r in health.json()["upstreams"]] == [True, True, False]
+        assert chat.received[-1].headers["Authorization"] == "Bearer sk-chat"
+    finally:
+        chat.close()
+
+
+def test_health_is_degraded_when_upstream_refuses_the_models_list(fake, start_proxy):
+    fake.answer(Answer(status=401, body={"error": "Unauthorized"}))
+    original = fake._route
+    fake._route = lambda received: fake._answer(received)  # even /v1/models is refused
+    try:
+        response = requests.get(start_proxy().url + "/proxy/health?upstream=1", timeout=10)
+    finally:
+        fake._route = original
+    assert response.status_code == 503
+    report = response.json()["upstreams"][0]
+    assert (report["reachable"], report["ok"], report["status"]) == (True, False, 401)
+
+
 def test_n_choices_are_each_rendered_with_their_index(fake, client):
     fake.answer(Answer(body=vllm_completion(HERMES, choices=3)))
     stream = client.chat.completions.create(model="q", messages=USER, tools=TOOLS, n=3,
