@@ -251,6 +251,9 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
     for name in ("commit_window_seconds", "heartbeat_seconds"):
         if values[name] < 0:
             raise ConfigError(f"{where}'{name}' must not be negative")
+    if any(not key.strip() for key in values["api_keys"]):
+        raise ConfigError(f"{where}'api_keys' must not hold an empty key (it would let any "
+                          "request in)")
     temperature = values["tool_temperature"]
     if temperature is not None and not 0 <= temperature <= 2:
         raise ConfigError(f"{where}'tool_temperature' must be between 0 and 2")

@@ -47,6 +47,9 @@ from .upstream import (
 )
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+_CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
+_REQUEST_ID = "toolcall_proxy.request_id"
+_NOT_JSON = object()
 CHAT_PATH = "/v1/chat/completions"
 _CLIENT_CHECK_SECONDS = 0.5
 SSE_HEADERS = {
@@ -63,10 +66,12 @@ def _json_response(payload: Any, status: int = 200,
 
 
 def _error_response(error: ProxyError, log: RequestLog | None = None) -> Response:
+    response = _json_response(error.body(), error.status, error.headers)
     if log is not None:
         log.status = error.status
         log.error = error.code or error.type
-    return _json_response(error.body(), error.status, error.headers)
+        log.bytes_out = response.content_length or 0
+    return response
 
 
 class Proxy:
@@ -84,13 +89,18 @@ class Proxy:
     def _finish(self, plan: Plan, reply: UpstreamReply, log: RequestLog) -> dict[str, Any]:
         """The upstream's reply as the client's normalised completion, or ProxyError."""
         log.upstream_status = reply.status
+        try:
+            body: Any = orjson.loads(reply.body)
+        except orjson.JSONDecodeError:
+            body = _NOT_JSON
+        if log.bodies is not None:  # log_bodies: a replayable capture, whatever came back
+            log.bodies["response"] = body if body is not _NOT_JSON else reply.body.decode(
+                "utf-8", "replace")
         if reply.status >= 400:
             raise from_upstream(reply.status, reply.body, reply.headers)
-        try:
-            body = orjson.loads(reply.body)
-        except orjson.JSONDecodeError:
+        if body is _NOT_JSON:
             raise ProxyError(502, "The upstream answered with a body that is not JSON.",
-                             type_="upstream_error", code="upstream_invalid_json") from None
+                             type_="upstream_error", code="upstream_invalid_json")
         assert plan.extraction is not None
         try:
             completion, outcome = normalize_completion(body, plan.extraction)
@@ -103,9 +113,9 @@ class Proxy:
             raise ProxyError(502, f"The upstream's answer is not a chat completion ({exc}).",
                              type_="upstream_error", code="upstream_bad_shape") from None
         log.outcome = outcome
-        if log.bodies is not None:  # log_bodies: a replayable capture, and what was sent
-            log.bodies.update(response=body, sent=completion)
-        if not plan.parallel_tool_calls and keep_first_call(completion):
+        if log.bodies is not None:  # what was sent, beside the capture (see above)
+            log.bodies["sent"] = completion
+        if not plan.parallel_tool_calls and keep_first_call(completion, outcome):
             log.notes.append("parallel_tool_calls_false:kept_first_call")
         if plan.tool_call_required and not outcome.tool_calls:
             log.notes.append("tool_call_required_but_none_found")
@@ -136,13 +146,20 @@ class Proxy:
                              headers={"WWW-Authenticate": "Bearer"})
 
     def upstream_headers(self, config: Config, *, buffered: bool) -> dict[str, str]:
-        """The client's headers as sent upstream, with the configured upstream key if any."""
+        """The client's headers as sent upstream: its credentials replaced by the configured
+        upstream key if any, and dropped when they were the proxy's own key (`api_keys`:
+        that key is for the proxy, never for vLLM); the request id always, so that vLLM's
+        logs and the proxy's line can be matched."""
         headers = request_headers(request.headers.items(), buffered=buffered)
-        if config.upstream_api_key:
-            for name in [n for n in headers if n.lower() in ("authorization", "x-api-key",
-                                                              "api-key")]:
+        if config.upstream_api_key or self._keys:
+            for name in [n for n in headers if n.lower() in _CREDENTIAL_HEADERS]:
                 del headers[name]
+        if config.upstream_api_key:
             headers["Authorization"] = f"Bearer {config.upstream_api_key}"
+        request_id = request.environ.get(_REQUEST_ID)
+        if request_id:
+            headers = {k: v for k, v in headers.items() if k.lower() != "x-request-id"}
+            headers["X-Request-Id"] = request_id
         return headers
 
     # -- routes --------------------------------------------------------------------------
@@ -289,7 +306,9 @@ class Proxy:
         if failures and not models:
             raise failures[0]
         log.status = log.upstream_status = 200
-        return _json_response({"object": "list", "data": models})
+        response = _json_response({"object": "list", "data": models})
+        log.bytes_out = response.content_length or 0
+        return response
 
     def _buffered(self, plan: Plan, log: RequestLog, target: str) -> Response:
         config = plan.config
@@ -509,9 +528,13 @@ def _target(environ: dict[str, Any]) -> str:
 
 
 def _plain_path(target: str) -> bool:
-    """An origin-form path with no dot segments: the upstream is fixed, never chosen here."""
-    segments = unquote(target.split("?", 1)[0]).split("/")
-    return target.startswith("/") and not any(s in (".", "..") for s in segments)
+    """An origin-form path (one leading slash) without dot segments, backslashes or control
+    characters, encoded or not: the upstream is fixed, and what reaches it is a plain path."""
+    path = unquote(target.split("?", 1)[0])
+    segments = path.split("/")
+    return (target.startswith("/") and not target.startswith("//")
+            and not any(s in (".", "..") for s in segments)
+            and "\\" not in path and not any(ord(char) < 32 or ord(char) == 127 for char in path))
 
 
 def _http_error(exc: HTTPException, config: Config) -> ProxyError:
@@ -549,12 +572,25 @@ def create_app(config: Config) -> Flask:
         return own_endpoint(lambda: Response(proxy.metrics.exposition(),
                                              content_type=proxy.metrics.content_type))
 
+    def started() -> RequestLog:
+        """The request's log record (its id: the client's X-Request-Id or a minted one)."""
+        request_id = request.headers.get("X-Request-Id", "")[:128] or secrets.token_hex(8)
+        request.environ[_REQUEST_ID] = request_id
+        proxy.metrics.started()
+        return RequestLog(request_id, request.method, request.path)
+
+    def finished(response: Response, log: RequestLog) -> Response:
+        response.headers["X-Request-Id"] = log.request_id
+        # Streams log at their end; this covers the rest, and a stream the client left
+        # before it began (WSGI servers always close the response).
+        response.call_on_close(lambda: proxy.emit(log))
+        return response
+
     @app.route("/", defaults={"path": ""}, methods=ALL_METHODS)
     @app.route("/<path:path>", methods=ALL_METHODS)
     def relay(path: str) -> Response:
-        request_id = request.headers.get("X-Request-Id") or secrets.token_hex(8)
-        log = RequestLog(request_id, request.method, request.path)
-        proxy.metrics.started()
+        log = started()
+        request_id = log.request_id
         target = _target(request.environ)
         try:
             proxy.authorize(request.headers)
@@ -571,14 +607,13 @@ def create_app(config: Config) -> Flask:
             response = _error_response(
                 ProxyError(500, "The proxy failed to handle this request.",
                            code="internal_error"), log)
-        response.headers["X-Request-Id"] = request_id
-        # Streams log at their end; this covers the rest, and a stream the client left
-        # before it began (WSGI servers always close the response).
-        response.call_on_close(lambda: proxy.emit(log))
-        return response
+        return finished(response, log)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
-        return _error_response(_http_error(exc, config))
+        """Refusals before any route ran (a method no route takes, a path the router cannot
+        match): the same envelope, id and log line as every other request."""
+        log = started()
+        return finished(_error_response(_http_error(exc, config), log), log)
 
     return app

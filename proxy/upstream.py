@@ -40,7 +40,7 @@ HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
     "proxy-connection", "te", "trailer", "trailers", "transfer-encoding", "upgrade",
 })
-_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length"}
+_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "proxy"}  # `Proxy:`: httpoxy
 _NOT_RETURNED = HOP_BY_HOP | {"content-length", "date", "server"}
 
 

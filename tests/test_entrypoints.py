@@ -32,10 +32,10 @@ def _wait_healthy(url: str, process: subprocess.Popen, seconds: float = 20) -> N
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"exited early: {process.stderr.read().decode()}")
-        try:
-            if requests.get(url + "/proxy/health", timeout=1).status_code == 200:
+        try:  # a worker still starting (a loaded machine) may not answer within the second
+            if requests.get(url + "/proxy/health", timeout=2).status_code == 200:
                 return
-        except requests.ConnectionError:
+        except requests.RequestException:
             time.sleep(0.1)
     raise AssertionError("the proxy did not come up")
 
@@ -117,7 +117,7 @@ def test_gunicorn_with_the_shipped_config(fake):
     _hermes(fake)
     port = _free_port()
     env = {**os.environ, "TOOLCALL_PROXY_UPSTREAM": fake.url, "TOOLCALL_PROXY_PORT": str(port),
-           "GUNICORN_WORKERS": "2"}
+           "GUNICORN_WORKERS": "2", "TOOLCALL_PROXY_MAX_BODY_BYTES": "65536"}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "app:app"],
@@ -135,8 +135,28 @@ def test_gunicorn_with_the_shipped_config(fake):
             seen.add(_sample(text, 'toolcall_proxy_requests_total{mode="passthrough",'
                                    'status="200"}'))
         assert seen == {6.0}
+        # gunicorn hands the raw request target and chunked bodies to the app as sent.
+        assert _raw(port, b"GET //evil.example/x HTTP/1.1\r\nHost: x\r\n\r\n").startswith(
+            b"HTTP/1.1 400")
+        chunk = b"x" * 50_000
+        chunked = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(2)) + b"0\r\n\r\n"
+        refused = _raw(port, b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nConnection: close"
+                             b"\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked)
+        assert refused.startswith(b"HTTP/1.1 413")
+        assert all(r.path != "/v1/embeddings" for r in fake.received)
     finally:
         _stop(process)
+
+
+def _raw(port: int, request: bytes) -> bytes:
+    if b"Connection: close" not in request:
+        request = request[:-2] + b"Connection: close\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        data = b""
+        while piece := sock.recv(65536):
+            data += piece
+    return data
 
 
 def _sample(text: str, name: str) -> float | None:

@@ -337,3 +337,51 @@ def test_upstream_errors_count_upstream_failures_not_client_faults(fake, start_p
     assert _metric(text, "toolcall_proxy_requests_total", mode="passthrough", status="401") == 1
     assert _labels(text, "toolcall_proxy_upstream_errors_total", "kind") == {
         "upstream_http_503": 1}
+
+
+def test_requests_refused_before_routing_get_an_id_and_a_log_line(fake, proxy, log_lines):
+    response = requests.request("TRACE", proxy.url + "/v1/models", timeout=5)
+    assert response.status_code == 405
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    assert re.fullmatch(r"[0-9a-f]{16}", response.headers["X-Request-Id"])
+    [line] = log_lines(1)
+    assert (line["method"], line["status"], line["request_id"]) == (
+        "TRACE", 405, response.headers["X-Request-Id"])
+    assert line["bytes_out"] == len(response.content)
+    assert fake.received == []
+
+
+def test_the_request_id_reaches_upstream_minted_or_given(fake, proxy, log_lines):
+    requests.get(proxy.url + "/v1/models", timeout=5)
+    minted = fake.received[-1].headers["X-Request-Id"]
+    requests.post(proxy.url + "/v1/chat/completions", timeout=10, headers={
+        "X-Request-Id": "client-chosen-1"}, json={"model": "q", "messages": USER, "tools": TOOLS})
+    assert fake.received[-1].headers["X-Request-Id"] == "client-chosen-1"
+    assert [line["request_id"] for line in log_lines(2)] == [minted, "client-chosen-1"]
+
+
+def test_counts_are_of_the_calls_emitted_with_parallel_tool_calls_false(fake, proxy, log_lines):
+    fake.answer(Answer(body=vllm_completion(REPAIRED + "\n" + REPAIRED.replace("hosts", "fstab"))))
+    body = requests.post(proxy.url + "/v1/chat/completions", timeout=10, json={
+        "model": "q", "messages": USER, "tools": TOOLS, "parallel_tool_calls": False}).json()
+    assert len(body["choices"][0]["message"]["tool_calls"]) == 1
+    [line] = log_lines(1)
+    assert line["tool_calls"] == 1
+    assert _metric(_settled_metrics(proxy), "toolcall_proxy_tool_calls_total",
+                   format="hermes") == 1
+
+
+def test_log_bodies_captures_the_upstream_answer_of_a_failed_turn(fake, start_proxy, log_lines):
+    proxy = start_proxy(log_bodies=True, log_level="info")
+    fake.answer(Answer(status=200, body=b"<html>oops</html>",
+                       headers={"Content-Type": "text/html"}))
+    requests.post(proxy.url + "/v1/chat/completions", timeout=10,
+                  json={"model": "q", "messages": USER, "tools": TOOLS})
+    fake.answer(Answer(body=vllm_completion(None)))
+    requests.post(proxy.url + "/v1/chat/completions", timeout=10,
+                  json={"model": "q", "messages": USER, "tools": TOOLS})
+    first, second = log_lines(2)
+    assert (first["error"], first["bodies"]["response"]) == ("upstream_invalid_json",
+                                                             "<html>oops</html>")
+    assert second["error"] == "upstream_empty_answer"
+    assert second["bodies"]["response"]["choices"][0]["message"]["content"] is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 
 import openai
@@ -9,6 +10,7 @@ import orjson
 import pytest
 import requests
 
+from proxy.config import ConfigError, build_config
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion
 
@@ -100,15 +102,42 @@ def test_repeated_response_headers_are_relayed_line_by_line(fake, proxy):
     assert [v for k, v in lines if k == "Vary"] in (["Accept", "Origin"], ["Accept, Origin"])
 
 
+def test_the_proxys_own_key_never_goes_upstream(fake, start_proxy):
+    proxy = start_proxy(api_keys=["sk-door"])
+    keyed = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-door", max_retries=0)
+    keyed.models.list()
+    requests.get(proxy.url + "/v1/models", headers={"x-api-key": "sk-door"}, timeout=5)
+    for received in fake.received:
+        assert "sk-door" not in json.dumps(received.headers)
+    with_upstream = start_proxy(api_keys=["sk-door"], upstream_api_key="sk-vllm")
+    requests.get(with_upstream.url + "/v1/models", headers={"x-api-key": "sk-door"}, timeout=5)
+    assert fake.received[-1].headers["Authorization"] == "Bearer sk-vllm"
+    assert "X-Api-Key" not in fake.received[-1].headers
+
+
+def test_an_empty_api_key_is_refused_at_start():
+    with pytest.raises(ConfigError, match="empty key"):
+        build_config({"api_keys": ["sk-a", " "]})
+
+
+def test_httpoxy_proxy_header_is_not_forwarded(fake, proxy):
+    requests.get(proxy.url + "/v1/models", headers={"Proxy": "http://evil:3128"}, timeout=5)
+    assert "proxy" not in {k.lower() for k in fake.received[-1].headers}
+
+
 @pytest.mark.parametrize("line", [
     b"GET http://169.254.169.254/latest/meta-data HTTP/1.1",
     b"GET /v1/../../etc/passwd HTTP/1.1",
     b"GET /v1/%2e%2e/admin HTTP/1.1",
+    b"GET /v1\\..\\..\\admin HTTP/1.1",
+    b"GET /v1/%5c..%5cadmin HTTP/1.1",
+    b"GET /v1/models%00.json HTTP/1.1",
+    b"GET /v1/models%0d%0aX-Injected:%201 HTTP/1.1",
 ])
 def test_no_open_proxy(fake, proxy, line):
     answer = _raw(proxy, line)
-    assert answer.startswith(b"HTTP/1.1 400")
-    assert b'"invalid_path"' in answer
+    assert answer.startswith((b"HTTP/1.1 400", b"HTTP/1.1 404"))  # 404: no route matches
+    assert b'"invalid_path"' in answer or b'"not_found"' in answer
     assert fake.received == []
 
 
