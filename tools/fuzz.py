@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from proxy.normalize import ExtractionSettings, normalize_completion
+from proxy.normalize import EmptyAnswerError, ExtractionSettings, normalize_completion
 from proxy.sse import StreamIdentity, completion_chunks, role_chunks
 from proxy.toolcalls import extract
 
@@ -203,6 +203,14 @@ def check(text: str, report: Report) -> None:
                              "message": {"role": "assistant", "content": text}}]}
     try:
         completion, _ = normalize_completion(upstream, ExtractionSettings(tools=TOOLS))
+    except EmptyAnswerError:  # nothing but space: refused on purpose (a 502 for the client)
+        if text.strip():
+            report.fail("refused_as_empty", text)
+        return
+    except Exception as exc:
+        report.fail("crash_render", text, repr(exc))
+        return
+    try:
         raw = role_chunks(IDENT) + b"".join(completion_chunks(IDENT, completion, True))
         content, calls, finish = _reassemble(raw)
     except Exception as exc:
