@@ -24,6 +24,9 @@ keepalive = 75
 accesslog = None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
+# gunicorn 24+ opens a control socket in $HOME/.gunicorn: read-only under the systemd unit's
+# ProtectSystem=strict, and shared by every instance of the same user. Not used here.
+control_socket_disable = True
 
 
 def on_starting(server):  # noqa: ANN001, ANN201 - gunicorn's hook signature

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import configparser
+import contextlib
 import runpy
 import shutil
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+import requests
+
+from tests.conftest import TOOLS
+from tests.fake_vllm import Answer, vllm_completion
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 
@@ -51,3 +58,50 @@ def test_gunicorn_config_reads_the_proxy_environment(monkeypatch):
     settings = runpy.run_path(str(DEPLOY / "gunicorn.conf.py"))
     assert settings["bind"] == "0.0.0.0:9100"
     assert settings["worker_class"] == "gevent"
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed here")
+def test_heartbeats_and_calls_flow_through_the_shipped_nginx_site(tmp_path, fake, start_proxy):
+    """The real site file in front of the proxy: the role chunk and heartbeats reach the
+    client while upstream works (nothing buffered), then the call, then [DONE]."""
+    proxy = start_proxy(heartbeat_seconds=0.3, commit_window_seconds=0.1)
+    fake.answer(Answer(body=vllm_completion(
+        '<tool_call>{"name": "read", "arguments": {"path": "a"}}</tool_call>'), delay=1.5))
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        port = spare.getsockname()[1]
+    site = (DEPLOY / "nginx-toolcall-proxy.conf").read_text()
+    site = site.replace("server 127.0.0.1:8004;", f"server {proxy.url.removeprefix('http://')};")
+    site = site.replace("listen 127.0.0.1:8003;", f"listen 127.0.0.1:{port};")
+    (tmp_path / "site.conf").write_text(site)
+    main = tmp_path / "nginx.conf"
+    main.write_text(f"daemon off;\npid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n"
+                    f"events {{}}\nhttp {{\n access_log off;\n"
+                    f" client_body_temp_path {tmp_path}/body;\n"
+                    f" proxy_temp_path {tmp_path}/proxy;\n include {tmp_path}/site.conf;\n}}\n")
+    nginx = subprocess.Popen(["nginx", "-p", str(tmp_path), "-c", str(main)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+                break
+            time.sleep(0.05)
+        started = time.monotonic()
+        arrivals = []
+        with requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", stream=True,
+                           timeout=20, json={"model": "q", "stream": True, "tools": TOOLS,
+                                             "messages": [{"role": "user", "content": "hi"}]}
+                           ) as response:
+            assert response.headers["Content-Type"].startswith("text/event-stream")
+            for line in response.iter_lines():
+                if line.startswith(b"data: "):
+                    arrivals.append((time.monotonic() - started, line[6:]))
+    finally:
+        nginx.terminate()
+        nginx.wait(timeout=10)
+    before_answer = [body for at, body in arrivals if at < 1.3]
+    assert len(before_answer) >= 3  # the role chunk and heartbeats, not held by nginx
+    assert b'"role":"assistant"' in before_answer[0]
+    assert any(b'"name":"read"' in body for _, body in arrivals)
+    assert arrivals[-1][1] == b"[DONE]"
