@@ -242,6 +242,10 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
                           f"not {values['upstream']!r}")
     if parts.query or parts.fragment:
         raise ConfigError(f"{where}'upstream' must not carry a query or fragment")
+    if parts.path.rstrip("/").endswith("/v1"):
+        root = values["upstream"].rstrip("/")[:-3]
+        raise ConfigError(f"{where}'upstream' is the server's root, without /v1 (request paths "
+                          f"already start with /v1): {root!r}, not {values['upstream']!r}")
     for name in ("loop_guard_max_tool_calls", "max_body_bytes", "max_upstream_body_bytes"):
         if values[name] < 0:
             raise ConfigError(f"{where}'{name}' must not be negative")

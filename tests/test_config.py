@@ -51,6 +51,9 @@ def test_env_values_are_typed():
     ({"upstream": "localhost:8000"}, "http:// or https://"),
     ({"heartbeat_mode": "loud"}, "must be one of"),
     ({"formats": "hermes, 1"}, "unknown tool-call format"),
+    ({"upstream": "http://gpu:8000/v1"}, "'http://gpu:8000', not 'http://gpu:8000/v1'"),
+    ({"models": {"x*": {"upstream": "http://gpu:8001/v1/"}}}, "without /v1"),
+    ({"api_keys": [""]}, "empty key"),
 ])
 def test_bad_values_are_refused(values, fragment):
     with pytest.raises(ConfigError, match=fragment):
