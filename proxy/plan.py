@@ -23,7 +23,6 @@ class Plan:
     model: str = ""
     client_stream: bool = False
     include_usage: bool = False
-    choice_count: int = 1
     extraction: ExtractionSettings | None = None
     history_tool_calls: int = 0
     rewrites: tuple[str, ...] = ()
@@ -140,7 +139,6 @@ def plan_chat(raw: bytes, config: Config) -> Plan:
     if config.tool_temperature is not None:
         upstream["temperature"] = config.tool_temperature
         rewrites.append("tool_temperature")
-    n = body.get("n")
     return Plan(
         "buffered",
         orjson.dumps(upstream),
@@ -148,7 +146,6 @@ def plan_chat(raw: bytes, config: Config) -> Plan:
         model=model,
         client_stream=stream,
         include_usage=include_usage,
-        choice_count=n if isinstance(n, int) and n > 1 else 1,
         extraction=ExtractionSettings(tools=schemas, only=only, formats=config.formats,
                                       reasoning_field=config.reasoning_field),
         history_tool_calls=history,

@@ -242,7 +242,7 @@ def _upstream_refused(exchange: Exchange, plan: Plan, error: ProxyError,
         f"commit_window_seconds, {plan.config.commit_window_seconds:g} s); an answer within "
         f"it gets HTTP {error.status} with the error envelope instead"]
     ident = _stream_identity(exchange.response, plan.model)
-    output = role_chunks(ident, plan.choice_count) + error_event(error.body()) + DONE
+    output = role_chunks(ident) + error_event(error.body()) + DONE
     return Replay(exchange.where, 200, "text/event-stream", output, diagnostics)
 
 
@@ -323,7 +323,7 @@ def replay_exchange(exchange: Exchange, config: Config) -> Replay:
     if not plan.client_stream:
         return Replay(where, 200, "application/json", orjson.dumps(completion), diagnostics)
     ident = StreamIdentity(completion["id"], completion["created"], plan.model)
-    output = role_chunks(ident, plan.choice_count) + b"".join(
+    output = role_chunks(ident) + b"".join(
         completion_chunks(ident, completion, plan.include_usage))
     return Replay(where, 200, "text/event-stream", output, diagnostics)
 

@@ -357,7 +357,7 @@ class Proxy:
         def frames() -> Iterator[bytes]:
             # Bytes not written yet: once upstream has answered, the rest of the stream goes
             # out in one write (one chunk, one send), not one per SSE event.
-            pending = role_chunks(ident, plan.choice_count)
+            pending = role_chunks(ident)
             finished = False
             try:
                 result = completion

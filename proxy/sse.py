@@ -46,10 +46,10 @@ def _delta(ident: StreamIdentity, index: int, delta: dict[str, Any],
     return _chunk(ident, [choice])
 
 
-def role_chunks(ident: StreamIdentity, choice_count: int = 1) -> bytes:
-    """The first chunk of each choice: the assistant role and empty content."""
-    return b"".join(_delta(ident, i, {"role": "assistant", "content": ""})
-                    for i in range(choice_count))
+def role_chunks(ident: StreamIdentity) -> bytes:
+    """The stream's first chunk, sent before upstream has answered: the first choice's role
+    and empty content (other choices begin with their content, when they are known)."""
+    return _delta(ident, 0, {"role": "assistant", "content": ""})
 
 
 def heartbeat(ident: StreamIdentity, mode: str) -> bytes:
@@ -72,11 +72,20 @@ def error_event(error: dict[str, Any]) -> bytes:
 
 
 def completion_chunks(ident: StreamIdentity, completion: dict[str, Any],
-                      include_usage: bool) -> Iterator[bytes]:
-    """Every chunk after the role chunk(s) for a normalised completion, through `[DONE]`."""
+                      include_usage: bool, announced: int = 1) -> Iterator[bytes]:
+    """Every chunk after the role chunk(s) for a normalised completion, through `[DONE]`.
+
+    Choices below `announced` had their role chunk already (`role_chunks`); any other gets
+    it here, and an announced choice the completion does not hold is closed, so that every
+    choice a client saw begin also ends.
+    """
+    rendered = set()
     for choice in completion["choices"]:
         index = choice["index"]
         message = choice["message"]
+        if not 0 <= index < announced:
+            yield _delta(ident, index, {"role": "assistant", "content": ""})
+        rendered.add(index)
         for key in ("reasoning_content", "reasoning"):
             if message.get(key):
                 yield _delta(ident, index, {key: message[key]})
@@ -92,6 +101,9 @@ def completion_chunks(ident: StreamIdentity, completion: dict[str, Any],
             yield _delta(ident, index, {"tool_calls": [{
                 "index": position, "function": {"arguments": function["arguments"]}}]})
         yield _delta(ident, index, {}, choice["finish_reason"])
+    for index in range(announced):
+        if index not in rendered:
+            yield _delta(ident, index, {}, "stop")
     if include_usage and completion.get("usage"):
         yield _chunk(ident, [], usage=completion["usage"])
     yield DONE

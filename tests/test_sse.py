@@ -65,3 +65,15 @@ def test_heartbeats_add_nothing_to_the_message():
     assert chunk["choices"] == [{"index": 0, "delta": {}, "logprobs": None,
                                  "finish_reason": None}]
     assert heartbeat(IDENT, "both").startswith(b": ping\n\ndata: ")
+
+
+def test_every_choice_that_begins_ends_whatever_upstream_returned():
+    ident = StreamIdentity("chatcmpl-x", 1, "m")
+    one = {"choices": [{"index": 1, "message": {"role": "assistant", "content": "b"},
+                        "finish_reason": "stop", "logprobs": None}]}
+    raw = role_chunks(ident) + b"".join(completion_chunks(ident, one, False))
+    chunks = [json.loads(line[6:]) for line in raw.split(b"\n\n")
+              if line.startswith(b"data: {")]
+    began = {c["choices"][0]["index"] for c in chunks if c["choices"][0]["delta"].get("role")}
+    ended = {c["choices"][0]["index"] for c in chunks if c["choices"][0]["finish_reason"]}
+    assert began == ended == {0, 1}

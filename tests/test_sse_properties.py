@@ -34,7 +34,7 @@ def test_stream_reassembles_to_the_completion(choices, include_usage, with_heart
         item["index"] = i
     completion = {"choices": choices, "usage": {"prompt_tokens": 1, "completion_tokens": 2,
                                                 "total_tokens": 3}}
-    raw = role_chunks(IDENT, len(choices))
+    raw = role_chunks(IDENT)
     if with_heartbeat:
         raw += heartbeat(IDENT, "both")
     raw += b"".join(completion_chunks(IDENT, completion, include_usage))
@@ -48,8 +48,9 @@ def test_stream_reassembles_to_the_completion(choices, include_usage, with_heart
         usage = chunk.get("usage") or usage
         for part in chunk["choices"]:
             slot = got.setdefault(part["index"], {"content": "", "reasoning": "", "calls": {},
-                                                  "finish": None})
+                                                  "finish": None, "roles": 0})
             delta = part["delta"]
+            slot["roles"] += delta.get("role") == "assistant"
             slot["content"] += delta.get("content") or ""
             slot["reasoning"] += delta.get("reasoning_content") or ""
             for piece in delta.get("tool_calls") or ():
@@ -61,6 +62,7 @@ def test_stream_reassembles_to_the_completion(choices, include_usage, with_heart
             slot["finish"] = part["finish_reason"] or slot["finish"]
     for item in choices:
         slot = got[item["index"]]
+        assert slot["roles"] == 1  # each choice begins once
         message = item["message"]
         assert slot["content"] == (message["content"] or "")
         assert slot["reasoning"] == (message.get("reasoning_content") or "")
