@@ -295,9 +295,32 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
     return {
         "index": index if isinstance(index, int) else position,
         "message": clean_message,
-        "logprobs": choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else None,
+        "logprobs": _clean_logprobs(choice.get("logprobs")),
         "finish_reason": new_finish,
     }
+
+
+def _clean_tokens(tokens: Any, top: bool = True) -> list[dict[str, Any]] | None:
+    """Token log-probabilities with only OpenAI's fields (vLLM adds its own)."""
+    if not isinstance(tokens, list):
+        return None
+    clean = []
+    for item in tokens:
+        if not isinstance(item, dict):
+            continue
+        entry = {key: item.get(key) for key in ("token", "logprob", "bytes")}
+        if top:
+            entry["top_logprobs"] = _clean_tokens(item.get("top_logprobs"), top=False) or []
+        clean.append(entry)
+    return clean
+
+
+def _clean_logprobs(logprobs: Any) -> dict[str, Any] | None:
+    """A choice's `logprobs` as OpenAI's schema has it: `content` and `refusal` lists."""
+    if not isinstance(logprobs, dict):
+        return None
+    return {"content": _clean_tokens(logprobs.get("content")),
+            "refusal": _clean_tokens(logprobs.get("refusal"))}
 
 
 def _has_answer(choice: Any) -> bool:

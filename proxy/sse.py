@@ -41,8 +41,9 @@ def _chunk(ident: StreamIdentity, choices: list[dict[str, Any]], **extra: Any) -
 
 
 def _delta(ident: StreamIdentity, index: int, delta: dict[str, Any],
-           finish_reason: str | None = None) -> bytes:
-    choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+           finish_reason: str | None = None, logprobs: Any = None) -> bytes:
+    choice = {"index": index, "delta": delta, "logprobs": logprobs,
+              "finish_reason": finish_reason}
     return _chunk(ident, [choice])
 
 
@@ -89,8 +90,10 @@ def completion_chunks(ident: StreamIdentity, completion: dict[str, Any],
         for key in ("reasoning_content", "reasoning"):
             if message.get(key):
                 yield _delta(ident, index, {key: message[key]})
+        logprobs = choice.get("logprobs")  # the whole answer's, once, with its text
         if message.get("content"):
-            yield _delta(ident, index, {"content": message["content"]})
+            yield _delta(ident, index, {"content": message["content"]}, logprobs=logprobs)
+            logprobs = None
         if message.get("refusal"):
             yield _delta(ident, index, {"refusal": message["refusal"]})
         for position, call in enumerate(message.get("tool_calls") or ()):
@@ -100,7 +103,7 @@ def completion_chunks(ident: StreamIdentity, completion: dict[str, Any],
                 "function": {"name": function["name"], "arguments": ""}}]})
             yield _delta(ident, index, {"tool_calls": [{
                 "index": position, "function": {"arguments": function["arguments"]}}]})
-        yield _delta(ident, index, {}, choice["finish_reason"])
+        yield _delta(ident, index, {}, choice["finish_reason"], logprobs=logprobs)
     for index in range(announced):
         if index not in rendered:
             yield _delta(ident, index, {}, "stop")

@@ -183,3 +183,22 @@ def test_parsed_calls_are_checked_against_the_tools_and_the_named_choice():
     with pytest.raises(EmptyAnswerError):  # nothing left at all: refused, never an empty turn
         normalize_completion(vllm_completion(None, tool_calls=[
             vllm_tool_call("rm_rf", "{}")]), SETTINGS)
+
+
+def test_logprobs_keep_openai_fields_only_and_reach_the_stream_once():
+    from proxy.sse import StreamIdentity, completion_chunks
+
+    upstream = vllm_completion("Hi")
+    token = {"token": "Hi", "logprob": -0.1, "bytes": [72, 105], "token_id": 9,
+             "top_logprobs": [{"token": "Hi", "logprob": -0.1, "bytes": [72, 105],
+                               "token_id": 9}]}
+    upstream["choices"][0]["logprobs"] = {"content": [token], "vendor": 1}
+    completion, choice, _ = _normalize(upstream)
+    assert choice["logprobs"] == {"content": [{
+        "token": "Hi", "logprob": -0.1, "bytes": [72, 105],
+        "top_logprobs": [{"token": "Hi", "logprob": -0.1, "bytes": [72, 105]}]}],
+        "refusal": None}
+    raw = b"".join(completion_chunks(StreamIdentity("c", 1, "m"), completion, False))
+    chunks = [json.loads(line[6:]) for line in raw.split(b"\n\n") if line.startswith(b"data: {")]
+    carried = [c["choices"][0]["logprobs"] for c in chunks if c["choices"][0]["logprobs"]]
+    assert carried == [choice["logprobs"]]
