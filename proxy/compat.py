@@ -4,6 +4,7 @@ applied, for the log line."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -11,6 +12,9 @@ import orjson
 from .config import Config
 from .normalize import Outcome
 from .toolcalls.repair import NotJson, loads_repaired
+
+_LEADING = json.JSONDecoder()
+_UNREADABLE = object()
 
 
 def rewrite_request(body: dict[str, Any], config: Config, *, upstream_streams: bool,
@@ -52,29 +56,41 @@ def _developer_as_system(messages: Any) -> bool:
     return changed
 
 
+def _decoded(text: str) -> Any:
+    """A JSON text as a value: strict, else narrowly repaired, else its leading JSON value
+    (arguments followed by stray text); `_UNREADABLE` when none of these reads it."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return loads_repaired(text)[0]
+    except NotJson:
+        pass
+    try:
+        return _LEADING.raw_decode(text.lstrip())[0]
+    except ValueError:
+        return _UNREADABLE
+
+
 def _object_string(arguments: Any) -> str | None:
     """`arguments` as a JSON-object string, or None when it already is one."""
     if isinstance(arguments, dict):
         return orjson.dumps(arguments).decode()
     if not isinstance(arguments, str) or not arguments.strip():
         return "{}"
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        try:
-            value, _ = loads_repaired(arguments)
-        except NotJson:
-            return "{}"  # unreadable: an empty object lets the conversation go on
-        return orjson.dumps(value).decode() if isinstance(value, dict) else "{}"
+    value = _decoded(arguments)
     if isinstance(value, dict):
-        return None
-    if isinstance(value, str):  # double-encoded
         try:
-            inner = orjson.loads(value)
+            orjson.loads(arguments)
         except orjson.JSONDecodeError:
-            return "{}"
-        return orjson.dumps(inner).decode() if isinstance(inner, dict) else "{}"
-    return "{}"
+            return orjson.dumps(value).decode()
+        return None  # already a JSON object string
+    for _ in range(3):  # encoded twice, or more: a string holding the object
+        if not isinstance(value, str):
+            break
+        value = _decoded(value)
+    return orjson.dumps(value).decode() if isinstance(value, dict) else "{}"
 
 
 def repair_history(messages: Any) -> bool:

@@ -295,3 +295,28 @@ def test_sdk_sees_the_same_error_for_a_refused_request(fake, start_proxy):
         proxy.client().chat.completions.create(
             model="q", messages=[{"role": "developer", "content": "x"}], tools=TOOLS)
     assert "Unexpected message role" in caught.value.body["message"]
+
+
+@pytest.mark.parametrize(("arguments", "repaired"), [
+    ('{"path": "a"}', None),  # already a JSON-object string: left byte for byte
+    ({"path": "a"}, {"path": "a"}),
+    ('"{\\"path\\": \\"a\\"}"', {"path": "a"}),
+    (json.dumps(json.dumps(json.dumps({"path": "a"}))), {"path": "a"}),  # encoded three times
+    ('{"path": "a"} trailing words', {"path": "a"}),
+    ("{'path': 'a', 'all': True}", {"path": "a", "all": True}),
+    ('{"path": "a",}', {"path": "a"}),
+    ("", {}), (None, {}), ("null", {}), ("[1, 2]", {}), ("not json", {}),
+])
+def test_history_arguments_become_json_object_strings(arguments, repaired):
+    from proxy.compat import repair_history
+
+    messages = [{"role": "assistant", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "read", "arguments": arguments}}]}]
+    changed = repair_history(messages)
+    result = messages[0]["tool_calls"][0]["function"]["arguments"]
+    if repaired is None:
+        assert not changed
+        assert result == arguments
+    else:
+        assert changed
+        assert json.loads(result) == repaired
