@@ -43,6 +43,7 @@ class Config:
     formats: tuple[str, ...] = ("auto",)
     upstream_tool_parser: bool = True
     tool_temperature: float | None = None
+    required_call_retries: int = 1
     drop_store: bool = True
     max_completion_tokens_as_max_tokens: bool = True
     developer_role_as_system: bool = True
@@ -246,7 +247,8 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
         root = values["upstream"].rstrip("/")[:-3]
         raise ConfigError(f"{where}'upstream' is the server's root, without /v1 (request paths "
                           f"already start with /v1): {root!r}, not {values['upstream']!r}")
-    for name in ("loop_guard_max_tool_calls", "max_body_bytes", "max_upstream_body_bytes"):
+    for name in ("loop_guard_max_tool_calls", "max_body_bytes", "max_upstream_body_bytes",
+                 "required_call_retries"):
         if values[name] < 0:
             raise ConfigError(f"{where}'{name}' must not be negative")
     for name in ("connect_timeout_seconds", "read_timeout_seconds", "buffered_timeout_seconds"):

@@ -307,7 +307,16 @@ def replay_exchange(exchange: Exchange, config: Config) -> Replay:
                     for call in choice["message"].get("tool_calls") or ()}
             calls = [call for call in calls if call["id"] in kept]
     if plan.tool_call_required and not outcome.tool_calls:
-        notes.append("tool_call_required_but_none_found")
+        retries = plan.config.required_call_retries
+        refused = _upstream_refused(exchange, plan, ProxyError(
+            502, "tool_choice asked for a tool call and the model answered without one"
+            + (f" (asked {retries + 1} times)." if retries else "."),
+            type_="upstream_error", code="tool_call_required_unmet"), diagnostics)
+        refused.diagnostics["notes"] = [
+            "tool_call_required_but_none_found: the server asks upstream again "
+            f"(required_call_retries: {retries}); if every answer is like this one, it sends "
+            "this", *refused.diagnostics.get("notes", ())]
+        return refused
     diagnostics.update(
         tool_calls=len(calls),
         calls=calls,

@@ -119,6 +119,11 @@ class Proxy:
             log.notes.append("parallel_tool_calls_false:kept_first_call")
         if plan.tool_call_required and not outcome.tool_calls:
             log.notes.append("tool_call_required_but_none_found")
+            raise RequiredCallMissing(
+                502, "tool_choice asked for a tool call and the model answered without one"
+                + (f" (asked {plan.config.required_call_retries + 1} times)."
+                   if plan.config.required_call_retries else "."),
+                type_="upstream_error", code="tool_call_required_unmet")
         return completion
 
     def emit(self, log: RequestLog) -> None:
@@ -314,16 +319,23 @@ class Proxy:
         config = plan.config
         headers = self.upstream_headers(config, buffered=True)
         timeouts = Timeouts(config.connect_timeout_seconds, config.buffered_timeout_seconds)
-        call = UpstreamCall.complete(self.upstreams[config.upstream], target,
-                                     plan.upstream_body, headers, timeouts,
-                                     config.max_upstream_body_bytes)
-        if plan.client_stream:
-            if not call.wait(config.commit_window_seconds):
-                return self._stream(plan, log, call)
-        else:
-            self._wait_quietly(call, log, config.buffered_timeout_seconds)
-        log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
-        completion = self._finish(plan, call.result(), log)
+        upstream = self.upstreams[config.upstream]
+        turn = Turn(lambda: UpstreamCall.complete(upstream, target, plan.upstream_body, headers,
+                                                  timeouts, config.max_upstream_body_bytes),
+                    config.required_call_retries if plan.tool_call_required else 0)
+        while True:
+            if plan.client_stream:
+                if not turn.call.wait(config.commit_window_seconds):
+                    return self._stream(plan, log, turn)
+            else:
+                self._wait_quietly(turn.call, log, config.buffered_timeout_seconds)
+            log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
+            try:
+                completion = self._finish(plan, turn.call.result(), log)
+                break
+            except RequiredCallMissing:
+                if not turn.retry(log):
+                    raise
         log.status = 200
         if not plan.client_stream:
             body = orjson.dumps(completion)
@@ -345,10 +357,11 @@ class Proxy:
                 call.cancel()
                 raise ProxyError(499, "The client went away.", code="client_disconnected")
 
-    def _stream(self, plan: Plan, log: RequestLog, call: UpstreamCall[UpstreamReply] | None = None,
+    def _stream(self, plan: Plan, log: RequestLog, turn: Turn | None = None,
                 completion: dict[str, Any] | None = None) -> Response:
-        """The SSE response: role chunk at once, heartbeats while `call` runs, then the
-        completion; an error after the start is reported in the stream, which still ends."""
+        """The SSE response: role chunk at once, heartbeats while the turn's upstream call
+        runs, then the completion; an error after the start is reported in the stream, which
+        still ends."""
         ident = StreamIdentity.new(plan.model)
         config = plan.config
         environ = request.environ
@@ -362,21 +375,27 @@ class Proxy:
             try:
                 result = completion
                 if result is None:
-                    assert call is not None
+                    assert turn is not None
                     yield pending
                     pending = b""
                     deadline = log.started + config.buffered_timeout_seconds
                     beat = config.heartbeat_seconds or None
                     next_beat = time.monotonic() + (beat or 0)
-                    while True:
+                    while result is None:
                         now = time.monotonic()
                         wake = min(deadline, now + _CLIENT_CHECK_SECONDS,
                                    next_beat if beat else deadline)
-                        if call.wait(max(0.0, wake - now)):
-                            break
+                        if turn.call.wait(max(0.0, wake - now)):
+                            log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
+                            try:
+                                result = self._finish(plan, turn.call.result(), log)
+                            except RequiredCallMissing:
+                                if not turn.retry(log):
+                                    raise
+                            continue
                         now = time.monotonic()
                         if now >= deadline:
-                            call.cancel()
+                            turn.call.cancel()
                             raise ProxyError(
                                 504, f"The upstream did not answer within "
                                 f"{config.buffered_timeout_seconds:g} s.",
@@ -387,8 +406,6 @@ class Proxy:
                             next_beat = now + beat
                             log.heartbeats += 1
                             yield heartbeat(ident, config.heartbeat_mode)
-                    log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
-                    result = self._finish(plan, call.result(), log)
                 yield b"".join([pending, *completion_chunks(ident, result, plan.include_usage)])
                 finished = True
             except ProxyError as exc:
@@ -403,8 +420,8 @@ class Proxy:
                     code="internal_error").body()) + DONE
                 finished = True
             finally:
-                if call is not None and not finished:
-                    call.cancel()
+                if turn is not None and not finished:
+                    turn.call.cancel()
                     log.error = log.error or "client_disconnected"
 
         def counted() -> Iterator[bytes]:
@@ -459,6 +476,30 @@ def _model_of(raw: bytes) -> str:
     except orjson.JSONDecodeError:
         return ""
     return model if isinstance(model, str) else ""
+
+
+class RequiredCallMissing(ProxyError):
+    """tool_choice required a call (`required`, or a named function) and none came."""
+
+
+class Turn:
+    """The upstream calls of one buffered tool turn: the first, and the ones a required call
+    that did not come earns (`required_call_retries`): a model that may not call (vLLM without
+    a tool parser cannot force it) is asked again rather than the client's contract broken."""
+
+    def __init__(self, start: Callable[[], UpstreamCall[UpstreamReply]], retries: int) -> None:
+        self._start = start
+        self.retries_left = retries
+        self.call = start()
+
+    def retry(self, log: RequestLog) -> bool:
+        """Ask upstream again, if a retry is left."""
+        if self.retries_left <= 0:
+            return False
+        self.retries_left -= 1
+        log.notes.append("tool_call_required:asked_again")
+        self.call = self._start()
+        return True
 
 
 class ClientWatch:

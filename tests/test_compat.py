@@ -154,11 +154,51 @@ def test_parser_less_upstream(start_proxy):
         assert sent["tools"] == TOOLS
 
         named = {**body, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
-        completion = _post(proxy, named).json()
-        choice = completion["choices"][0]
-        assert "tool_calls" not in choice["message"]  # only get_weather may be extracted
-        assert choice["message"]["content"] == HERMES
-        assert choice["finish_reason"] == "stop"
+        before = len(fake.chat_requests())
+        refused = _post(proxy, named)  # only get_weather may be extracted, and none came
+        assert refused.status_code == 502
+        assert refused.json()["error"]["code"] == "tool_call_required_unmet"
+        assert len(fake.chat_requests()) - before == 2  # asked again once (the default)
+    finally:
+        fake.close()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_required_call_that_did_not_come_is_asked_for_again(start_proxy, stream):
+    fake = FakeVLLM(tool_parser=False)
+    try:
+        answers = iter([vllm_completion("I'd rather chat."), vllm_completion(HERMES)])
+        fake.answer(lambda received: Answer(body=next(answers), delay=0.2))
+        proxy = start_proxy(upstream=fake.url, upstream_tool_parser=False,
+                            commit_window_seconds=0.1, heartbeat_seconds=0.1)
+        client = proxy.client()
+        if stream:
+            names = [call.function.name for chunk in client.chat.completions.create(
+                model="qwen", messages=USER, tools=TOOLS, tool_choice="required", stream=True)
+                for choice in chunk.choices for call in choice.delta.tool_calls or ()
+                if call.function.name]
+        else:
+            message = client.chat.completions.create(
+                model="qwen", messages=USER, tools=TOOLS, tool_choice="required"
+            ).choices[0].message
+            names = [call.function.name for call in message.tool_calls]
+        assert names == ["read"]
+        assert len(fake.chat_requests()) == 2
+
+        fake.answer(Answer(body=vllm_completion("Still chatting."), delay=0.2))
+        never = start_proxy(upstream=fake.url, upstream_tool_parser=False,
+                            commit_window_seconds=0.1, required_call_retries=2)
+        response = requests.post(never.url + "/v1/chat/completions", timeout=10, json={
+            "model": "qwen", "messages": USER, "tools": TOOLS, "tool_choice": "required",
+            "stream": stream})
+        if stream:  # the stream had started: the error arrives in it, then [DONE]
+            events = [e for e in response.content.split(b"\n\n") if e]
+            assert b"tool_call_required_unmet" in events[-2]
+            assert events[-1] == b"data: [DONE]"
+        else:
+            assert response.status_code == 502
+            assert response.json()["error"]["code"] == "tool_call_required_unmet"
+        assert len(fake.chat_requests()) == 2 + 3
     finally:
         fake.close()
 

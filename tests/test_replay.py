@@ -200,7 +200,9 @@ def test_tool_choice_required_without_a_call_is_noted(capsys, tmp_path):
     path = _capture(tmp_path / "c.json", {"request": _request(tool_choice="required"),
                                           "response": vllm_completion("no call")})
     [replay] = _replay_json(capsys, path)
-    assert replay["diagnostics"]["notes"] == ["tool_call_required_but_none_found"]
+    assert replay["diagnostics"]["notes"][0].startswith("tool_call_required_but_none_found")
+    assert replay["status"] == 502
+    assert replay["diagnostics"]["upstream_error"]["code"] == "tool_call_required_unmet"
 
 
 def test_passthrough_request_is_relayed_unchanged(capsys, tmp_path):
