@@ -18,7 +18,10 @@ workers = int(os.environ.get("GUNICORN_WORKERS", "2"))
 worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "4000"))
 # Long-lived streams are normal here; the worker heartbeat is independent of them under gevent.
 timeout = 120
-graceful_timeout = 30
+# On stop or reload, a worker finishes its requests for this long; tool turns still waiting
+# on the model 5 s before the end are ended with a retryable 503 (in the stream, then
+# [DONE]) rather than cut (see post_worker_init). Keep it below systemd's TimeoutStopSec.
+graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
 keepalive = 75
 # The proxy writes its own structured line per request; gunicorn's access log would repeat it.
 accesslog = None
@@ -38,6 +41,25 @@ def on_starting(server):  # noqa: ANN001, ANN201 - gunicorn's hook signature
         os.makedirs(path, exist_ok=True)
     else:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="toolcall-proxy-prom-")
+
+
+def post_worker_init(worker):  # noqa: ANN001, ANN201
+    """Watch for the worker being told to stop (SIGTERM on stop or reload sets `alive` to
+    False), and then have the app drain: waiting requests end with a retryable error before
+    the graceful timeout would cut them without one."""
+    import threading  # a greenlet under the gevent worker (patched), a thread otherwise
+    import time
+
+    proxy = worker.wsgi.extensions.get("toolcall_proxy")
+    if proxy is None:
+        return
+
+    def watch() -> None:
+        while worker.alive:
+            time.sleep(0.5)
+        proxy.drain(max(1.0, worker.cfg.graceful_timeout - 5))
+
+    threading.Thread(target=watch, daemon=True, name="drain-watch").start()
 
 
 def child_exit(server, worker):  # noqa: ANN001, ANN201

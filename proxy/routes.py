@@ -50,6 +50,12 @@ ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 _CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
 _REQUEST_ID = "toolcall_proxy.request_id"
 _NOT_JSON = object()
+
+
+def _restarting() -> ProxyError:
+    """The error for a request the stopping server ends: retryable, as OpenAI's 503s are."""
+    return ProxyError(503, "The proxy is restarting; send the request again.",
+                      type_="server_error", code="proxy_restarting", headers={"Retry-After": "1"})
 CHAT_PATH = "/v1/chat/completions"
 _CLIENT_CHECK_SECONDS = 0.5
 SSE_HEADERS = {
@@ -83,6 +89,17 @@ class Proxy:
         self.logger = make_logger(config.log_level)
         self.metrics = Metrics()
         self._keys = [key.encode() for key in config.api_keys]
+        # Set when the server stops (gunicorn's graceful shutdown or reload): requests still
+        # waiting on upstream then are ended, retryably, before the server would cut them.
+        self.drain_at: float | None = None
+
+    def drain(self, seconds: float) -> None:
+        """The server is stopping: what still waits on upstream in `seconds` is ended with a
+        503 (in the stream, for one that has started), never cut mid-stream without [DONE]."""
+        self.drain_at = time.monotonic() + max(0.0, seconds)
+
+    def _draining(self) -> bool:
+        return self.drain_at is not None and time.monotonic() >= self.drain_at
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -235,7 +252,7 @@ class Proxy:
         is_sse = (response_in.headers.get("Content-Type", "").startswith("text/event-stream")
                   and not response_in.headers.get("Content-Encoding"))
         environ = request.environ
-        watch = ClientWatch(environ, lambda: cut(response_in))
+        watch = ClientWatch(environ, lambda: cut(response_in), self._draining)
 
         def relay() -> Iterator[bytes]:
             events = SseEvents() if is_sse else None
@@ -248,6 +265,8 @@ class Proxy:
                         data = events.complete(data)
                     log.bytes_out += len(data)
                     yield data
+                if watch.drained:  # cut by the server stopping: an end, not the end
+                    raise ConnectionAbortedError("the proxy is restarting")
                 if events is not None and events.pending:
                     yield events.pending  # upstream ended without a last blank line: as is
             except GeneratorExit:
@@ -260,12 +279,14 @@ class Proxy:
                 log.error = f"relay_interrupted:{type(exc).__name__}"
                 if is_sse:  # the stream has started: end it with the error, in-band; a half
                     # event is dropped, so that the client can parse what it has
-                    failure = (ProxyError(504, "The upstream went silent for longer than "
+                    failure = (_restarting() if watch.drained else
+                               ProxyError(504, "The upstream went silent for longer than "
                                           f"{timeouts.read:g} s.", type_="upstream_error",
                                           code="upstream_timeout")
                                if isinstance(exc, ReadTimeoutError) else
                                ProxyError(502, "The upstream closed the stream before its end.",
                                           type_="upstream_error", code="upstream_stream_cut"))
+                    log.error = failure.code
                     yield error_event(failure.body()) + DONE
                 else:  # the head promised a body that will not come: the client must see
                     abort_connection(environ)  # it cut short, not wait on a kept-alive socket
@@ -343,10 +364,10 @@ class Proxy:
             return Response(body, status=200, content_type="application/json")
         return self._stream(plan, log, completion=completion)
 
-    @staticmethod
-    def _wait_quietly(call: UpstreamCall[UpstreamReply], log: RequestLog, limit: float) -> None:
+    def _wait_quietly(self, call: UpstreamCall[UpstreamReply], log: RequestLog,
+                      limit: float) -> None:
         """Wait for a non-streaming client's answer, cutting the upstream call when the
-        client leaves or the limit passes."""
+        client leaves, the limit passes or the server stops."""
         deadline = log.started + limit
         while not call.wait(max(0.0, min(deadline - time.monotonic(), _CLIENT_CHECK_SECONDS))):
             if time.monotonic() >= deadline:
@@ -356,6 +377,9 @@ class Proxy:
             if client_gone(request.environ):
                 call.cancel()
                 raise ProxyError(499, "The client went away.", code="client_disconnected")
+            if self._draining():
+                call.cancel()
+                raise _restarting()
 
     def _stream(self, plan: Plan, log: RequestLog, turn: Turn | None = None,
                 completion: dict[str, Any] | None = None) -> Response:
@@ -402,6 +426,9 @@ class Proxy:
                                 type_="upstream_error", code="upstream_timeout")
                         if client_gone(environ):
                             return  # `finally` cuts the upstream call
+                        if self._draining():
+                            turn.call.cancel()
+                            raise _restarting()
                         if beat and now >= next_beat:
                             next_beat = now + beat
                             log.heartbeats += 1
@@ -505,13 +532,17 @@ class Turn:
 class ClientWatch:
     """While a relayed body streams, looks every half second for the client having left,
     and then cuts the upstream connection: a write to the client would tell only when
-    upstream sends its next bytes, which a model in a long prefill may not for minutes."""
+    upstream sends its next bytes, which a model in a long prefill may not for minutes. The
+    same when the server stops (`draining`): the relay then ends with a retryable error."""
 
-    def __init__(self, environ: dict[str, Any], on_gone: Callable[[], None]) -> None:
+    def __init__(self, environ: dict[str, Any], on_gone: Callable[[], None],
+                 draining: Callable[[], bool] = lambda: False) -> None:
         self._environ = environ
         self._on_gone = on_gone
+        self._draining = draining
         self._stopped = new_event()
         self.fired = False
+        self.drained = False
 
     def start(self) -> None:
         """Begin watching (in a greenlet or thread beside the relay)."""
@@ -525,6 +556,10 @@ class ClientWatch:
         while not self._stopped.wait(_CLIENT_CHECK_SECONDS):
             if client_gone(self._environ):
                 self.fired = True
+                self._on_gone()
+                return
+            if self._draining():
+                self.drained = True
                 self._on_gone()
                 return
 

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 import requests
 
 from tests.conftest import TOOLS
-from tests.fake_vllm import Answer, vllm_completion
+from tests.fake_vllm import Answer, vllm_completion, vllm_stream_chunks
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,3 +165,48 @@ def _sample(text: str, name: str) -> float | None:
         if line.startswith(name + " "):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+def test_gunicorn_stopping_ends_waiting_streams_with_a_retryable_error(fake):
+    """A stop or reload (SIGTERM to the workers) must not cut a tool turn that is still
+    waiting on the model: it ends with an error event and [DONE] before the graceful timeout."""
+    fake.answer(lambda received: Answer(body=vllm_completion("late"), delay=30)
+                if "tools" in received.json else
+                Answer(chunks=vllm_stream_chunks("slow", pieces=2), chunk_gap=30))
+    port = _free_port()
+    env = {**os.environ, "TOOLCALL_PROXY_UPSTREAM": fake.url, "TOOLCALL_PROXY_PORT": str(port),
+           "GUNICORN_WORKERS": "1", "GUNICORN_GRACEFUL_TIMEOUT": "7",
+           "TOOLCALL_PROXY_HEARTBEAT_SECONDS": "1"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "app:app"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    results: dict[str, bytes] = {}
+
+    def stream(name: str, body: dict) -> None:
+        with requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body,
+                           stream=True, timeout=30) as response:
+            results[name] = b"".join(response.iter_content(None))
+
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}", process, seconds=30)
+        user = [{"role": "user", "content": "hi"}]
+        readers = [threading.Thread(target=stream, args=args) for args in (
+            ("buffered", {"model": "q", "messages": user, "tools": TOOLS, "stream": True}),
+            ("passthrough", {"model": "q", "messages": user, "stream": True}))]
+        for reader in readers:
+            reader.start()
+        time.sleep(1.5)  # both are waiting on upstream now
+        stopped = time.monotonic()
+        process.terminate()  # gunicorn's graceful stop
+        for reader in readers:
+            reader.join(timeout=20)
+        took = time.monotonic() - stopped
+    finally:
+        _stop(process)
+    assert took < 7  # ended by the proxy, before the graceful timeout would cut them
+    for name in ("buffered", "passthrough"):
+        events = [e for e in results[name].split(b"\n\n") if e.startswith(b"data: ")]
+        assert json.loads(events[-2][6:])["error"]["code"] == "proxy_restarting", name
+        assert events[-1] == b"data: [DONE]", name
+    assert len(fake.disconnects) == 2  # both upstream calls were cut, vLLM stops generating
