@@ -224,14 +224,23 @@ class Upstream:
         self._local.tracker = tracker
         try:
             response = self._request("POST", path, body, headers, timeouts, preload=False)
-            return UpstreamReply(response.status, dict(response.headers),
-                                 self._read_all(response, max_bytes))
         except _FAILURES as exc:
             if tracker is not None and tracker.cancelled:
                 raise ProxyError(499, "The client went away.", code="client_closed") from None
             raise self._failure(exc, timeouts) from None
         finally:
             self._local.tracker = None
+        try:
+            return UpstreamReply(response.status, dict(response.headers),
+                                 self._read_all(response, max_bytes))
+        except _FAILURES as exc:
+            if tracker is not None and tracker.cancelled:
+                raise ProxyError(499, "The client went away.", code="client_closed") from None
+            if isinstance(exc, (ReadTimeoutError, socket.timeout)):
+                raise self._failure(exc, timeouts) from None
+            raise ProxyError(502, "The upstream's answer broke off before its end "
+                             f"({type(exc).__name__}).", type_="upstream_error",
+                             code="upstream_cut") from None
 
     @staticmethod
     def _read_all(response: urllib3.BaseHTTPResponse, max_bytes: int) -> bytes:

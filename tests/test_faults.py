@@ -227,6 +227,7 @@ def test_upstream_closes_mid_body(fake, start_proxy, path):
         else:
             assert seen.status == 502
             assert seen.error["type"] == "upstream_error"
+            assert seen.error["code"] == "upstream_cut"  # it answered, then broke off
     _assert_next_request_works(fake, proxy)
 
 

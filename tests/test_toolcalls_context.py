@@ -165,3 +165,13 @@ def test_backticks_inside_frames_are_payload_not_inline_code():
     assert [args for _, args in calls(text)] == ['{"city":"`"}', '{"city":"Paris"}',
                                                   '{"city":"`"}']
     assert refused(f"`{tick}`") <= {"inline_code"}
+
+
+@pytest.mark.parametrize("lead_in", [
+    "I checked the schema, for example the config file, and it would help to look closer.",
+    "Such as the weather in Paris; let me look it up.",
+    "For example, the user asked about Paris.\n\nNow:",
+])
+@pytest.mark.parametrize("frame", [HERMES, QWEN, BARE, PYTHONIC])
+def test_example_words_in_prose_that_does_not_introduce_the_frame_change_nothing(lead_in, frame):
+    assert calls(f"{lead_in}\n{frame}") == PARIS

@@ -257,7 +257,9 @@ class Checker:
                 return cfg.status, str(cfg.status)
             if fault in ("garbage", "empty"):
                 return 502, "upstream_invalid_json"
-            if fault in ("cut", "drop"):
+            if fault == "cut":
+                return 502, "upstream_cut"
+            if fault == "drop":
                 return 502, "upstream_unreachable"
             if fault in ("stall", "silent"):
                 return 504, "upstream_timeout"

@@ -21,13 +21,18 @@ from __future__ import annotations
 import re
 
 # Words that introduce an example rather than an action.
+# Words that introduce an example rather than an action, in a line that introduces what
+# follows (it ends with a colon): "Here is an example request:", "The syntax looks like this:".
 _EXAMPLE_CUE = re.compile(
     r"\b(?:for example|examples?|for instance|e\.g\.|such as|samples?|like this|like so|"
     r"looks? like|would look|templates?|syntax|schemas?|(?:the|this|that) format)\b", re.IGNORECASE)
+# Words that make a fence an example whatever the line introducing it ends with.
+_STRONG_CUE = re.compile(r"\b(?:for example|examples?|for instance|e\.g\.|samples?)\b",
+                         re.IGNORECASE)
 # Hypothetical lead-ins, for frames recognised by their shape alone.
 _HYPOTHETICAL_CUE = re.compile(
     r"\b(?:would|could|should|might|you can|one can|you may|written as|"
-    r"(?:output|result|response|returns?)\s*:)", re.IGNORECASE)
+    r"output|result|response|returns?)\b", re.IGNORECASE)
 # Special tokens and end markers that may sit beside a frame on its line without being prose.
 _TOKEN = re.compile(r"<[|｜][^<>\n]{0,64}[|｜]>|</?s>|<\|?[a-z_:]{1,32}\|?>")
 # Fence lines: three or more backticks or tildes after at most three spaces. Counted with
@@ -131,17 +136,31 @@ class Context:
         around = text[first:start] + " " * (end - start) + text[end:last]
         return any(first + a < start and end <= first + b for a, b in _inline_code(around))
 
-    def _lead_in(self, start: int) -> str:
-        """The prose introducing position `start`: its line before it, or else the last two
-        non-blank lines before it (bounded)."""
+    def _lead_in(self, start: int, lines: int = 1) -> str:
+        """The prose introducing position `start`: its line before it, or else the last
+        non-blank line(s) before it (bounded)."""
         text = self.text
         line_start = text.rfind("\n", max(0, start - _LEAD_IN_CHARS), start) + 1
         same_line = text[line_start:start]
         if same_line.strip():
             return same_line[-_LEAD_IN_CHARS:]
         before = text[max(0, line_start - _LEAD_IN_CHARS):line_start]
-        lines = [line for line in before.splitlines() if line.strip()]
-        return "\n".join(lines[-2:])
+        found = [line for line in before.splitlines() if line.strip()]
+        return "\n".join(found[-lines:])
+
+    def _fence_is_example(self, fence: int) -> bool:
+        """The lines before a fence call it an example."""
+        return bool(_STRONG_CUE.search(self._lead_in(fence, lines=2))
+                    or self._introduces_example(self._lead_in(fence), by_shape=True))
+
+    @staticmethod
+    def _introduces_example(lead_in: str, by_shape: bool) -> bool:
+        """A line that ends with a colon and calls what follows an example (or, for a frame
+        recognised by shape alone, something hypothetical: "The call would be:")."""
+        if not lead_in.rstrip().endswith(":"):
+            return False
+        return bool(_EXAMPLE_CUE.search(lead_in)
+                    or (by_shape and _HYPOTHETICAL_CUE.search(lead_in)))
 
     def refusal(self, start: int, end: int, previous_end: int, next_start: int,
                 by_shape: bool) -> str | None:
@@ -157,15 +176,17 @@ class Context:
         if block is not None:
             if _NON_SPACE.search(self.text, block[1]):
                 return "example_in_code_fence"  # prose follows the fence: it was shown
-            if _EXAMPLE_CUE.search(self._lead_in(block[0])):
+            if self._fence_is_example(block[0]):
                 return "example_in_prose"
             return None
+        if self.text.startswith(("```", "~~~"), start) and self._fence_is_example(start):
+            return "example_in_prose"  # the frame is the fenced block itself
         if self._in_inline_code(start, end, previous_end, next_start):
             return "inline_code"
         if self._mid_line(start, end, previous_end, next_start):
             return "inline_mention"
         lead_in = self._lead_in(start)
-        if _EXAMPLE_CUE.search(lead_in) or (by_shape and _HYPOTHETICAL_CUE.search(lead_in)):
+        if self._introduces_example(lead_in, by_shape):
             return "example_in_prose"
         return None
 
