@@ -77,6 +77,12 @@ VLLM_TOOL_PARSERS: dict[str, str | None] = {
     "pythonic": "pythonic",
     "code_fence": None,
     "bare_json": "llama3_json",
+    "longcat": "longcat",
+    "granite_20b_fc": "granite-20b-fc",
+    "step3": "step3",
+    "apertus": "apertus",
+    "gemma4": "gemma4",
+    "functionary": None,  # llama.cpp reads Functionary v3.2; vLLM has no parser for it
 }
 # Call markers, and the vLLM parser that reads them: named when the text holds a marker but
 # no format could read a call from it (a broken or unfamiliar call).
