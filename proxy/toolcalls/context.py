@@ -81,12 +81,15 @@ class Context:
         self._fences = 0
 
     def _fence_lines(self) -> tuple[str, ...]:
-        """The fence-line prefixes worth counting in this text (most texts have none, or
-        only unindented backtick fences)."""
+        """The fence-line prefixes worth counting in this text: none when it holds no
+        backtick or tilde (memchr), else the unindented fences, and the indented ones too
+        where a fence mark stands anywhere but at the start of a line."""
         if self._lines is None:
             text = self.text
             lines = []
             for mark in ("```", "~~~"):
+                if text.find(mark[0]) < 0:
+                    continue
                 total = text.count(mark)
                 if total and total == text.count("\n" + mark):
                     lines.append("\n" + mark)

@@ -23,22 +23,23 @@ _NON_SPACE = re.compile(r"\S")
 _DECODER = json.JSONDecoder(strict=False)
 
 
-# Characters a marker is searched from, preferred first: rare in prose, and shared by many
-# markers (`<`), so that one search finds them all. The regex engine scans at C speed to a
-# pattern's first literal character; a pattern starting with a choice of characters is ten
-# times slower, hence one search per anchor character rather than one for all.
-_ANCHORS = "<[|`="
+# Characters a marker is searched from, preferred first: rare in prose (and, the first ones,
+# shared by many markers, so that one search finds them all). The regex engine and str.find
+# scan at C speed to a rare character; a common one (a letter, a space, a quote) would cost
+# an attempt every few characters.
+_ANCHORS = "<[|`={\\~^_:/;"
 
 
 @lru_cache(maxsize=1024)
 def _anchor(marker: str) -> int:
-    """Index of the character `marker` is searched from (the first preferred one, else its
-    first non-ASCII character, else its first punctuation, else its first)."""
+    """Index of the character `marker` is searched from: the first preferred one it holds,
+    else its first non-ASCII character, else its first punctuation, else its first."""
     for char in _ANCHORS:
         if char in marker:
             return marker.index(char)
     return next((i for i, char in enumerate(marker) if not char.isascii()),
-                next((i for i, char in enumerate(marker) if not char.isalnum()), 0))
+                next((i for i, char in enumerate(marker)
+                      if not char.isalnum() and not char.isspace() and char not in "\"'"), 0))
 
 
 @lru_cache(maxsize=512)
@@ -91,6 +92,8 @@ def markers_present(text: str, markers: frozenset[str]) -> frozenset[str]:
     return frozenset(found)
 
 
+# A long text's first this many characters tell whether a character is too common to list.
+_SAMPLE = 65_536
 # Groups of this many markers or fewer are searched marker by marker.
 _ALONE_UP_TO = 3
 # A regex attempt at an anchor character, in characters of str.find (measured: ~25 ns vs ~0.25).
@@ -199,9 +202,14 @@ class Document:
         character is too common to list (then markers are searched the slow way)."""
         if char in self._hits:
             return self._hits[char]
-        find = self.text.find
-        hits: list[int] | None = []
+        text = self.text
         limit = self._anchor_limit
+        if len(text) > 4 * _SAMPLE and text.count(char, 0, _SAMPLE) * len(text) > \
+                2 * limit * _SAMPLE:
+            self._hits[char] = None  # common in the first 64 KB: not worth listing
+            return None
+        find = text.find
+        hits: list[int] | None = []
         pos = find(char)
         while pos >= 0:
             if len(hits) >= limit:  # type: ignore[arg-type]

@@ -28,7 +28,7 @@ from ..types import Frame
 NAME = "deepseek"
 _BEGIN_MARKERS = ("tool▁call▁begin", "tool_call_begin")  # a call's own opener
 MARKERS = (*_BEGIN_MARKERS,
-           "tool▁calls", "tool_calls_begin", "tool calls begin", "tool\\_calls\\_begin")
+           "tool▁calls", "tool_calls_begin", "｜tool calls begin", "tool\\_calls\\_begin")
 
 
 def _token(words: str) -> str:

@@ -16,7 +16,7 @@ from ..types import Frame
 
 NAME = "longcat"
 _OPEN = "<longcat_tool_call>"
-MARKERS = ("longcat",)  # not `<`-anchored: that group is the one every text is searched for
+MARKERS = (_OPEN,)
 _OPENER = re.compile(re.escape(_OPEN) + r'(?=\s*+(?:\{\s*+["\'}]|\[\s*+[{\]]))')
 _CLOSE = re.compile(r"\s*+</longcat_tool_call>")
 

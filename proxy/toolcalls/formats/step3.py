@@ -20,7 +20,7 @@ from ..types import Frame
 
 NAME = "step3"
 _GRAMMAR = invoke_grammar("steptml:", "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>")
-MARKERS = ("steptml:invoke",)  # not `<`-anchored: that group is searched in every text
+MARKERS = ("<steptml:invoke",)
 _BEGIN_MARKERS = ("tool_call_begin",)  # after `<｜` or `<|`
 
 
