@@ -154,7 +154,7 @@ class RequestLog:
                             for r in outcome.repairs],
                 "left_as_text": [_tagged(t.format, t.reason, t.tool, self.tools)
                                  for t in outcome.left_as_text],
-                "finish_reason": [f"{b}->{a}" if b != a else a for b, a in
+                "finish_reason": [f"{str(b)[:32]}->{a}" if b != a else a for b, a in
                                   zip(outcome.finish_before, outcome.finish_after, strict=True)],
             })
         if self.error:

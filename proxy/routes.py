@@ -75,7 +75,7 @@ def _error_response(error: ProxyError, log: RequestLog | None = None) -> Respons
     response = _json_response(error.body(), error.status, error.headers)
     if log is not None:
         log.status = error.status
-        log.error = error.code or error.type
+        log.error = (error.code or error.type)[:64]  # upstream's own code may be anything
         log.bytes_out = response.content_length or 0
     return response
 
