@@ -85,6 +85,15 @@ def cases(size: int = 1 << 20) -> Iterator[tuple[str, str]]:
     yield "json_lines", _repeat('{"name":"read","arguments":{}}\n', size)
     yield "pythonic_many", "[" + _repeat('read(path="x"), ', size) + "read(path=\"x\")]"
     yield "opener_then_blob", "<tool_call>" + _repeat('{"a": "b"}, ', size)
+    yield from _reviewed(size)
+
+
+def _reviewed(size: int) -> Iterator[tuple[str, str]]:
+    """Shapes a review found slow (quadratic, or linear at Python speed), one per finding."""
+    yield "trailing_newlines", "Sure, here it is." + "\n" * size
+    yield "trailing_space_lines", "Sure." + _repeat(" \n", size)
+    yield "call_line_above_blank_lines", ('{"name":"read","arguments":{}}'
+                                          + "\n" * size)
 
 
 def measure(size: int = 1 << 20, tools: ToolSchemas | None = None,
