@@ -94,6 +94,18 @@ def _reviewed(size: int) -> Iterator[tuple[str, str]]:
     yield "trailing_space_lines", "Sure." + _repeat(" \n", size)
     yield "call_line_above_blank_lines", ('{"name":"read","arguments":{}}'
                                           + "\n" * size)
+    frame = size // 4 - 64  # four Python-literal frames
+    yield "single_quoted_lists", ("<tool_call>{'name':'read','arguments':{'path':["
+                                  + _repeat("1,", frame) + "]}}</tool_call>\n") * 4
+    yield "single_quoted_tuples", ("<tool_call>{'name':'read','arguments':{'path':["
+                                   + _repeat("(1,", frame) + "]}}</tool_call>\n") * 4
+    yield "python_names_in_frame", ('<tool_call>{"name":"read","arguments":{"path":['
+                                    + _repeat("True,", size) + "None]}}</tool_call>")
+    yield "raw_control_chars_in_frame", ('<tool_call>{"name":"read","arguments":{"path":"'
+                                         + _repeat("x\ty\n", size) + '"}}</tool_call>')
+    yield "invalid_escapes_in_frame", ('<tool_call>{"name":"read","arguments":{"path":"'
+                                       + _repeat("\\q", size) + '"}}</tool_call>')
+    yield "pythonic_long_list", "[read(path=[" + _repeat("1,", size) + "])]"
 
 
 def measure(size: int = 1 << 20, tools: ToolSchemas | None = None,
