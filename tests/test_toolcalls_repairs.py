@@ -212,6 +212,11 @@ BIG_TOOLS = {"count": {"type": "object", "properties": {"n": {"type": "integer"}
     '<tool_call>{"name": "count", "arguments": "{\\"n\\": ' + BIG + '}"}</tool_call>',
     "<tool_call>{'name': 'count', 'arguments': {'n': " + BIG + "}}</tool_call>",
     "[count(n=" + BIG + ")]",
+    "<tool_call>\n<function=count>\n<parameter=n>\n" + BIG + "\n</parameter>\n</function>\n"
+    "</tool_call>",
+    "<tool_call>count<arg_key>n</arg_key><arg_value>" + BIG + "</arg_value></tool_call>",
+    "<tool_call>\n<function=count>\n<parameter=a>\n[" + BIG + ", 1]\n</parameter>\n</function>"
+    "\n</tool_call>",
 ])
 def test_integers_past_64_bits_keep_their_exact_value_on_every_path(text):
     found = extract(text, BIG_TOOLS)
