@@ -68,36 +68,59 @@ def loads(text: str) -> Any:
     except (ValueError, RecursionError):
         raise orjson.JSONDecodeError("not readable exactly", text, 0) from None
 
-# A JSON string, or a run of anything that is not a quote. Strings may hold raw newlines.
-_TOKENS = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[^"]++|"', re.DOTALL)
+# A JSON string (captured, for re.split). Strings may hold raw newlines.
+_STRINGS = re.compile(r'("[^"\\]*+(?:\\.[^"\\]*+)*+")', re.DOTALL)
 # Starts with a character class (not `\b`) so that the regex engine skips ahead quickly.
 _PY_LITERAL = re.compile(r"[TFN](?<!\w[TFN])(?:rue|alse|one)\b")
 _PY_TO_JSON = {"True": "true", "False": "false", "None": "null"}
+# Each name alone, replaced by a literal (no Python call per match).
+_PY_WORDS = tuple((re.compile(rf"{word}(?<!\w{word})\b"), json_word)
+                  for word, json_word in _PY_TO_JSON.items())
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_TRAILING_COMMA_ANY = re.compile(r",(?=\s*[}\]])")  # the same commas, dropped by a literal
 _CONTROL = re.compile(r"[\x00-\x1f]")
 # Qwen3.5 fuses its XML and JSON templates: {"function=NAME","arguments":{...}}. Only that
 # exact shape (the key first, `arguments` next): neighbouring shapes have not been seen.
 _HYBRID_KEY = re.compile(r'(\{\s*)"function=([A-Za-z0-9_.:\-]++)"(\s*,\s*"arguments"\s*:)')
+# Joins the pieces edited in one call: the first that the text does not hold.
+_SEPARATORS = ("\x00", "\ue000", "\U000f0000")
+
+
+def _edit_pieces(text: str, edit: Callable[[str], str], strings: bool) -> str:
+    """`text` with `edit` applied to its JSON strings (`strings`) or to all that lies outside
+    them, in one call: the pieces are joined by a separator the text does not hold (and the
+    edit leaves alone), edited, and split back."""
+    parts = _STRINGS.split(text)
+    chosen = parts[1::2] if strings else parts[0::2]
+    separator = next((sep for sep in _SEPARATORS if sep not in text and edit(sep) == sep), None)
+    edited = None if separator is None else edit(separator.join(chosen)).split(separator)
+    if edited is None or len(edited) != len(chosen):
+        edited = [edit(piece) for piece in chosen]
+    parts[1 if strings else 0::2] = edited
+    return "".join(parts)
 
 
 def _outside_strings(text: str, edit: Callable[[str], str]) -> str:
     """Apply `edit` to every stretch of text that is not inside a JSON string."""
-    parts = []
-    for token in _TOKENS.findall(text):
-        parts.append(token if token.startswith('"') and len(token) > 1 else edit(token))
-    return "".join(parts)
+    return _edit_pieces(text, edit, strings=False) if '"' in text else edit(text)
+
+
+def _python_names(stretch: str) -> str:
+    for pattern, json_word in _PY_WORDS:
+        stretch = pattern.sub(json_word, stretch)
+    return stretch
 
 
 def _python_literals(text: str) -> str:
     if not ("True" in text or "False" in text or "None" in text):  # cheap test first
         return text
-    return _outside_strings(text, lambda s: _PY_LITERAL.sub(lambda m: _PY_TO_JSON[m[0]], s))
+    return _outside_strings(text, _python_names)
 
 
 def _trailing_commas(text: str) -> str:
     if _TRAILING_COMMA.search(text) is None:
         return text
-    return _outside_strings(text, lambda s: _TRAILING_COMMA.sub(r"\1", s))
+    return _outside_strings(text, lambda stretch: _TRAILING_COMMA_ANY.sub("", stretch))
 
 
 def _escape_control(match: re.Match[str]) -> str:
@@ -105,7 +128,7 @@ def _escape_control(match: re.Match[str]) -> str:
 
 
 def _escape_controls(token: str) -> str:
-    """A JSON string token with its raw control characters escaped (the common three by
+    """JSON string tokens with their raw control characters escaped (the common three by
     `str.replace`, which runs at C speed on megabytes; any other one by a regex)."""
     token = token.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
     return _CONTROL.sub(_escape_control, token) if _CONTROL.search(token) else token
@@ -114,12 +137,7 @@ def _escape_controls(token: str) -> str:
 def _control_chars_in_strings(text: str) -> str:
     if _CONTROL.search(text) is None:
         return text
-    parts = []
-    for token in _TOKENS.findall(text):
-        if token.startswith('"') and len(token) > 1:
-            token = _escape_controls(token)
-        parts.append(token)
-    return "".join(parts)
+    return _edit_pieces(text, _escape_controls, strings=True)
 
 
 def _hybrid_function_key(text: str) -> str:
@@ -266,7 +284,6 @@ _PY_SIMPLE_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f":
                       "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _CONTROLS = tuple(chr(c) for c in range(32))
 _MAX_TOKENS = 8_192  # string literals decoded one at a time (text in mixed quotes), at most
-_TRAILING_COMMA_ANY = re.compile(r",(?=\s*[}\]])")
 _MISSING = object()
 
 
@@ -330,9 +347,15 @@ def _single_quoted_at_once(source: str) -> Any:
     marked = text.replace(",]", "\r]").replace(",}", "\r}") if "," in text else text
     try:
         value = loads(marked)
-    except orjson.JSONDecodeError:
-        return _MISSING
-    if marked is not text:  # a comma dropped: none may follow an opening bracket (`[,]`)
+    except orjson.JSONDecodeError as error:
+        if not marked.startswith(",", error.pos):
+            return _MISSING
+        marked = _TRAILING_COMMA_ANY.sub("\r", marked)  # with space before the bracket
+        try:
+            value = loads(marked)
+        except orjson.JSONDecodeError:
+            return _MISSING
+    if marked != text:  # a comma dropped: none may follow an opening bracket (`[,]`)
         squeezed = text.translate(_NO_SPACE)
         if "[," in squeezed or "{," in squeezed:
             return _MISSING
@@ -615,13 +638,39 @@ def _repaired_at_once(text: str) -> tuple[Any, tuple[str, ...]] | None:
     if escaped is not edited:
         applied.append("invalid_escape")
         edited = escaped
-    if applied:
+    if applied or "," in edited:
         try:
             return loads(edited), tuple(applied)
         except orjson.JSONDecodeError as error:
             char = edited[error.pos] if error.pos < len(edited) else ""
+            if char == "," and _MARK not in text and "\\r" not in text:
+                # a trailing comma with space before its bracket: all such, by one regex pass
+                edited = _TRAILING_COMMA_ANY.sub(_MARK, edited)
+                if "trailing_comma" not in applied:
+                    applied.insert(len(applied) - ("invalid_escape" in applied),
+                                   "trailing_comma")
+                return _decoded_at_once(text, edited, applied)
             if not (char and char < " " and char != _MARK):
                 return None  # not a raw control character the model wrote
+    return _lenient_at_once(text, edited, applied)
+
+
+def _decoded_at_once(text: str, edited: str, applied: list[str],
+                     ) -> tuple[Any, tuple[str, ...]] | None:
+    """`edited` decoded strictly, else (a raw control character) leniently; or None."""
+    try:
+        return loads(edited), tuple(applied)
+    except orjson.JSONDecodeError as error:
+        char = edited[error.pos] if error.pos < len(edited) else ""
+        if not (char and char < " " and char != _MARK):
+            return None
+    return _lenient_at_once(text, edited, applied)
+
+
+def _lenient_at_once(text: str, edited: str, applied: list[str],
+                     ) -> tuple[Any, tuple[str, ...]] | None:
+    """`edited` (the repairs of `text`, with markers) read with raw control characters in
+    strings allowed, the value refused when a marker fell inside a string."""
     try:
         value = _loads_lenient(edited)
     except orjson.JSONDecodeError:
