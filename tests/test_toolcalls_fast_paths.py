@@ -235,3 +235,44 @@ def test_python_literals_read_as_python_reads_them(value):
     with pytest.MonkeyPatch.context() as patch:  # string by string, as the fast path does
         patch.setattr(repair_module, "_single_quoted_at_once", lambda source: _MISSING)
         assert json.loads(orjson.dumps(loads_repaired(text)[0])) == expected
+
+
+# --- the span scanner and the decoders agree with a plain bracket count --------------------
+
+def _plain_end(text: str, quotes: str) -> int | None:
+    stack, i = [], 0
+    while i < len(text):
+        char = text[i]
+        if char in quotes:
+            j = i + 1
+            while j < len(text) and text[j] != char:
+                j += 2 if text[j] == "\\" else 1
+            if j >= len(text):
+                return None
+            i = j + 1
+            continue
+        if char in "{[":
+            stack.append(char)
+        elif char in "}]":
+            if (stack.pop() == "{") != (char == "}"):
+                return None
+            if not stack:
+                return i + 1
+        i += 1
+    return None
+
+
+SPAN_PIECES = ["{", "}", "[", "]", '"', "'", "\\", "a", "x" * 300, "1,", ":", " ", "\n",
+               '"s"', "'q'", '\\"', "\\'", '"' + "y" * 300 + '"', "\\q", "True", ",]",
+               '{"a": [1, {"b": "c"}]}', "[1],", "None"]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(["{", "[", "{'", "['", "[{'"]),
+       st.lists(st.sampled_from(SPAN_PIECES), max_size=30).map("".join))
+def test_value_ends_where_its_brackets_balance(opening, rest):
+    text = opening + rest
+    doc = Document(text)
+    python = scan._PYTHON_STYLE.match(text) is not None
+    end = doc.json_end(0)
+    assert doc.budget_exhausted or end == _plain_end(text, "\"'" if python else '"')

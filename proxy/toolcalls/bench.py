@@ -106,6 +106,18 @@ def _reviewed(size: int) -> Iterator[tuple[str, str]]:
     yield "invalid_escapes_in_frame", ('<tool_call>{"name":"read","arguments":{"path":"'
                                        + _repeat("\\q", size) + '"}}</tool_call>')
     yield "pythonic_long_list", "[read(path=[" + _repeat("1,", size) + "])]"
+    row = '{"id": 1, "ok": True, "tags": ["a", "b"], "meta": {"x": None}}, '
+    yield "rows_needing_repairs", ('<tool_call>{"name":"read","arguments":{"path":['
+                                   + _repeat(row, size) + "]}}</tool_call>")
+    yield "single_quoted_rows", ("<tool_call>{'name':'read','arguments':{'path':["
+                                 + _repeat(row.replace('"', "'"), size) + "]}}</tool_call>")
+    yield "unclosed_rows", ('<tool_call>{"name":"read","arguments":{"path":['
+                            + _repeat("[1],", size))
+    yield "rows_with_trailing_commas", ('<tool_call>{"name":"read","arguments":{"path":['
+                                        + _repeat("[1,],", size) + "]}}</tool_call>")
+    code = 'def f(x):\n\treturn {"a": [x, "b\'c"]}  # ]}\n'
+    yield "single_quoted_file", ("<tool_call>{'name':'write','arguments':{'path':'a',"
+                                 f"'text':{_repeat(code, size)!r}}}}}</tool_call>")
 
 
 def measure(size: int = 1 << 20, tools: ToolSchemas | None = None,
