@@ -132,3 +132,19 @@ def test_a_large_single_quoted_frame_with_python_syntax_stays_text():
     text = "<tool_call>{'name': 'f', 'arguments': {'rows': [" + "(1, " * 60_000 + "]}}</tool_call>"
     found = extract(text, TOOLS)
     assert (found.calls, found.content) == ([], text)
+
+
+def test_a_flood_of_repairs_is_not_decoded_as_a_payload():
+    # a repair every five characters: no payload rows, a flood; it stays text, found or not
+    text = '<tool_call>{"name": "f", "arguments": {"rows": [' + "[1,]," * 200_000 + "]}}"
+    found = extract(text, TOOLS)
+    assert (found.calls, found.content) == ([], text)
+
+
+def test_a_large_payload_with_raw_newlines_and_a_repair_is_read():
+    rows = [{"id": i, "text": f"line {i}\nnext"} for i in range(6000)]  # about 200 KB
+    body = ", ".join(f'{{"id": {i}, "text": "line {i}\nnext"}}' for i in range(6000))
+    text = '<tool_call>{"name": "f", "arguments": {"rows": [' + body + ",]}}</tool_call>"
+    found = extract(text, TOOLS)
+    assert arguments(found) == [("f", {"rows": rows})]
+    assert found.calls[0].repairs == ("trailing_comma", "raw_control_chars_in_string")

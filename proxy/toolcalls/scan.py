@@ -99,11 +99,12 @@ def _value_end(text: str, start: int) -> tuple[int | None, int | None]:
     RecursionError on a value nested deeper than the stdlib decoder reads."""
     width = _WINDOW
     size = len(text)
+    lenient = False
     while True:
         stop = min(size, start + width)
         window = text[start:stop]
         cut = stop < size
-        if width <= _STDLIB_WINDOW:
+        if width <= _STDLIB_WINDOW or lenient:
             try:
                 return start + int(_DECODER.raw_decode(window)[1]), None
             except ValueError as error:
@@ -115,6 +116,9 @@ def _value_end(text: str, start: int) -> tuple[int | None, int | None]:
             except orjson.JSONDecodeError as error:
                 if error.msg.startswith("unexpected content after document"):
                     return start + len(window[:error.pos].rstrip(" \t\n\r")), None
+                if error.msg.startswith("unexpected control character"):
+                    lenient = True  # raw control characters: the stdlib decoder reads them
+                    continue
                 at = error.pos
                 unterminated = error.msg.startswith("unexpected end of data")
             else:
@@ -538,14 +542,17 @@ class Document:
         """The document with every True/False/None spelled as JSON and every `,]`/`,}` comma
         made a space: the same length, and the same quotes, backslashes and brackets, so every
         value's brackets balance where the original's do (inside a string, the change is
-        only content). Made once per document, for payloads with such a repair in every row;
-        None when there is nothing to change."""
+        only content). Made once per document, for payloads with such a repair in many rows;
+        None when there is nothing to change, or so much that the text is not a payload needing
+        repairs but a flood of them (decoding it would cost more than the scanner's budget)."""
         if self._bulk is None:
+            pairs = (*_PY_AS_JSON.items(), (",]", " ]"), (",}", " }"))
+            count = sum(self.text.count(old) for old, _ in pairs)
             bulk = self.text
-            for old, new in (*_PY_AS_JSON.items(), (",]", " ]"), (",}", " }")):
-                if old in bulk:
+            if 0 < count <= 64 + len(self.text) // 16:  # a repair per row, not per value
+                for old, new in pairs:
                     bulk = bulk.replace(old, new)
-            self._bulk = (bulk,) if bulk != self.text else (None,)
+            self._bulk = (bulk,) if bulk is not self.text else (None,)
         return self._bulk[0]
 
     def _python_copy(self) -> str:
