@@ -4,16 +4,18 @@ long pythonic literals decoded apart from ast. Each is compared with the path it
 
 from __future__ import annotations
 
+import json
+
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from proxy.toolcalls import extract, scan
 from proxy.toolcalls import repair as repair_module
 from proxy.toolcalls.formats import pythonic
 from proxy.toolcalls.registry import MARKERS
-from proxy.toolcalls.repair import NotJson, loads_repaired
+from proxy.toolcalls.repair import _MISSING, NotJson, loads_repaired
 from proxy.toolcalls.scan import Document, markers_present
 
 from .test_toolcalls_formats import NEGATIVE, POSITIVE, TOOLS
@@ -192,3 +194,85 @@ def test_a_megabyte_pythonic_literal_is_read():
     text = f"[read(path={orjson.dumps(body).decode()})]"
     found = extract(text, TOOLS)
     assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [("read", {"path": body})]
+
+
+# --- every repair at once (str.replace, the lenient decoder) --------------------------------
+
+ONCE_PIECES = [*PIECES, '"\\q"', '"\\\\"', '"\\u12"', '"C:\\U"', "\t", '"a\tb"', '"True"',
+                        '",]"', "\r", '"\\r"']
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(ONCE_PIECES), min_size=1, max_size=14).map("".join))
+def test_repairs_at_once_equal_the_repairs_in_turn(text):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(repair_module, "_repaired_at_errors", lambda text, error: None)
+        at_once = repr(_fast_loads(text))
+        patch.setattr(repair_module, "_repaired_at_once", lambda text: None)
+        assert at_once == repr(_fast_loads(text))
+
+
+# --- Python literals read as JSON ---------------------------------------------------------
+
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
+_PY_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**30), 10**30) | _TEXT
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_TEXT, _PY_VALUES, min_size=1, max_size=4))
+def test_python_literals_read_as_python_reads_them(value):
+    text = repr(value)  # Python's own spelling: quotes, escapes, True/None, big integers
+    # Python style (`{'…`); a text opening with a double-quoted key is JSON to the engine,
+    # its `\x1f` an escape JSON does not define (a literal backslash), not Python's.
+    assume(text.startswith("{'"))
+    expected = json.loads(json.dumps(value))
+    read, _ = loads_repaired(text)
+    assert json.loads(orjson.dumps(read)) == expected  # as a call carries it
+    with pytest.MonkeyPatch.context() as patch:  # string by string, as the fast path does
+        patch.setattr(repair_module, "_single_quoted_at_once", lambda source: _MISSING)
+        assert json.loads(orjson.dumps(loads_repaired(text)[0])) == expected
+
+
+# --- the span scanner and the decoders agree with a plain bracket count --------------------
+
+def _plain_end(text: str, quotes: str) -> int | None:
+    stack, i = [], 0
+    while i < len(text):
+        char = text[i]
+        if char in quotes:
+            j = i + 1
+            while j < len(text) and text[j] != char:
+                j += 2 if text[j] == "\\" else 1
+            if j >= len(text):
+                return None
+            i = j + 1
+            continue
+        if char in "{[":
+            stack.append(char)
+        elif char in "}]":
+            if (stack.pop() == "{") != (char == "}"):
+                return None
+            if not stack:
+                return i + 1
+        i += 1
+    return None
+
+
+SPAN_PIECES = ["{", "}", "[", "]", '"', "'", "\\", "a", "x" * 300, "1,", ":", " ", "\n",
+               '"s"', "'q'", '\\"', "\\'", '"' + "y" * 300 + '"', "\\q", "True", ",]",
+               '{"a": [1, {"b": "c"}]}', "[1],", "None"]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(["{", "[", "{'", "['", "[{'"]),
+       st.lists(st.sampled_from(SPAN_PIECES), max_size=30).map("".join))
+def test_value_ends_where_its_brackets_balance(opening, rest):
+    text = opening + rest
+    doc = Document(text)
+    python = scan._PYTHON_STYLE.match(text) is not None
+    end = doc.json_end(0)
+    assert doc.budget_exhausted or end == _plain_end(text, "\"'" if python else '"')

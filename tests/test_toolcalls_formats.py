@@ -92,6 +92,18 @@ POSITIVE = [
      [("get_weather", PARIS)], ""),
     ("pythonic", "Checking.\n<|python_tag|>[get_weather(city='Paris')]",
      [("get_weather", PARIS)], "Checking."),
+    # Llama 4 (vLLM test_llama4_pythonic_tool_parser: parallel_calls_nonstreaming) without
+    # its end token: the list closes the content
+    ("pythonic", "<|python_start|>[get_weather(city='LA', days=2), read(path='/a')]",
+     [("get_weather", {"city": "LA", "days": 2}), ("read", READ_A)], ""),
+    # OLMo 3 (vLLM test_olmo3_tool_parser): one call per line, no brackets
+    ("pythonic", "<function_calls>get_weather(city='San Francisco', days=3)</function_calls>",
+     [("get_weather", {"city": "San Francisco", "days": 3})], ""),
+    ("pythonic", "<function_calls>get_weather(city='Paris')\nread(path='/a')</function_calls>",
+     [("get_weather", PARIS), ("read", READ_A)], ""),
+    ("pythonic", "Sure.\n<function_calls>\nread(path='Martha\\'s \"cool\"')\n"
+     "get_weather()\n</function_calls>",
+     [("read", {"path": "Martha's \"cool\""}), ("get_weather", {})], "Sure."),
     # glm
     ("glm", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
      "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
@@ -239,6 +251,12 @@ NEGATIVE = [
     ("pythonic", "[get_weather(city=open('/etc/passwd').read())]"),
     ("pythonic", "[get_weather(city=CITY)]"),
     ("pythonic", "See [link(here)]"),
+    ("pythonic", "OLMo 3 wraps its calls in <function_calls> tags."),
+    ("pythonic", "<function_calls>I would call get_weather(city='Paris') here.</function_calls>"),
+    ("pythonic", "<function_calls>read(path=b'/a')\nget_weather(city='Paris')</function_calls>"),
+    ("pythonic", "<function_calls>get_weather(city='Paris'"),
+    ("pythonic", "<|python_start|>[get_weather(city='Paris')] is how Llama 4 writes it."),
+    ("pythonic", "<|python_start|>[get_weather(city='Paris')"),
     ("glm", "<tool_call>get_weather is what you write first, then the keys."),
     ("glm", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value> and so"),
     ("deepseek", "<｜tool▁calls▁begin｜> starts a DeepSeek call section."),
@@ -389,3 +407,33 @@ def test_granite_31_string_prefix_under_its_own_format_name():
     assert calls_of('<tool_call> {"name": "read", "arguments": {}}', formats=["granite"]) == []
     prose = "Granite 3.1 writes <tool_call> [ ... ] before its calls."
     assert calls_of(prose, formats=["granite"]) == []
+
+
+@pytest.mark.parametrize("text", [
+    "<|python_start|>[get_weather(city='LA'), read(path='/a')]",
+    "<function_calls>get_weather(city='LA')\nread(path='/a')",
+])
+def test_pythonic_block_without_its_end_is_a_repair_and_never_taken_when_cut(text):
+    found = extract(text, TOOLS)
+    assert [c.repairs for c in found.calls] == [("missing_close_tag",)] * 2
+    cut = extract(text, TOOLS, truncated=True)
+    assert (cut.calls, cut.content) == ([], text)
+    assert [x.reason for x in cut.left_as_text] == ["cut_by_length"]
+
+
+def test_olmo3_json_names_and_unknown_tools():
+    text = "<function_calls>read(path='/a', recursive=true, depth=null)</function_calls>"
+    found = extract(text, {**TOOLS})
+    assert [(c.name, orjson.loads(c.arguments), c.repairs) for c in found.calls] == [
+        ("read", {"path": "/a", "recursive": True, "depth": None}, ("json_literals_in_python",))]
+    unknown = "<function_calls>delete_everything(path='/')</function_calls>"
+    found = extract(unknown, TOOLS)
+    assert (found.calls, found.content) == ([], unknown)
+    assert [x.reason for x in found.left_as_text] == ["unknown_tool"]
+
+
+def test_a_pythonic_list_with_too_much_syntax_is_refused_by_name():
+    text = "[read(path=[" + "1, " * 200_000 + "2])]"
+    found = extract(text, TOOLS)
+    assert (found.calls, found.content) == ([], text)
+    assert [(x.format, x.reason) for x in found.left_as_text] == [("pythonic", "too_large")]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import orjson
 import pytest
 
 from proxy.toolcalls import extract
+from proxy.toolcalls import repair as repair_module
+from proxy.toolcalls.repair import loads_repaired
 
 TOOLS = {
     "read": {"type": "object", "properties": {"path": {"type": "string"}}},
@@ -151,3 +154,89 @@ def test_python_literals_with_odd_escapes_raise_no_warning(text, path):
         warnings.simplefilter("always")
         assert one_call(text)[:2] == ("read", {"path": path})
     assert caught == []
+
+
+# --- invalid escapes ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("written", "value"), [
+    # `\U`, `\m` start no JSON escape: literal backslashes; `\n` does: JSON reads a newline
+    ('"C:\\Users\\me\\notes.txt"', "C:\\Users\\me\notes.txt"),
+    ('"\\d+\\.\\d+"', "\\d+\\.\\d+"),
+    ('"\\u12 and \\uZZZZ"', "\\u12 and \\uZZZZ"),
+    ('"ends with \\\\\\q"', "ends with \\\\q"),  # an escaped backslash, then `\q`
+    ('"\\\\d"', "\\d"),  # already an escaped backslash: untouched
+])
+def test_invalid_escape_is_a_literal_backslash(written, value):
+    text = '<tool_call>{"name": "read", "arguments": {"path": ' + written + "}}</tool_call>"
+    _, args, repairs = one_call(text)
+    assert args == {"path": value}
+    assert ("invalid_escape" in repairs) == ("\\\\d" not in written)
+
+
+def test_valid_escapes_are_never_altered_by_the_escape_repair():
+    text = ('<tool_call>{"name": "write", "arguments": {"path": "C:\\notes\\x", '
+            '"text": "tab\\there \\"q\\" \\\\ \\/ \\u00e9 \\ud83d\\ude80"}}</tool_call>')
+    _, args, repairs = one_call(text)
+    assert args == {"path": "C:\notes\\x", "text": 'tab\there "q" \\ / é \U0001F680'}
+    assert repairs == ("invalid_escape",)
+
+
+def test_invalid_escape_with_other_repairs_in_one_frame():
+    text = ('<tool_call>{"name": "write", "arguments": {"path": "C:\\dir", "text": "a\nb",'
+            ' "x": True,}}</tool_call>')
+    _, args, repairs = one_call(text)
+    assert args == {"path": "C:\\dir", "text": "a\nb", "x": True}
+    assert set(repairs) == {"python_literals", "trailing_comma", "invalid_escape",
+                            "raw_control_chars_in_string"}
+
+
+def test_invalid_escapes_through_loads_repaired_and_the_plain_chain_agree(monkeypatch):
+    text = '{"a": "\\q\\\\\\w", "b": ["\\u00zz", "\\n"],}'
+    fast = loads_repaired(text)
+    monkeypatch.setattr(repair_module, "_repaired_at_once", lambda text: None)
+    assert loads_repaired(text) == fast == ({"a": "\\q\\\\w", "b": ["\\u00zz", "\n"]},
+                                           ("trailing_comma", "invalid_escape"))
+
+
+# --- numbers keep their value ---------------------------------------------------------------
+
+BIG = "123456789012345678901234567890"
+BIG_TOOLS = {"count": {"type": "object", "properties": {"n": {"type": "integer"},
+                                                        "x": {"type": "number"},
+                                                        "a": {"type": "array"}}}}
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_call>{"name": "count", "arguments": {"n": ' + BIG + "}}</tool_call>",
+    '<tool_call>{"name": "count", "arguments": {"n": ' + BIG + ",}}</tool_call>",  # repaired
+    '<tool_call>{"name": "count", "arguments": "{\\"n\\": ' + BIG + '}"}</tool_call>',
+    "<tool_call>{'name': 'count', 'arguments': {'n': " + BIG + "}}</tool_call>",
+    "[count(n=" + BIG + ")]",
+    "<tool_call>\n<function=count>\n<parameter=n>\n" + BIG + "\n</parameter>\n</function>\n"
+    "</tool_call>",
+    "<tool_call>count<arg_key>n</arg_key><arg_value>" + BIG + "</arg_value></tool_call>",
+    "<tool_call>\n<function=count>\n<parameter=a>\n[" + BIG + ", 1]\n</parameter>\n</function>"
+    "\n</tool_call>",
+])
+def test_integers_past_64_bits_keep_their_exact_value_on_every_path(text):
+    found = extract(text, BIG_TOOLS)
+    assert len(found.calls) == 1, found.left_as_text
+    arguments = found.calls[0].arguments
+    assert BIG in arguments
+    assert "e+" not in arguments
+    assert json.loads(arguments) in ({"n": int(BIG)}, {"a": [int(BIG), 1]})
+
+
+@pytest.mark.parametrize("literal", [
+    "-" + BIG, "18446744073709551615", "18446744073709551616", "-9223372036854775808",
+    "-9223372036854775809", "9" * 400,
+])
+def test_integers_at_and_past_the_64_bit_edges(literal):
+    value, repairs = loads_repaired('{"n": ' + literal + ", }")
+    assert orjson.dumps(value) == ('{"n":' + literal + "}").encode()
+    assert repairs == ("trailing_comma",)
+
+
+def test_long_digit_runs_in_strings_do_not_change_other_numbers():
+    value, _ = loads_repaired('{"s": "' + "7" * 40 + '", "f": 1.5, "n": 12, "t": True}')
+    assert value == {"s": "7" * 40, "f": 1.5, "n": 12, "t": True}

@@ -3,10 +3,13 @@ that does not fit its type stays the string the model wrote."""
 
 from __future__ import annotations
 
+import json
+
 import orjson
 import pytest
 
 from proxy.toolcalls import extract
+from proxy.toolcalls import schema as schema_module
 
 PROPERTIES = {
     "count": {"type": "integer"},
@@ -98,3 +101,77 @@ def test_json_formats_keep_their_types_without_coercion():
     text = '<tool_call>{"name": "tool", "arguments": {"count": "42", "flag": 1}}</tool_call>'
     found = extract(text, TOOLS)
     assert orjson.loads(found.calls[0].arguments) == {"count": "42", "flag": 1}
+
+
+# --- schemas as clients write them: $ref, allOf, Python type names, const, literals ---------
+
+DEFS = {"Box": {"type": "object", "properties": {"w": {"type": "integer"}}},
+        "Count": {"type": "integer"}, "Alias": {"$ref": "#/$defs/Count"},
+        "Loop": {"$ref": "#/$defs/Loop2"}, "Loop2": {"$ref": "#/$defs/Loop"},
+        "Mode": {"enum": ["fast", "slow"]}}
+REF_TOOL = {"type": "object", "$defs": DEFS,
+            "definitions": {"Ratio": {"type": "number"}},
+            "properties": {"box": {"$ref": "#/$defs/Box"},
+                           "maybe_box": {"anyOf": [{"$ref": "#/$defs/Box"}, {"type": "null"}]},
+                           "alias": {"$ref": "#/$defs/Alias"},
+                           "ratio": {"$ref": "#/definitions/Ratio"},
+                           "loop": {"$ref": "#/$defs/Loop"},
+                           "remote": {"$ref": "https://example.com/schema#/Count"},
+                           "missing": {"$ref": "#/$defs/Nope"},
+                           "mode": {"$ref": "#/$defs/Mode"},
+                           "with_sibling": {"$ref": "#/$defs/Count", "description": "n"}}}
+
+
+@pytest.mark.parametrize(("key", "written", "value"), [
+    ("box", '{"w": 3}', {"w": 3}),
+    ("maybe_box", '{"w": 3}', {"w": 3}),
+    ("maybe_box", "null", None),
+    ("alias", "7", 7),  # a reference to a reference
+    ("ratio", "0.25", 0.25),  # into `definitions`
+    ("mode", "slow", "slow"),
+    ("with_sibling", "9", 9),
+    ("loop", "5", "5"),  # a cycle: no type to read, the text stays
+    ("remote", "5", "5"),  # only local references are followed
+    ("missing", "5", "5"),
+    ("alias", "five", "five"),
+])
+def test_refs_into_defs_are_followed(key, written, value):
+    text = (f"<tool_call>\n<function=tool>\n<parameter={key}>\n{written}\n</parameter>\n"
+            "</function>\n</tool_call>")
+    found = extract(text, {"tool": REF_TOOL})
+    assert orjson.loads(found.calls[0].arguments) == {key: value}
+
+
+@pytest.mark.parametrize(("schema", "written", "value"), [
+    ({"allOf": [{"type": "integer"}, {"minimum": 0}]}, "5", 5),
+    ({"allOf": [{"$ref": "#/$defs/Count"}], "$defs": DEFS}, "5", 5),
+    ({"allOf": [{"type": ["integer", "string"]}, {"type": "integer"}]}, "5", 5),
+    ({"allOf": [{"type": "integer"}, {"type": "string"}]}, "5", "5"),  # nothing fits both
+    ({"allOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}, "2", 2),
+    ({"allOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}, "1", "1"),
+    ({"type": "float"}, "3.14", 3.14),
+    ({"type": "int"}, "3", 3),
+    ({"type": "int"}, "3.5", "3.5"),
+    ({"type": "integer"}, "1e30", 10**30),  # exactly, not a float's neighbour
+    ({"type": "bool"}, "true", True),
+    ({"type": "str"}, "42", "42"),
+    ({"type": "dict"}, '{"k": 1}', {"k": 1}),
+    ({"type": "list"}, "[1, 2]", [1, 2]),
+    ({"type": ["int", "null"]}, "null", None),
+    ({"type": "object"}, "{'x': 1, 'y': [True, None]}", {"x": 1, "y": [True, None]}),
+    ({"type": "array"}, "[1, 'a', (2, 3)]", [1, "a", [2, 3]]),
+    ({"type": "object"}, '{"x": 1,}', {"x": 1}),
+    ({"type": "object"}, "{'x': __import__('os')}", "{'x': __import__('os')}"),
+    ({"type": "object"}, "{'x': y}", "{'x': y}"),
+    ({"type": "array"}, "{'x': 1}", "{'x': 1}"),
+    ({"const": 5}, "5", 5),
+    ({"const": "a"}, "b", "b"),
+    ({"const": 5, "type": "integer"}, "6", "6"),
+    ({"enum": [1.0, 2.5]}, "1", 1),  # JSON equality: 1 is 1.0
+    ({"enum": [True]}, "1", "1"),  # but true is not 1
+    ({"enum": ["fast", "slow"]}, "slow ", "slow"),
+    ({"type": "integer", "enum": [1, 2]}, "5", "5"),
+])
+def test_schema_forms_coerce_or_leave_the_text(schema, written, value):
+    # as the call carries it: written as JSON (an integer past 64 bits exactly)
+    assert json.loads(orjson.dumps(schema_module.coerce(written, schema))) == value

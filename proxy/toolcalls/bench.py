@@ -91,6 +91,39 @@ def cases(size: int = 1 << 20) -> Iterator[tuple[str, str]]:
     yield "json_lines", _repeat('{"name":"read","arguments":{}}\n', size)
     yield "pythonic_many", "[" + _repeat('read(path="x"), ', size) + "read(path=\"x\")]"
     yield "opener_then_blob", "<tool_call>" + _repeat('{"a": "b"}, ', size)
+    yield from _reviewed(size)
+
+
+def _reviewed(size: int) -> Iterator[tuple[str, str]]:
+    """Shapes a review found slow (quadratic, or linear at Python speed), one per finding."""
+    yield "trailing_newlines", "Sure, here it is." + "\n" * size
+    yield "trailing_space_lines", "Sure." + _repeat(" \n", size)
+    yield "call_line_above_blank_lines", ('{"name":"read","arguments":{}}'
+                                          + "\n" * size)
+    frame = size // 4 - 64  # four Python-literal frames
+    yield "single_quoted_lists", ("<tool_call>{'name':'read','arguments':{'path':["
+                                  + _repeat("1,", frame) + "]}}</tool_call>\n") * 4
+    yield "single_quoted_tuples", ("<tool_call>{'name':'read','arguments':{'path':["
+                                   + _repeat("(1,", frame) + "]}}</tool_call>\n") * 4
+    yield "python_names_in_frame", ('<tool_call>{"name":"read","arguments":{"path":['
+                                    + _repeat("True,", size) + "None]}}</tool_call>")
+    yield "raw_control_chars_in_frame", ('<tool_call>{"name":"read","arguments":{"path":"'
+                                         + _repeat("x\ty\n", size) + '"}}</tool_call>')
+    yield "invalid_escapes_in_frame", ('<tool_call>{"name":"read","arguments":{"path":"'
+                                       + _repeat("\\q", size) + '"}}</tool_call>')
+    yield "pythonic_long_list", "[read(path=[" + _repeat("1,", size) + "])]"
+    row = '{"id": 1, "ok": True, "tags": ["a", "b"], "meta": {"x": None}}, '
+    yield "rows_needing_repairs", ('<tool_call>{"name":"read","arguments":{"path":['
+                                   + _repeat(row, size) + "]}}</tool_call>")
+    yield "single_quoted_rows", ("<tool_call>{'name':'read','arguments':{'path':["
+                                 + _repeat(row.replace('"', "'"), size) + "]}}</tool_call>")
+    yield "unclosed_rows", ('<tool_call>{"name":"read","arguments":{"path":['
+                            + _repeat("[1],", size))
+    yield "rows_with_trailing_commas", ('<tool_call>{"name":"read","arguments":{"path":['
+                                        + _repeat("[1,],", size) + "]}}</tool_call>")
+    code = 'def f(x):\n\treturn {"a": [x, "b\'c"]}  # ]}\n'
+    yield "single_quoted_file", ("<tool_call>{'name':'write','arguments':{'path':'a',"
+                                 f"'text':{_repeat(code, size)!r}}}}}</tool_call>")
 
 
 def measure(size: int = 1 << 20, tools: ToolSchemas | None = None,

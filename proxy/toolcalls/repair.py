@@ -8,44 +8,119 @@ only after a strict parse has failed. The names are recorded for logs and metric
 from __future__ import annotations
 
 import ast
+import json
 import math
 import re
+import unicodedata
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-# A JSON string, or a run of anything that is not a quote. Strings may hold raw newlines.
-_TOKENS = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[^"]++|"', re.DOTALL)
+# --- numbers kept exact -----------------------------------------------------------------------
+
+# The integers orjson reads as integers and writes: int64 and uint64. It reads a longer one as
+# a float (changing its value) and refuses to write one; such an integer is carried as an
+# orjson.Fragment holding its literal, which orjson writes as it was written.
+_INT_RANGE = range(-(1 << 63), 1 << 64)
+# Digits to "0", anything else (non-ASCII bytes included) to " ": a run of 19 digits, the
+# shortest integer orjson may read as a float, is then one substring search away.
+_DIGIT_RUNS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+_LONG_RUN = b"0" * 19
+
+
+def exact_int(value: int) -> Any:
+    """`value`, or (past 64 bits) a Fragment that orjson writes as its exact literal."""
+    return value if value in _INT_RANGE else orjson.Fragment(str(value))
+
+
+def _int_literal(literal: str) -> Any:
+    """A JSON integer literal read exactly (the `parse_int` of the stdlib decoder)."""
+    if len(literal) < 19:
+        return int(literal)
+    if len(literal) <= 21 and int(literal) in _INT_RANGE:
+        return int(literal)
+    return orjson.Fragment(literal)
+
+
+def _has_long_digit_run(text: str) -> bool:
+    """Whether `text` holds 19 digits in a row (at C speed: translate, then search)."""
+    return _LONG_RUN in text.encode("utf-8", "surrogatepass").translate(_DIGIT_RUNS)
+
+
+def loads(text: str) -> Any:
+    """`orjson.loads(text)`, except that an integer past 64 bits keeps its exact value (see
+    exact_int) instead of becoming a float: such text is read again by the stdlib decoder,
+    which orjson has just shown accepts it the same way. Raises orjson.JSONDecodeError."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as error:  # an integer past 308 digits is "infinity" to it
+        number = error.pos < len(text) and (text[error.pos].isdigit() or text[error.pos] == "-")
+        if not (number and error.msg.startswith("number is infinity")):
+            raise
+    else:
+        if not _has_long_digit_run(text):
+            return value
+    try:
+        return json.loads(text, parse_int=_int_literal, parse_float=_finite,
+                          parse_constant=_not_a_constant)
+    except (ValueError, RecursionError):
+        raise orjson.JSONDecodeError("not readable exactly", text, 0) from None
+
+# A JSON string (captured, for re.split). Strings may hold raw newlines.
+_STRINGS = re.compile(r'("[^"\\]*+(?:\\.[^"\\]*+)*+")', re.DOTALL)
 # Starts with a character class (not `\b`) so that the regex engine skips ahead quickly.
 _PY_LITERAL = re.compile(r"[TFN](?<!\w[TFN])(?:rue|alse|one)\b")
 _PY_TO_JSON = {"True": "true", "False": "false", "None": "null"}
+# Each name alone, replaced by a literal (no Python call per match).
+_PY_WORDS = tuple((re.compile(rf"{word}(?<!\w{word})\b"), json_word)
+                  for word, json_word in _PY_TO_JSON.items())
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_TRAILING_COMMA_ANY = re.compile(r",(?=\s*[}\]])")  # the same commas, dropped by a literal
 _CONTROL = re.compile(r"[\x00-\x1f]")
 # Qwen3.5 fuses its XML and JSON templates: {"function=NAME","arguments":{...}}. Only that
 # exact shape (the key first, `arguments` next): neighbouring shapes have not been seen.
 _HYBRID_KEY = re.compile(r'(\{\s*)"function=([A-Za-z0-9_.:\-]++)"(\s*,\s*"arguments"\s*:)')
+# Joins the pieces edited in one call: the first that the text does not hold.
+_SEPARATORS = ("\x00", "\ue000", "\U000f0000")
+
+
+def _edit_pieces(text: str, edit: Callable[[str], str], strings: bool) -> str:
+    """`text` with `edit` applied to its JSON strings (`strings`) or to all that lies outside
+    them, in one call: the pieces are joined by a separator the text does not hold (and the
+    edit leaves alone), edited, and split back."""
+    parts = _STRINGS.split(text)
+    chosen = parts[1::2] if strings else parts[0::2]
+    separator = next((sep for sep in _SEPARATORS if sep not in text and edit(sep) == sep), None)
+    edited = None if separator is None else edit(separator.join(chosen)).split(separator)
+    if edited is None or len(edited) != len(chosen):
+        edited = [edit(piece) for piece in chosen]
+    parts[1 if strings else 0::2] = edited
+    return "".join(parts)
 
 
 def _outside_strings(text: str, edit: Callable[[str], str]) -> str:
     """Apply `edit` to every stretch of text that is not inside a JSON string."""
-    parts = []
-    for token in _TOKENS.findall(text):
-        parts.append(token if token.startswith('"') and len(token) > 1 else edit(token))
-    return "".join(parts)
+    return _edit_pieces(text, edit, strings=False) if '"' in text else edit(text)
+
+
+def _python_names(stretch: str) -> str:
+    for pattern, json_word in _PY_WORDS:
+        stretch = pattern.sub(json_word, stretch)
+    return stretch
 
 
 def _python_literals(text: str) -> str:
     if not ("True" in text or "False" in text or "None" in text):  # cheap test first
         return text
-    return _outside_strings(text, lambda s: _PY_LITERAL.sub(lambda m: _PY_TO_JSON[m[0]], s))
+    return _outside_strings(text, _python_names)
 
 
 def _trailing_commas(text: str) -> str:
     if _TRAILING_COMMA.search(text) is None:
         return text
-    return _outside_strings(text, lambda s: _TRAILING_COMMA.sub(r"\1", s))
+    return _outside_strings(text, lambda stretch: _TRAILING_COMMA_ANY.sub("", stretch))
 
 
 def _escape_control(match: re.Match[str]) -> str:
@@ -53,7 +128,7 @@ def _escape_control(match: re.Match[str]) -> str:
 
 
 def _escape_controls(token: str) -> str:
-    """A JSON string token with its raw control characters escaped (the common three by
+    """JSON string tokens with their raw control characters escaped (the common three by
     `str.replace`, which runs at C speed on megabytes; any other one by a regex)."""
     token = token.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
     return _CONTROL.sub(_escape_control, token) if _CONTROL.search(token) else token
@@ -62,16 +137,40 @@ def _escape_controls(token: str) -> str:
 def _control_chars_in_strings(text: str) -> str:
     if _CONTROL.search(text) is None:
         return text
-    parts = []
-    for token in _TOKENS.findall(text):
-        if token.startswith('"') and len(token) > 1:
-            token = _escape_controls(token)
-        parts.append(token)
-    return "".join(parts)
+    return _edit_pieces(text, _escape_controls, strings=True)
 
 
 def _hybrid_function_key(text: str) -> str:
     return _HYBRID_KEY.sub(lambda m: f'{m[1]}"name":{orjson.dumps(m[2]).decode()}{m[3]}', text)
+
+
+# After escaped backslashes are set aside, a backslash followed by none of these does not start
+# a JSON escape (`\q`, `\U`, `\u` without four hex digits, a backslash ending the text).
+_JSON_ESCAPES = '"/bfnrt'
+_BAD_UNICODE_ESCAPE = re.compile(r"\\u(?![0-9a-fA-F]{4})")
+_ANY_INVALID_ESCAPE = re.compile(r'\\(?![\\"/bfnrt]|u[0-9a-fA-F]{4})')
+
+
+def _invalid_escapes(text: str) -> str:
+    r"""Each backslash that does not start a JSON escape made a literal backslash: the model
+    wrote `C:\Users` for the characters C, :, \, U… Valid escapes are left as JSON reads
+    them (`C:\notes` holds a newline: that is what the text says). Outside strings a
+    backslash is invalid JSON either way, so the whole text is edited, by str.replace alone:
+    escaped backslashes set aside (pairs from the left, as a decoder reads a run of them),
+    every other backslash doubled, the doubling undone where a valid escape follows."""
+    if "\\" not in text or _ANY_INVALID_ESCAPE.search(text) is None:
+        return text
+    if "\x00" in text:  # the placeholder below: edit by regex instead (pairs read as a unit)
+        edited = re.sub(r'\\\\|\\(?![\\"/bfnrt]|u[0-9a-fA-F]{4})',
+                        lambda m: m[0] if len(m[0]) == 2 else "\\\\", text)
+        return text if edited == text else edited
+    edited = text.replace("\\\\", "\x00").replace("\\", "\\\\")
+    for char in _JSON_ESCAPES + "u":
+        edited = edited.replace("\\\\" + char, "\\" + char)
+    if "\\u" in edited:
+        edited = _BAD_UNICODE_ESCAPE.sub(r"\\\\u", edited)
+    edited = edited.replace("\x00", "\\\\")
+    return text if edited == text else edited  # `is` tells a caller whether it changed
 
 
 # Python reads `"\ud83d\ude80"` as two lone surrogates where JSON reads one character (🚀).
@@ -97,24 +196,46 @@ class NotLiteral(ValueError):
 
 _JSON_NAMES = {"true": True, "false": False, "null": None}
 _MAX_LITERAL = 256_000  # Python-literal parsing (ast) is not tried on longer text
+# ast costs about 10 µs per node: a literal with more syntax than this (`(,:[{=` outside its
+# strings) is not given to it. Literals in the common style are read without ast (below).
+_MAX_AST_SYNTAX = 1_000
+
+
+def _number(node: ast.AST) -> int | float | None:
+    """The value of a numeric literal node (with any unary signs), else None."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        operand = _number(node.operand)
+        if operand is None:
+            return None
+        return -operand if isinstance(node.op, ast.USub) else operand
+    return None
 
 
 def literal_value(node: ast.AST, repairs: set[str],
                   strings: dict[str, str] | None = None) -> Any:
     """The JSON value of a Python literal node (JSON's `true`/`false`/`null` names allowed,
-    noted in `repairs`; surrogate-pair escapes read as JSON reads them). Never evaluates
-    anything: any other node raises NotLiteral. `strings` maps placeholder names that stand
-    for string literals decoded beforehand to their values; each is taken (popped) once."""
+    noted in `repairs`; surrogate-pair escapes read as JSON reads them; an integer past 64
+    bits kept exact, see exact_int). Never evaluates anything: any other node raises
+    NotLiteral. `strings` maps placeholder names that stand for string literals decoded
+    beforehand to their values; each is taken (popped) once."""
     if isinstance(node, ast.Name) and strings and node.id in strings:
         return strings.pop(node.id)
-    if isinstance(node, ast.Constant):
-        value = node.value
-        if isinstance(value, str):
-            return join_surrogate_pairs(value)
-        if value is None or isinstance(value, bool | int):
-            return value
-        if isinstance(value, float) and math.isfinite(value):
-            return value
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return join_surrogate_pairs(node.value)
+    if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, bool)):
+        return node.value
+    if isinstance(node, ast.Constant | ast.UnaryOp):
+        number = _number(node)
+        if isinstance(number, int):
+            try:
+                return exact_int(number)
+            except ValueError:  # more digits than Python writes
+                raise NotLiteral from None
+        if isinstance(number, float) and math.isfinite(number):
+            return number
         raise NotLiteral
     if isinstance(node, ast.List | ast.Tuple):
         return [literal_value(item, repairs, strings) for item in node.elts]
@@ -129,11 +250,6 @@ def literal_value(node: ast.AST, repairs: set[str],
                 raise NotLiteral
             result[name] = literal_value(value, repairs, strings)
         return result
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        operand = literal_value(node.operand, repairs, strings)
-        if isinstance(operand, int | float) and not isinstance(operand, bool):
-            return -operand if isinstance(node.op, ast.USub) else operand
-        raise NotLiteral
     if isinstance(node, ast.Name) and node.id in _JSON_NAMES:
         repairs.add("json_literals_in_python")
         return _JSON_NAMES[node.id]
@@ -148,26 +264,257 @@ def parse_expression(source: str) -> ast.Expression:
         return ast.parse(source.strip(), mode="eval")
 
 
-def _python_dict(text: str) -> Any:
-    """`{'name': 'f', 'arguments': {'a': 1}}`: a Python dict/list literal read as JSON."""
-    if len(text) > _MAX_LITERAL or "'" not in text:
+# --- Python literals read as JSON, in linear time -----------------------------------------------
+#
+# A Python literal in the style models write (`{'a': 'b', 'c': [1, True, None]}`) is turned
+# into the JSON text of the same value, and that is decoded: strings rewritten with JSON's
+# quotes and escapes, True/False/None spelled as JSON, trailing commas dropped. Every step is a
+# str method or a C-speed regex over the whole text, so a megabyte costs milliseconds where
+# ast costs seconds. Whatever JSON does not read the same way (tuples, `1.`, `+1`, implicit
+# concatenation, prefixes, comments, Python-only escapes the rewrite does not know) fails to
+# decode, and only then is ast tried, on little syntax only.
+
+_PY_STRING = re.compile(r"""('[^'\\\n\r]*+(?:\\.[^'\\\n\r]*+)*+'"""
+                        r"""|"[^"\\\n\r]*+(?:\\.[^"\\\n\r]*+)*+")""", re.DOTALL)
+# A Python escape that JSON writes otherwise (`\'` aside: it is rewritten as a bare quote).
+_NON_JSON_ESCAPE = re.compile(r"\\(?![\"bfnrt]|u[0-9a-fA-F]{4})")
+_PY_ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})"
+                        r"|N\{([^}\n]{1,100})\}|([0-7]{1,3})|(\r\n|\r|\n)|(.))", re.DOTALL)
+_PY_SIMPLE_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f",
+                      "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_CONTROLS = tuple(chr(c) for c in range(32))
+_MAX_TOKENS = 8_192  # string literals decoded one at a time (text in mixed quotes), at most
+_MISSING = object()
+
+
+def _py_unescape(match: re.Match[str]) -> str:
+    hex2, hex4, hex8, name, octal, newline, other = match.groups()
+    if hex2 or hex4 or hex8:
+        code = int(hex2 or hex4 or hex8, 16)
+        if code > 0x10FFFF:
+            raise NotLiteral
+        return chr(code)
+    if name is not None:
+        try:
+            return unicodedata.lookup(name)
+        except KeyError:
+            raise NotLiteral from None
+    if octal:
+        return chr(int(octal, 8))
+    if newline:
+        return ""  # a line continuation
+    if other in "xuUN":
+        raise NotLiteral  # a malformed escape: Python refuses the literal
+    return _PY_SIMPLE_ESCAPES.get(other, "\\" + other)  # unknown escapes keep the backslash
+
+
+def _json_body(token: str) -> str:
+    """One Python string literal (quotes included) as the body of a JSON string literal."""
+    body = token[1:-1]
+    if "\\" not in body and not any(c in body for c in _CONTROLS):
+        return body if token[0] == '"' else body.replace('"', '\\"')
+    value = join_surrogate_pairs(_PY_ESCAPE.sub(_py_unescape, body))
+    try:
+        return orjson.dumps(value).decode()[1:-1]
+    except TypeError:  # a lone surrogate
+        raise NotLiteral from None
+
+
+def _escape_raw_control(match: re.Match[str]) -> str:
+    return match[0] if match[0] == "\x00" else _escape_control(match)
+
+
+def _single_quoted_at_once(source: str) -> Any:
+    """The value of a literal whose strings are all single-quoted, rewritten as JSON by
+    str.replace over the whole text (no string is handled alone, so a megabyte of short
+    strings costs as little as one long one), or _MISSING. Quotes are swapped, escaped
+    backslashes and quotes set aside first; True/False/None and `,]`/`,}` are replaced with
+    a carriage return after them, which in a string makes the strict decoder refuse it (the
+    text must hold none). Whatever else Python reads otherwise (a `"` string, `\\/`, a raw
+    line break or an escape JSON does not define inside a string, `[,]`) fails to decode or
+    is refused here, and the string-by-string rewrite (_python_parts) decides."""
+    if any(c in source for c in "\r\x01\x02\x03") or "\\/" in source:
+        return _MISSING
+    text = source
+    if "\\" in text:
+        text = text.replace("\\\\", "\x01").replace("\\'", "\x02").replace('\\"', "\x03")
+    text = text.replace('"', '\\"').replace("'", '"')
+    if "\\" in source:
+        text = text.replace("\x03", '\\"').replace("\x02", "'").replace("\x01", "\\\\")
+    for word, json_word in _PY_TO_JSON.items():
+        if word in text:
+            text = text.replace(word, json_word + "\r")
+    marked = text.replace(",]", "\r]").replace(",}", "\r}") if "," in text else text
+    try:
+        value = loads(marked)
+    except orjson.JSONDecodeError as error:
+        if not marked.startswith(",", error.pos):
+            return _MISSING
+        marked = _TRAILING_COMMA_ANY.sub("\r", marked)  # with space before the bracket
+        try:
+            value = loads(marked)
+        except orjson.JSONDecodeError:
+            return _MISSING
+    if marked != text:  # a comma dropped: none may follow an opening bracket (`[,]`)
+        squeezed = text.translate(_NO_SPACE)
+        if "[," in squeezed or "{," in squeezed:
+            return _MISSING
+    return value
+
+
+def _single_quoted_parts(source: str) -> tuple[str, list[str]] | None:
+    """(code joined by NUL, JSON string bodies) when every string literal is single-quoted:
+    then, escaped backslashes and quotes set aside (\\x01, \\x02), each `'` delimits a
+    string and str.split finds them all. None when that does not hold (a `"` or backslash
+    outside strings, an odd count) or a body holds what this rewrite does not read as Python
+    does (a raw line break, an escape JSON writes otherwise)."""
+    if "\x00" in source or "\x01" in source or "\x02" in source:
+        return None
+    marked = source.replace("\\\\", "\x01").replace("\\'", "\x02") if "\\" in source else source
+    parts = marked.split("'")
+    if len(parts) % 2 == 0:
+        return None
+    code = "\x00".join(parts[0::2])
+    if any(c in code for c in '"\\\x01\x02'):
+        return None
+    bodies = "\x00".join(parts[1::2])
+    if "\n" in bodies or "\r" in bodies:
+        return None
+    if "\\" in bodies and _NON_JSON_ESCAPE.search(bodies):
+        return None
+    bodies = bodies.replace('\\"', "\x03").replace('"', '\\"').replace("\x03", '\\"')
+    bodies = bodies.replace("\x02", "'").replace("\x01", "\\\\")
+    if any(c in bodies for c in _CONTROLS[1:]):
+        bodies = _CONTROL.sub(_escape_raw_control, bodies)
+    return code, bodies.split("\x00")
+
+
+def _python_parts(source: str) -> tuple[str, list[str]] | None:
+    """(code joined by NUL, JSON string bodies) of Python literal `source`: every string
+    literal rewritten as the body of the JSON string of its value. None when that cannot be
+    done in linear time or a literal is malformed."""
+    if "'" in source:
+        parts = _single_quoted_parts(source)
+        if parts is not None:
+            return parts
+    if "\x00" in source or source.count("'") + source.count('"') > 2 * _MAX_TOKENS:
+        return None
+    pieces = _PY_STRING.split(source)
+    try:
+        bodies = [_json_body(token) for token in pieces[1::2]]
+    except NotLiteral:
+        return None
+    return "\x00".join(pieces[0::2]), bodies
+
+
+def _names_as_json(code: str) -> str:
+    """Text outside strings with Python's names spelled as JSON. A name inside a longer
+    word (`Truex`) is replaced too, and stays invalid."""
+    for word, json_word in _PY_TO_JSON.items():
+        if word in code:
+            code = code.replace(word, json_word)
+    return code
+
+
+def _as_json(code: str, bodies: list[str]) -> str:
+    """Code (strings marked by NUL) and string bodies put together as JSON text."""
+    codes = code.split("\x00")  # one more than the strings
+    pieces = [""] * (len(codes) + len(bodies))
+    pieces[0::2] = codes
+    pieces[1::2] = bodies
+    return '"'.join(pieces)
+
+
+_NO_SPACE = str.maketrans("", "", " \t\n\r\x0b\x0c")
+
+
+def _decoded_as_json(code: str, bodies: list[str]) -> Any:
+    """The value of the rewritten literal, or _MISSING when JSON refuses it. Trailing commas
+    are dropped (Python allows them), but not a comma right after an opening bracket (`[,]`
+    is no literal)."""
+    code = _names_as_json(code)
+    if "," in code:
+        squeezed = code.translate(_NO_SPACE)
+        if "[," in squeezed or "{," in squeezed:
+            return _MISSING
+    tight = code.replace(",]", "]").replace(",}", "}")
+    try:
+        return loads(_as_json(tight, bodies))
+    except orjson.JSONDecodeError:
+        pass
+    spaced = _TRAILING_COMMA_ANY.sub("", code) if "," in code else code
+    if spaced == tight:
+        return _MISSING
+    try:  # a trailing comma with space before its bracket (rare: one regex pass for it)
+        return loads(_as_json(spaced, bodies))
+    except orjson.JSONDecodeError:
+        return _MISSING
+
+
+def _too_much_syntax(code: str) -> bool:
+    """Whether `code` (text outside strings) has more syntax than ast reads cheaply."""
+    total = 0
+    for char in "(,:[{=":
+        total += code.count(char)
+        if total > _MAX_AST_SYNTAX:
+            return True
+    return False
+
+
+def read_python_literal(text: str) -> Any:
+    """The JSON value of Python literal `text` (dicts, lists, tuples, strings, numbers,
+    True/False/None and JSON's names; nothing is ever evaluated), or NotLiteral.
+
+    A literal in the common style is rewritten as the JSON text of the same value (strings
+    with JSON's quotes and escapes, names spelled as JSON, trailing commas dropped) by str
+    methods and C-speed passes, and decoded: a megabyte costs milliseconds where ast costs
+    seconds. What JSON does not read the same way (tuples, `1.`, `+1`, implicit
+    concatenation, prefixes, comments, …) is refused by the decoder, and only then is ast
+    tried, on text with little syntax only, so the cost stays linear in the text's size.
+    """
+    source = text.strip()
+    if "'" in source:
+        value = _single_quoted_at_once(source)
+        if value is not _MISSING:
+            return value
+    parts = _python_parts(source)
+    if parts is not None:
+        code, bodies = parts
+        if "(" not in code:  # a call or tuple is not JSON: straight to ast (if small)
+            value = _decoded_as_json(code, bodies)
+            if value is not _MISSING:
+                return value
+    elif len(source) <= _MAX_LITERAL:
+        code = _PY_STRING.sub("''", source)
+    else:
+        raise NotLiteral
+    if len(source) > _MAX_LITERAL or _too_much_syntax(code):
         raise NotLiteral
     try:
-        tree = parse_expression(text)
+        tree = parse_expression(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise NotLiteral from None
-    if not isinstance(tree.body, ast.Dict | ast.List):
-        raise NotLiteral
     try:
         return literal_value(tree.body, set())
     except RecursionError:
         raise NotLiteral from None
 
 
+def _python_dict(text: str) -> Any:
+    """`{'name': 'f', 'arguments': {'a': 1}}`: a Python dict/list literal read as JSON."""
+    if "'" not in text:
+        raise NotLiteral
+    value = read_python_literal(text)
+    if not isinstance(value, dict | list):
+        raise NotLiteral
+    return value
+
+
 REPAIRS: tuple[tuple[str, Callable[[str], str]], ...] = (
     ("qwen_hybrid_function_key", _hybrid_function_key),
     ("python_literals", _python_literals),
     ("trailing_comma", _trailing_commas),
+    ("invalid_escape", _invalid_escapes),
     ("raw_control_chars_in_string", _control_chars_in_strings),
 )
 
@@ -184,7 +531,8 @@ def _repaired_at_errors(text: str, error: orjson.JSONDecodeError,
                         ) -> tuple[Any, tuple[str, ...]] | None:
     """The repairs of REPAIRS made where orjson reports each error, one error at a time (a
     C-speed parse per retry), instead of a rewrite of the whole text per repair: the same
-    value and names, or None when an error is not one they repair the same way.
+    value and names, or None when an error is not one they repair the same way, or when
+    the retries have cost more parsing than a few whole-text passes would.
 
     Trailing commas and Python literals are fixed at the error position; raw control
     characters by their (whole-text) repair. A comma is removed only if what follows it was
@@ -197,13 +545,17 @@ def _repaired_at_errors(text: str, error: orjson.JSONDecodeError,
             text = repaired
             applied.add("qwen_hybrid_function_key")
     removed: list[int] = []  # where commas were removed, in the current text's positions
+    spent = 0  # characters the retries have copied and parsed
     for _ in range(_MAX_LOCAL_FIXES):
         if applied:
             try:
-                return orjson.loads(text), tuple(sorted(applied, key=_ORDER.__getitem__))
+                return loads(text), tuple(sorted(applied, key=_ORDER.__getitem__))
             except orjson.JSONDecodeError as next_error:
                 error = next_error
         pos = error.pos
+        spent += pos + len(text)
+        if spent > 2 * len(text) + 262_144:
+            return None  # many errors in a long text: the whole-text repairs are cheaper
         char = text[pos] if pos < len(text) else ""
         comma = _TRAILING_COMMA.match(text, pos) if char == "," else None
         literal = _PY_LITERAL.match(text, pos) if char in "TFN" else None
@@ -214,7 +566,8 @@ def _repaired_at_errors(text: str, error: orjson.JSONDecodeError,
         elif literal is not None:  # replaced by a word of the same length: no shift
             text = text[:pos] + _PY_TO_JSON[literal[0]] + text[literal.end():]
             applied.add("python_literals")
-        elif char and char < " " and "raw_control_chars_in_string" not in applied:
+        elif char and char < " " and "raw_control_chars_in_string" not in applied \
+                and len(text) <= 65_536:  # longer: the lenient decoder (see _repaired_at_once)
             repaired = _control_chars_in_strings(text)
             if repaired == text:
                 return None
@@ -225,32 +578,144 @@ def _repaired_at_errors(text: str, error: orjson.JSONDecodeError,
     return None
 
 
+def _not_a_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _finite(literal: str) -> float:
+    number = float(literal)
+    if not math.isfinite(number):
+        raise ValueError(literal)
+    return number
+
+
+def _loads_lenient(text: str) -> Any:
+    """`text` decoded with raw control characters allowed in strings (the stdlib decoder, not
+    strict), and nothing else orjson refuses: NaN and infinities are refused, an integer past
+    64 bits kept exact, a lone surrogate refused (found by writing the value back)."""
+    exact = _has_long_digit_run(text)
+    decoder = json.JSONDecoder(strict=False, parse_constant=_not_a_constant,
+                               parse_float=_finite if "e" in text or "E" in text else float,
+                               parse_int=_int_literal if exact else int)
+    try:
+        value = decoder.decode(text)
+        orjson.dumps(value)
+    except (ValueError, TypeError, RecursionError):  # JSONEncodeError is a TypeError
+        raise orjson.JSONDecodeError("not JSON", text, 0) from None
+    return value
+
+
+# A whitespace character outside strings and, raw, an error inside them (orjson, strict) or a
+# character found when the value is written back (the lenient decoder): the marker below.
+_MARK = "\r"
+
+
+def _repaired_at_once(text: str) -> tuple[Any, tuple[str, ...]] | None:
+    """Every repair of REPAIRS made at once over the whole text by str.replace, which costs
+    milliseconds on a megabyte where the regex repairs pay per match; raw control characters
+    in strings read by the lenient decoder instead of escaped. True/False/None become JSON's
+    names and `,]`/`,}` lose their comma, each followed by a carriage return (so the text
+    must not hold one, raw or escaped, for these two). Where a replacement fell inside a
+    string, that string now holds a raw carriage return: the strict decoder refuses it, and
+    the lenient one is checked for it. So a value returned is the one the regex repairs
+    give, with the same names; anything else gives None."""
+    if '"function=' in text:
+        return None
+    applied: list[str] = []
+    edited = text
+    if _MARK not in text and "\\r" not in text:
+        words = [word for word in _PY_TO_JSON if word in edited]
+        for word in words:
+            edited = edited.replace(word, _PY_TO_JSON[word] + _MARK)
+        if words:
+            applied.append("python_literals")
+        commas = [comma for comma in (",]", ",}") if comma in edited]
+        for comma in commas:
+            edited = edited.replace(comma, _MARK + comma[1])
+        if commas:
+            applied.append("trailing_comma")
+    escaped = _invalid_escapes(edited)
+    if escaped is not edited:
+        applied.append("invalid_escape")
+        edited = escaped
+    if applied or "," in edited:
+        try:
+            return loads(edited), tuple(applied)
+        except orjson.JSONDecodeError as error:
+            char = edited[error.pos] if error.pos < len(edited) else ""
+            if char == "," and _MARK not in text and "\\r" not in text:
+                # a trailing comma with space before its bracket: all such, by one regex pass
+                edited = _TRAILING_COMMA_ANY.sub(_MARK, edited)
+                if "trailing_comma" not in applied:
+                    applied.insert(len(applied) - ("invalid_escape" in applied),
+                                   "trailing_comma")
+                return _decoded_at_once(text, edited, applied)
+            if not (char and char < " " and char != _MARK):
+                return None  # not a raw control character the model wrote
+    return _lenient_at_once(text, edited, applied)
+
+
+def _decoded_at_once(text: str, edited: str, applied: list[str],
+                     ) -> tuple[Any, tuple[str, ...]] | None:
+    """`edited` decoded strictly, else (a raw control character) leniently; or None."""
+    try:
+        return loads(edited), tuple(applied)
+    except orjson.JSONDecodeError as error:
+        char = edited[error.pos] if error.pos < len(edited) else ""
+        if not (char and char < " " and char != _MARK):
+            return None
+    return _lenient_at_once(text, edited, applied)
+
+
+def _lenient_at_once(text: str, edited: str, applied: list[str],
+                     ) -> tuple[Any, tuple[str, ...]] | None:
+    """`edited` (the repairs of `text`, with markers) read with raw control characters in
+    strings allowed, the value refused when a marker fell inside a string."""
+    try:
+        value = _loads_lenient(edited)
+    except orjson.JSONDecodeError:
+        return None
+    if _MARK in edited and _MARK not in text and "\\r" in orjson.dumps(value).decode():
+        return None  # a replacement fell inside a string
+    return value, (*applied, "raw_control_chars_in_string")
+
+
+# Python-literal style: a bracket, maybe more, then a single quote (`{'name': …}`). No JSON
+# repair can make that JSON; it goes to the Python-literal reader at once.
+_PY_STYLE = re.compile(r"\s*+[\[{][\s\[{]{0,32}+'")
+
+
 def loads_repaired(text: str) -> tuple[Any, tuple[str, ...]]:
     """Decode `text` as JSON, applying repairs only if a strict parse fails.
 
     Returns the value and the names of the repairs that changed the text. The usual few
-    errors are repaired where the decoder reports them; anything else goes through every
-    repair in turn, as written below.
+    errors are repaired where the decoder reports them; then every repair at once (see
+    _repaired_at_once); anything else goes through every repair in turn, as written below.
+    An integer past 64 bits keeps its exact value (see loads).
     """
     try:
-        return orjson.loads(text), ()
+        return loads(text), ()
     except orjson.JSONDecodeError as error:
-        quick = _repaired_at_errors(text, error)
+        quick = _repaired_at_errors(text, error) if not _PY_STYLE.match(text) else None
     if quick is not None:
         return quick
     original = text
-    applied: list[str] = []
-    for name, repair in REPAIRS:
-        repaired = repair(text)
-        if repaired == text:
-            continue
-        text = repaired
-        applied.append(name)
-        try:
-            return orjson.loads(text), tuple(applied)
-        except orjson.JSONDecodeError:
-            continue
-    try:  # last: single-quoted Python literals, read with ast (never evaluated)
+    if not _PY_STYLE.match(text):
+        once = _repaired_at_once(text)
+        if once is not None:
+            return once
+        applied: list[str] = []
+        for name, repair in REPAIRS:
+            repaired = repair(text)
+            if repaired == text:
+                continue
+            text = repaired
+            applied.append(name)
+            try:
+                return loads(text), tuple(applied)
+            except orjson.JSONDecodeError:
+                continue
+    try:  # last: single-quoted Python literals, read without evaluating anything
         return _python_dict(original), ("python_dict_literal",)
     except NotLiteral:
         pass

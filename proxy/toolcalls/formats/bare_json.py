@@ -31,9 +31,9 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     line_end = len(text)
     while line_end > 0:  # lines from the last one up, without splitting the whole text
         line_start = text.rfind("\n", 0, line_end) + 1
-        opening = doc.skip_space(line_start)
-        if opening >= line_end:  # a blank line
-            line_end = line_start - 1
+        opening = doc.skip_space(line_start, line_end)
+        if opening >= line_end:  # a blank line: skip it and every blank line above it at once
+            line_end = doc.space_before(line_start)
             continue
         closing = len(text[line_start:line_end].rstrip()) + line_start
         if text[opening] != "{" or not doc.spend() or doc.json_end(opening) != closing:

@@ -1,8 +1,10 @@
-"""Pythonic calls (Llama 3.2 / 4, Gemma, ToolACE): `[get_weather(city="Paris"), f(n=1)]`.
+"""Pythonic calls (Llama 3.2 / 4, Gemma, ToolACE, OLMo 3): `[get_weather(city="Paris"), f(n=1)]`.
 
 Read with Python's `ast` — literals only, nothing is ever evaluated. Taken when the list is
 the whole content, the closing block of the content (starting on its own line, possibly after
-Llama 3.2's `<|python_tag|>`), or wrapped in Llama 4's `<|python_start|>…<|python_end|>`.
+Llama 3.2's `<|python_tag|>`), or wrapped in Llama 4's `<|python_start|>…<|python_end|>` (the
+end token may be missing when the list closes the content), or OLMo 3's
+`<function_calls>…</function_calls>` block of one call per line, without brackets.
 Arguments must be keywords with literal values (`true`/`false`/`null` are read as JSON's,
 recorded as a repair).
 """
@@ -25,7 +27,13 @@ NAME = "pythonic"
 _LINE_START = re.compile(r"[ \t]*+(<\|python_tag\|>\s*+)?(?=\[\s*+[A-Za-z_][\w.]{0,200}+\()\[")
 _END = re.compile(r"\)\s*+\]\Z")
 _WRAPPED = re.compile(r"<\|python_start\|>\s*+(?=\[)")
+_WRAP_START = "<|python_start|>"
 _WRAP_END = "<|python_end|>"
+# OLMo 3 (vLLM's `olmo3` parser): calls one per line inside the block, no list brackets.
+_BLOCK = "<function_calls>"
+_BLOCK_END = "</function_calls>"
+_BLOCK_OPEN = re.compile(re.escape(_BLOCK) + r"\s*+(?=[A-Za-z_\[])")
+_CALL_LINE = re.compile(r"[A-Za-z_][\w.]{0,200}+\(")
 MARKERS = ()  # none: a list closing the content is recognised by its shape
 _MAX_SOURCE = 4_000_000  # a list of calls longer than this is not parsed
 # ast costs about 10 µs per node: a list with more syntax than this (outside its strings) is
@@ -33,7 +41,6 @@ _MAX_SOURCE = 4_000_000  # a list of calls longer than this is not parsed
 _MAX_SYNTAX = 2_000
 _STRINGS = re.compile(r'"(?:[^"\\]++|\\.)*+"|\'(?:[^\'\\]++|\\.)*+\'', re.DOTALL)
 _MAX_LINES = 400  # lines looked at, from the end, for the one that opens the list
-_CODE = re.compile(r"[^\"'#]*+")  # up to the next literal or comment
 _DOUBLE = re.compile(r'"(?:[^"\\\n]++|\\.)*+"', re.DOTALL)  # a one-line literal's extent
 _SINGLE = re.compile(r"'(?:[^'\\\n]++|\\.)*+'", re.DOTALL)
 _LONG_LITERAL = 1_024  # literals longer than this are decoded apart from ast (see _skeleton)
@@ -114,18 +121,24 @@ def _skeleton(source: str) -> _Skeleton | None:
     triple-quoted or unterminated literal, too many literals): ast reads the source whole."""
     pieces: list[str] = []
     strings: dict[str, str] = {}
-    code: list[str] = []
-    kept = pos = literals = 0
+    kept = pos = literals = syntax = 0
+    upcoming = {char: -1 for char in "\"'#"}  # the next position of each, found by str.find
     while True:
-        stop = _CODE.match(source, pos).end()
-        code.append(source[pos:stop])
+        for char, at in upcoming.items():
+            if at < pos:
+                found = source.find(char, pos)
+                upcoming[char] = len(source) if found < 0 else found
+        stop = min(upcoming.values())
+        syntax += _syntax(source, pos, stop)
+        if syntax > _MAX_SYNTAX:  # far more than any list of calls: counted no further
+            return _Skeleton(source, {}, syntax, literals)
         if stop >= len(source):
             break
         quote = source[stop]
         if quote == "#":  # a comment, counted as code
             line_end = source.find("\n", stop)
             pos = len(source) if line_end < 0 else line_end
-            code.append(source[stop:pos])
+            syntax += _syntax(source, stop, pos)
             continue
         literals += 1
         if literals > _MAX_SYNTAX:  # far more than any list of calls: counted no further
@@ -152,8 +165,12 @@ def _skeleton(source: str) -> _Skeleton | None:
     pieces.append(source[kept:])
     if any(_PLACEHOLDER in piece for piece in pieces[::2]):
         return None  # the model wrote a name like ours: do not mistake it for a literal
-    counted = "".join(code)
-    return _Skeleton("".join(pieces), strings, sum(map(counted.count, "(,=[{:")), literals)
+    return _Skeleton("".join(pieces), strings, syntax, literals)
+
+
+def _syntax(source: str, start: int, stop: int) -> int:
+    """How many of `(,=[{:` source[start:stop] holds (str.count, C speed)."""
+    return sum(source.count(char, start, stop) for char in "(,=[{:")
 
 
 def _parsed(source: str) -> tuple[list[dict[str, Any]], tuple[str, ...]] | str:
@@ -189,16 +206,64 @@ def _frame(doc: Document, start: int, end: int, source: str) -> Frame:
 def _wrapped(doc: Document) -> Iterator[Frame]:
     text = doc.text
     cursor = 0
-    for match in doc.finditer(_WRAPPED, "<|python_start|>"):
+    for match in doc.finditer(_WRAPPED, _WRAP_START):
         if match.start() < cursor:
             continue
         close = text.find(_WRAP_END, match.end())
-        if close < 0:
-            stop = len(text)
-            yield Frame(NAME, match.start(), stop, closed=False, complete=False)
+        if close < 0:  # no end token: taken when the list closes the content
+            yield _unclosed(doc, match.start(), match.end())
             return
         stop = close + len(_WRAP_END)
         yield _frame(doc, match.start(), stop, text[match.end():close])
+        cursor = stop
+
+
+def _unclosed(doc: Document, start: int, body: int) -> Frame:
+    """A list after `<|python_start|>` whose end token never came: a frame when the list is
+    whole and nothing but space follows it, else an incomplete one (its text stays)."""
+    text = doc.text
+    end = len(text.rstrip())
+    if end <= body or text[end - 1] != "]" or _WRAP_START in text[body:end]:
+        return Frame(NAME, start, len(text), closed=False, complete=False)
+    frame = _frame(doc, start, end, text[body:end])
+    if frame.refused is not None:
+        return frame
+    return Frame(NAME, start, end, closed=False, value=frame.value, listed=True,
+                 repairs=(*frame.repairs, "missing_close_tag"))
+
+
+def _lines_as_list(body: str) -> str | None:
+    """OLMo 3's calls, one per line, as the source of a Python list (vLLM's reading: each
+    non-blank line is one call); None when a line does not start like a call."""
+    stripped = body.strip()
+    if stripped.startswith("["):  # written as a list already
+        return stripped
+    lines = [line.strip() for line in stripped.splitlines() if line.strip()]
+    if not lines or not all(_CALL_LINE.match(line) for line in lines):
+        return None
+    return "[" + ", ".join(lines) + "]"
+
+
+def _blocks(doc: Document) -> Iterator[Frame]:
+    """OLMo 3's `<function_calls>` blocks; the closing tag may be missing when the calls
+    close the content."""
+    text = doc.text
+    cursor = 0
+    for match in doc.finditer(_BLOCK_OPEN, _BLOCK):
+        if match.start() < cursor:
+            continue
+        close = text.find(_BLOCK_END, match.end())
+        closed = close >= 0
+        body_end = close if closed else len(text.rstrip())
+        source = _lines_as_list(text[match.end():body_end])
+        if source is None:
+            continue  # prose that names the tag: it stays text
+        stop = close + len(_BLOCK_END) if closed else body_end
+        frame = _frame(doc, match.start(), stop, source)
+        if not closed and frame.refused is None:
+            frame = Frame(NAME, frame.start, frame.end, closed=False, value=frame.value,
+                          listed=True, repairs=(*frame.repairs, "missing_close_tag"))
+        yield frame
         cursor = stop
 
 
@@ -222,8 +287,11 @@ def _closing_block(doc: Document) -> Iterator[Frame]:
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """Llama 4's wrapped lists anywhere; else the list closing (or making) the content."""
-    if doc.has(_WRAP_END) or doc.has("<|python_start|>"):
+    """OLMo 3's blocks and Llama 4's wrapped lists anywhere; else the list closing (or
+    making) the content."""
+    if doc.has(_BLOCK):
+        yield from _blocks(doc)
+    elif doc.has(_WRAP_END) or doc.has(_WRAP_START):
         yield from _wrapped(doc)
     else:
         yield from _closing_block(doc)
