@@ -131,8 +131,8 @@ def _native_arguments(raw: Any) -> tuple[str | None, str | None]:
         return raw, None
     if isinstance(value, str):  # double-encoded: a JSON string holding the object
         try:
-            inner = orjson.loads(value)
-        except orjson.JSONDecodeError:
+            inner, _ = loads_repaired(value)  # big integers kept exact, as everywhere
+        except NotJson:
             return None, None
         if isinstance(inner, dict):
             return orjson.dumps(inner).decode(), "double_encoded_arguments"

@@ -202,3 +202,12 @@ def test_logprobs_keep_openai_fields_only_and_reach_the_stream_once():
     chunks = [json.loads(line[6:]) for line in raw.split(b"\n\n") if line.startswith(b"data: {")]
     carried = [c["choices"][0]["logprobs"] for c in chunks if c["choices"][0]["logprobs"]]
     assert carried == [choice["logprobs"]]
+
+
+def test_parsed_arguments_keep_big_integers_exact_on_every_path():
+    big = "123456789012345678901234567890"
+    for raw in (f'{{"n": {big}}}', f'{{"n": {big},}}', json.dumps(f'{{"n": {big}}}')):
+        upstream = vllm_completion(None, tool_calls=[vllm_tool_call("read", raw)])
+        _, choice, _ = _normalize(upstream)
+        arguments = choice["message"]["tool_calls"][0]["function"]["arguments"]
+        assert json.loads(arguments) == {"n": int(big)}, raw
