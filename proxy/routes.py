@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import secrets
-import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -17,6 +15,7 @@ from urllib3.exceptions import ReadTimeoutError
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from . import __version__
+from .clients import CHECK_SECONDS, ClientWatcher, Watch, abort_connection, client_gone
 from .compat import keep_first_call
 from .config import Config, mask_url
 from .errors import ProxyError, from_upstream
@@ -39,11 +38,8 @@ from .upstream import (
     UpstreamCall,
     UpstreamReply,
     cut,
-    new_event,
-    readable_now,
     request_headers,
     response_headers,
-    run_beside,
 )
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -57,7 +53,6 @@ def _restarting() -> ProxyError:
     return ProxyError(503, "The proxy is restarting; send the request again.",
                       type_="server_error", code="proxy_restarting", headers={"Retry-After": "1"})
 CHAT_PATH = "/v1/chat/completions"
-_CLIENT_CHECK_SECONDS = 0.5
 SSE_HEADERS = {
     "Content-Type": "text/event-stream",
     "Cache-Control": "no-cache",
@@ -88,6 +83,7 @@ class Proxy:
         self.upstreams = {url: Upstream(url) for url in config.upstreams()}
         self.logger = make_logger(config.log_level)
         self.metrics = Metrics()
+        self.client_watcher = ClientWatcher(self._draining)
         self._keys = [key.encode() for key in config.api_keys]
         # Set when the server stops (gunicorn's graceful shutdown or reload): requests still
         # waiting on upstream then are ended, retryably, before the server would cut them.
@@ -252,14 +248,15 @@ class Proxy:
         is_sse = (response_in.headers.get("Content-Type", "").startswith("text/event-stream")
                   and not response_in.headers.get("Content-Encoding"))
         environ = request.environ
-        watch = ClientWatch(environ, lambda: cut(response_in), self._draining)
+        watch: Watch | None = None
 
         def relay() -> Iterator[bytes]:
+            nonlocal watch
             events = SseEvents() if is_sse else None
             try:
                 if is_sse:
                     yield b""  # the head goes out now, before upstream's first event
-                watch.start()
+                watch = self.client_watcher.watch(environ, lambda: cut(response_in))
                 for data in upstream.relay_body(response_in):
                     if events is not None:
                         data = events.complete(data)
@@ -273,13 +270,13 @@ class Proxy:
                 log.error = "client_disconnected"
                 raise
             except Exception as exc:
-                if watch.fired:
+                if watch is not None and watch.fired:
                     log.error = "client_disconnected"
                     return
                 log.error = f"relay_interrupted:{type(exc).__name__}"
                 if is_sse:  # the stream has started: end it with the error, in-band; a half
                     # event is dropped, so that the client can parse what it has
-                    failure = (_restarting() if watch.drained else
+                    failure = (_restarting() if watch is not None and watch.drained else
                                ProxyError(504, "The upstream went silent for longer than "
                                           f"{timeouts.read:g} s.", type_="upstream_error",
                                           code="upstream_timeout")
@@ -291,9 +288,10 @@ class Proxy:
                 else:  # the head promised a body that will not come: the client must see
                     abort_connection(environ)  # it cut short, not wait on a kept-alive socket
             finally:
-                watch.stop()
-                if watch.fired:
-                    log.error = "client_disconnected"
+                if watch is not None:
+                    watch.stop()
+                    if watch.fired:
+                        log.error = "client_disconnected"
                 self.emit(log)
 
         response = Response(relay(), status=response_in.status,
@@ -369,7 +367,7 @@ class Proxy:
         """Wait for a non-streaming client's answer, cutting the upstream call when the
         client leaves, the limit passes or the server stops."""
         deadline = log.started + limit
-        while not call.wait(max(0.0, min(deadline - time.monotonic(), _CLIENT_CHECK_SECONDS))):
+        while not call.wait(max(0.0, min(deadline - time.monotonic(), CHECK_SECONDS))):
             if time.monotonic() >= deadline:
                 call.cancel()
                 raise ProxyError(504, f"The upstream did not answer within {limit:g} s.",
@@ -407,7 +405,7 @@ class Proxy:
                     next_beat = time.monotonic() + (beat or 0)
                     while result is None:
                         now = time.monotonic()
-                        wake = min(deadline, now + _CLIENT_CHECK_SECONDS,
+                        wake = min(deadline, now + CHECK_SECONDS,
                                    next_beat if beat else deadline)
                         if turn.call.wait(max(0.0, wake - now)):
                             log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
@@ -527,71 +525,6 @@ class Turn:
         log.notes.append("tool_call_required:asked_again")
         self.call = self._start()
         return True
-
-
-class ClientWatch:
-    """While a relayed body streams, looks every half second for the client having left,
-    and then cuts the upstream connection: a write to the client would tell only when
-    upstream sends its next bytes, which a model in a long prefill may not for minutes. The
-    same when the server stops (`draining`): the relay then ends with a retryable error."""
-
-    def __init__(self, environ: dict[str, Any], on_gone: Callable[[], None],
-                 draining: Callable[[], bool] = lambda: False) -> None:
-        self._environ = environ
-        self._on_gone = on_gone
-        self._draining = draining
-        self._stopped = new_event()
-        self.fired = False
-        self.drained = False
-
-    def start(self) -> None:
-        """Begin watching (in a greenlet or thread beside the relay)."""
-        run_beside(self._watch, "client-watch")
-
-    def stop(self) -> None:
-        """Stop watching (the relay has ended)."""
-        self._stopped.set()
-
-    def _watch(self) -> None:
-        while not self._stopped.wait(_CLIENT_CHECK_SECONDS):
-            if client_gone(self._environ):
-                self.fired = True
-                self._on_gone()
-                return
-            if self._draining():
-                self.drained = True
-                self._on_gone()
-                return
-
-
-def client_gone(environ: dict[str, Any]) -> bool:
-    """True when the client has closed its connection (EOF readable on the socket).
-
-    Checked while a buffered turn waits, so the upstream call is cut within a heartbeat even
-    before a write to the client fails. Servers that expose no socket report False.
-    """
-    sock = environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
-    if sock is None:
-        return False
-    try:
-        return readable_now(sock) and sock.recv(1, socket.MSG_PEEK) == b""
-    except ValueError:  # a TLS socket cannot peek: rely on failed writes instead
-        return False
-    except OSError:
-        return True
-
-
-def abort_connection(environ: dict[str, Any]) -> None:
-    """Close the client's connection now, mid-response.
-
-    For a relayed body cut short: with a Content-Length the server would otherwise keep the
-    connection alive and the client wait for bytes that never come (gunicorn), and with
-    chunked framing it would end the body cleanly, as if it were complete.
-    """
-    sock = environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _target(environ: dict[str, Any]) -> str:

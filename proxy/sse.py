@@ -137,6 +137,9 @@ class SseEvents:
         for a boundary, whatever the length of the event)."""
         if not data:
             return b""
+        if not self._parts and data.endswith(b"\n\n"):  # the usual piece: whole events
+            self._seam = data[-3:]
+            return data
         seam = self._seam
         probe = seam + data
         self._seam = probe[-3:]

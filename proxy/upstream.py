@@ -29,9 +29,9 @@ from .errors import ProxyError
 try:  # the OS's poll(2): gevent's patched one starts watchers and switches to the hub
     from gevent.monkey import get_original
 
-    _poll = get_original("select", "poll")
+    original_poll = get_original("select", "poll")
 except ImportError:  # pragma: no cover - gevent is a dependency; a plain process is fine too
-    _poll = select.poll
+    original_poll = select.poll
 
 T = TypeVar("T")
 
@@ -68,7 +68,7 @@ def request_headers(incoming: Iterable[tuple[str, str]], *, buffered: bool) -> d
 def readable_now(sock: Any) -> bool:
     """True when `sock` has bytes, an EOF or an error to read right now: one poll(2) that never
     blocks, for any descriptor number (select(2) refuses those past 1023)."""
-    poller = _poll()
+    poller = original_poll()
     poller.register(sock, select.POLLIN)
     return bool(poller.poll(0))
 

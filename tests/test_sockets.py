@@ -7,11 +7,13 @@ import contextlib
 import os
 import resource
 import socket
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from proxy.routes import client_gone
+from proxy.clients import ClientWatcher, client_gone
 from proxy.upstream import readable_now
 
 
@@ -64,3 +66,64 @@ def test_readable_now(high):
 
 def test_client_gone_without_a_socket():
     assert not client_gone({})
+
+
+@pytest.mark.parametrize("high", [False, True])
+def test_the_sweep_cuts_only_relays_whose_client_left(high):
+    watcher = ClientWatcher()
+    with _pair(high) as (gone_end, gone_client), _pair(False) as (kept_end, _kept_client), \
+            _pair(False) as (chatty_end, chatty_client):
+        cut: list[str] = []
+        gone = watcher.watch({"gunicorn.socket": gone_end}, lambda: cut.append("gone"))
+        kept = watcher.watch({"gunicorn.socket": kept_end}, lambda: cut.append("kept"))
+        chatty = watcher.watch({"gunicorn.socket": chatty_end}, lambda: cut.append("chatty"))
+        blind = watcher.watch({}, lambda: cut.append("blind"))  # a server with no socket
+        chatty_client.sendall(b"GET / HTTP/1.1\r\n")  # pipelined bytes are not a goodbye
+        gone_client.close()
+        assert watcher.sweep([gone, kept, chatty, blind]) == [gone]
+        assert gone.fired
+        assert [w.fired for w in (kept, chatty, blind)] == [False, False, False]
+        for watch in (gone, kept, chatty, blind):
+            watch.stop()
+        assert len(watcher) == 0
+
+
+def test_the_sweep_cuts_every_relay_when_the_server_drains():
+    draining = False
+    watcher = ClientWatcher(lambda: draining)
+    with _pair(False) as (a, _), _pair(False) as (b, _):
+        watches = [watcher.watch({"gunicorn.socket": s}, lambda: None) for s in (a, b)]
+        assert watcher.sweep(watches) == []
+        draining = True
+        assert watcher.sweep(watches) == watches
+        assert all(w.drained and not w.fired for w in watches)
+
+
+def test_one_sweep_runs_while_relays_are_watched_and_stops_after():
+    """The sweep is shared (not a timer per stream), calls on_gone once, and ends when the
+    last watch stops; a later watch starts it again."""
+    watcher = ClientWatcher(period=0.02)
+    before = threading.active_count()
+    for _round in range(2):
+        with _pair(False) as (end, client):
+            left = threading.Event()
+            calls: list[int] = []
+            def on_gone(calls: list[int] = calls, left: threading.Event = left) -> None:
+                calls.append(1)
+                left.set()
+
+            watch = watcher.watch({"gunicorn.socket": end}, on_gone)
+            others = [watcher.watch({}, lambda: None) for _ in range(50)]
+            assert threading.active_count() == before + 1
+            client.close()
+            assert left.wait(2)
+            time.sleep(0.1)
+            assert calls == [1]
+            assert watch.fired
+            assert len(watcher) == 50
+            for other in others:
+                other.stop()
+        deadline = time.monotonic() + 2
+        while threading.active_count() > before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert threading.active_count() == before
