@@ -13,6 +13,26 @@ from .scan import Document
 from .types import Frame
 
 
+class Openers:
+    """A format's opening markers in order, for its frame loop: one that starts inside the
+    frame taken last (before `taken_to`, which the loop moves) or right after a backtick (an
+    inline-code mention) is skipped."""
+
+    def __init__(self, doc: Document, pattern: re.Pattern[str], markers: str | tuple[str, ...],
+                 ) -> None:
+        self._doc = doc
+        self._pattern = pattern
+        self._markers = markers
+        self.taken_to = 0
+
+    def __iter__(self) -> Iterator[re.Match[str]]:
+        text = self._doc.text
+        for match in self._doc.finditer(self._pattern, self._markers):
+            start = match.start()
+            if start >= self.taken_to and (start == 0 or text[start - 1] != "`"):
+                yield match
+
+
 def json_frame(doc: Document, fmt: str, start: int, body: int, *,
                close: re.Pattern[str] | None, opener: str, name: str | None = None,
                listed: bool = False, arguments_key: str = "arguments",

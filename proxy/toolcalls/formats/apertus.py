@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import json_frame
+from ..framing import Openers, json_frame
 from ..repair import NotJson, loads_repaired
 from ..scan import Document
 from ..types import Frame
@@ -38,17 +38,14 @@ def _envelopes(value: object) -> list[dict[str, object]] | None:
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tools_prefix|>` list, to its suffix (or to the end of the output)."""
-    text = doc.text
-    cursor = 0
-    for match in doc.finditer(_OPENER, _OPEN):
+    openers = Openers(doc, _OPENER, _OPEN)
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue  # inside the previous frame, or an inline-code mention
         frame = json_frame(doc, NAME, start, doc.skip_space(match.end()), close=_CLOSE,
                            opener=_OPEN, listed=True)
         if frame is None:
             continue
-        cursor = frame.end
+        openers.taken_to = frame.end
         if not frame.complete or frame.json_text is None:
             yield frame
             continue

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..framing import Openers
 from ..scan import Document
 from ..types import Frame
 
@@ -58,15 +59,13 @@ _SECTION_END = re.compile(r"\s*+" + _token("tool calls end"))
 def _bare(doc: Document) -> Iterator[Frame]:
     """Calls written without their `tool▁call▁begin`, inside a section."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_BARE_HEAD, "function"):
+    openers = Openers(doc, _BARE_HEAD, "function")
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue
         before = _BARE_AFTER.search(text, max(0, start - 40), start)
         if before is None:
             continue  # not inside a section: prose, or another format
-        if before[1] is not None and before.start() >= cursor:
+        if before[1] is not None and before.start() >= openers.taken_to:
             start = before.start()  # the section opener goes with its first call
         body = match.end()
         end = doc.json_end(body)
@@ -79,7 +78,7 @@ def _bare(doc: Document) -> Iterator[Frame]:
         if section_end is not None:
             pos = section_end.end()
         yield Frame(NAME, start, pos, name=match[1], json_text=text[body:end])
-        cursor = pos
+        openers.taken_to = pos
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from ..framing import Openers
 from ..scan import Document
 from ..types import Frame
 
@@ -98,11 +99,9 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call>call:NAME{…}<tool_call|>`."""
     text = doc.text
     reader = _Reader(text)
-    cursor = 0
-    for match in doc.finditer(_HEAD, _OPEN):
+    openers = Openers(doc, _HEAD, _OPEN)
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue  # inside the previous frame, or an inline-code mention
         try:
             arguments, pos = reader.object(match.end(), 1)
         except _Unread as unread:
@@ -115,14 +114,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             if close_at >= 0:
                 end = close_at + len(_CLOSE)  # a call we cannot read: reported, left as text
                 yield Frame(NAME, start, end, name=match[1], refused="unrecognised_arguments")
-                cursor = end
+                openers.taken_to = end
             continue
         value = {"name": match[1], "arguments": arguments}
         close = _CLOSE_AFTER.match(text, pos)
         if close is not None:
             yield Frame(NAME, start, close.end(), value=value)
-            cursor = close.end()
+            openers.taken_to = close.end()
         elif doc.skip_space(pos) >= len(text) or text.startswith(_OPEN, doc.skip_space(pos)):
             yield Frame(NAME, start, pos, closed=False, value=value,
                         repairs=("missing_close_tag",))
-            cursor = pos
+            openers.taken_to = pos

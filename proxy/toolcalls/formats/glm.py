@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..framing import Openers
 from ..scan import Document
 from ..types import Frame
 
@@ -31,11 +32,9 @@ _CLOSE = re.compile(r"\s*+</tool_call>")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<tool_call>NAME` followed by `<arg_key>`/`<arg_value>` pairs."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_OPENER, _OPEN):
+    openers = Openers(doc, _OPENER, _OPEN)
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue  # inside the previous frame, or an inline-code mention
         args: list[tuple[str, str]] = []
         pos = match.end()
         following = text.find(_OPEN, pos)
@@ -52,14 +51,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             pos = value_end + len(_VALUE_CLOSE)
         if not complete:
             yield Frame(NAME, start, limit, closed=False, complete=False, name=match[1])
-            cursor = limit
+            openers.taken_to = limit
             continue
         close = _CLOSE.match(text, pos)
         if close is not None:
             yield Frame(NAME, start, close.end(), name=match[1], text_args=tuple(args))
-            cursor = close.end()
+            openers.taken_to = close.end()
         elif doc.skip_space(pos) >= len(text) or text.startswith(_OPEN, doc.skip_space(pos)):
             yield Frame(NAME, start, pos, closed=False, name=match[1], text_args=tuple(args),
                         repairs=("missing_close_tag",))
-            cursor = pos
+            openers.taken_to = pos
         # Anything else after the parameters: not a frame we understand; it stays text.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import json_frame
+from ..framing import Openers, json_frame
 from ..scan import Document
 from ..types import Frame
 
@@ -24,17 +24,14 @@ _STRING_OPENER = re.compile(re.escape(_STRING_OPEN) + r"(?=\s*+\[\s*+[{\]])")
 
 
 def _frames(doc: Document, opener: re.Pattern[str], marker: str) -> Iterator[Frame]:
-    text = doc.text
-    cursor = 0
-    for match in doc.finditer(opener, marker):
+    openers = Openers(doc, opener, marker)
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue  # inside the previous frame, or an inline-code mention
         frame = json_frame(doc, NAME, start, doc.skip_space(match.end()), close=None,
                            opener=marker, listed=True)
         if frame is not None:
             yield frame
-            cursor = frame.end
+            openers.taken_to = frame.end
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:

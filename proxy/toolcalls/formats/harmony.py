@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..framing import Openers
 from ..scan import Document
 from ..types import Frame
 
@@ -54,17 +55,15 @@ def _name(written: str, tools: frozenset[str]) -> tuple[str, tuple[str, ...]]:
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `to=functions.NAME … {arguments}` call, with the header tokens around it."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_HEAD, _ANCHOR):
+    openers = Openers(doc, _HEAD, _ANCHOR)
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue
         name, repairs = _name(match[1], doc.tools)
         if _in_message_body(text, start):
             yield Frame(NAME, start, match.end(), name=name, refused="in_message_text")
-            cursor = match.end()
+            openers.taken_to = match.end()
             continue
-        before = _BEFORE.search(text, max(cursor, start - 48), start)
+        before = _BEFORE.search(text, max(openers.taken_to, start - 48), start)
         if before is not None:
             start = before.start()
         body = match.end()
@@ -73,9 +72,9 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             following = text.find(_ANCHOR, body)
             stop = len(text) if following < 0 else following
             yield Frame(NAME, start, stop, closed=False, complete=False, name=name)
-            cursor = stop
+            openers.taken_to = stop
             continue
         token = _END.match(text, end)
         pos = token.end() if token is not None else end
         yield Frame(NAME, start, pos, name=name, json_text=text[body:end], repairs=repairs)
-        cursor = pos
+        openers.taken_to = pos

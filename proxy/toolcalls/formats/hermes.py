@@ -12,7 +12,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
-from ..framing import joined, json_run
+from ..framing import Openers, joined, json_run
 from ..scan import Document
 from ..types import Frame
 
@@ -35,11 +35,9 @@ _MAX_ORPHAN_MISSES = 64
 def _opened(doc: Document) -> Iterator[Frame]:
     """Every `<tool_call>` whose payload is JSON, scanned JSON-aware to its close tag."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_OPENER, _OPEN):
+    openers = Openers(doc, _OPENER, _OPEN)
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue  # inside the previous frame, or an inline-code mention
         body = doc.skip_space(match.end())
         if body >= len(text) or text[body] not in "{[":
             continue  # not JSON: another format's frame (Qwen XML, GLM) or prose
@@ -48,16 +46,16 @@ def _opened(doc: Document) -> Iterator[Frame]:
             following = text.find(_OPEN, body)
             end = len(text) if following < 0 else following
             yield Frame(NAME, start, end, closed=False, complete=False, json_text=text[body:end])
-            cursor = end
+            openers.taken_to = end
             continue
         after = doc.skip_space(stop)
         if text.startswith(_CLOSE, after):
             yield Frame(NAME, start, after + len(_CLOSE), json_text=joined(text, spans))
-            cursor = after + len(_CLOSE)
+            openers.taken_to = after + len(_CLOSE)
         elif after >= len(text) or text.startswith(_OPEN, after):
             yield Frame(NAME, start, stop, closed=False, json_text=joined(text, spans),
                         repairs=("missing_close_tag",))
-            cursor = stop
+            openers.taken_to = stop
         # Anything else after the JSON means we do not understand the frame: it stays text.
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..framing import Openers
 from ..scan import Document
 from ..types import Frame
 
@@ -96,11 +97,9 @@ def _semicolon_separated(doc: Document) -> Iterator[Frame]:
 
 def _function_tags(doc: Document) -> Iterator[Frame]:
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_FUNCTION, _FUNCTION_OPENS):
+    openers = Openers(doc, _FUNCTION, _FUNCTION_OPENS)
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue
         name = match[1] or match[2]
         body = doc.skip_space(match.end())
         end = doc.json_end(body)
@@ -115,7 +114,7 @@ def _function_tags(doc: Document) -> Iterator[Frame]:
         else:
             continue
         yield frame
-        cursor = frame.end
+        openers.taken_to = frame.end
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:

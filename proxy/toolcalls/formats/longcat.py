@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import json_frame
+from ..framing import Openers, json_frame
 from ..scan import Document
 from ..types import Frame
 
@@ -23,14 +23,11 @@ _CLOSE = re.compile(r"\s*+</longcat_tool_call>")
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<longcat_tool_call>` whose payload is JSON, to its close tag."""
-    text = doc.text
-    cursor = 0
-    for match in doc.finditer(_OPENER, _OPEN):
+    openers = Openers(doc, _OPENER, _OPEN)
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue  # inside the previous frame, or an inline-code mention
         frame = json_frame(doc, NAME, start, doc.skip_space(match.end()), close=_CLOSE,
                            opener=_OPEN)
         if frame is not None:
             yield frame
-            cursor = frame.end
+            openers.taken_to = frame.end

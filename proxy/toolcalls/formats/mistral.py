@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import json_frame
+from ..framing import Openers, json_frame
 from ..scan import Document
 from ..types import Frame
 
@@ -41,11 +41,9 @@ def _line_start(text: str, pos: int) -> bool:
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `[TOOL_CALLS]` with its JSON list of calls, or its NAME[ARGS]{arguments}."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_OPENER, _OPEN):
+    openers = Openers(doc, _OPENER, _OPEN)
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue  # inside the previous frame, or an inline-code mention
         body = doc.skip_space(match.end())
         frame = json_frame(doc, NAME, start, body, close=_EOS, opener=_OPEN, name=match[1],
                            listed=match[1] is None)
@@ -59,4 +57,4 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         elif "missing_close_tag" in frame.repairs:  # `</s>` is optional: no repair to record
             frame = replace(frame, closed=True, repairs=())
         yield frame
-        cursor = frame.end
+        openers.taken_to = frame.end

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import joined, json_run
+from ..framing import Openers, joined, json_run
 from ..scan import Document
 from ..types import Frame
 
@@ -26,18 +26,16 @@ _CLOSE = re.compile(r"\s*+</tool_calls>")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<tool_calls>` block holding JSON calls, to its close (or to the end of the text)."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_OPENER, _OPEN):
+    openers = Openers(doc, _OPENER, _OPEN)
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue  # inside the previous frame, or an inline-code mention
         spans, stop, unbalanced = json_run(doc, match.end())
         if unbalanced or not spans:
             following = text.find(_OPEN, match.end())
             end = len(text) if following < 0 else following
             yield Frame(NAME, start, end, closed=False, complete=False,
                         json_text=text[match.end():end], listed=True)
-            cursor = end
+            openers.taken_to = end
             continue
         close = _CLOSE.match(text, stop)
         if close is not None:
@@ -48,4 +46,4 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         else:
             continue  # something else inside the block: not ours to read; it stays text
         yield frame
-        cursor = frame.end
+        openers.taken_to = frame.end

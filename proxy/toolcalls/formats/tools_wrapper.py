@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import joined, json_run
+from ..framing import Openers, joined, json_run
 from ..scan import Document
 from ..types import Frame
 
@@ -48,11 +48,9 @@ def _line_start(text: str, pos: int) -> bool:
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each wrapper whose body is a sequence of JSON values (comma or space separated)."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_OPENER, _OPENS if doc.has('"name"') else ("<tools>",)):
+    openers = Openers(doc, _OPENER, _OPENS if doc.has('"name"') else ("<tools>",))
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue
         tag = match[1] or match[2]
         strict = tag != "tools"
         spans, pos, unbalanced = json_run(doc, match.end(), commas=True)
@@ -66,12 +64,12 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             closed, end = False, pos
         else:
             continue  # something other than JSON inside the wrapper: not ours to read
-        fence = _FENCE_OPEN.search(text, max(cursor, start - 256), start)
+        fence = _FENCE_OPEN.search(text, max(openers.taken_to, start - 256), start)
         fence_close = _FENCE_CLOSE.match(text, end) if fence is not None else None
         if fence is not None and fence_close is not None:
             if doc.skip_space(0) != fence.start() or doc.skip_space(fence_close.end()) < len(text):
                 yield Frame(NAME, fence.start(), fence_close.end(), refused="example_in_prose")
-                cursor = fence_close.end()
+                openers.taken_to = fence_close.end()
                 continue
             start, end = fence.start(), fence_close.end()
         elif strict and not (_line_start(text, start) and _LINE_END.match(text, end)):
@@ -79,4 +77,4 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         repairs = () if closed else ("missing_close_tag",)
         yield Frame(NAME, start, end, closed=closed, json_text=joined(text, spans),
                     repairs=repairs)
-        cursor = end
+        openers.taken_to = end
