@@ -62,6 +62,25 @@ class ProxyError(Exception):
         return orjson.dumps(self.body())
 
 
+def answer_not_json() -> ProxyError:
+    """A buffered answer whose body is not JSON (an HTML page, a cut body)."""
+    return ProxyError(502, "The upstream answered with a body that is not JSON.",
+                      type_="upstream_error", code="upstream_invalid_json")
+
+
+def answer_empty() -> ProxyError:
+    """A buffered answer with nothing in it: refused, so the client never drops the turn."""
+    return ProxyError(502, "The upstream answered with an empty message: no content, no "
+                      "tool call, no reasoning.", type_="upstream_error",
+                      code="upstream_empty_answer")
+
+
+def answer_not_completion(detail: object) -> ProxyError:
+    """A buffered answer that is JSON but not a chat completion."""
+    return ProxyError(502, f"The upstream's answer is not a chat completion ({detail}).",
+                      type_="upstream_error", code="upstream_bad_shape")
+
+
 def from_upstream(status: int, body: bytes, headers: dict[str, str]) -> ProxyError:
     """An upstream error response as a `ProxyError` with the same status.
 

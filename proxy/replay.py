@@ -24,7 +24,13 @@ import orjson
 
 from .compat import keep_first_call
 from .config import Config, ConfigError, load_config
-from .errors import ProxyError, from_upstream
+from .errors import (
+    ProxyError,
+    answer_empty,
+    answer_not_completion,
+    answer_not_json,
+    from_upstream,
+)
 from .normalize import EmptyAnswerError, Outcome, UpstreamShapeError, normalize_completion
 from .plan import Plan, plan_chat
 from .sse import DONE, StreamIdentity, completion_chunks, error_event, role_chunks
@@ -205,18 +211,14 @@ def upstream_answer(exchange: Exchange, plan: Plan) -> tuple[dict[str, Any], Out
         try:
             body = orjson.loads(body)
         except orjson.JSONDecodeError:
-            raise ProxyError(502, "The upstream answered with a body that is not JSON.",
-                             type_="upstream_error", code="upstream_invalid_json") from None
+            raise answer_not_json() from None
     assert plan.extraction is not None
     try:
         return normalize_completion(body, plan.extraction)
     except EmptyAnswerError:
-        raise ProxyError(502, "The upstream answered with an empty message: no content, no "
-                         "tool call, no reasoning.", type_="upstream_error",
-                         code="upstream_empty_answer") from None
+        raise answer_empty() from None
     except UpstreamShapeError as exc:
-        raise ProxyError(502, f"The upstream's answer is not a chat completion ({exc}).",
-                         type_="upstream_error", code="upstream_bad_shape") from None
+        raise answer_not_completion(exc) from None
 
 
 def _stream_identity(response: Any, model: str) -> StreamIdentity:

@@ -18,7 +18,13 @@ from . import __version__
 from .clients import CHECK_SECONDS, ClientWatcher, Watch, abort_connection, client_gone
 from .compat import keep_first_call
 from .config import Config, mask_url
-from .errors import ProxyError, from_upstream
+from .errors import (
+    ProxyError,
+    answer_empty,
+    answer_not_completion,
+    answer_not_json,
+    from_upstream,
+)
 from .metrics import Metrics
 from .normalize import EmptyAnswerError, UpstreamShapeError, normalize_completion
 from .observe import RequestLog, make_logger
@@ -112,19 +118,15 @@ class Proxy:
         if reply.status >= 400:
             raise from_upstream(reply.status, reply.body, reply.headers)
         if body is _NOT_JSON:
-            raise ProxyError(502, "The upstream answered with a body that is not JSON.",
-                             type_="upstream_error", code="upstream_invalid_json")
+            raise answer_not_json()
         assert plan.extraction is not None
         try:
             completion, outcome = normalize_completion(body, plan.extraction)
         except EmptyAnswerError as exc:
             log.outcome = exc.outcome
-            raise ProxyError(502, "The upstream answered with an empty message: no content, no "
-                             "tool call, no reasoning.", type_="upstream_error",
-                             code="upstream_empty_answer") from None
+            raise answer_empty() from None
         except UpstreamShapeError as exc:
-            raise ProxyError(502, f"The upstream's answer is not a chat completion ({exc}).",
-                             type_="upstream_error", code="upstream_bad_shape") from None
+            raise answer_not_completion(exc) from None
         log.outcome = outcome
         if log.bodies is not None:  # what was sent, beside the capture (see above)
             log.bodies["sent"] = completion
