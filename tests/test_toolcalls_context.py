@@ -80,6 +80,41 @@ def test_a_frame_mid_sentence_is_a_mention(fmt):
     assert refused(text) <= {"inline_mention"}
 
 
+@pytest.mark.parametrize("fmt", sorted(FRAMES))
+@pytest.mark.parametrize("layout", ["Checking Paris. {} Then I will report back.",
+                                    "Checking Paris.{}Then I will report back.",
+                                    "Je vérifie ! {} Ensuite je réponds.",
+                                    "我来查一下天气。{}然后告诉你。"])
+def test_a_marked_frame_between_two_sentences_is_a_call(fmt, layout):
+    if fmt == "mistral":  # [TOOL_CALLS] must end the output (mistral's own rule)
+        return
+    assert calls(layout.format(FRAMES[fmt])) == PARIS
+
+
+@pytest.mark.parametrize("fmt", sorted(FRAMES))
+@pytest.mark.parametrize("layout", ["I called the tool. {} returned 21°C, so take a coat.",
+                                    "The model writes {} Then vLLM parses it.",
+                                    "Recall that {}. It is parsed upstream."])
+def test_a_marked_frame_inside_a_sentence_stays_a_mention(fmt, layout):
+    assert refused(layout.format(FRAMES[fmt])) <= {"inline_mention"}
+
+
+@pytest.mark.parametrize("frame", [BARE, PYTHONIC])
+def test_a_call_by_shape_between_two_sentences_stays_text(frame):
+    assert refused(f"I ran it. {frame} It said 21°C.") <= {"inline_mention"}
+
+
+def test_special_tokens_around_a_frame_end_and_start_sentences():
+    harmony = ("<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant"
+               + HARMONY + "<|start|>assistant<|channel|>final<|message|>It is sunny.")
+    assert calls(harmony) == PARIS
+    llama4 = ("User wants the weather in Paris. <|python_start|>[get_weather(city='Paris')]"
+              "<|python_end|> In this way we get it.")
+    assert calls(llama4) == PARIS
+    assert refused("Earlier I sent <|python_start|>[get_weather(city='Paris')]<|python_end|>"
+                   " and it worked.") <= {"inline_mention"}
+
+
 @pytest.mark.parametrize("text", [
     f"Here is an example of a request you could send:\n{BARE}",
     f"For instance, a weather lookup would be written as:\n\n{BARE}",

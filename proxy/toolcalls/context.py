@@ -186,15 +186,19 @@ class Context:
             return "example_in_prose"  # the frame is the fenced block itself
         if self._in_inline_code(start, end, previous_end, next_start):
             return "inline_code"
-        if self._mid_line(start, end, previous_end, next_start):
+        if self._mid_line(start, end, previous_end, next_start, by_shape):
             return "inline_mention"
         lead_in = self._lead_in(start)
         if self._introduces_example(lead_in, by_shape):
             return "example_in_prose"
         return None
 
-    def _mid_line(self, start: int, end: int, previous_end: int, next_start: int) -> bool:
-        """Words on the frame's line both before and after it (neighbouring frames aside)."""
+    def _mid_line(self, start: int, end: int, previous_end: int, next_start: int,
+                  by_shape: bool) -> bool:
+        """Words on the frame's line both before and after it (neighbouring frames aside),
+        unless the frame has markers (or special tokens) of its own and stands between two
+        sentences: one that
+        ends before it and one that starts after it ("Checking Mars. <frame> In this way …")."""
         text = self.text
         line_start = text.rfind("\n", max(0, start - _WINDOW), start) + 1
         line_start = max(line_start, previous_end, start - _WINDOW)
@@ -202,4 +206,25 @@ class Context:
         line_end = min(len(text), end + _WINDOW) if line_end < 0 else line_end
         if end <= next_start < line_end:
             line_end = next_start
-        return _is_prose(text[line_start:start]) and _is_prose(text[end:line_end])
+        before, after = text[line_start:start], text[end:line_end]
+        if not (_is_prose(before) and _is_prose(after)):
+            return False
+        marked = not by_shape or text.startswith(("<|", "<｜"), start)  # Llama 4's <|python_start|>
+        return not (marked and _ends_sentence(before) and _starts_sentence(after))
+
+
+# A sentence's last character, or a special token (a message's end in Harmony, say).
+_SENTENCE_END = re.compile(r"(?:[.!?。！？…]|<[|｜][^<>\n]{0,64}[|｜]>)\s*\Z")
+_SPECIAL_START = re.compile(r"\s*<[|｜]")
+
+
+def _ends_sentence(before: str) -> bool:
+    return _SENTENCE_END.search(before[-80:]) is not None
+
+
+def _starts_sentence(after: str) -> bool:
+    """A capital (or a letter of a script without case) or a special token starts it."""
+    if _SPECIAL_START.match(after):
+        return True
+    first = after.lstrip()[:1]
+    return first.isalpha() and not first.islower()
