@@ -33,6 +33,12 @@ POSITIVE = [
     ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
      '{"name": "read", "arguments": {"path": "/a"}}\n</tool_call>',
      [("get_weather", PARIS), ("read", READ_A)], ""),
+    ("hermes", '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+     '{"name": "read", "arguments": {"path": "/a"}}</tool_call>',
+     [("get_weather", PARIS), ("read", READ_A)], ""),
+    ("hermes", 'Both.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}},\n'
+     '{"name": "read", "arguments": {"path": "/a"}},\n</tool_call>',
+     [("get_weather", PARIS), ("read", READ_A)], "Both."),
     ("hermes", '</think>{"name": "read", "arguments": {"path": "/a"}}</tool_call>',
      [("read", READ_A)], "</think>"),
     ("hermes", 'Reading it.\n{"name": "read", "arguments": {"path": "/a"}}\n</tool_call>',
@@ -218,6 +224,8 @@ def test_format_reads_its_calls(fmt, text, expected, content):
 NEGATIVE = [
     ("hermes", "Wrap calls in <tool_call> tags, like <tool_call>this</tool_call>."),
     ("hermes", '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}} and more'),
+    ("hermes", '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}} then '
+     '{"name": "read", "arguments": {}}</tool_call>'),
     ("hermes", 'It ends with {"name": "read", "arguments": {}}</tool_call> in prose.'),
     ("hermes", '{"name": "delete_all", "arguments": {}}</tool_call>'),
     ("hermes", '{"name": "read", "arguments": {"path": "/a"}</tool_call>'),
@@ -343,6 +351,20 @@ def test_format_alone_reads_its_calls(fmt, text, expected, content):
     """Configured with only its own format, each case still reads; with another, it does not
     (unless that other format reads the same shape)."""
     assert [(n, a) for n, a, _ in calls_of(text, formats=[fmt])] == expected
+
+
+def test_a_hermes_frame_not_understood_is_reported_not_dropped_silently():
+    text = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}} then '
+            '{"name": "read", "arguments": {}}</tool_call>')
+    found = extract(text, TOOLS)
+    assert [(left.format, left.reason, left.start, left.end) for left in found.left_as_text] \
+        == [("hermes", "unrecognised_shape", 0, len(text))]
+    listed = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+              '{"name": "delete_all", "arguments": {}}</tool_call>')
+    found = extract(listed, TOOLS)
+    assert [c.name for c in found.calls] == ["get_weather"]
+    assert [(left.reason, left.name) for left in found.left_as_text] \
+        == [("unknown_tool", "delete_all")]
 
 
 def test_unknown_name_in_any_format_stays_text():

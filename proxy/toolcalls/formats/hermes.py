@@ -1,9 +1,10 @@
 """Hermes / Qwen JSON frames: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`.
 
 A frame may hold several call objects one after another (one per line, as Qwen2.5/QwQ write
-parallel calls). A call object that begins the content, a line or what follows `</think>`, and
-is closed by an orphan `</tool_call>` (no `<tool_call>` opened since the previous close), is a
-frame whose opening tag the model left out (Hermes-4): recovered, recorded as a repair.
+parallel calls, or separated by commas). A call object that begins the content, a line or what
+follows `</think>`, and is closed by an orphan `</tool_call>` (no `<tool_call>` opened since the
+previous close), is a frame whose opening tag the model left out (Hermes-4): recovered,
+recorded as a repair.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def _opened(doc: Document) -> Iterator[Frame]:
         body = doc.skip_space(match.end())
         if body >= len(text) or text[body] not in "{[":
             continue  # not JSON: another format's frame (Qwen XML, GLM) or prose
-        spans, stop, unbalanced = json_run(doc, body)
+        spans, stop, unbalanced = json_run(doc, body, commas=True)
         if unbalanced or not spans:
             following = text.find(_OPEN, body)
             end = len(text) if following < 0 else following
@@ -49,14 +50,23 @@ def _opened(doc: Document) -> Iterator[Frame]:
             openers.taken_to = end
             continue
         after = doc.skip_space(stop)
+        repairs: tuple[str, ...] = ()
+        if text.startswith(",", after):  # `{…}, {…},` then the close
+            after, repairs = doc.skip_space(after + 1), ("trailing_comma",)
         if text.startswith(_CLOSE, after):
-            yield Frame(NAME, start, after + len(_CLOSE), json_text=joined(text, spans))
+            yield Frame(NAME, start, after + len(_CLOSE), json_text=joined(text, spans),
+                        repairs=repairs)
             openers.taken_to = after + len(_CLOSE)
         elif after >= len(text) or text.startswith(_OPEN, after):
             yield Frame(NAME, start, stop, closed=False, json_text=joined(text, spans),
                         repairs=("missing_close_tag",))
             openers.taken_to = stop
-        # Anything else after the JSON means we do not understand the frame: it stays text.
+        else:  # something else follows the JSON: a frame we do not understand stays text
+            close = text.find(_CLOSE, after)
+            following = text.find(_OPEN, after)
+            if close >= 0 and (following < 0 or close < following):
+                yield Frame(NAME, start, close + len(_CLOSE), refused="unrecognised_shape")
+                openers.taken_to = close + len(_CLOSE)
 
 
 def _object_ending_at(doc: Document, low: int, end: int) -> int | None:
