@@ -68,6 +68,9 @@ def glm(key: str, value: str) -> dict:
     ("text", "42", "42"),
     ("text", "  spaced  ", "  spaced  "),
     ("nested", '{"depth": 3}', {"depth": 3}),
+    ("items", r'[{\"id\": \"1\", \"done\": false}]', [{"id": "1", "done": False}]),
+    ("options", r'{\"path\": \"C:\\\\tmp\"}', {"path": "C:\\tmp"}),
+    ("text", r'[{\"id\": 1}]', r'[{\"id\": 1}]'),
     ("undeclared", "42", "42"),
 ])
 def test_text_values_take_the_schema_type(read, key, written, value):
@@ -84,6 +87,9 @@ def test_text_values_take_the_schema_type(read, key, written, value):
     ("options", "[1, 2]"),
     ("options", "{broken"),
     ("items", '{"a": 1}'),
+    ("items", r'[\"a\", "b"]'),
+    ("items", r'[\"a\"'),
+    ("options", r'[\"a\"]'),
     ("nothing", "nil"),
     ("one", "maybe"),
     ("nullable", "five"),

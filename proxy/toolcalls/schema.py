@@ -172,8 +172,19 @@ def _structure(stripped: str, expected: type) -> Any:
         try:
             value = read_python_literal(stripped)  # {'x': 1}: read, never evaluated
         except NotLiteral:
-            return _MISSING
+            value = _escaped(stripped)
     return value if isinstance(value, expected) else _MISSING
+
+
+def _escaped(stripped: str) -> Any:
+    """`[{\"id\": 1}]`: JSON written escaped, as inside a JSON string (GLM-4.6 does this in
+    `<arg_value>`), read once unescaped; or _MISSING."""
+    if '\\"' not in stripped or '"' in stripped.replace('\\"', ""):
+        return _MISSING
+    try:
+        return loads(loads('"' + stripped + '"'))
+    except (orjson.JSONDecodeError, TypeError):
+        return _MISSING
 
 
 def _as_type(text: str, type_name: Any) -> Any:
