@@ -125,6 +125,8 @@ def test_special_tokens_around_a_frame_end_and_start_sentences():
     f"Sample request:\n```json\n{BARE}\n```",
     f"Here is an example of the format:\n{HERMES}",
     f"The syntax looks like this:\n\n{QWEN}",
+    f"The GLM-4.5 format is:\n\n{GLM}\n\nEach argument gets a key and a value tag.",
+    f"Their call formats are:\n{HERMES}",
 ])
 def test_a_frame_introduced_as_an_example_is_text(text):
     assert refused(text) == {"example_in_prose"}

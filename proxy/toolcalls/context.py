@@ -25,7 +25,8 @@ import re
 # follows (it ends with a colon): "Here is an example request:", "The syntax looks like this:".
 _EXAMPLE_CUE = re.compile(
     r"\b(?:for example|examples?|for instance|e\.g\.|such as|samples?|like this|like so|"
-    r"looks? like|would look|templates?|syntax|schemas?|(?:the|this|that) format)\b", re.IGNORECASE)
+    r"looks? like|would look|templates?|syntax|schemas?|(?:the|this|that) format|"
+    r"formats? (?:is|are|was|were))\b", re.IGNORECASE)
 # Words that make a fence an example whatever the line introducing it ends with.
 _STRONG_CUE = re.compile(r"\b(?:for example|examples?|for instance|e\.g\.|samples?)\b",
                          re.IGNORECASE)
