@@ -174,6 +174,13 @@ POSITIVE = [
      '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n'
      "</｜DSML｜invoke>\n</｜DSML｜function_calls>",
      [("get_weather", {"city": "Paris", "days": 3})], ""),
+    ("deepseek_dsml", '<｜DSML｜function_calls>\n            <｜DSML｜invoke name="read">\n'
+     '            <｜DSML｜parameter name="path" string="true">/a</｜DSML｜parameter>\n'
+     "            </｜DSML｜invoke>\n            </｜DSML｜function_calls>",
+     [("read", READ_A)], ""),
+    ("minimax_m2", '<minimax:tool_call>\n\n\t\t\t\t    <invoke name="read">'
+     '<parameter name="path">/a</parameter></invoke></minimax:tool_call>',
+     [("read", READ_A)], ""),
     # longcat
     ("longcat", 'On it.\n<longcat_tool_call>{"name": "read", "arguments": {"path": "/a"}}'
      "</longcat_tool_call>", [("read", READ_A)], "On it."),
@@ -325,6 +332,9 @@ NEGATIVE = [
     ("minimax_m2", 'Write <invoke name="read"><parameter name="path">/a</parameter></invoke>.'),
     ("minimax_m2", '<minimax:tool_call>\n<invoke name="read">\n<parameter name="path">/a'),
     ("deepseek_dsml", '<｜DSML｜invoke name="read"> is how DeepSeek V3.2 starts a call.'),
+    ("deepseek_dsml", '<｜DSML｜function_calls> opens a block.\n            '
+     '<｜DSML｜invoke name="read">\n<｜DSML｜parameter name="path" string="true">/a'
+     "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"),
     ("deepseek_dsml", '<｜DSML｜function_calls>\n<｜DSML｜invoke name="read">\nprose here\n'
      "</｜DSML｜invoke>"),
 ]

@@ -155,6 +155,9 @@ def invoke_parameters(doc: Document, grammar: InvokeGrammar, pos: int, limit: in
     return args, pos, True
 
 
+_INDENT = 4096  # how much space may stand between a block's opening tag and its first invoke
+
+
 def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[Frame]:
     """Frames of the `<invoke name="N"><parameter name="K">V</parameter></invoke>` grammar
     (MiniMax-M2, DeepSeek-V3.2 DSML). One frame per invoke: the block's markers go with the
@@ -168,7 +171,9 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
         start = match.start()
         if start < cursor:
             continue
-        block = opened.search(text, max(cursor, start - grammar.block_open_len - 8), start)
+        floor = max(cursor, start - _INDENT)
+        block = opened.search(text, max(floor, len(text[floor:start].rstrip()) + floor
+                                        - grammar.block_open_len), start)
         if block is not None:
             start = block.start()
         elif not (in_block and doc.skip_space(cursor) == start):
