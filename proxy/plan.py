@@ -96,6 +96,12 @@ def is_buffered(body: dict[str, Any]) -> bool:
     return isinstance(tools, list) and bool(tools) and body.get("tool_choice") != "none"
 
 
+def _structured_output(response_format: Any) -> bool:
+    """`response_format` asks for JSON output (`json_object` or `json_schema`)."""
+    return isinstance(response_format, dict) and response_format.get("type") in (
+        "json_object", "json_schema")
+
+
 def plan_chat(raw: bytes, config: Config) -> Plan:
     """The plan for a POST to /v1/chat/completions; raises ProxyError for bad requests."""
     body = parse_body(raw)
@@ -139,6 +145,10 @@ def plan_chat(raw: bytes, config: Config) -> Plan:
     if config.tool_temperature is not None:
         upstream["temperature"] = config.tool_temperature
         rewrites.append("tool_temperature")
+    formats = config.formats
+    if _structured_output(body.get("response_format")):
+        formats = ()  # the content is the requested JSON, decoded to its schema: never a call
+        rewrites.append("structured_output_not_extracted")
     return Plan(
         "buffered",
         orjson.dumps(upstream),
@@ -146,7 +156,7 @@ def plan_chat(raw: bytes, config: Config) -> Plan:
         model=model,
         client_stream=stream,
         include_usage=include_usage,
-        extraction=ExtractionSettings(tools=schemas, only=only, formats=config.formats,
+        extraction=ExtractionSettings(tools=schemas, only=only, formats=formats,
                                       reasoning_field=config.reasoning_field),
         history_tool_calls=history,
         rewrites=tuple(rewrites),

@@ -157,6 +157,28 @@ def test_unknown_tool_stays_text_byte_identical(fake, client):
     assert finish == "stop"
 
 
+@pytest.mark.parametrize("response_format", [
+    {"type": "json_object"},
+    {"type": "json_schema", "json_schema": {"name": "step", "schema": {
+        "type": "object", "properties": {"name": {"type": "string"},
+                                         "arguments": {"type": "object"}}}}},
+])
+def test_structured_output_is_content_never_a_call(fake, client, response_format):
+    text = '{"name": "read", "arguments": {"path": "/etc/hosts"}}'
+    fake.answer(Answer(body=vllm_completion(text)))
+    completion = client.chat.completions.create(model="qwen", messages=MESSAGES, tools=TOOLS,
+                                                response_format=response_format)
+    choice = completion.choices[0]
+    assert (choice.message.content, choice.message.tool_calls, choice.finish_reason) \
+        == (text, None, "stop")
+    fake.answer(Answer(body=vllm_completion(
+        None, tool_calls=[vllm_tool_call("read", '{"path": "/a"}')], finish_reason="stop")))
+    completion = client.chat.completions.create(model="qwen", messages=MESSAGES, tools=TOOLS,
+                                                response_format=response_format)
+    assert completion.choices[0].finish_reason == "tool_calls"  # vLLM's own call still counts
+    assert completion.choices[0].message.tool_calls[0].function.name == "read"
+
+
 def test_length_stays_length_and_cut_call_is_not_emitted(fake, client):
     text = '<tool_call>{"name": "read", "arguments": {"path": "/very/long/pa'
     fake.answer(Answer(body=vllm_completion(text, finish_reason="length")))
