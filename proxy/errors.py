@@ -68,11 +68,11 @@ def answer_not_json() -> ProxyError:
                       type_="upstream_error", code="upstream_invalid_json")
 
 
-def answer_empty() -> ProxyError:
-    """A buffered answer with nothing in it: refused, so the client never drops the turn."""
-    return ProxyError(502, "The upstream answered with an empty message: no content, no "
-                      "tool call, no reasoning.", type_="upstream_error",
-                      code="upstream_empty_answer")
+def answer_empty(detail: str) -> ProxyError:
+    """A buffered answer with nothing usable in it (`detail` says what it held): refused, so
+    the client never drops the turn."""
+    return ProxyError(502, f"The upstream's answer holds nothing the client can use: {detail}.",
+                      type_="upstream_error", code="upstream_empty_answer")
 
 
 def answer_not_completion(detail: object) -> ProxyError:

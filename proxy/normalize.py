@@ -344,7 +344,7 @@ def normalize_completion(upstream: Any, settings: ExtractionSettings,
     if not isinstance(choices, list) or not choices:
         raise UpstreamShapeError("no choices")
     if not any(_has_answer(choice) for choice in choices):
-        raise EmptyAnswerError("an empty message: no content, no tool call, no reasoning")
+        raise EmptyAnswerError("an empty message (no content, no tool call, no reasoning)")
     outcome = Outcome()
     taken_ids: set[str] = set()
     clean: dict[str, Any] = {key: upstream[key] for key in _TOP_LEVEL if key in upstream}
@@ -363,9 +363,10 @@ def normalize_completion(upstream: Any, settings: ExtractionSettings,
     if not any(_has_answer(choice) for choice in clean["choices"]):
         # Upstream wrote something, but nothing the client can use (a parsed call whose
         # arguments are beyond repair, reasoning the settings drop).
-        dropped = ", ".join(f"{left.format} {left.reason}" for left in outcome.left_as_text)
-        raise EmptyAnswerError(f"nothing usable ({dropped or 'only reasoning, dropped'})",
-                               outcome)
+        dropped = "; ".join(f"{left.format} {left.reason}" + (f" {left.tool!r}" if left.tool
+                                                                else "")
+                            for left in outcome.left_as_text)
+        raise EmptyAnswerError(dropped or "only reasoning, which the settings drop", outcome)
     usage = _clean_usage(upstream.get("usage"))
     if usage is None:
         clean.pop("usage", None)

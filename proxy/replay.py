@@ -215,8 +215,8 @@ def upstream_answer(exchange: Exchange, plan: Plan) -> tuple[dict[str, Any], Out
     assert plan.extraction is not None
     try:
         return normalize_completion(body, plan.extraction)
-    except EmptyAnswerError:
-        raise answer_empty() from None
+    except EmptyAnswerError as exc:
+        raise answer_empty(str(exc)) from None
     except UpstreamShapeError as exc:
         raise answer_not_completion(exc) from None
 

@@ -124,7 +124,7 @@ class Proxy:
             completion, outcome = normalize_completion(body, plan.extraction)
         except EmptyAnswerError as exc:
             log.outcome = exc.outcome
-            raise answer_empty() from None
+            raise answer_empty(str(exc)) from None
         except UpstreamShapeError as exc:
             raise answer_not_completion(exc) from None
         log.outcome = outcome

@@ -179,6 +179,17 @@ def test_structured_output_is_content_never_a_call(fake, client, response_format
     assert completion.choices[0].message.tool_calls[0].function.name == "read"
 
 
+def test_an_answer_of_only_calls_left_out_is_refused_saying_what_was_left_out(fake, proxy):
+    fake.answer(Answer(body=vllm_completion(
+        None, tool_calls=[vllm_tool_call("delete_everything", '{"path": "/"}')])))
+    reply = requests.post(proxy.url + "/v1/chat/completions", timeout=10, json={
+        "model": "qwen", "messages": MESSAGES, "tools": TOOLS})
+    error = reply.json()["error"]
+    assert (reply.status_code, error["code"]) == (502, "upstream_empty_answer")
+    assert "native unknown_tool 'delete_everything'" in error["message"]
+    assert "empty message" not in error["message"]
+
+
 def test_length_stays_length_and_cut_call_is_not_emitted(fake, client):
     text = '<tool_call>{"name": "read", "arguments": {"path": "/very/long/pa'
     fake.answer(Answer(body=vllm_completion(text, finish_reason="length")))
