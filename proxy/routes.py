@@ -148,10 +148,13 @@ class Proxy:
         log.emit(self.logger, self.config.log_format)
         self.metrics.finished(log, time.monotonic() - log.started)
 
-    def authorize(self, headers: Any) -> None:
+    def authorize(self, method: str, headers: Any) -> None:
         """With `api_keys` set, the request must carry one of them (compared in constant
-        time, every key tried): `Authorization: Bearer KEY` or `api-key`/`x-api-key`."""
+        time, every key tried): `Authorization: Bearer KEY` or `api-key`/`x-api-key`. A CORS
+        preflight carries no key (browsers never send one) and is let through, as vLLM does."""
         if not self._keys:
+            return
+        if method == "OPTIONS" and "Access-Control-Request-Method" in headers:
             return
         offered = headers.get("Authorization", "")
         offered = offered[7:] if offered[:7].lower() == "bearer " else ""
@@ -568,7 +571,7 @@ def create_app(config: Config) -> Flask:
     def own_endpoint(render: Callable[[], Response]) -> Response:
         try:
             if config.protect_proxy_endpoints:
-                proxy.authorize(request.headers)
+                proxy.authorize(request.method, request.headers)
             return render()
         except ProxyError as error:
             return _error_response(error)
@@ -604,7 +607,7 @@ def create_app(config: Config) -> Flask:
         request_id = log.request_id
         target = _target(request.environ)
         try:
-            proxy.authorize(request.headers)
+            proxy.authorize(request.method, request.headers)
             if not _plain_path(target):
                 raise ProxyError(400, "The request path must be a plain absolute path.",
                                  param="path", code="invalid_path")
