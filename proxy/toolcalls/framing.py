@@ -19,18 +19,26 @@ class Openers:
     inline-code mention) is skipped."""
 
     def __init__(self, doc: Document, pattern: re.Pattern[str], markers: str | tuple[str, ...],
-                 ) -> None:
+                 offset: int = 0) -> None:
         self._doc = doc
         self._pattern = pattern
         self._markers = markers
+        self._offset = offset  # how far into a match its marker stands (Document.finditer)
         self.taken_to = 0
 
     def __iter__(self) -> Iterator[re.Match[str]]:
         text = self._doc.text
-        for match in self._doc.finditer(self._pattern, self._markers):
+        for match in self._doc.finditer(self._pattern, self._markers, offset=self._offset):
             start = match.start()
             if start >= self.taken_to and (start == 0 or text[start - 1] != "`"):
                 yield match
+
+
+def at_line_start(text: str, pos: int) -> bool:
+    """Whether only space (at most 64 characters) stands between the start of the line (or
+    text) and `pos`."""
+    line = text.rfind("\n", 0, pos) + 1
+    return pos - line <= 64 and not text[line:pos].strip()
 
 
 def json_frame(doc: Document, fmt: str, start: int, body: int, *,

@@ -90,12 +90,10 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 def _begun(doc: Document) -> Iterator[Frame]:
     """Each `tool▁call▁begin … tool▁call▁end` call with its JSON arguments."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_HEAD, _BEGIN_MARKERS, offset=2):  # after `<｜` or `<|`
+    openers = Openers(doc, _HEAD, _BEGIN_MARKERS, offset=2)  # after `<｜` or `<|`
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue  # inside the previous frame, or an inline-code mention
-        section = _SECTION_BEGIN.search(text, max(cursor, start - 40), start)
+        section = _SECTION_BEGIN.search(text, max(openers.taken_to, start - 40), start)
         if section is not None:
             start = section.start()
         name = match[1] or match[2]
@@ -105,7 +103,7 @@ def _begun(doc: Document) -> Iterator[Frame]:
             following = _MARK.search(text, body)
             stop = len(text) if following is None else following.start()
             yield Frame(NAME, start, stop, closed=False, complete=False, name=name)
-            cursor = stop
+            openers.taken_to = stop
             continue
         pos = end
         if match[1] is not None:  # V3: the JSON sits in a code fence
@@ -126,4 +124,4 @@ def _begun(doc: Document) -> Iterator[Frame]:
             pos = section_end.end()
         yield Frame(NAME, start, pos, closed=closed, name=name, json_text=text[body:end],
                     repairs=repairs)
-        cursor = pos
+        openers.taken_to = pos

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 import orjson
 
+from ..framing import at_line_start
 from ..scan import Document
 from ..types import Frame
 
@@ -30,12 +31,6 @@ _FIRST = re.compile(r"\s*+(?:>>>)?+(\w{1,200}+)\n(?=\{)")
 _NEXT = re.compile(r">>>(\w{1,200}+)\n(?=\{)")
 _ALL_HEADER = re.compile(r"\s*+(?:>>>)?+all\n")
 _LINE_END = re.compile(r"[ \t]*+(?:\r?\n|\Z)|\s*+(?=>>>)")
-
-
-def _line_start(text: str, pos: int) -> bool:
-    """Whether only space stands between the start of the line (or text) and `pos`."""
-    line = text.rfind("\n", 0, pos) + 1
-    return pos - line <= 64 and not text[line:pos].strip()
 
 
 def _frame(doc: Document, start: int, name: str, body: int) -> Frame | None:
@@ -78,7 +73,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         start = match.start()
         if start < cursor or match[1] == "all":
             continue
-        if not (headed or _line_start(text, start)
+        if not (headed or at_line_start(text, start)
                 or (cursor and doc.skip_space(cursor) == start)):
             continue  # `>>>` in the middle of prose
         frame = _frame(doc, start, match[1], match.end())

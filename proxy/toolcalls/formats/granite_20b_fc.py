@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import json_frame
+from ..framing import at_line_start, json_frame
 from ..scan import Document
 from ..types import Frame
 
@@ -27,19 +27,13 @@ _CLOSE = re.compile(r"\s*+</function_call>")
 _LINE_END = re.compile(r"[ \t]*+(?:\r?\n|\Z)")
 
 
-def _line_start(text: str, pos: int) -> bool:
-    """Whether only space stands between the start of the line (or text) and `pos`."""
-    line = text.rfind("\n", 0, pos) + 1
-    return pos - line <= 64 and not text[line:pos].strip()
-
-
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<function_call>` with its JSON call object."""
     text = doc.text
     cursor = 0
     for match in doc.finditer(_OPENER, _OPEN):
         start = match.start()
-        if start < cursor or not (_line_start(text, start)
+        if start < cursor or not (at_line_start(text, start)
                                   or (cursor and doc.skip_space(cursor) == start)):
             continue  # inside the previous frame, or in the middle of a line of prose
         body = doc.skip_space(match.end())

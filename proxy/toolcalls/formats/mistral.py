@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import Openers, json_frame
+from ..framing import Openers, at_line_start, json_frame
 from ..scan import Document
 from ..types import Frame
 
@@ -32,12 +32,6 @@ _EOS = re.compile(r"\s*+</s>")
 _LINE_END = re.compile(r"[ \t]*+(?:</s>[ \t]*+)?\r?\n")
 
 
-def _line_start(text: str, pos: int) -> bool:
-    """Whether only space stands between the start of the line (or text) and `pos`."""
-    line = text.rfind("\n", 0, pos) + 1
-    return pos - line <= 64 and not text[line:pos].strip()
-
-
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `[TOOL_CALLS]` with its JSON list of calls, or its NAME[ARGS]{arguments}."""
     text = doc.text
@@ -50,7 +44,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if frame is None:
             end = doc.json_end(body)
             line_end = _LINE_END.match(text, end) if end is not None else None
-            if line_end is None or not _line_start(text, start):
+            if line_end is None or not at_line_start(text, start):
                 continue  # prose on the JSON's own line: not a call we read
             frame = Frame(NAME, start, line_end.end(), json_text=text[body:end], name=match[1],
                           listed=match[1] is None)

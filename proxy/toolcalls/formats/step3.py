@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import invoke_grammar, invoke_parameters
+from ..framing import Openers, invoke_grammar, invoke_parameters
 from ..scan import Document
 from ..types import Frame
 
@@ -38,11 +38,10 @@ _SECTION_END = re.compile(r"\s*+" + _token("tool_calls_end"))
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `tool_call_begin … steptml:invoke … tool_call_end` call inside a section."""
     text = doc.text
-    cursor = 0
-    for head in doc.finditer(_HEAD, _BEGIN_MARKERS, offset=2):
+    openers = Openers(doc, _HEAD, _BEGIN_MARKERS, offset=2)
+    for head in openers:
         start = head.start()
-        if start < cursor or (start > 0 and text[start - 1] == "`"):
-            continue  # inside the previous frame, or an inline-code mention
+        cursor = openers.taken_to
         section = _SECTION_BEGIN.search(text, max(cursor, start - 40), start)
         if section is not None:
             start = section.start()
@@ -59,7 +58,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         args, pos, complete = read
         if not complete:
             yield Frame(NAME, start, limit, closed=False, complete=False, name=invoke[1])
-            cursor = limit
+            openers.taken_to = limit
             continue
         refused = "unrecognised_shape" if head[1] not in (None, invoke[1]) else None
         close = _GRAMMAR.invoke_close.match(text, pos)
@@ -70,7 +69,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             pos = section_end.end() if section_end is not None else pos
             yield Frame(NAME, start, pos, name=invoke[1], text_args=tuple(args),
                         refused=refused)
-            cursor = pos
+            openers.taken_to = pos
         elif doc.skip_space(close.end() if close is not None else pos) >= len(text):
             end = close.end() if close is not None else pos
             yield Frame(NAME, start, end, closed=False, name=invoke[1], text_args=tuple(args),

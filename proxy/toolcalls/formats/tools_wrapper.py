@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, joined, json_run
+from ..framing import Openers, at_line_start, joined, json_run
 from ..scan import Document
 from ..types import Frame
 
@@ -37,12 +37,6 @@ _OPENER = re.compile(r'<(?:(tools)>(?=\s*+(?:\{\s*+["}]|\[\s*+[{\]]))'
 _LINE_END = re.compile(r"[ \t]*+(?:\r?\n|\Z)")
 _FENCE_OPEN = re.compile(r"```(?:xml|json)?[ \t]*+\r?\n\s*+\Z")
 _FENCE_CLOSE = re.compile(r"\s*+```")
-
-
-def _line_start(text: str, pos: int) -> bool:
-    """Whether only space stands between the start of the line (or text) and `pos`."""
-    line = text.rfind("\n", 0, pos) + 1
-    return pos - line <= 64 and not text[line:pos].strip()
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
@@ -72,7 +66,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                 openers.taken_to = fence_close.end()
                 continue
             start, end = fence.start(), fence_close.end()
-        elif strict and not (_line_start(text, start) and _LINE_END.match(text, end)):
+        elif strict and not (at_line_start(text, start) and _LINE_END.match(text, end)):
             continue  # a tag mentioned inside a sentence: prose
         repairs = () if closed else ("missing_close_tag",)
         yield Frame(NAME, start, end, closed=closed, json_text=joined(text, spans),
