@@ -35,7 +35,8 @@ _HYPOTHETICAL_CUE = re.compile(
     r"\b(?:would|could|should|might|you can|one can|you may|written as|"
     r"output|result|response|returns?)\b", re.IGNORECASE)
 # Special tokens and end markers that may sit beside a frame on its line without being prose.
-_TOKEN = re.compile(r"<[|｜][^<>\n]{0,64}[|｜]>|</?s>|<\|?[a-z_:]{1,32}\|?>")
+_SPECIAL = r"<[|｜][^<>\n]{0,64}[|｜]>"  # `<|end|>`, `<｜tool▁sep｜>`: a reserved token
+_TOKEN = re.compile(_SPECIAL + r"|</?s>|<\|?[a-z_:]{1,32}\|?>")
 # Fence lines: three or more backticks or tildes after at most three spaces. Counted with
 # str.count (C speed) rather than parsed: inside a block iff an odd number open before it.
 _FENCE_LINES = tuple(f"\n{indent}{mark}" for indent in ("", " ", "  ", "   ")
@@ -215,7 +216,7 @@ class Context:
 
 
 # A sentence's last character, or a special token (a message's end in Harmony, say).
-_SENTENCE_END = re.compile(r"(?:[.!?。！？…]|<[|｜][^<>\n]{0,64}[|｜]>)\s*\Z")
+_SENTENCE_END = re.compile(r"(?:[.!?。！？…]|" + _SPECIAL + r")\s*\Z")
 _SPECIAL_START = re.compile(r"\s*<[|｜]")
 
 

@@ -183,7 +183,7 @@ def _escaped(stripped: str) -> Any:
         return _MISSING
     try:
         return loads(loads('"' + stripped + '"'))
-    except (orjson.JSONDecodeError, TypeError):
+    except orjson.JSONDecodeError:
         return _MISSING
 
 
