@@ -13,8 +13,9 @@ from collections.abc import Sequence
 
 from werkzeug.serving import WSGIRequestHandler, run_simple
 
-from proxy.config import Config, ConfigError, load_config
-from proxy.routes import create_app
+from proxy.config import Config
+from proxy.config_load import ConfigError, load_config
+from proxy.shell.routes import create_app
 
 
 class QuietRequestHandler(WSGIRequestHandler):

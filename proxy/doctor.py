@@ -26,12 +26,14 @@ from typing import Any
 
 import orjson
 
-from .config import Config, ConfigError, load_config, mask_url
+from .config import Config, mask_url
+from .config_load import ConfigError, load_config
 from .errors import ProxyError
-from .normalize import UpstreamShapeError, normalize_completion
-from .plan import Plan, plan_chat
+from .shell.upstream import Timeouts, Upstream
 from .toolcalls import FORMATS, extract
-from .upstream import Timeouts, Upstream
+from .turn.core import Failure, UpstreamReply, decide
+from .turn.normalize import split_thinking
+from .turn.plan import TurnPlan, plan_turn
 
 EXIT_OK = 0
 EXIT_UNREACHABLE = 1
@@ -154,22 +156,23 @@ def _excerpt(text: str | None) -> str | None:
     return text[:_EXCERPT] + "…"
 
 
-def client_request(model: str, max_tokens: int) -> bytes:
+def client_request(model: str, max_tokens: int) -> dict[str, Any]:
     """The tool turn a client would send (stream off, a short answer)."""
-    return orjson.dumps({
+    return {
         "model": model,
         "messages": [{"role": "user", "content": PROMPT}],
         "tools": [WEATHER_TOOL],
         "tool_choice": "auto",
         "stream": False,
         "max_tokens": max_tokens,
-    })
+    }
 
 
-def plan_probe(model: str, max_tokens: int, *, upstream_tool_parser: bool) -> Plan:
+def plan_probe(model: str, max_tokens: int, *, upstream_tool_parser: bool) -> TurnPlan:
     """The proxy's plan for the probe turn under either setting of `upstream_tool_parser`."""
     config = dataclasses.replace(Config(), upstream_tool_parser=upstream_tool_parser)
-    return plan_chat(client_request(model, max_tokens), config)
+    return plan_turn(client_request(model, max_tokens), config, client_stream=False,
+                     include_usage=False)
 
 
 def text_formats(content: str) -> list[str]:
@@ -180,16 +183,7 @@ def text_formats(content: str) -> list[str]:
                    for call in extract(content, tools, formats=[name]).calls)]
 
 
-def split_thinking(content: str) -> tuple[str, str]:
-    """(the reasoning written inside `<think>…</think>`, the visible rest) of a content."""
-    thinking, closed, rest = content.partition("</think>")
-    if not closed:
-        opened = content.lstrip().startswith("<think>")  # cut while thinking: all reasoning
-        return (content.lstrip()[len("<think>"):], "") if opened else ("", content)
-    return thinking.replace("<think>", "", 1), rest
-
-
-def read_answer(probe: Probe, plan: Plan, status: int, body: bytes) -> None:
+def read_answer(probe: Probe, plan: TurnPlan, status: int, body: bytes) -> None:
     """Fill `probe` from the server's answer: native calls, the text's format, reasoning,
     and what the proxy would make of it."""
     probe.status = status
@@ -219,18 +213,17 @@ def read_answer(probe: Probe, plan: Plan, status: int, body: bytes) -> None:
     probe.reasoning_in_field = bool(reasoning)
     if probe.content:
         probe.reasoning_in_content = "<think>" in probe.content or "</think>" in probe.content
-        thinking, visible = split_thinking(probe.content)
-        reasoning.append(thinking)
+        _, thinking, visible = split_thinking(probe.content)
+        reasoning.append(probe.content[thinking[0]:thinking[1]] if thinking else "")
         probe.text_formats = text_formats(visible)
         probe.foreign_markers = [m for m in FOREIGN_MARKERS if m in probe.content]
     if not probe.text_formats and not probe.native_calls:
         probe.reasoning_formats = text_formats("\n".join(reasoning)) if any(reasoning) else []
-    assert plan.extraction is not None
-    try:
-        completion, outcome = normalize_completion(answer, plan.extraction)
-    except UpstreamShapeError as exc:
-        probe.error = f"the answer is not a chat completion ({exc})"
+    decision = decide(plan, UpstreamReply(status, {}, body))
+    if isinstance(decision, Failure):
+        probe.error = decision.error.message
         return
+    completion, outcome = decision.completion, decision.outcome
     for out_choice in completion["choices"][:1]:
         for call in out_choice["message"].get("tool_calls") or ():
             probe.proxy_calls.append({"name": call["function"]["name"],
@@ -452,7 +445,7 @@ def proxy_health(upstream: Upstream, headers: dict[str, str],
     return None
 
 
-def run_probe(upstream: Upstream, name: str, plan: Plan, headers: dict[str, str],
+def run_probe(upstream: Upstream, name: str, plan: TurnPlan, headers: dict[str, str],
               timeouts: Timeouts) -> Probe:
     """Send one planned probe upstream and read the answer."""
     probe = Probe(name, orjson.loads(plan.upstream_body))

@@ -62,6 +62,18 @@ class ProxyError(Exception):
         return orjson.dumps(self.body())
 
 
+def proxy_restarting() -> ProxyError:
+    """The error for a request the stopping server ends: retryable, as OpenAI's 503s are."""
+    return ProxyError(503, "The proxy is restarting; send the request again.",
+                      type_="server_error", code="proxy_restarting", headers={"Retry-After": "1"})
+
+
+def client_disconnected() -> ProxyError:
+    """The client left before its answer was ready (499, nginx's code for it): never sent,
+    only logged and counted."""
+    return ProxyError(499, "The client went away.", code="client_disconnected")
+
+
 def answer_not_json() -> ProxyError:
     """A buffered answer whose body is not JSON (an HTML page, a cut body)."""
     return ProxyError(502, "The upstream answered with a body that is not JSON.",

@@ -29,7 +29,7 @@ UPSTREAM_ERROR_KINDS = frozenset({
     "upstream_timeout", "upstream_unreachable", "upstream_stream_cut", "upstream_bad_shape",
     "upstream_invalid_json", "upstream_empty_answer", "upstream_error", "relay_interrupted",
     "upstream_cut", "upstream_too_large", "tool_call_required_unmet", "proxy_restarting",
-    "client_disconnected", "client_closed",
+    "client_disconnected",
 })
 # The proxy's own failure: logged with its traceback, counted in requests_total{status}.
 _NOT_UPSTREAM = frozenset({"internal_error"})

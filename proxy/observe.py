@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from .normalize import Outcome
+from .turn.normalize import Outcome
 
 LOGGER_NAME = "toolcall_proxy"
 

@@ -2,7 +2,7 @@
 
 A capture is `{"request": <the client's chat completion body>, "response": <the upstream's
 non-streaming chat completion>}`: one JSON object, a JSON list of them, or JSONL. Each one
-runs through the server's own core (plan → normalize → parallel_tool_calls → SSE or JSON), so
+runs through the server's own turn core (plan → decide → the chat front's JSON or SSE), so
 a bad model output can be reported, reproduced and fixed from one file, without a GPU. An
 answer the server refuses (empty, not a completion, not JSON, an upstream error) replays as
 the error the server sends; a proxy log line with no upstream response in it (upstream
@@ -22,18 +22,12 @@ from typing import Any
 
 import orjson
 
-from .compat import keep_first_call
-from .config import Config, ConfigError, load_config
-from .errors import (
-    ProxyError,
-    answer_empty,
-    answer_not_completion,
-    answer_not_json,
-    from_upstream,
-)
-from .normalize import EmptyAnswerError, Outcome, UpstreamShapeError, normalize_completion
-from .plan import Plan, plan_chat
-from .sse import DONE, StreamIdentity, completion_chunks, error_event, role_chunks
+from .config import Config
+from .config_load import ConfigError, load_config
+from .errors import ProxyError
+from .fronts.chat import ChatStream, StreamIdentity
+from .turn.core import Answer, UpstreamReply, decide
+from .turn.plan import PassthroughPlan, TurnPlan, plan_chat
 
 EXIT_OK = 0
 EXIT_CORE_FAILED = 1
@@ -199,26 +193,10 @@ def _raw_body(response: Any) -> bytes:
     return response.encode() if isinstance(response, str) else orjson.dumps(response)
 
 
-def upstream_answer(exchange: Exchange, plan: Plan) -> tuple[dict[str, Any], Outcome]:
-    """The normalised completion for a buffered exchange, or the ProxyError the server
-    answers instead (as `routes.Proxy._finish` does: upstream errors relayed with their
-    status, a body that is not JSON, not a completion, or empty → 502)."""
-    status = exchange.upstream_status
-    if status is not None and status >= 400:
-        raise from_upstream(status, _raw_body(exchange.response), {})
-    body = exchange.response
-    if isinstance(body, str):  # the raw body text: decoded as the server decodes it
-        try:
-            body = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            raise answer_not_json() from None
-    assert plan.extraction is not None
-    try:
-        return normalize_completion(body, plan.extraction)
-    except EmptyAnswerError as exc:
-        raise answer_empty(str(exc)) from None
-    except UpstreamShapeError as exc:
-        raise answer_not_completion(exc) from None
+def upstream_reply(exchange: Exchange) -> UpstreamReply:
+    """The captured upstream answer as the server receives it: its status (200 unless the
+    log line says otherwise) and its body's bytes."""
+    return UpstreamReply(exchange.upstream_status or 200, {}, _raw_body(exchange.response))
 
 
 def _stream_identity(response: Any, model: str) -> StreamIdentity:
@@ -230,7 +208,7 @@ def _stream_identity(response: Any, model: str) -> StreamIdentity:
     return StreamIdentity.new(model)
 
 
-def _upstream_refused(exchange: Exchange, plan: Plan, error: ProxyError,
+def _upstream_refused(exchange: Exchange, plan: TurnPlan, error: ProxyError,
                       diagnostics: dict[str, Any]) -> Replay:
     """What the server sends when it cannot use the upstream's answer: the error with its
     status, or for a streaming client the role chunk, the error in the stream, `[DONE]`."""
@@ -243,8 +221,8 @@ def _upstream_refused(exchange: Exchange, plan: Plan, error: ProxyError,
         "the server sends this once the stream has started (upstream answered after "
         f"commit_window_seconds, {plan.config.commit_window_seconds:g} s); an answer within "
         f"it gets HTTP {error.status} with the error envelope instead"]
-    ident = _stream_identity(exchange.response, plan.model)
-    output = role_chunks(ident) + error_event(error.body()) + DONE
+    writer = ChatStream(_stream_identity(exchange.response, plan.model))
+    output = writer.head() + writer.error(error)
     return Replay(exchange.where, 200, "text/event-stream", output, diagnostics)
 
 
@@ -275,50 +253,44 @@ def replay_exchange(exchange: Exchange, config: Config) -> Replay:
     upstream_body = orjson.loads(plan.upstream_body)
     diagnostics.update(
         mode=plan.mode, model=plan.model, client_stream=plan.client_stream,
-        include_usage=plan.include_usage, rewrites=list(plan.rewrites),
+        include_usage=isinstance(plan, TurnPlan) and plan.include_usage,
+        rewrites=list(plan.rewrites),
         upstream_body=upstream_body,
         upstream_changes=_upstream_changes(exchange.request, upstream_body),
         settings=_settings(plan.config),
     )
     if exchange.response is None:
         return _not_captured(exchange, diagnostics)
-    if plan.mode == "passthrough":
+    if isinstance(plan, PassthroughPlan):
         diagnostics["notes"] = ["passthrough: no tools (or tool_choice none), so the proxy "
                                 "relays the upstream's answer unchanged"]
         return Replay(where, exchange.upstream_status or 200, "application/json",
                       _raw_body(exchange.response), diagnostics)
 
-    try:
-        completion, outcome = upstream_answer(exchange, plan)
-    except ProxyError as error:
-        return _upstream_refused(exchange, plan, error, diagnostics)
-    calls = []
-    formats = iter(outcome.call_formats)
-    for choice in completion["choices"]:
-        for call in choice["message"].get("tool_calls") or ():
-            calls.append({"choice": choice["index"], "id": call["id"],
-                          "name": call["function"]["name"],
-                          "arguments": call["function"]["arguments"],
-                          "format": next(formats, None)})
-    notes: list[str] = []
-    if not plan.parallel_tool_calls:
-        dropped = keep_first_call(completion)
-        if dropped:
-            notes.append(f"parallel_tool_calls_false:kept_first_call (dropped {dropped})")
-            kept = {call["id"] for choice in completion["choices"]
-                    for call in choice["message"].get("tool_calls") or ()}
-            calls = [call for call in calls if call["id"] in kept]
-    if plan.tool_call_required and not outcome.tool_calls:
-        retries = plan.config.required_call_retries
-        refused = _upstream_refused(exchange, plan, ProxyError(
-            502, "tool_choice asked for a tool call and the model answered without one"
-            + (f" (asked {retries + 1} times)." if retries else "."),
-            type_="upstream_error", code="tool_call_required_unmet"), diagnostics)
-        refused.diagnostics["notes"] = [
-            "tool_call_required_but_none_found: the server asks upstream again "
-            f"(required_call_retries: {retries}); if every answer is like this one, it sends "
-            "this", *refused.diagnostics.get("notes", ())]
+    decision = decide(plan, upstream_reply(exchange))
+    if not isinstance(decision, Answer):
+        refused = _upstream_refused(exchange, plan, decision.error, diagnostics)
+        if decision.ask_again:
+            retries = plan.config.required_call_retries
+            refused.diagnostics["notes"] = [
+                "tool_call_required_but_none_found: the server asks upstream again "
+                f"(required_call_retries: {retries}); if every answer is like this one, it "
+                "sends this", *refused.diagnostics.get("notes", ())]
         return refused
+    return _answered(where, plan, decision, diagnostics)
+
+
+def _answered(where: str, plan: TurnPlan, answer: Answer,
+              diagnostics: dict[str, Any]) -> Replay:
+    """The replay of an answer the server sends: its calls and repairs, then the output."""
+    completion, outcome = answer.completion, answer.outcome
+    formats = iter(outcome.call_formats)
+    calls = [{"choice": choice["index"], "id": call["id"], "name": call["function"]["name"],
+              "arguments": call["function"]["arguments"], "format": next(formats, None)}
+             for choice in completion["choices"]
+             for call in choice["message"].get("tool_calls") or ()]
+    notes = [f"{note} (dropped {answer.dropped_calls})" if note.endswith("kept_first_call")
+             else note for note in answer.notes]
     diagnostics.update(
         tool_calls=len(calls),
         calls=calls,
@@ -333,9 +305,9 @@ def replay_exchange(exchange: Exchange, config: Config) -> Replay:
     )
     if not plan.client_stream:
         return Replay(where, 200, "application/json", orjson.dumps(completion), diagnostics)
-    ident = StreamIdentity(completion["id"], completion["created"], plan.model)
-    output = role_chunks(ident) + b"".join(
-        completion_chunks(ident, completion, plan.include_usage))
+    writer = ChatStream(StreamIdentity(completion["id"], completion["created"], plan.model),
+                        include_usage=plan.include_usage)
+    output = writer.head() + writer.answer(completion)
     return Replay(where, 200, "text/event-stream", output, diagnostics)
 
 

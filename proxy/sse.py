@@ -1,32 +1,11 @@
-"""A chat completion as OpenAI's SSE stream of `chat.completion.chunk`s, plus heartbeats."""
+"""Server-sent events as bytes: writing one, and cutting a relayed byte stream at event
+boundaries. Wire-neutral: each front builds its own events with these."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
-
-from .ids import random_alnum
-
-DONE = b"data: [DONE]\n\n"
-COMMENT_HEARTBEAT = b": ping\n\n"
-
-
-@dataclass(frozen=True)
-class StreamIdentity:
-    """The `id`, `created` and `model` every chunk of one stream carries."""
-
-    id: str
-    created: int
-    model: str
-
-    @classmethod
-    def new(cls, model: str) -> StreamIdentity:
-        """A fresh identity, minted before upstream has answered."""
-        return cls(f"chatcmpl-{random_alnum(24)}", int(time.time()), model)
 
 
 def event(payload: Any) -> bytes:
@@ -34,82 +13,9 @@ def event(payload: Any) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
-def _chunk(ident: StreamIdentity, choices: list[dict[str, Any]], **extra: Any) -> bytes:
-    body = {"id": ident.id, "object": "chat.completion.chunk", "created": ident.created,
-            "model": ident.model, "choices": choices, **extra}
-    return event(body)
-
-
-def _delta(ident: StreamIdentity, index: int, delta: dict[str, Any],
-           finish_reason: str | None = None, logprobs: Any = None) -> bytes:
-    choice = {"index": index, "delta": delta, "logprobs": logprobs,
-              "finish_reason": finish_reason}
-    return _chunk(ident, [choice])
-
-
-def role_chunks(ident: StreamIdentity) -> bytes:
-    """The stream's first chunk, sent before upstream has answered: the first choice's role
-    and empty content (other choices begin with their content, when they are known)."""
-    return _delta(ident, 0, {"role": "assistant", "content": ""})
-
-
-def heartbeat(ident: StreamIdentity, mode: str) -> bytes:
-    """A frame that tells idle watchdogs the turn is alive and adds nothing to the message.
-
-    `chunk`: an empty-delta chunk (counted by clients that ignore SSE comments);
-    `comment`: an SSE comment line (kept by proxies, invisible to clients); `both`.
-    """
-    frames = b""
-    if mode in ("comment", "both"):
-        frames += COMMENT_HEARTBEAT
-    if mode in ("chunk", "both"):
-        frames += _delta(ident, 0, {})
-    return frames
-
-
-def error_event(error: dict[str, Any]) -> bytes:
-    """An error inside a stream that has started, in OpenAI's streaming form."""
-    return event(error)
-
-
-def completion_chunks(ident: StreamIdentity, completion: dict[str, Any],
-                      include_usage: bool, announced: int = 1) -> Iterator[bytes]:
-    """Every chunk after the role chunk(s) for a normalised completion, through `[DONE]`.
-
-    Choices below `announced` had their role chunk already (`role_chunks`); any other gets
-    it here, and an announced choice the completion does not hold is closed, so that every
-    choice a client saw begin also ends.
-    """
-    rendered = set()
-    for choice in completion["choices"]:
-        index = choice["index"]
-        message = choice["message"]
-        if not 0 <= index < announced:
-            yield _delta(ident, index, {"role": "assistant", "content": ""})
-        rendered.add(index)
-        for key in ("reasoning_content", "reasoning"):
-            if message.get(key):
-                yield _delta(ident, index, {key: message[key]})
-        logprobs = choice.get("logprobs")  # the whole answer's, once, with its text
-        if message.get("content"):
-            yield _delta(ident, index, {"content": message["content"]}, logprobs=logprobs)
-            logprobs = None
-        if message.get("refusal"):
-            yield _delta(ident, index, {"refusal": message["refusal"]})
-        for position, call in enumerate(message.get("tool_calls") or ()):
-            function = call["function"]
-            yield _delta(ident, index, {"tool_calls": [{
-                "index": position, "id": call["id"], "type": "function",
-                "function": {"name": function["name"], "arguments": ""}}]})
-            yield _delta(ident, index, {"tool_calls": [{
-                "index": position, "function": {"arguments": function["arguments"]}}]})
-        yield _delta(ident, index, {}, choice["finish_reason"], logprobs=logprobs)
-    for index in range(announced):
-        if index not in rendered:
-            yield _delta(ident, index, {}, "stop")
-    if include_usage and completion.get("usage"):
-        yield _chunk(ident, [], usage=completion["usage"])
-    yield DONE
+def named_event(name: str, payload: Any) -> bytes:
+    """One SSE event with an `event:` line (Anthropic's wire names every event)."""
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
 _EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")

@@ -10,8 +10,9 @@ import openai
 import pytest
 from werkzeug.serving import make_server
 
-from proxy.config import Config, build_config
-from proxy.routes import create_app
+from proxy.config import Config
+from proxy.config_load import build_config
+from proxy.shell.routes import create_app
 from tests.fake_vllm import FakeVLLM
 
 WEATHER_TOOL = {

@@ -317,7 +317,7 @@ def test_reasoning_reaches_the_client_before_content(fake, start_proxy):
 
 
 def test_bad_models_section_is_refused():
-    from proxy.config import ConfigError, build_config
+    from proxy.config_load import ConfigError, build_config
 
     with pytest.raises(ConfigError, match="cannot be set per model"):
         build_config({"models": {"*": {"port": 1}}})
@@ -348,7 +348,7 @@ def test_sdk_sees_the_same_error_for_a_refused_request(fake, start_proxy):
     ("", {}), (None, {}), ("null", {}), ("[1, 2]", {}), ("not json", {}),
 ])
 def test_history_arguments_become_json_object_strings(arguments, repaired):
-    from proxy.compat import repair_history
+    from proxy.turn.compat import repair_history
 
     messages = [{"role": "assistant", "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "read", "arguments": arguments}}]}]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from proxy.normalize import (
+from proxy.turn.normalize import (
     EmptyAnswerError,
     ExtractionSettings,
     UpstreamShapeError,
@@ -186,7 +186,7 @@ def test_parsed_calls_are_checked_against_the_tools_and_the_named_choice():
 
 
 def test_logprobs_keep_openai_fields_only_and_reach_the_stream_once():
-    from proxy.sse import StreamIdentity, completion_chunks
+    from proxy.fronts.chat import StreamIdentity, completion_chunks
 
     upstream = vllm_completion("Hi")
     token = {"token": "Hi", "logprob": -0.1, "bytes": [72, 105], "token_id": 9,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from proxy.normalize import ExtractionSettings, Repair, normalize_completion
+from proxy.turn.normalize import ExtractionSettings, Repair, normalize_completion
 from tests.fake_vllm import vllm_completion, vllm_tool_call
 
 SETTINGS = ExtractionSettings(tools={"read": {}, "get_weather": {}})

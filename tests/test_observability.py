@@ -233,8 +233,8 @@ def _logfmt_fields(line: str) -> dict[str, str]:
 def test_text_log_line_is_logfmt_and_cannot_be_forged():
     import io
 
-    from proxy.normalize import Outcome
     from proxy.observe import RequestLog
+    from proxy.turn.normalize import Outcome
 
     stream = io.StringIO()
     logger = logging.getLogger("test_logfmt")
@@ -283,8 +283,8 @@ def test_log_line_names_only_the_request_s_own_tools(fake, start_proxy, log_line
 
 
 def test_a_log_record_without_declared_tools_names_none():
-    from proxy.normalize import Outcome, Repair, TextLeft
     from proxy.observe import RequestLog
+    from proxy.turn.normalize import Outcome, Repair, TextLeft
 
     log = RequestLog("r", "POST", "/v1/chat/completions")
     log.outcome = Outcome(repairs=[Repair("hermes", "trailing_comma", "read")],

@@ -7,7 +7,7 @@ import pytest
 
 from proxy.config import Config
 from proxy.errors import ProxyError
-from proxy.plan import plan_chat
+from proxy.turn.plan import plan_chat
 from tests.conftest import TOOLS
 
 CONFIG = Config()

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from proxy.clients import ClientWatcher, client_gone
-from proxy.upstream import readable_now
+from proxy.shell.background import readable_now
+from proxy.shell.clients import ClientWatcher, client_gone
 
 
 @contextlib.contextmanager

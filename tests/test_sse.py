@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from proxy.normalize import ExtractionSettings, normalize_completion
-from proxy.sse import StreamIdentity, completion_chunks, heartbeat, role_chunks
+from proxy.fronts.chat import StreamIdentity, completion_chunks, heartbeat, role_chunks
+from proxy.turn.normalize import ExtractionSettings, normalize_completion
 from tests.fake_vllm import vllm_completion
 
 IDENT = StreamIdentity("chatcmpl-x", 1700000000, "qwen")

@@ -6,7 +6,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.sse import SseEvents, StreamIdentity, completion_chunks, heartbeat, role_chunks
+from proxy.fronts.chat import StreamIdentity, completion_chunks, heartbeat, role_chunks
+from proxy.sse import SseEvents
 
 IDENT = StreamIdentity("chatcmpl-p", 1, "m")
 # Strings as they come out of orjson.loads of an upstream body: no lone surrogates.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.normalize import ExtractionSettings, normalize_completion
 from proxy.toolcalls import extract
+from proxy.turn.normalize import ExtractionSettings, normalize_completion
 from tests.fake_vllm import vllm_completion
 
 TOOLS = {

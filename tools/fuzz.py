@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from proxy.normalize import EmptyAnswerError, ExtractionSettings, normalize_completion
-from proxy.sse import StreamIdentity, completion_chunks, role_chunks
+from proxy.fronts.chat import StreamIdentity, completion_chunks, role_chunks
 from proxy.toolcalls import extract
+from proxy.turn.normalize import EmptyAnswerError, ExtractionSettings, normalize_completion
 
 TOOLS = {
     "read": {"type": "object", "properties": {"path": {"type": "string"},

@@ -18,9 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .upstream import original_poll, readable_now, run_beside
-
-CHECK_SECONDS = 0.5
+from ..turn.waiting import CHECK_SECONDS
+from .background import original_poll, readable_now, run_beside
 
 
 def client_socket(environ: dict[str, Any]) -> Any:

@@ -1,33 +1,50 @@
-"""Decide what to do with a chat completion request: buffer it (tools) or pass it through."""
+"""A chat completion request, planned: a tool turn the proxy answers itself (`TurnPlan`), or
+a request relayed as it is (`PassthroughPlan`). Every front ends here with a chat body."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar
 
 import orjson
 
+from ..config import Config
+from ..errors import ProxyError
 from .compat import rewrite_request
-from .config import Config
-from .errors import ProxyError
 from .normalize import ExtractionSettings
 
 
 @dataclass(frozen=True)
-class Plan:
-    """What the routes do with one chat completion request."""
+class TurnPlan:
+    """A turn the proxy answers itself: upstream asked with `stream: false`, the answer
+    normalised and its calls extracted, then rendered by the front that planned it."""
 
-    mode: Literal["buffered", "passthrough"]
+    mode: ClassVar[str] = "buffered"
+
     upstream_body: bytes
     config: Config  # the settings in force for this request's model
+    extraction: ExtractionSettings
     model: str = ""
     client_stream: bool = False
     include_usage: bool = False
-    extraction: ExtractionSettings | None = None
     history_tool_calls: int = 0
     rewrites: tuple[str, ...] = ()
     parallel_tool_calls: bool = True
     tool_call_required: bool = False
+    front: Any = None  # what the front needs to render its answer; the core never reads it
+
+
+@dataclass(frozen=True)
+class PassthroughPlan:
+    """A request relayed upstream as it is (or with the compat rewrites), streamed back."""
+
+    mode: ClassVar[str] = "passthrough"
+
+    upstream_body: bytes
+    config: Config
+    model: str = ""
+    client_stream: bool = False
+    rewrites: tuple[str, ...] = ()
 
 
 def _bad_request(message: str, param: str | None, code: str = "invalid_request") -> ProxyError:
@@ -102,7 +119,7 @@ def _structured_output(response_format: Any) -> bool:
         "json_object", "json_schema")
 
 
-def plan_chat(raw: bytes, config: Config) -> Plan:
+def plan_chat(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
     """The plan for a POST to /v1/chat/completions; raises ProxyError for bad requests."""
     body = parse_body(raw)
     model = body.get("model") if isinstance(body.get("model"), str) else ""
@@ -112,14 +129,25 @@ def plan_chat(raw: bytes, config: Config) -> Plan:
         raise _bad_request("tools must be a list.", "tools")
     if not is_buffered(body):
         rewrites = rewrite_request(body, config, upstream_streams=stream)
-        return Plan("passthrough", orjson.dumps(body) if rewrites else raw, config,
-                    model=model, client_stream=stream, rewrites=tuple(rewrites))
+        return PassthroughPlan(orjson.dumps(body) if rewrites else raw, config, model=model,
+                               client_stream=stream, rewrites=tuple(rewrites))
+    options = body.get("stream_options")
+    include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
+    return plan_turn(body, config, client_stream=stream, include_usage=include_usage)
 
+
+def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
+              include_usage: bool, front: Any = None) -> TurnPlan:
+    """The turn for a chat completion body (the client's, or one a front translated to):
+    tools checked, the loop guard applied, the upstream body built. `config` is the one in
+    force for the body's model. Raises ProxyError for bad requests."""
+    model = body.get("model") if isinstance(body.get("model"), str) else ""
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise _bad_request("messages must be a list.", "messages")
-    schemas = _tool_schemas(body["tools"])
-    tool_choice = body.get("tool_choice")
+    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    schemas = _tool_schemas(tools)
+    tool_choice = body.get("tool_choice") if schemas else None
     only = _chosen_function(tool_choice, schemas)
     history = count_tool_calls(messages)
     limit = config.loop_guard_max_tool_calls
@@ -130,36 +158,36 @@ def plan_chat(raw: bytes, config: Config) -> Plan:
             "or raise loop_guard_max_tool_calls.",
             "messages", "tool_call_loop_guard")
 
-    options = body.get("stream_options")
-    include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
     upstream = dict(body)
     rewrites = rewrite_request(upstream, config, upstream_streams=False)
     upstream["stream"] = False
     upstream.pop("stream_options", None)
-    if not config.upstream_tool_parser:
+    if schemas and tool_choice != "none" and not config.upstream_tool_parser:
         # vLLM without --enable-auto-tool-choice refuses any other tool_choice; the tools stay
         # in the prompt, special tokens stay in the text, and the proxy applies the choice.
         upstream["tool_choice"] = "none"
         upstream["skip_special_tokens"] = False
         rewrites.append("tool_choice_applied_by_proxy")
-    if config.tool_temperature is not None:
+    if schemas and config.tool_temperature is not None:
         upstream["temperature"] = config.tool_temperature
         rewrites.append("tool_temperature")
     formats = config.formats
     if _structured_output(body.get("response_format")):
         formats = ()  # the content is the requested JSON, decoded to its schema: never a call
         rewrites.append("structured_output_not_extracted")
-    return Plan(
-        "buffered",
+    if tool_choice == "none":
+        schemas = {}  # the client asked for no call: none is taken from the text
+    return TurnPlan(
         orjson.dumps(upstream),
         config,
+        ExtractionSettings(tools=schemas, only=only, formats=formats,
+                           reasoning_field=config.reasoning_field),
         model=model,
-        client_stream=stream,
+        client_stream=client_stream,
         include_usage=include_usage,
-        extraction=ExtractionSettings(tools=schemas, only=only, formats=formats,
-                                      reasoning_field=config.reasoning_field),
         history_tool_calls=history,
         rewrites=tuple(rewrites),
         parallel_tool_calls=body.get("parallel_tool_calls") is not False,
         tool_call_required=tool_choice == "required" or only is not None,
+        front=front,
     )

@@ -9,9 +9,7 @@ whole HTTP exchange, and the proxy uses none of it.
 from __future__ import annotations
 
 import contextlib
-import select
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -24,14 +22,9 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
 from urllib3.util import make_headers, parse_url
 
-from .errors import ProxyError
-
-try:  # the OS's poll(2): gevent's patched one starts watchers and switches to the hub
-    from gevent.monkey import get_original
-
-    original_poll = get_original("select", "poll")
-except ImportError:  # pragma: no cover - gevent is a dependency; a plain process is fine too
-    original_poll = select.poll
+from ..errors import ProxyError, client_disconnected
+from ..turn.core import UpstreamReply
+from .background import new_event, readable_now, run_beside
 
 T = TypeVar("T")
 
@@ -65,29 +58,12 @@ def request_headers(incoming: Iterable[tuple[str, str]], *, buffered: bool) -> d
     return headers
 
 
-def readable_now(sock: Any) -> bool:
-    """True when `sock` has bytes, an EOF or an error to read right now: one poll(2) that never
-    blocks, for any descriptor number (select(2) refuses those past 1023)."""
-    poller = original_poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(0))
-
-
 def response_headers(upstream: Any, *, keep_length: bool) -> list[tuple[str, str]]:
     """An upstream response's headers as relayed to the client."""
     drop = _NOT_RETURNED if not keep_length else _NOT_RETURNED - {"content-length"}
     listed = {token.strip().lower() for token in upstream.get("Connection", "").split(",")}
     lines = upstream.items()  # each header line on its own: Set-Cookie values never joined
     return [(k, v) for k, v in lines if k.lower() not in drop and k.lower() not in listed]
-
-
-@dataclass(frozen=True)
-class UpstreamReply:
-    """A buffered upstream answer: status, headers and the whole body."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytes
 
 
 class _ConnectionTracker:
@@ -226,7 +202,7 @@ class Upstream:
             response = self._request("POST", path, body, headers, timeouts, preload=False)
         except _FAILURES as exc:
             if tracker is not None and tracker.cancelled:
-                raise ProxyError(499, "The client went away.", code="client_closed") from None
+                raise client_disconnected() from None
             raise self._failure(exc, timeouts) from None
         finally:
             self._local.tracker = None
@@ -235,7 +211,7 @@ class Upstream:
                                  self._read_all(response, max_bytes))
         except _FAILURES as exc:
             if tracker is not None and tracker.cancelled:
-                raise ProxyError(499, "The client went away.", code="client_closed") from None
+                raise client_disconnected() from None
             if isinstance(exc, (ReadTimeoutError, socket.timeout)):
                 raise self._failure(exc, timeouts) from None
             raise ProxyError(502, "The upstream's answer broke off before its end "
@@ -281,7 +257,7 @@ class Upstream:
             return self._request(method, path, body or None, headers, timeouts, preload=False)
         except _FAILURES as exc:
             if tracker is not None and tracker.cancelled:
-                raise ProxyError(499, "The client went away.", code="client_closed") from None
+                raise client_disconnected() from None
             raise self._failure(exc, timeouts) from None
         finally:
             self._local.tracker = None
@@ -308,33 +284,7 @@ _PIECE = 256 * 1024
 _FAILURES = (urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
-def _gevent_patched() -> bool:
-    """True in a process gevent has monkey-patched (gunicorn's gevent worker)."""
-    monkey = sys.modules.get("gevent.monkey")
-    return monkey is not None and bool(monkey.is_module_patched("threading"))
-
-
-def new_event() -> Any:
-    """An Event that waits the way this process runs: gevent's in a patched process (a
-    patched threading.Event is a greenlet behind a Thread's locks), else threading's."""
-    if _gevent_patched():
-        from gevent.event import Event
-
-        return Event()
-    return threading.Event()
-
-
-def run_beside(work: Callable[[], None], name: str) -> None:
-    """Run `work` beside the request: a plain greenlet under gevent, else a daemon thread."""
-    if _gevent_patched():
-        import gevent
-
-        gevent.spawn(work)
-    else:
-        threading.Thread(target=work, daemon=True, name=name).start()
-
-
-def cut(response: urllib3.BaseHTTPResponse) -> None:
+def disconnect(response: urllib3.BaseHTTPResponse) -> None:
     """Shut the connection a relayed response is read from, from any thread: the read
     returns, and the upstream sees its client leave (vLLM then aborts the generation)."""
     connection = getattr(response, "connection", None) or getattr(response, "_connection", None)
@@ -386,10 +336,10 @@ class UpstreamCall(Generic[T]):
         """True once the call has finished (within `timeout` seconds)."""
         return self._done.wait(timeout)
 
-    def result(self) -> T:
-        """The value, or the ProxyError the call ended with."""
+    def outcome(self) -> T | ProxyError:
+        """The value, or the ProxyError the call ended with (once it has finished)."""
         if self._error is not None:
-            raise self._error
+            return self._error
         return self._value  # type: ignore[return-value]
 
     def cancel(self) -> None:

@@ -9,9 +9,8 @@ from typing import Any
 
 import orjson
 
-from .config import Config
-from .normalize import Outcome
-from .toolcalls.repair import NotJson, loads_repaired
+from ..config import Config
+from ..toolcalls.repair import NotJson, loads_repaired
 
 _LEADING = json.JSONDecoder()
 _UNREADABLE = object()
@@ -109,23 +108,3 @@ def repair_history(messages: Any) -> bool:
                 function["arguments"] = fixed
                 changed = True
     return changed
-
-
-def keep_first_call(completion: dict[str, Any], outcome: Outcome | None = None) -> int:
-    """`parallel_tool_calls: false`: only each choice's first call is emitted; returns how
-    many calls were dropped, and keeps `outcome`'s counts to the calls emitted."""
-    dropped = 0
-    kept_formats: list[str] = []
-    position = 0
-    for choice in completion["choices"]:
-        calls = choice["message"].get("tool_calls") or []
-        if outcome is not None and calls:
-            kept_formats.append(outcome.call_formats[position])
-            position += len(calls)
-        if len(calls) > 1:
-            dropped += len(calls) - 1
-            choice["message"]["tool_calls"] = calls[:1]
-    if outcome is not None and dropped:
-        outcome.call_formats = kept_formats
-        outcome.tool_calls -= dropped
-    return dropped

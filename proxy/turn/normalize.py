@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from .ids import random_alnum
-from .toolcalls import Extraction, ToolCall, ToolSchemas, extract
-from .toolcalls.repair import NotJson, loads_repaired
+from ..ids import random_alnum
+from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
+from ..toolcalls.repair import NotJson, loads_repaired
 
 _TOP_LEVEL = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint",
               "service_tier")
@@ -172,7 +172,7 @@ def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
     return kept
 
 
-def _split_thinking(content: str) -> tuple[str, tuple[int, int] | None, str]:
+def split_thinking(content: str) -> tuple[str, tuple[int, int] | None, str]:
     """(everything up to the end of the thinking, the thinking's span, the visible rest).
 
     Thinking is a `<think>…</think>` (or `<seed:think>…</seed:think>`) block at the start of
@@ -252,7 +252,7 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
         outcome.formats.append("native")
         outcome.call_formats.extend("native" for _ in calls)
     elif content and settings.tools:
-        head, think, tail = _split_thinking(content)
+        head, think, tail = split_thinking(content)
         found = _extract(tail, settings, finish, outcome)
         if found.calls:
             content = head + ("\n\n" if head and found.content else "") + found.content
@@ -264,7 +264,7 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
                 content = content[:think[0]] + found.content + content[think[1]:]
                 _add_calls(calls, found, outcome, taken_ids, from_reasoning=True)
     if (not calls and reasoning and settings.tools and finish != "length"
-            and not (content and _split_thinking(content)[2].strip())):
+            and not (content and split_thinking(content)[2].strip())):
         # Nothing visible and no call: one written in the reasoning field is recovered, once.
         found = _extract(reasoning, settings, finish, outcome)
         if found.calls:

@@ -1,0 +1,52 @@
+"""Running beside a request, the way this process runs: greenlets under gunicorn's gevent
+worker (monkey-patched), threads otherwise (the Werkzeug server, tests). The shell's only
+knowledge of gevent is here."""
+
+from __future__ import annotations
+
+import select
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+try:  # the OS's poll(2): gevent's patched one starts watchers and switches to the hub
+    from gevent.monkey import get_original
+
+    original_poll = get_original("select", "poll")
+except ImportError:  # pragma: no cover - gevent is a dependency; a plain process is fine too
+    original_poll = select.poll
+
+
+def readable_now(sock: Any) -> bool:
+    """True when `sock` has bytes, an EOF or an error to read right now: one poll(2) that never
+    blocks, for any descriptor number (select(2) refuses those past 1023)."""
+    poller = original_poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _gevent_patched() -> bool:
+    """True in a process gevent has monkey-patched (gunicorn's gevent worker)."""
+    monkey = sys.modules.get("gevent.monkey")
+    return monkey is not None and bool(monkey.is_module_patched("threading"))
+
+
+def new_event() -> Any:
+    """An Event that waits the way this process runs: gevent's in a patched process (a
+    patched threading.Event is a greenlet behind a Thread's locks), else threading's."""
+    if _gevent_patched():
+        from gevent.event import Event
+
+        return Event()
+    return threading.Event()
+
+
+def run_beside(work: Callable[[], None], name: str) -> None:
+    """Run `work` beside the request: a plain greenlet under gevent, else a daemon thread."""
+    if _gevent_patched():
+        import gevent
+
+        gevent.spawn(work)
+    else:
+        threading.Thread(target=work, daemon=True, name=name).start()

@@ -1,0 +1,159 @@
+"""Requests the proxy does not answer itself, relayed: the body upstream as it came (or with
+the compat rewrites), the answer back byte for byte as it arrives. Plus `/v1/models` across
+several upstreams, so one proxy lists every model it routes to."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from flask import Response
+from urllib3.exceptions import ReadTimeoutError
+
+from ..config import Config, mask_url
+from ..errors import ProxyError, client_disconnected, from_upstream, proxy_restarting
+from ..fronts.chat import DONE, error_event
+from ..observe import RequestLog
+from ..sse import SseEvents
+from ..turn import waiting
+from ..turn.core import UpstreamReply
+from .clients import Watch, abort_connection
+from .turns import Driver
+from .upstream import Timeouts, UpstreamCall, disconnect, response_headers
+
+if TYPE_CHECKING:
+    from .routes import Proxy
+
+
+def _json_response(payload: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(payload), status=status, content_type="application/json")
+
+
+def _relay_failure(exc: Exception, drained: bool, read_timeout: float) -> ProxyError:
+    """Why a relayed stream ended before its end, as the error event that ends it."""
+    if drained:
+        return proxy_restarting()
+    if isinstance(exc, ReadTimeoutError):
+        return ProxyError(504, f"The upstream went silent for longer than {read_timeout:g} s.",
+                          type_="upstream_error", code="upstream_timeout")
+    return ProxyError(502, "The upstream closed the stream before its end.",
+                      type_="upstream_error", code="upstream_stream_cut")
+
+
+def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: str,
+                config: Config, headers: dict[str, str], environ: dict[str, Any]) -> Response:
+    """Relay the request; the answer streams back as upstream sends it."""
+    upstream = app.upstreams[config.upstream]
+    timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
+    limit = config.connect_timeout_seconds + config.read_timeout_seconds
+    # Until the headers come, only a silent client can be noticed: the machine looks for it.
+    driver = Driver(waiting.start(log.started, limit),
+                    lambda: UpstreamCall.open(upstream, method, target, body, headers, timeouts),
+                    environ, app.draining)
+    for action in driver.actions():
+        if isinstance(action, waiting.Fail):
+            raise action.error
+        if isinstance(action, waiting.Abandon):
+            raise client_disconnected()
+        break  # Collect: the headers are in
+    response_in = driver.call.outcome()
+    if isinstance(response_in, ProxyError):
+        raise response_in
+    log.upstream_status = log.status = response_in.status
+    log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
+    is_sse = (response_in.headers.get("Content-Type", "").startswith("text/event-stream")
+              and not response_in.headers.get("Content-Encoding"))
+
+    def relayed() -> Iterator[bytes]:
+        watch: Watch | None = None
+        events = SseEvents() if is_sse else None
+        try:
+            if is_sse:
+                yield b""  # the head goes out now, before upstream's first event
+            watch = app.client_watcher.watch(environ, lambda: disconnect(response_in))
+            for data in upstream.relay_body(response_in):
+                if events is not None:
+                    data = events.complete(data)
+                log.bytes_out += len(data)
+                yield data
+            if watch.drained:  # cut by the server stopping: an end, not the end
+                raise ConnectionAbortedError("the proxy is restarting")
+            if events is not None and events.pending:
+                yield events.pending  # upstream ended without a last blank line: as is
+        except GeneratorExit:
+            log.error = "client_disconnected"
+            raise
+        except Exception as exc:
+            if watch is not None and watch.fired:
+                log.error = "client_disconnected"
+                return
+            log.error = f"relay_interrupted:{type(exc).__name__}"
+            if is_sse:  # the stream has started: end it with the error, in-band; a half
+                # event is dropped, so that the client can parse what it has
+                failure = _relay_failure(exc, watch is not None and watch.drained,
+                                         timeouts.read)
+                log.error = failure.code
+                yield error_event(failure.body()) + DONE
+            else:  # the head promised a body that will not come: the client must see
+                abort_connection(environ)  # it cut short, not wait on a kept-alive socket
+        finally:
+            if watch is not None:
+                watch.stop()
+                if watch.fired:
+                    log.error = "client_disconnected"
+            app.emit(log)
+
+    response = Response(relayed(), status=response_in.status,
+                        headers=response_headers(response_in.headers, keep_length=True))
+    if "Content-Type" not in response_in.headers:
+        del response.headers["Content-Type"]
+    if is_sse:
+        response.headers["X-Accel-Buffering"] = "no"
+    return response
+
+
+def model_ids(reply: UpstreamReply) -> list[Any] | None:
+    """The model ids of a `/v1/models` answer, or None when it is not a model list."""
+    if reply.status != 200:
+        return None
+    try:
+        data = orjson.loads(reply.body).get("data")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    if not isinstance(data, list):
+        return None
+    return [model.get("id") for model in data if isinstance(model, dict)]
+
+
+def all_models(app: Proxy, log: RequestLog, target: str,
+               headers_for: Any) -> Response:
+    """`/v1/models` across every upstream (each asked with its own key), so one proxy lists
+    every model it routes to; one that fails leaves its models out, not the others'."""
+    models: list[Any] = []
+    seen: set[str] = set()
+    failures: list[ProxyError] = []
+    for url, settings in app.config.upstream_settings().items():
+        timeouts = Timeouts(settings.connect_timeout_seconds, settings.read_timeout_seconds)
+        try:
+            reply = app.upstreams[url].complete_get(target, headers_for(settings), timeouts)
+            if reply.status >= 400:
+                raise from_upstream(reply.status, reply.body, reply.headers)
+            if model_ids(reply) is None:
+                raise ProxyError(502, f"{mask_url(url)}/v1/models is not a model list.",
+                                 type_="upstream_error", code="upstream_bad_shape")
+        except ProxyError as exc:
+            failures.append(exc)
+            log.notes.append(f"models_unavailable:{exc.code or exc.status}")
+            continue
+        for model in orjson.loads(reply.body)["data"]:
+            if isinstance(model, dict) and model.get("id") not in seen:
+                seen.add(model.get("id"))
+                models.append(model)
+    if failures and not models:
+        raise failures[0]
+    log.status = log.upstream_status = 200
+    response = _json_response({"object": "list", "data": models})
+    log.bytes_out = response.content_length or 0
+    return response

@@ -1,0 +1,212 @@
+"""The shell's side of a turn: carry out what the waiting machine (`turn.waiting`) says, for
+any front. The only I/O of a turn is here (the upstream call, the clock, the client's
+socket, the bytes written); every decision is the core's."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from flask import Response
+
+from ..errors import ProxyError, client_disconnected
+from ..fronts import Front, StreamWriter
+from ..observe import RequestLog
+from ..turn import waiting
+from ..turn.core import Answer, Decision, Failure, decide
+from ..turn.plan import TurnPlan
+from .clients import client_gone
+from .upstream import Timeouts, UpstreamCall
+
+if TYPE_CHECKING:
+    from .routes import Proxy
+
+# What the machine asks of the client's response; the rest (Wait, AskAgain, and Collect
+# when there is a core to decide) the driver carries out itself.
+ClientAction = (waiting.Commit | waiting.Heartbeat | waiting.Deliver | waiting.Fail
+                | waiting.Abandon | waiting.Collect)
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class Driver:
+    """Runs one waiting machine against an upstream call: waits on the call, looks at the
+    client and the server between waits, and has the core decide when the call ends.
+
+    Without `decide` (a relayed request), Collect is handed to the caller, who takes the
+    call's outcome itself."""
+
+    def __init__(self, state: waiting.Waiting, start_call: Callable[[], UpstreamCall[Any]],
+                 environ: dict[str, Any], draining: Callable[[], bool],
+                 decide: Callable[[Any], Decision] | None = None,
+                 on_retry: Callable[[], None] = lambda: None) -> None:
+        self.state = state
+        self._start_call = start_call
+        self.call = start_call()
+        self._environ = environ
+        self._draining = draining
+        self._decide = decide
+        self._on_retry = on_retry
+
+    def _step(self, event: waiting.Event) -> list[waiting.Action]:
+        self.state, actions = waiting.step(self.state, event)
+        return actions
+
+    def _tick(self) -> waiting.Tick:
+        return waiting.Tick(time.monotonic(), client_gone(self._environ), self._draining())
+
+    def actions(self) -> Iterator[ClientAction]:
+        """The actions for the client's response, in order, until the turn is over. A Fail
+        or an Abandon has cut the upstream call already."""
+        queue = deque(self._step(self._tick()))
+        while queue:
+            action = queue.popleft()
+            if isinstance(action, waiting.Wait):
+                done = self.call.wait(action.seconds)
+                queue.extend(self._step(waiting.UpstreamDone(time.monotonic()) if done
+                                        else self._tick()))
+            elif isinstance(action, waiting.Collect) and self._decide is not None:
+                decision = self._decide(self.call.outcome())
+                queue.extend(self._step(waiting.Decided(time.monotonic(), decision)))
+            elif isinstance(action, waiting.AskAgain):
+                self._on_retry()
+                self.call = self._start_call()
+            else:
+                if isinstance(action, (waiting.Fail, waiting.Abandon)):
+                    self.call.cancel()
+                yield action
+
+
+class TurnResponse:
+    """One front's turn, answered: a whole response (JSON, an error with its status, or a
+    stream delivered at once), or a stream that commits and goes on while upstream works."""
+
+    def __init__(self, app: Proxy, front: Front, plan: TurnPlan, log: RequestLog,
+                 path: str, headers: dict[str, str], environ: dict[str, Any]) -> None:
+        self.app = app
+        self.front = front
+        self.plan = plan
+        self.log = log
+        config = plan.config
+        upstream = app.upstreams[config.upstream]
+        timeouts = Timeouts(config.connect_timeout_seconds, config.buffered_timeout_seconds)
+        state = waiting.start(
+            log.started, config.buffered_timeout_seconds,
+            commit_after=config.commit_window_seconds if plan.client_stream else None,
+            beat=config.heartbeat_seconds,
+            retries=config.required_call_retries if plan.tool_call_required else 0)
+        self.driver = Driver(
+            state,
+            lambda: UpstreamCall.complete(upstream, path, plan.upstream_body, headers,
+                                          timeouts, config.max_upstream_body_bytes),
+            environ, app.draining, self._decide,
+            on_retry=lambda: log.notes.append("tool_call_required:asked_again"))
+
+    def _decide(self, reply: Any) -> Decision:
+        """The core's decision, and what the log line says of it (a turn may decide twice)."""
+        decision = decide(self.plan, reply)
+        log = self.log
+        log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
+        if decision.upstream_status is not None:
+            log.upstream_status = decision.upstream_status
+        if decision.outcome is not None or isinstance(decision, Failure):
+            log.outcome = decision.outcome
+        log.notes.extend(decision.notes)
+        if log.bodies is not None:
+            if decision.upstream_status is not None:
+                log.bodies["response"] = decision.received
+            if isinstance(decision, Answer):
+                log.bodies["sent"] = decision.completion
+        return decision
+
+    def respond(self) -> Response:
+        """The response, once the turn is over or the client's stream has begun."""
+        actions = self.driver.actions()
+        for action in actions:
+            if isinstance(action, waiting.Commit):
+                return self._stream(actions)
+            if isinstance(action, waiting.Deliver):
+                return self._whole(action.answer)
+            if isinstance(action, waiting.Fail):
+                return error_response(self.front, action.error, self.log)
+            if isinstance(action, waiting.Abandon):
+                return error_response(self.front, client_disconnected(), self.log)
+        raise AssertionError("the waiting machine ended without an outcome")
+
+    def _whole(self, answer: Answer) -> Response:
+        self.log.status = 200
+        if not self.plan.client_stream:
+            body = self.front.render_json(self.plan, answer.completion)
+            self.log.bytes_out = len(body)
+            return Response(body, status=200, content_type="application/json")
+        writer = self.front.stream_writer(self.plan)
+
+        def whole() -> Iterator[bytes]:
+            yield writer.head() + writer.answer(answer.completion)
+
+        return self._stream_response(writer, whole())
+
+    def _stream(self, actions: Iterator[ClientAction]) -> Response:
+        """The stream: its head at once, heartbeats while upstream works, then the answer or
+        the error in the stream, which always ends."""
+        writer = self.front.stream_writer(self.plan)
+        log = self.log
+
+        def frames() -> Iterator[bytes]:
+            finished = False
+            try:
+                yield writer.head()
+                for action in actions:
+                    if isinstance(action, waiting.Heartbeat):
+                        log.heartbeats += 1
+                        yield writer.heartbeat()
+                    elif isinstance(action, waiting.Deliver):
+                        finished = True
+                        yield writer.answer(action.answer.completion)
+                    elif isinstance(action, waiting.Fail):
+                        log.error = action.error.code or action.error.type
+                        finished = True
+                        yield writer.error(action.error)
+            except Exception:
+                self.app.logger.exception("turn failed (request %s)", log.request_id)
+                log.error = "internal_error"
+                finished = True
+                yield writer.error(ProxyError(500, "The proxy failed to render this answer.",
+                                              code="internal_error"))
+            finally:
+                actions.close()  # type: ignore[attr-defined]
+                if not finished:  # the client left (Abandon, or a failed write)
+                    self.driver.call.cancel()
+                    log.error = log.error or "client_disconnected"
+
+        return self._stream_response(writer, frames())
+
+    def _stream_response(self, writer: StreamWriter, frames: Iterator[bytes]) -> Response:
+        log = self.log
+        log.status = 200
+
+        def counted() -> Iterator[bytes]:
+            try:
+                for data in frames:
+                    log.bytes_out += len(data)
+                    yield data
+            finally:
+                frames.close()  # type: ignore[attr-defined]  # cuts upstream if the client left
+                self.app.emit(log)
+
+        return Response(counted(), status=200,
+                        headers={"Content-Type": writer.content_type, **SSE_HEADERS})
+
+
+def error_response(front: Front, error: ProxyError, log: RequestLog | None = None) -> Response:
+    """`error` in `front`'s envelope, recorded in the request's log line."""
+    rendered = front.error_response(error)
+    response = Response(rendered.body, status=rendered.status, headers=dict(rendered.headers),
+                        content_type="application/json")
+    if log is not None:
+        log.status = rendered.status
+        log.error = (error.code or error.type)[:64]  # upstream's own code may be anything
+        log.bytes_out = response.content_length or 0
+    return response

@@ -1,0 +1,4 @@
+"""The turn core: one chat completion turn, from the plan to the client's completion or
+error, as functions from data to data. `plan` (request → plan), `compat` (rewrites for the
+upstream), `normalize` (upstream completion → clean completion, calls extracted), `core`
+(the decisions: policies, errors, retry), `waiting` (the wait as a state machine)."""
