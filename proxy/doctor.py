@@ -258,22 +258,10 @@ def _reasoning_parser_for(model: str) -> str:
     return "deepseek_r1"
 
 
-def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
-             none: Probe) -> dict[str, Any]:
-    """The findings and recommended configuration from the two probes (pure)."""
+def _probe_notes(auto: Probe, none: Probe, tool_parser: str, formats: list[str],
+                 markers: list[str]) -> list[str]:
+    """What the two probes show about the server's tool parser and the model's calls."""
     notes: list[str] = []
-    # "mismatch": tool_choice auto accepted (vLLM refuses it without a parser) yet the call
-    # left as text; "unknown": no refusal and no call at all (or the probe failed).
-    tool_parser = ("off" if auto.parser_off else "on" if auto.native_calls
-                   else "mismatch" if auto.status == 200 and auto.text_formats else "unknown")
-
-    formats = list(dict.fromkeys([*none.text_formats, *auto.text_formats]))
-    in_reasoning = not formats
-    if in_reasoning:  # the call was written in the reasoning only: its format still counts
-        formats = list(dict.fromkeys([*none.reasoning_formats, *auto.reasoning_formats]))
-    call_format = formats[0] if formats else None
-    markers = list(dict.fromkeys([*none.foreign_markers, *auto.foreign_markers]))
-
     if tool_parser == "mismatch":
         notes.append("the server accepted tool_choice auto but left the call as text "
                      f"({', '.join(auto.text_formats)}): its --tool-call-parser does not read "
@@ -299,15 +287,22 @@ def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
     if auto.status is not None and auto.status >= 400 and not auto.parser_off:
         notes.append(f"the auto turn failed (HTTP {auto.status}), so the server's tool parser "
                      "could not be judged")
+    return notes
 
-    # The proxy setting: parser on → let vLLM parse (the proxy repairs and recovers the rest).
+
+def _recovery(auto: Probe, none: Probe, tool_parser: str,
+              notes: list[str]) -> tuple[bool, Probe, bool | None]:
+    """(whether the proxy should let upstream parse, the probe that setting corresponds to,
+    whether the proxy recovered the call there: None when the model wrote none at all)."""
+    # Parser on → let vLLM parse (the proxy repairs and recovers the rest).
     use_upstream_parser = tool_parser != "off"
     if tool_parser == "unknown" and not auto.recovered and none.recovered:
         use_upstream_parser = False
     chosen = auto if use_upstream_parser else none
     other = none if use_upstream_parser else auto
+    recovers: bool | None
     if chosen.recovered:
-        recovers: bool | None = True
+        recovers = True
     elif any(p.native_calls or p.text_formats or p.proxy_left_as_text or p.foreign_markers
              for p in (auto, none)):
         recovers = False
@@ -317,10 +312,13 @@ def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
         recovers = False
     if recovers is False and other.recovered:
         notes.append(f"the proxy recovered the call only in the {other.name!r} probe")
+    return use_upstream_parser, chosen, recovers
 
-    reasoning = ("field" if auto.reasoning_in_field or none.reasoning_in_field else
-                 "content" if auto.reasoning_in_content or none.reasoning_in_content else None)
 
+def _vllm_flags(model: str, call_format: str | None, markers: list[str], tool_parser: str,
+                reasoning: str | None,
+                notes: list[str]) -> tuple[list[str], str | None, str | None]:
+    """(the vLLM flags to run with, its tool-call parser, its reasoning parser)."""
     tool_call_parser = VLLM_TOOL_PARSERS.get(call_format) if call_format else None
     if call_format is None and markers:
         tool_call_parser = FOREIGN_MARKERS[markers[0]]
@@ -341,6 +339,29 @@ def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
                      "taken for a real one")
     elif reasoning == "field":
         notes.append("the server's reasoning parser is on (reasoning arrives in its own field)")
+    return flags, tool_call_parser, reasoning_parser
+
+
+def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
+             none: Probe) -> dict[str, Any]:
+    """The findings and recommended configuration from the two probes (pure)."""
+    # "mismatch": tool_choice auto accepted (vLLM refuses it without a parser) yet the call
+    # left as text; "unknown": no refusal and no call at all (or the probe failed).
+    tool_parser = ("off" if auto.parser_off else "on" if auto.native_calls
+                   else "mismatch" if auto.status == 200 and auto.text_formats else "unknown")
+    formats = list(dict.fromkeys([*none.text_formats, *auto.text_formats]))
+    in_reasoning = not formats
+    if in_reasoning:  # the call was written in the reasoning only: its format still counts
+        formats = list(dict.fromkeys([*none.reasoning_formats, *auto.reasoning_formats]))
+    call_format = formats[0] if formats else None
+    markers = list(dict.fromkeys([*none.foreign_markers, *auto.foreign_markers]))
+
+    notes = _probe_notes(auto, none, tool_parser, formats, markers)
+    use_upstream_parser, chosen, recovers = _recovery(auto, none, tool_parser, notes)
+    reasoning = ("field" if auto.reasoning_in_field or none.reasoning_in_field else
+                 "content" if auto.reasoning_in_content or none.reasoning_in_content else None)
+    flags, tool_call_parser, reasoning_parser = _vllm_flags(
+        model, call_format, markers, tool_parser, reasoning, notes)
 
     if tool_parser == "off":
         notes.append("the server runs without a tool parser: the proxy must run with "
