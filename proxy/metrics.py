@@ -74,8 +74,10 @@ class Metrics:
         self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
         registry = self.registry
         prefix = "toolcall_proxy_"
-        self.requests = Counter(prefix + "requests", "Requests by mode and HTTP status",
-                                ["mode", "status"], registry=registry)
+        self.requests = Counter(prefix + "requests",
+                                "Requests by mode, HTTP status and the front (API) that "
+                                "answered them (none: relayed)",
+                                ["mode", "status", "front"], registry=registry)
         self.tool_calls = Counter(prefix + "tool_calls", "Tool calls emitted, by format",
                                   ["format"], registry=registry)
         self.repairs = Counter(prefix + "repairs", "Repairs applied, by format and kind",
@@ -111,7 +113,7 @@ class Metrics:
     def finished(self, log: RequestLog, total_seconds: float) -> None:
         """A request ended: count everything its log record says."""
         self.in_flight.dec()
-        self.requests.labels(log.mode, str(log.status or 0)).inc()
+        self.requests.labels(log.mode, str(log.status or 0), log.front or "none").inc()
         self.total_latency.labels(log.mode).observe(total_seconds)
         if log.upstream_ms is not None:
             self.upstream_latency.labels(log.mode).observe(log.upstream_ms / 1000)

@@ -107,6 +107,7 @@ class RequestLog:
     method: str
     path: str
     started: float = field(default_factory=time.monotonic)
+    front: str | None = None  # the API that answered (chat, responses, messages); None: relayed
     mode: str = "passthrough"
     model: str | None = None
     client_stream: bool | None = None
@@ -130,6 +131,7 @@ class RequestLog:
             "request_id": self.request_id,
             "method": self.method,
             "path": self.path,
+            "front": self.front,
             "mode": self.mode,
             "model": self.model,
             "stream": self.client_stream,

@@ -133,8 +133,8 @@ def test_gunicorn_with_the_shipped_config(fake):
         seen = set()
         for _ in range(6):
             text = requests.get(url + "/proxy/metrics", timeout=5).text
-            seen.add(_sample(text, 'toolcall_proxy_requests_total{mode="passthrough",'
-                                   'status="200"}'))
+            seen.add(_sample(text, 'toolcall_proxy_requests_total{front="none",'
+                                   'mode="passthrough",status="200"}'))
         assert seen == {6.0}
         # gunicorn hands the raw request target and chunked bodies to the app as sent.
         assert _raw(port, b"GET //evil.example/x HTTP/1.1\r\nHost: x\r\n\r\n").startswith(

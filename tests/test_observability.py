@@ -99,6 +99,20 @@ def test_one_log_line_per_request_with_decisions_and_no_text(fake, start_proxy, 
         assert text not in raw
 
 
+def test_the_line_and_the_metrics_name_the_front_that_answered(fake, proxy, log_lines):
+    fake.answer(Answer(body=vllm_completion(REPAIRED)))
+    _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
+    _post(proxy, {"model": "qwen", "messages": USER})  # no tools: the chat front relays it
+    requests.get(proxy.url + "/v1/models", timeout=5)
+    lines = log_lines(3)
+    assert [(line.get("front"), line["mode"]) for line in lines] == [
+        ("chat", "buffered"), ("chat", "passthrough"), (None, "passthrough")]
+    text = _settled_metrics(proxy)
+    assert _metric(text, "toolcall_proxy_requests_total", front="chat", mode="buffered") == 1
+    assert _metric(text, "toolcall_proxy_requests_total", front="chat", mode="passthrough") == 1
+    assert _metric(text, "toolcall_proxy_requests_total", front="none", mode="passthrough") == 1
+
+
 def test_log_bodies_when_switched_on_redacts_credentials(fake, start_proxy, log_lines):
     proxy = start_proxy(log_bodies=True, log_level="info")
     fake.answer(Answer(body=vllm_completion(REPAIRED)))

@@ -123,6 +123,7 @@ class Proxy:
         config = self.config
         environ = request.environ
         if front is not None:
+            log.front = front.name
             plan = front.parse(raw, self.config)
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
