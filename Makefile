@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench fuzz soak clean
+.PHONY: run test lint bench fuzz soak e2e clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,16 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The real agents, installed from the npm registry into tests/e2e/node_modules (hundreds of
+# MB, so not part of `make test`), each driven against the fake vLLM through the proxy.
+E2E_STAMP := tests/e2e/node_modules/.installed
+$(E2E_STAMP): tests/e2e/package.json
+	cd tests/e2e && npm install --no-audit --no-fund --loglevel=error
+	touch $(E2E_STAMP)
+
+e2e: $(STAMP) $(E2E_STAMP)
+	$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
+
 bench: $(STAMP)
 	$(PY) -m bench.run $(ARGS)
 
@@ -32,4 +42,4 @@ soak: $(STAMP)
 	$(PY) -m tools.soak $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis tests/e2e/node_modules
