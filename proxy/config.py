@@ -48,6 +48,8 @@ class Config:
     log_format: str = "json"
     log_level: str = "info"
     log_bodies: bool = False
+    body_timeout_seconds: float = 30.0
+    cors_allow_origins: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as plain JSON-able data (as in the config file)."""

@@ -32,7 +32,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 }
 # Settings that only make sense for the whole process, never per model.
 _PROCESS_ONLY = frozenset({"host", "port", "models", "max_body_bytes", "log_format", "log_level",
-                           "log_bodies", "api_keys", "protect_proxy_endpoints"})
+                           "log_bodies", "api_keys", "protect_proxy_endpoints",
+                           "body_timeout_seconds", "cors_allow_origins"})
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 _DEFAULTS = Config()
@@ -152,7 +153,7 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
     for name in ("connect_timeout_seconds", "read_timeout_seconds", "buffered_timeout_seconds"):
         if values[name] <= 0:
             raise ConfigError(f"{where}'{name}' must be greater than 0")
-    for name in ("commit_window_seconds", "heartbeat_seconds"):
+    for name in ("commit_window_seconds", "heartbeat_seconds", "body_timeout_seconds"):
         if values[name] < 0:
             raise ConfigError(f"{where}'{name}' must not be negative")
     if any(not key.strip() for key in values["api_keys"]):

@@ -50,3 +50,16 @@ def run_beside(work: Callable[[], None], name: str) -> None:
         gevent.spawn(work)
     else:
         threading.Thread(target=work, daemon=True, name=name).start()
+
+
+def call_later(seconds: float, work: Callable[[], None]) -> Callable[[], None]:
+    """Run `work` in `seconds` unless the returned function is called first (it cancels)."""
+    if _gevent_patched():
+        import gevent
+
+        later = gevent.spawn_later(seconds, work)
+        return lambda: later.kill(block=False)
+    timer = threading.Timer(seconds, work)
+    timer.daemon = True
+    timer.start()
+    return timer.cancel

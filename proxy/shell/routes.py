@@ -5,6 +5,7 @@ core's (`proxy.turn`), wire formats the fronts' (`proxy.fronts`)."""
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,13 +24,25 @@ from ..metrics import Metrics
 from ..observe import RequestLog, make_logger
 from ..turn.plan import TurnPlan
 from .clients import ClientWatcher
-from .door import Door, plain_path, read_body, request_target
+from .door import (
+    Door,
+    body_unread,
+    cors_headers,
+    is_preflight,
+    origin_allowed,
+    plain_path,
+    preflight,
+    read_body,
+    request_target,
+    shut_reading,
+)
 from .relay import all_models, model_ids, passthrough
 from .turns import TurnResponse, error_response
 from .upstream import Timeouts, Upstream
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 _REQUEST_ID = "toolcall_proxy.request_id"
+HEALTH_PROBE_SECONDS = 5.0  # /proxy/health?upstream=1 asks the upstreams at most this often
 
 
 def _json_response(payload: Any, status: int = 200) -> Response:
@@ -61,6 +74,8 @@ class Proxy:
         # Set when the server stops (gunicorn's graceful shutdown or reload): requests still
         # waiting on upstream then are ended, retryably, before the server would cut them.
         self.drain_at: float | None = None
+        self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
+        self._probing = threading.Lock()
 
     def drain(self, seconds: float) -> None:
         """The server is stopping: what still waits on upstream in `seconds` is ended with a
@@ -91,13 +106,21 @@ class Proxy:
                                 "config": self.config.summary()}
         if not check_upstream:
             return _json_response(body)
-        reports = [self._upstream_report(url, settings)
-                   for url, settings in self.config.upstream_settings().items()]
-        body["upstreams"] = reports
+        body["upstreams"] = reports = self._upstream_reports()
         if not all(r["ok"] for r in reports):
             body["status"] = "degraded"
             return _json_response(body, 503)
         return _json_response(body)
+
+    def _upstream_reports(self) -> list[dict[str, Any]]:
+        """Every upstream's report, asked anew at most every HEALTH_PROBE_SECONDS (a burst
+        of health checks costs the upstreams one round of probes)."""
+        with self._probing:
+            if self._probed is None or time.monotonic() - self._probed[0] >= HEALTH_PROBE_SECONDS:
+                reports = [self._upstream_report(url, settings)
+                           for url, settings in self.config.upstream_settings().items()]
+                self._probed = (time.monotonic(), reports)
+            return self._probed[1]
 
     def _upstream_report(self, url: str, settings: Config) -> dict[str, Any]:
         """One upstream's reachability, status and models, as /proxy/health reports them."""
@@ -119,7 +142,7 @@ class Proxy:
 
     def handle(self, front: Front | None, log: RequestLog, target: str) -> Response:
         """Any request that came in: a front's turn, or relayed."""
-        raw = read_body(request, self.config.max_body_bytes)
+        raw = read_body(request, self.config.max_body_bytes, self.config.body_timeout_seconds)
         config = self.config
         environ = request.environ
         if front is not None:
@@ -162,17 +185,37 @@ def create_app(config: Config) -> Flask:
     proxy = Proxy(config)
     app.extensions["toolcall_proxy"] = proxy
 
+    def settled(response: Response, front: Front | None = None,
+                log: RequestLog | None = None) -> Response:
+        """`response`, once the request's body, if still unread (the request was refused or
+        needs none), has been read and dropped within body_timeout_seconds: a body that
+        does not come in time turns the answer into a 408 and the connection is closed."""
+        if not body_unread(request.environ):
+            return response
+        try:
+            read_body(request, config.max_body_bytes, config.body_timeout_seconds, keep=False)
+        except ProxyError as error:
+            return error_response(front or CHAT, error, log)
+        except HTTPException:  # too large to be worth reading: the connection is closed
+            shut_reading(request.environ)
+        return response
+
     def own_endpoint(render: Callable[[], Response]) -> Response:
         try:
             if config.protect_proxy_endpoints:
                 proxy.door.authorize(request.method, request.headers)
-            return render()
+            return settled(render())
         except ProxyError as error:
-            return error_response(CHAT, error)
+            return settled(error_response(CHAT, error))
 
     @app.get("/proxy/health")
     def health() -> Response:
         check = request.args.get("upstream", "") not in ("", "0", "false")
+        if check and not config.protect_proxy_endpoints:  # it calls the upstreams: keyed
+            try:
+                proxy.door.authorize(request.method, request.headers)
+            except ProxyError as error:
+                return settled(error_response(CHAT, error))
         return own_endpoint(lambda: proxy.health(check))
 
     @app.get("/proxy/metrics")
@@ -187,11 +230,34 @@ def create_app(config: Config) -> Flask:
         proxy.metrics.started()
         return RequestLog(request_id, request.method, request.path)
 
-    def finished(response: Response, log: RequestLog) -> Response:
+    def finished(response: Response, log: RequestLog, front: Front | None = None) -> Response:
+        response = settled(response, front, log)
         response.headers["X-Request-Id"] = log.request_id
         # Streams log at their end; this covers the rest, and a stream the client left
         # before it began (WSGI servers always close the response).
         response.call_on_close(lambda: proxy.emit(log))
+        return response
+
+    @app.before_request
+    def answer_preflight() -> Response | None:
+        """A CORS preflight is answered here, on any path, never relayed upstream."""
+        if not is_preflight(request.method, request.headers):
+            return None
+        log = started()
+        log.mode = "preflight"
+        answer = preflight(request.headers, config.cors_allow_origins)
+        if isinstance(answer, ProxyError):
+            return finished(error_response(CHAT, answer, log), log)
+        log.status = 204
+        return finished(Response(status=204, headers=answer), log)
+
+    @app.after_request
+    def allow_origin(response: Response) -> Response:
+        """An answer a page from an allowed origin may read (`cors_allow_origins`)."""
+        origin = request.headers.get("Origin")
+        if origin and origin_allowed(origin, config.cors_allow_origins):
+            for name, value in cors_headers(origin).items():
+                response.headers.setdefault(name, value)
         return response
 
     @app.route("/", defaults={"path": ""}, methods=ALL_METHODS)
@@ -214,7 +280,7 @@ def create_app(config: Config) -> Flask:
             proxy.logger.exception("request %s failed", log.request_id)
             response = error_response(front or CHAT, ProxyError(
                 500, "The proxy failed to handle this request.", code="internal_error"), log)
-        return finished(response, log)
+        return finished(response, log, front)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

@@ -10,6 +10,7 @@ import orjson
 
 from ..config import Config
 from ..errors import ProxyError
+from ..toolcalls.repair import loads as exact_loads
 from .compat import rewrite_request
 from .normalize import ExtractionSettings
 
@@ -52,9 +53,14 @@ def _bad_request(message: str, param: str | None, code: str = "invalid_request")
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
-    """The request body as a JSON object, or a 400 saying what is wrong with it."""
+    """The request body as a JSON object, or a 400 saying what is wrong with it. Integers
+    past 64 bits keep their exact value (`seed: 10**30` reaches upstream as written, never
+    as the float orjson alone would make of it)."""
     try:
-        body = orjson.loads(raw)
+        body = exact_loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _bad_request(f"The request body is not valid UTF-8: {exc}", None,
+                           "invalid_json") from None
     except orjson.JSONDecodeError as exc:
         raise _bad_request(f"The request body is not valid JSON: {exc}", None,
                            "invalid_json") from None
