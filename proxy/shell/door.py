@@ -155,7 +155,8 @@ def read_body(request: Any, max_bytes: int, timeout: float, *, keep: bool = True
     a 408, and the connection's reading side is shut so that the server closes it rather
     than wait on the rest."""
     environ = request.environ
-    if environ.get(_BODY_READ):
+    if not body_unread(environ):  # read already, or there is none: no timer to set
+        environ[_BODY_READ] = True
         return b""
     environ[_BODY_READ] = True
     expired: list[bool] = []
