@@ -15,7 +15,7 @@ from ..errors import ProxyError, client_disconnected
 from ..fronts import Front, StreamWriter
 from ..observe import RequestLog
 from ..turn import waiting
-from ..turn.core import Answer, Decision, Failure, decide
+from ..turn.core import Answer, Decision, decide
 from ..turn.plan import TurnPlan
 from .clients import client_gone
 from .upstream import Timeouts, UpstreamCall
@@ -111,7 +111,7 @@ class TurnResponse:
         log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
         if decision.upstream_status is not None:
             log.upstream_status = decision.upstream_status
-        if decision.outcome is not None or isinstance(decision, Failure):
+        if decision.outcome is not None:
             log.outcome = decision.outcome
         log.notes.extend(decision.notes)
         if log.bodies is not None:
