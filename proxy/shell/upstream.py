@@ -197,15 +197,7 @@ class Upstream:
                  ) -> UpstreamReply:
         """POST and read the whole answer, at most `max_bytes` of it (0: no limit);
         ProxyError when the upstream cannot be reached or answers too much."""
-        self._local.tracker = tracker
-        try:
-            response = self._request("POST", path, body, headers, timeouts, preload=False)
-        except _FAILURES as exc:
-            if tracker is not None and tracker.cancelled:
-                raise client_disconnected() from None
-            raise self._failure(exc, timeouts) from None
-        finally:
-            self._local.tracker = None
+        response = self.open("POST", path, body, headers, timeouts, tracker)
         try:
             return UpstreamReply(response.status, dict(response.headers),
                                  self._read_all(response, max_bytes))
