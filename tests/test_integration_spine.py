@@ -190,6 +190,32 @@ def test_an_answer_of_only_calls_left_out_is_refused_saying_what_was_left_out(fa
     assert "empty message" not in error["message"]
 
 
+@pytest.mark.parametrize("content", ["", None])
+def test_an_empty_answer_is_an_answer_not_a_502(fake, client, content):
+    fake.answer(Answer(body=vllm_completion(content)))
+    completion = client.chat.completions.create(model="qwen", messages=MESSAGES, tools=TOOLS)
+    choice = completion.choices[0]
+    assert (choice.message.content, choice.message.tool_calls, choice.finish_reason) \
+        == (content, None, "stop")
+    stream = client.chat.completions.create(model="qwen", messages=MESSAGES, tools=TOOLS,
+                                            stream=True)
+    chunks = list(stream)
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ""
+    assert len(fake.chat_requests()) == 2  # asked once each: nothing to retry
+
+
+def test_an_empty_answer_to_a_required_call_is_asked_again_once(fake, start_proxy):
+    client = start_proxy(required_call_retries=1).client()
+    fake.answer(Answer(body=vllm_completion("")))
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.create(model="qwen", messages=MESSAGES, tools=TOOLS,
+                                       tool_choice="required")
+    assert caught.value.status_code == 502
+    assert caught.value.body["code"] == "tool_call_required_unmet"
+    assert len(fake.chat_requests()) == 2
+
+
 def test_length_stays_length_and_cut_call_is_not_emitted(fake, client):
     text = '<tool_call>{"name": "read", "arguments": {"path": "/very/long/pa'
     fake.answer(Answer(body=vllm_completion(text, finish_reason="length")))

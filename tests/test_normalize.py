@@ -127,23 +127,34 @@ def test_wrong_shapes_are_refused(upstream):
         normalize_completion(upstream, SETTINGS)
 
 
-@pytest.mark.parametrize("upstream", [
-    vllm_completion(None), vllm_completion(""), vllm_completion(None, finish_reason="tool_calls"),
-    # Something upstream, nothing the client could use: a call beyond repair, dropped reasoning.
-    vllm_completion(None, tool_calls=[vllm_tool_call("read", '{"path": "/a", "n": ')]),
-])
-def test_an_answer_with_nothing_in_it_is_refused(upstream):
-    with pytest.raises(EmptyAnswerError):
+@pytest.mark.parametrize(("content", "finish"), [
+    (None, "stop"), ("", "stop"), (None, "tool_calls"), ("", None)])
+def test_an_answer_upstream_left_empty_is_an_answer(content, finish):
+    upstream = vllm_completion(content, finish_reason=finish)
+    completion, outcome = normalize_completion(upstream, SETTINGS)
+    (choice,) = completion["choices"]
+    assert choice["message"]["content"] == content
+    assert "tool_calls" not in choice["message"]
+    assert choice["finish_reason"] == "stop"
+    assert outcome.left_as_text == []
+
+
+def test_an_answer_of_only_calls_left_out_is_refused():
+    # Upstream parsed a call, nothing the client could use: arguments beyond repair.
+    upstream = vllm_completion(None, tool_calls=[vllm_tool_call("read", '{"path": "/a", "n": ')])
+    with pytest.raises(EmptyAnswerError) as caught:
         normalize_completion(upstream, SETTINGS)
+    assert "native arguments_not_object 'read'" in str(caught.value)
 
 
-def test_reasoning_alone_is_an_answer_unless_the_settings_drop_it():
+def test_reasoning_alone_is_an_answer_and_dropped_reasoning_leaves_an_empty_one():
     upstream = vllm_completion(None, reasoning="r")
     assert normalize_completion(upstream, SETTINGS)[0]["choices"][0]["message"][
         "reasoning_content"] == "r"
-    with pytest.raises(EmptyAnswerError):
-        normalize_completion(upstream, ExtractionSettings(tools={"read": {}},
-                                                          reasoning_field="drop"))
+    completion, _ = normalize_completion(upstream, ExtractionSettings(
+        tools={"read": {}}, reasoning_field="drop"))
+    assert completion["choices"][0]["message"] == {"role": "assistant", "content": None}
+    assert completion["choices"][0]["finish_reason"] == "stop"
 
 
 @pytest.mark.parametrize("upstream", [

@@ -391,7 +391,7 @@ def test_log_bodies_captures_the_upstream_answer_of_a_failed_turn(fake, start_pr
                        headers={"Content-Type": "text/html"}))
     requests.post(proxy.url + "/v1/chat/completions", timeout=10,
                   json={"model": "q", "messages": USER, "tools": TOOLS})
-    fake.answer(Answer(body=vllm_completion(None)))
+    fake.answer(Answer(body=vllm_completion(None, tool_calls=[vllm_tool_call("rm", "{}")])))
     requests.post(proxy.url + "/v1/chat/completions", timeout=10,
                   json={"model": "q", "messages": USER, "tools": TOOLS})
     first, second = log_lines(2)

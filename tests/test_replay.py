@@ -300,7 +300,8 @@ def test_bad_jsonl_line_is_named(capsys, tmp_path):
     assert f"{path}:4: not valid JSON" in err
 
 
-EMPTY = vllm_completion(None)  # no content, no call, no reasoning: the proxy refuses it
+# Nothing left once the proxy left out a parsed call to a tool the request does not offer.
+EMPTY = vllm_completion(None, tool_calls=[vllm_tool_call("rm", "{}")])
 
 
 @pytest.mark.parametrize(("response", "code"), [

@@ -63,7 +63,7 @@ def test_an_upstream_error_keeps_its_status_and_message():
 @pytest.mark.parametrize(("payload", "code"), [
     (b"<html>bad gateway</html>", "upstream_invalid_json"),
     ({"object": "list"}, "upstream_bad_shape"),
-    (vllm_completion(""), "upstream_empty_answer"),
+    (vllm_completion(None, tool_calls=[vllm_tool_call("rm", "{}")]), "upstream_empty_answer"),
 ])
 def test_an_answer_the_client_cannot_use_is_a_502(payload, code):
     decision = decide(_plan(), _reply(payload))

@@ -34,9 +34,10 @@ class UpstreamShapeError(ValueError):
 
 
 class EmptyAnswerError(UpstreamShapeError):
-    """Every choice ended (not cut by `length`) with nothing at all: no content, no call, no
-    reasoning, no refusal. Relayed as is, agents drop such a turn silently. `outcome` says
-    what was left out, when something was."""
+    """Every choice is left with nothing at all because the proxy left out what upstream
+    wrote (a parsed call to a function the request does not offer, arguments beyond
+    repair): another generation may call a real tool, where an empty turn would be dropped.
+    `outcome` says what was left out. (An answer upstream itself left empty is an answer.)"""
 
     def __init__(self, message: str, outcome: Outcome | None = None) -> None:
         super().__init__(message)
@@ -343,8 +344,6 @@ def normalize_completion(upstream: Any, settings: ExtractionSettings,
     choices = upstream.get("choices")
     if not isinstance(choices, list) or not choices:
         raise UpstreamShapeError("no choices")
-    if not any(_has_answer(choice) for choice in choices):
-        raise EmptyAnswerError("an empty message (no content, no tool call, no reasoning)")
     outcome = Outcome()
     taken_ids: set[str] = set()
     clean: dict[str, Any] = {key: upstream[key] for key in _TOP_LEVEL if key in upstream}
@@ -360,13 +359,13 @@ def normalize_completion(upstream: Any, settings: ExtractionSettings,
             clean.pop(key, None)
     clean["choices"] = [_normalize_choice(choice, i, settings, outcome, taken_ids)
                         for i, choice in enumerate(choices)]
-    if not any(_has_answer(choice) for choice in clean["choices"]):
-        # Upstream wrote something, but nothing the client can use (a parsed call whose
-        # arguments are beyond repair, reasoning the settings drop).
+    dropped_calls = [left for left in outcome.left_as_text if left.format == "native"]
+    if dropped_calls and not any(_has_answer(choice) for choice in clean["choices"]):
+        # Upstream parsed a call, but none the client can use, and nothing else is there.
         dropped = "; ".join(f"{left.format} {left.reason}" + (f" {left.tool!r}" if left.tool
                                                                 else "")
-                            for left in outcome.left_as_text)
-        raise EmptyAnswerError(dropped or "only reasoning, which the settings drop", outcome)
+                            for left in dropped_calls)
+        raise EmptyAnswerError(dropped, outcome)
     usage = _clean_usage(upstream.get("usage"))
     if usage is None:
         clean.pop("usage", None)
