@@ -47,6 +47,15 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """Why a frame, or one call in it, is not taken for a call: returned as a value (the
+    engine reads frames into calls and refusals), never raised."""
+
+    reason: str
+    name: str | None = None  # the tool the refused call names, when it names one
+
+
+@dataclass(frozen=True)
 class LeftAsText:
     """A frame that was not taken for a call, and why."""
 
