@@ -12,13 +12,12 @@ import orjson
 from . import schema
 from .context import Context
 from .registry import MARKERS, markers_of, resolve
-from .repair import NotJson, loads_repaired
+from .repair import ORJSON_INTS, NotJson, loads_repaired
 from .scan import Document, Spans
 from .types import Extraction, Frame, LeftAsText, Refusal, ToolCall, ToolSchemas
 
 _CALL_KEYS = {"name", "arguments", "parameters", "id", "type"}
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-_INT_RANGE = range(-(1 << 63), 1 << 64)  # what orjson writes: int64 and uint64
 
 
 Call = tuple[str, dict[str, Any]]
@@ -108,7 +107,7 @@ def _why_unserialisable(value: Any) -> str:
             if _LONE_SURROGATE.search(item):
                 return "invalid_unicode"
         elif isinstance(item, int) and not isinstance(item, bool):
-            if item not in _INT_RANGE:
+            if item not in ORJSON_INTS:
                 return "integer_out_of_range"
         elif isinstance(item, dict):
             stack.extend(item)

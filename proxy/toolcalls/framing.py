@@ -106,7 +106,7 @@ def joined(text: str, spans: list[tuple[int, int]]) -> str:
     return "[" + ",".join(text[a:b] for a, b in spans) + "]"
 
 
-def _template_newlines(value: str) -> str:
+def template_value(value: str) -> str:
     """A text value without the one newline a template puts on each side of it."""
     if value.startswith("\n"):
         value = value[1:]
@@ -158,7 +158,7 @@ def invoke_parameters(doc: Document, grammar: InvokeGrammar, pos: int, limit: in
         value_end = text.find(grammar.parameter_close, param.end(), limit)
         if value_end < 0:
             return args, pos, False
-        args.append((param[1], _template_newlines(text[param.end():value_end])))
+        args.append((param[1], template_value(text[param.end():value_end])))
         pos = value_end + len(grammar.parameter_close)
     return args, pos, True
 

@@ -11,6 +11,8 @@ from json.decoder import scanstring  # type: ignore[attr-defined]
 
 import orjson
 
+from .repair import PY_NAMES_AS_JSON
+
 
 # One scanning step: skip text and whole strings (raw newlines allowed: models emit them) up to
 # the next bracket; group 1 is that bracket, or a quote where a string is left to the string
@@ -52,7 +54,6 @@ _CLOSES_BEFORE_GROUPS = 16
 _STRING_REST = re.compile(r'(?:[^"\\]++|\\.)*+"', re.DOTALL)  # after the opening quote
 _SINGLE_REST = re.compile(r"(?:[^'\\]++|\\.)*+'", re.DOTALL)
 _PY_WORD = re.compile(r"(?:True|False|None)\b")
-_PY_AS_JSON = {"True": "true", "False": "false", "None": "null"}
 _SWAP_QUOTES = str.maketrans("'\"", "\"'")
 
 
@@ -65,7 +66,7 @@ def _local_fix(text: str, start: int, error_at: int) -> tuple[int, int, str] | N
     char = text[error_at]
     if char in "TFN" and not (text[error_at - 1].isalnum() or text[error_at - 1] == "_"):
         word = _PY_WORD.match(text, error_at)
-        return None if word is None else (error_at, word.end(), _PY_AS_JSON[word[0]])
+        return None if word is None else (error_at, word.end(), PY_NAMES_AS_JSON[word[0]])
     if char == ",":  # orjson points at a trailing comma
         after = error_at + 1 + len(text[error_at + 1:error_at + 65]) - len(
             text[error_at + 1:error_at + 65].lstrip())
@@ -556,7 +557,7 @@ class Document:
         None when there is nothing to change, or so much that the text is not a payload needing
         repairs but a flood of them (decoding it would cost more than the scanner's budget)."""
         if self._bulk is None:
-            pairs = (*_PY_AS_JSON.items(), (",]", " ]"), (",}", " }"))
+            pairs = (*PY_NAMES_AS_JSON.items(), (",]", " ]"), (",}", " }"))
             count = sum(self.text.count(old) for old, _ in pairs)
             bulk = self.text
             if 0 < count <= 64 + len(self.text) // 16:  # a repair per row, not per value

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..framing import template_value
 from ..scan import Document
 from ..types import Frame
 
@@ -34,14 +35,6 @@ _PARAMETER = re.compile(r"\s*<parameter=([^<>\n]{1,200}+)>")
 _FUNCTION_CLOSE = re.compile(r"\s*</function>")
 # Where a parameter value can end: its own close tag, or (when that is missing) the next tag.
 _VALUE_END = re.compile(r"</parameter>|<parameter=|</function>|<function=|</(?:seed:)?tool_call>")
-
-
-def _strip_template_newlines(value: str) -> str:
-    if value.startswith("\n"):
-        value = value[1:]
-    if value.endswith("\n"):
-        value = value[:-1]
-    return value
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
@@ -75,7 +68,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                 complete = False
                 pos = len(text)
                 break
-            value = _strip_template_newlines(text[parameter.end():value_end.start()])
+            value = template_value(text[parameter.end():value_end.start()])
             args.append((parameter.group(1).strip(), value))
             if value_end.group() == "</parameter>":
                 pos = value_end.end()
