@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import Openers
+from ..framing import Openers, ends_or_opens, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -109,8 +109,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                 yield Frame(NAME, start, len(text), closed=False, complete=False,
                             name=match[1])
                 return
-            following = text.find(_OPEN, match.end())
-            close_at = text.find(_CLOSE, match.end(), len(text) if following < 0 else following)
+            close_at = text.find(_CLOSE, match.end(), next_or_end(text, _OPEN, match.end()))
             if close_at >= 0:
                 end = close_at + len(_CLOSE)  # a call we cannot read: reported, left as text
                 yield Frame(NAME, start, end, name=match[1], refused="unrecognised_arguments")
@@ -121,7 +120,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if close is not None:
             yield Frame(NAME, start, close.end(), value=value)
             openers.taken_to = close.end()
-        elif doc.skip_space(pos) >= len(text) or text.startswith(_OPEN, doc.skip_space(pos)):
+        elif ends_or_opens(doc, pos, _OPEN):
             yield Frame(NAME, start, pos, closed=False, value=value,
                         repairs=("missing_close_tag",))
             openers.taken_to = pos

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers
+from ..framing import Openers, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -69,8 +69,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         body = match.end()
         end = doc.json_end(body)
         if end is None:
-            following = text.find(_ANCHOR, body)
-            stop = len(text) if following < 0 else following
+            stop = next_or_end(text, _ANCHOR, body)
             yield Frame(NAME, start, stop, closed=False, complete=False, name=name)
             openers.taken_to = stop
             continue

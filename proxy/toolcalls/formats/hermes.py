@@ -13,7 +13,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
-from ..framing import Openers, joined, json_run
+from ..framing import Openers, joined, json_run, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -44,8 +44,7 @@ def _opened(doc: Document) -> Iterator[Frame]:
             continue  # not JSON: another format's frame (Qwen XML, GLM) or prose
         spans, stop, unbalanced = json_run(doc, body, commas=True)
         if unbalanced or not spans:
-            following = text.find(_OPEN, body)
-            end = len(text) if following < 0 else following
+            end = next_or_end(text, _OPEN, body)
             yield Frame(NAME, start, end, closed=False, complete=False, json_text=text[body:end])
             openers.taken_to = end
             continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers
+from ..framing import Openers, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -54,18 +54,15 @@ def _payload(text: str, spans: list[tuple[int, int]]) -> str:
 
 def _tagged(doc: Document) -> Iterator[Frame]:
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_TAGGED, _TAG):
+    openers = Openers(doc, _TAGGED, _TAG, keep_backticked=True)
+    for match in openers:
         start = match.start()
-        if start < cursor:
-            continue
         spans, end, unbalanced = _objects(doc, doc.skip_space(match.end()))
         if unbalanced:
-            following = text.find(_TAG, match.end())
-            stop = len(text) if following < 0 else following
+            stop = next_or_end(text, _TAG, match.end())
             yield Frame(NAME, start, stop, closed=False, complete=False,
                         json_text=text[match.end():stop], arguments_key="parameters")
-            cursor = stop
+            openers.taken_to = stop
             continue
         if not spans:
             continue
@@ -76,7 +73,7 @@ def _tagged(doc: Document) -> Iterator[Frame]:
             end = doc.skip_space(end) + 1
         yield Frame(NAME, start, end, json_text=_payload(text, spans), listed=True,
                     arguments_key="parameters")
-        cursor = end
+        openers.taken_to = end
 
 
 def _semicolon_separated(doc: Document) -> Iterator[Frame]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
+from ..framing import Openers
 from ..repair import NotLiteral, join_surrogate_pairs, literal_value, parse_expression
 from ..scan import Document
 from ..types import Frame
@@ -205,17 +206,15 @@ def _frame(doc: Document, start: int, end: int, source: str) -> Frame:
 
 def _wrapped(doc: Document) -> Iterator[Frame]:
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_WRAPPED, _WRAP_START):
-        if match.start() < cursor:
-            continue
+    openers = Openers(doc, _WRAPPED, _WRAP_START, keep_backticked=True)
+    for match in openers:
         close = text.find(_WRAP_END, match.end())
         if close < 0:  # no end token: taken when the list closes the content
             yield _unclosed(doc, match.start(), match.end())
             return
         stop = close + len(_WRAP_END)
         yield _frame(doc, match.start(), stop, text[match.end():close])
-        cursor = stop
+        openers.taken_to = stop
 
 
 def _unclosed(doc: Document, start: int, body: int) -> Frame:
@@ -248,10 +247,8 @@ def _blocks(doc: Document) -> Iterator[Frame]:
     """OLMo 3's `<function_calls>` blocks; the closing tag may be missing when the calls
     close the content."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_BLOCK_OPEN, _BLOCK):
-        if match.start() < cursor:
-            continue
+    openers = Openers(doc, _BLOCK_OPEN, _BLOCK, keep_backticked=True)
+    for match in openers:
         close = text.find(_BLOCK_END, match.end())
         closed = close >= 0
         body_end = close if closed else len(text.rstrip())
@@ -264,7 +261,7 @@ def _blocks(doc: Document) -> Iterator[Frame]:
             frame = Frame(NAME, frame.start, frame.end, closed=False, value=frame.value,
                           listed=True, repairs=(*frame.repairs, "missing_close_tag"))
         yield frame
-        cursor = stop
+        openers.taken_to = stop
 
 
 def _closing_block(doc: Document) -> Iterator[Frame]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import template_value
+from ..framing import Openers, template_value
 from ..scan import Document
 from ..types import Frame
 
@@ -40,12 +40,10 @@ _VALUE_END = re.compile(r"</parameter>|<parameter=|</function>|<function=|</(?:s
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<function=NAME>` block with its parameters, and its `<tool_call>` wrapper if any."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_FUNCTION, "<function="):
-        if match.start() < cursor:
-            continue
+    openers = Openers(doc, _FUNCTION, "<function=", keep_backticked=True)  # unless wrapped
+    for match in openers:
         start = match.start()
-        wrapper = _WRAP_OPEN.search(text, max(cursor, start - 64), start)
+        wrapper = _WRAP_OPEN.search(text, max(openers.taken_to, start - 64), start)
         wrapped = wrapper is not None
         if wrapped:
             start = wrapper.start()
@@ -95,4 +93,4 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                     repairs.append("missing_close_tag")
         yield Frame(NAME, start, pos, closed=closed, complete=complete, name=name,
                     text_args=tuple(args), repairs=tuple(repairs))
-        cursor = pos
+        openers.taken_to = pos
