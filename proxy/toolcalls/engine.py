@@ -246,7 +246,7 @@ def extract(
             left.append(LeftAsText(name, 0, len(text), "parser_error"))
         if spans:
             claims.add_all(spans)
-    if doc.budget_exhausted:
+    if doc.budget.exhausted:
         left.append(LeftAsText("*", 0, len(text), "scan_budget_exhausted"))
     if taken:
         taken = _kept_in_context(text, taken, left)

@@ -107,7 +107,7 @@ def _positions(doc: Document, marker: str) -> list[int] | None:
             found.append(pos)
             pos = doc.text.find(marker, pos + 1)
     if len(found) > _MAX_CLOSES:
-        doc.budget_exhausted = True
+        doc.budget.exhausted = True
         return None
     return found
 
@@ -139,7 +139,7 @@ def _orphans(doc: Document) -> Iterator[Frame]:
         if start is None:
             misses += 1
             if misses >= _MAX_ORPHAN_MISSES:
-                doc.budget_exhausted = True
+                doc.budget.exhausted = True
                 return
             continue
         yield Frame(NAME, start, close + len(_CLOSE), json_text=text[start:end],
