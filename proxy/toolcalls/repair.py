@@ -63,8 +63,8 @@ def loads(text: str) -> Any:
         if not _has_long_digit_run(text):
             return value
     try:
-        return json.loads(text, parse_int=_int_literal, parse_float=_finite,
-                          parse_constant=_not_a_constant)
+        return json.loads(text, parse_int=_int_literal, parse_float=_finite_float,
+                          parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         raise orjson.JSONDecodeError("not readable exactly", text, 0) from None
 
@@ -106,7 +106,7 @@ def _outside_strings(text: str, edit: Callable[[str], str]) -> str:
     return _edit_pieces(text, edit, strings=False) if '"' in text else edit(text)
 
 
-def _python_names(stretch: str) -> str:
+def _whole_names_as_json(stretch: str) -> str:
     for pattern, json_word in _PY_WORDS:
         stretch = pattern.sub(json_word, stretch)
     return stretch
@@ -115,7 +115,7 @@ def _python_names(stretch: str) -> str:
 def _python_literals(text: str) -> str:
     if not ("True" in text or "False" in text or "None" in text):  # cheap test first
         return text
-    return _outside_strings(text, _python_names)
+    return _outside_strings(text, _whole_names_as_json)
 
 
 def _trailing_commas(text: str) -> str:
@@ -559,9 +559,9 @@ def _repaired_at_errors(text: str, error: orjson.JSONDecodeError,
         char = text[pos] if pos < len(text) else ""
         comma = _TRAILING_COMMA.match(text, pos) if char == "," else None
         literal = _PY_LITERAL.match(text, pos) if char in "TFN" else None
-        if comma is not None and not any(pos < cut < comma.end() for cut in removed):
+        if comma is not None and not any(pos < at < comma.end() for at in removed):
             text = text[:pos] + text[pos + 1:]
-            removed = [cut - 1 if cut > pos else cut for cut in removed] + [pos]
+            removed = [at - 1 if at > pos else at for at in removed] + [pos]
             applied.add("trailing_comma")
         elif literal is not None:  # replaced by a word of the same length: no shift
             text = text[:pos] + PY_NAMES_AS_JSON[literal[0]] + text[literal.end():]
@@ -578,11 +578,11 @@ def _repaired_at_errors(text: str, error: orjson.JSONDecodeError,
     return None
 
 
-def _not_a_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> Any:
     raise ValueError(name)
 
 
-def _finite(literal: str) -> float:
+def _finite_float(literal: str) -> float:
     number = float(literal)
     if not math.isfinite(number):
         raise ValueError(literal)
@@ -594,8 +594,8 @@ def _loads_lenient(text: str) -> Any:
     strict), and nothing else orjson refuses: NaN and infinities are refused, an integer past
     64 bits kept exact, a lone surrogate refused (found by writing the value back)."""
     exact = _has_long_digit_run(text)
-    decoder = json.JSONDecoder(strict=False, parse_constant=_not_a_constant,
-                               parse_float=_finite if "e" in text or "E" in text else float,
+    decoder = json.JSONDecoder(strict=False, parse_constant=_refuse_constant,
+                               parse_float=_finite_float if "e" in text or "E" in text else float,
                                parse_int=_int_literal if exact else int)
     try:
         value = decoder.decode(text)

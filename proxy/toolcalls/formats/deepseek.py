@@ -56,7 +56,7 @@ _BARE_AFTER = re.compile(r"(?:(" + _SECTION_OPEN + r")|" + _token("tool call end
 _SECTION_END = re.compile(r"\s*+" + _token("tool calls end"))
 
 
-def _bare(doc: Document) -> Iterator[Frame]:
+def _calls_without_begin_token(doc: Document) -> Iterator[Frame]:
     """Calls written without their `tool▁call▁begin`, inside a section."""
     text = doc.text
     openers = Openers(doc, _BARE_HEAD, "function")
@@ -83,11 +83,11 @@ def _bare(doc: Document) -> Iterator[Frame]:
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `tool▁call▁begin … tool▁call▁end` call, then the calls written without it."""
-    yield from _begun(doc)
-    yield from _bare(doc)
+    yield from _calls_with_begin_token(doc)
+    yield from _calls_without_begin_token(doc)
 
 
-def _begun(doc: Document) -> Iterator[Frame]:
+def _calls_with_begin_token(doc: Document) -> Iterator[Frame]:
     """Each `tool▁call▁begin … tool▁call▁end` call with its JSON arguments."""
     text = doc.text
     openers = Openers(doc, _HEAD, _BEGIN_MARKERS, offset=2)  # after `<｜` or `<|`

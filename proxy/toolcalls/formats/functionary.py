@@ -33,7 +33,7 @@ _ALL_HEADER = re.compile(r"\s*+(?:>>>)?+all\n")
 _LINE_END = re.compile(r"[ \t]*+(?:\r?\n|\Z)|\s*+(?=>>>)")
 
 
-def _frame(doc: Document, start: int, name: str, body: int) -> Frame | None:
+def _call_frame(doc: Document, start: int, name: str, body: int) -> Frame | None:
     text = doc.text
     end = doc.json_end(body)
     if end is None:
@@ -61,7 +61,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     openers = Openers(doc, _NEXT, ">>>", keep_backticked=True)
     first = _FIRST.match(text)
     if first is not None and first[1] != "all" and doc.spend():
-        frame = _frame(doc, doc.skip_space(0), first[1], first.end())
+        frame = _call_frame(doc, doc.skip_space(0), first[1], first.end())
         if frame is not None:
             yield frame
             openers.taken_to = frame.end
@@ -76,7 +76,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if not (headed or at_line_start(text, start)
                 or (cursor and doc.skip_space(cursor) == start)):
             continue  # `>>>` in the middle of prose
-        frame = _frame(doc, start, match[1], match.end())
+        frame = _call_frame(doc, start, match[1], match.end())
         if frame is not None:
             yield frame
             openers.taken_to = frame.end

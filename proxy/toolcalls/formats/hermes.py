@@ -33,7 +33,7 @@ _MAX_CLOSES = 4_096
 _MAX_ORPHAN_MISSES = 64
 
 
-def _opened(doc: Document) -> Iterator[Frame]:
+def _opened_frames(doc: Document) -> Iterator[Frame]:
     """Every `<tool_call>` whose payload is JSON, scanned JSON-aware to its close tag."""
     text = doc.text
     openers = Openers(doc, _OPENER, _OPEN)
@@ -95,7 +95,7 @@ def _object_ending_at(doc: Document, low: int, end: int) -> int | None:
     return None
 
 
-def _positions(doc: Document, marker: str) -> list[int] | None:
+def _marker_positions(doc: Document, marker: str) -> list[int] | None:
     """Where `marker` occurs (listed from its anchor, else found one by one); None when it
     occurs too often to be a response's calls."""
     if not doc.has(marker):
@@ -112,11 +112,11 @@ def _positions(doc: Document, marker: str) -> list[int] | None:
     return found
 
 
-def _orphans(doc: Document) -> Iterator[Frame]:
+def _frames_missing_open_tag(doc: Document) -> Iterator[Frame]:
     """Call objects closed by a `</tool_call>` that no `<tool_call>` opened."""
     text = doc.text
-    closes = _positions(doc, _CLOSE)
-    opens = _positions(doc, _OPEN)
+    closes = _marker_positions(doc, _CLOSE)
+    opens = _marker_positions(doc, _OPEN)
     if not closes or opens is None:
         return  # none, or too many to tell (pathological text)
     claimed = doc.claimed
@@ -148,5 +148,5 @@ def _orphans(doc: Document) -> Iterator[Frame]:
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Opened `<tool_call>` frames, then call objects whose opening tag is missing."""
-    yield from _opened(doc)
-    yield from _orphans(doc)
+    yield from _opened_frames(doc)
+    yield from _frames_missing_open_tag(doc)
