@@ -92,10 +92,21 @@ def _decoded_calls(frame: Frame, tools: ToolSchemas, truncated: bool,
         arguments = _arguments_object(value, repairs)
         return [arguments if isinstance(arguments, Refusal) else (frame.name, arguments)], repairs
     name = frame.name or ""
-    parameters = tools.get(name, {})
-    arguments = {key: schema.coerce(text, schema.property_schema(parameters, key))
-                 for key, text in frame.text_args}
-    return [(name, arguments)], repairs
+    return [(name, _coerced_arguments(frame.text_args, tools.get(name, {}), repairs))], repairs
+
+
+def _coerced_arguments(text_args: tuple[tuple[str, str], ...], parameters: dict[str, Any],
+                       repairs: list[str]) -> dict[str, Any]:
+    """Parameters written as text, coerced by the tool's schema; a value whose schema cost
+    more than a value may is kept as written, and the call says so."""
+    tool = schema.ToolSchema(parameters)
+    arguments = {}
+    for key, text in text_args:
+        coerced = tool.coerce(key, text)
+        arguments[key] = coerced.value
+        if coerced.exhausted and schema.BUDGET_EXHAUSTED not in repairs:
+            repairs.append(schema.BUDGET_EXHAUSTED)
+    return arguments
 
 
 def _why_unserialisable(value: Any) -> str:

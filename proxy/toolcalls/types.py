@@ -36,7 +36,11 @@ class Frame:
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One extracted call: `arguments` is always a string holding a JSON object."""
+    """One extracted call: `arguments` is always a string holding a JSON object.
+
+    `repairs` names what was done to read it, for logs and metrics: each repair applied,
+    and `schema_budget_exhausted` when a text parameter's schema cost more than a value may
+    and the value was kept as written."""
 
     name: str
     arguments: str
