@@ -78,19 +78,19 @@ class BracketScanner:
         stack = [start]
         pos = start + 1
         result: int | None = None
-        budget = self._budget.steps
-        floor = 0 if limit is None else max(0, budget - limit)
+        steps = self._budget.steps  # left to take
+        floor = 0 if limit is None else max(0, steps - limit)
         while True:
-            if budget <= floor:
+            if steps <= floor:
                 if floor:  # the probe's end, not the budget's
-                    self._budget.steps = budget
+                    self._budget.steps = steps
                     return UNKNOWN
                 self._budget.exhausted = True
                 break
             step = step_at(text, pos)
             char = step.group(1)
             end = step.end()
-            budget -= 1 if step_at is not grouped else 1 + ((end - pos) >> 6)  # by groups
+            steps -= 1 if step_at is not grouped else 1 + ((end - pos) >> 6)  # by groups
             start_of_step, pos = pos, end
             if not char:
                 if pos >= size:
@@ -124,7 +124,7 @@ class BracketScanner:
             closes += 1
             if closes >= _CLOSES_BEFORE_GROUPS and closes >= 8 * len(stack):
                 step_at = grouped  # a payload of groups: skip them by the dozen
-        self._budget.steps = budget
+        self._budget.steps = steps
         if not self._budget.exhausted:
             for opener in stack:  # a bracket still open fails the same way from its own start
                 memo[opener] = None
