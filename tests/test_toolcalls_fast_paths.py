@@ -11,12 +11,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from proxy.toolcalls import extract, scan
+from proxy.toolcalls import extract
 from proxy.toolcalls import repair as repair_module
 from proxy.toolcalls.formats import pythonic
 from proxy.toolcalls.registry import MARKERS
 from proxy.toolcalls.repair import _MISSING, NotJson, loads_repaired
-from proxy.toolcalls.scan import Document, markers_present
+from proxy.toolcalls.scan import Document, MarkerIndex, json_spans, markers, markers_present
 
 from .test_toolcalls_formats import NEGATIVE, POSITIVE, TOOLS
 
@@ -37,7 +37,7 @@ CASES = [case[1] for case in POSITIVE] + [case[1] for case in NEGATIVE]
 @pytest.mark.parametrize("text", CASES)
 def test_combined_search_finds_what_one_search_per_marker_finds(text, monkeypatch):
     plain = outcome(text)
-    monkeypatch.setattr(Document, "COMBINED_SEARCH_FROM", 0)
+    monkeypatch.setattr(MarkerIndex, "COMBINED_SEARCH_FROM", 0)
     assert outcome(text) == plain
     assert markers_present(text, ALL_MARKERS) == {m for m in ALL_MARKERS if m in text}
 
@@ -56,17 +56,17 @@ def test_markers_present_is_exact(text):
     assert markers_present(text, ALL_MARKERS) == {m for m in ALL_MARKERS if m in text}
     # The same with every group searched by the combined regex, however dense its anchor.
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(scan, "_ALONE_UP_TO", 0)
-        patch.setattr(scan, "_ATTEMPT_COST", 0)
+        patch.setattr(markers, "_ALONE_UP_TO", 0)
+        patch.setattr(markers, "_ATTEMPT_COST", 0)
         assert markers_present(text, ALL_MARKERS) == {m for m in ALL_MARKERS if m in text}
 
 
 @pytest.mark.parametrize("text", CASES)
 def test_listed_anchors_find_what_the_regex_search_finds(text, monkeypatch):
     plain = outcome(text)
-    monkeypatch.setattr(Document, "COMBINED_SEARCH_FROM", 0)
+    monkeypatch.setattr(MarkerIndex, "COMBINED_SEARCH_FROM", 0)
     assert outcome(text) == plain  # anchors listed: patterns tried at each marker only
-    monkeypatch.setattr(Document, "ANCHOR_HITS", -(1 << 40))
+    monkeypatch.setattr(MarkerIndex, "ANCHOR_HITS", -(1 << 40))
     assert outcome(text) == plain  # no anchor listed: every pattern searched through the text
 
 
@@ -77,8 +77,8 @@ def test_listed_anchors_find_what_the_regex_search_finds(text, monkeypatch):
        st.integers(min_value=-3, max_value=8))
 def test_document_marker_positions_are_exact(text, anchor_hits):
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Document, "COMBINED_SEARCH_FROM", 0)
-        patch.setattr(Document, "ANCHOR_HITS", anchor_hits)  # often too few: the slow path
+        patch.setattr(MarkerIndex, "COMBINED_SEARCH_FROM", 0)
+        patch.setattr(MarkerIndex, "ANCHOR_HITS", anchor_hits)  # often too few: the slow path
         doc = Document(text, ALL_MARKERS)
         assert doc.present == {m for m in ALL_MARKERS if m in text}
         for marker in sorted(ALL_MARKERS):
@@ -157,7 +157,7 @@ ESCAPED = '\\"x' * 100  # a string with more escapes than the step regex reads i
 ])
 def test_long_strings_end_where_the_regex_scanner_ends_them(text, end):
     doc = Document(text)
-    doc._decoder_failures_left = 0  # the bracket scanner, not the C decoder's whole parse
+    doc.budget.decoder_failures = 0  # the bracket scanner, not the C decoder's whole parse
     assert doc.json_end(0) == end
     if end is not None:
         assert text[end - 1] in "]}"
@@ -273,6 +273,6 @@ SPAN_PIECES = ["{", "}", "[", "]", '"', "'", "\\", "a", "x" * 300, "1,", ":", " 
 def test_value_ends_where_its_brackets_balance(opening, rest):
     text = opening + rest
     doc = Document(text)
-    python = scan._PYTHON_STYLE.match(text) is not None
+    python = json_spans._PYTHON_STYLE.match(text) is not None
     end = doc.json_end(0)
     assert doc.budget_exhausted or end == _plain_end(text, "\"'" if python else '"')

@@ -12,106 +12,101 @@ import orjson
 from . import schema
 from .context import Context
 from .registry import MARKERS, markers_of, resolve
-from .repair import NotJson, loads_repaired
+from .repair import ORJSON_INTS, NotJson, loads_repaired
 from .scan import Document, Spans
-from .types import Extraction, Frame, LeftAsText, ToolCall, ToolSchemas
+from .types import Extraction, Frame, LeftAsText, Refusal, ToolCall, ToolSchemas
 
 _CALL_KEYS = {"name", "arguments", "parameters", "id", "type"}
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-_INT_RANGE = range(-(1 << 63), 1 << 64)  # what orjson writes: int64 and uint64
 
 
-class _Refused(Exception):
-    """A frame that must stay text; the message is the reason, for diagnostics."""
-
-    def __init__(self, reason: str, name: str | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.name = name
+Call = tuple[str, dict[str, Any]]
+"""A call's name and decoded arguments, before they are checked against the tools."""
 
 
-def _arguments_object(value: Any, repairs: list[str]) -> dict[str, Any]:
-    """A call's arguments as a dict; a string holding JSON is decoded once."""
+def _arguments_object(value: Any, repairs: list[str]) -> dict[str, Any] | Refusal:
+    """A call's arguments as a dict (a string holding JSON is decoded once), or why not."""
     if isinstance(value, str):
         try:
             decoded, inner = loads_repaired(value) if value.strip() else ({}, ())
         except NotJson:
-            raise _Refused("arguments_not_json") from None
+            return Refusal("arguments_not_json")
         repairs.append("arguments_json_string")
         repairs.extend(inner)
         value = decoded
     if not isinstance(value, dict):
-        raise _Refused("arguments_not_object")
+        return Refusal("arguments_not_object")
     return value
 
 
-def _call_from_item(item: Any, repairs: list[str], frame: Frame) -> tuple[str, dict[str, Any]]:
-    """(name, arguments) of one decoded call envelope, or _Refused."""
+def _call_from_item(item: Any, repairs: list[str], frame: Frame) -> Call | Refusal:
+    """The call one decoded envelope `{"name", "arguments"}` holds, or why it holds none."""
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-        raise _Refused("unrecognised_shape")
+        return Refusal("unrecognised_shape")
+    name = item["name"]
     if not set(item) <= _CALL_KEYS or item.get("type", "function") != "function":
-        raise _Refused("unrecognised_shape", item["name"])
+        return Refusal("unrecognised_shape", name)
     keys = [key for key in ("arguments", "parameters") if key in item]
-    if len(keys) == 1:
-        raw = item[keys[0]]
-        if keys[0] != frame.arguments_key:
-            repairs.append(f"{keys[0]}_as_{frame.arguments_key}")
-    elif keys:
-        raise _Refused("unrecognised_shape", item["name"])
-    else:
-        raise _Refused("missing_arguments", item["name"])
-    try:
-        return item["name"], _arguments_object(raw, repairs)
-    except _Refused as refused:
-        refused.name = item["name"]
-        raise
+    if len(keys) > 1:
+        return Refusal("unrecognised_shape", name)
+    if not keys:
+        return Refusal("missing_arguments", name)
+    if keys[0] != frame.arguments_key:
+        repairs.append(f"{keys[0]}_as_{frame.arguments_key}")
+    arguments = _arguments_object(item[keys[0]], repairs)
+    return Refusal(arguments.reason, name) if isinstance(arguments, Refusal) else (name, arguments)
 
 
-def _calls_from_json(value: Any, repairs: list[str], frame: Frame,
-                     ) -> list[tuple[str, dict[str, Any]] | _Refused]:
-    """(name, arguments) or the refusal of each call in a decoded JSON frame; _Refused for
-    the whole frame when it holds no call at all."""
+def _calls_from_json(value: Any, repairs: list[str], frame: Frame) -> list[Call | Refusal]:
+    """The call, or the refusal, of each envelope in a decoded JSON frame (one bad sibling
+    does not drop the good calls of a list)."""
     items = value if isinstance(value, list) else [value]
     if not items:
-        raise _Refused("empty_call_list")
+        return [Refusal("empty_call_list")]
     if isinstance(value, list) and len(items) > 1 and not frame.listed:
         repairs.append("several_calls_in_frame")
-    if len(items) == 1:
-        return [_call_from_item(items[0], repairs, frame)]
-    calls: list[tuple[str, dict[str, Any]] | _Refused] = []
-    for item in items:  # one bad sibling does not drop the good calls of a list
-        try:
-            calls.append(_call_from_item(item, repairs, frame))
-        except _Refused as refused:
-            calls.append(refused)
-    return calls
+    return [_call_from_item(item, repairs, frame) for item in items]
 
 
-def _calls_from_frame(frame: Frame, tools: ToolSchemas, truncated: bool,
-                      ) -> tuple[list[tuple[str, dict[str, Any]] | _Refused], list[str]]:
-    repairs = list(frame.repairs)
+def _decoded_calls(frame: Frame, tools: ToolSchemas, truncated: bool,
+                   ) -> tuple[list[Call | Refusal], list[str]]:
+    """The calls (or refusals) a frame's payload decodes to, and the repairs that took; a
+    frame that holds no call at all gives one refusal."""
     if frame.refused is not None:
-        raise _Refused(frame.refused, frame.name)
+        return [Refusal(frame.refused, frame.name)], []
     if truncated and not (frame.closed and frame.complete):
-        raise _Refused("cut_by_length", frame.name)
+        return [Refusal("cut_by_length", frame.name)], []
     if not frame.complete:
-        raise _Refused("incomplete_frame", frame.name)
+        return [Refusal("incomplete_frame", frame.name)], []
+    repairs = list(frame.repairs)
     if frame.value is not None:
         return _calls_from_json(frame.value, repairs, frame), repairs
     if frame.json_text is not None:
         try:
             value, applied = loads_repaired(frame.json_text)
         except NotJson:
-            raise _Refused("invalid_json", frame.name) from None
+            return [Refusal("invalid_json", frame.name)], []
         repairs.extend(applied)
         if frame.name is None:
             return _calls_from_json(value, repairs, frame), repairs
-        return [(frame.name, _arguments_object(value, repairs))], repairs
+        arguments = _arguments_object(value, repairs)
+        return [arguments if isinstance(arguments, Refusal) else (frame.name, arguments)], repairs
     name = frame.name or ""
-    parameters = tools.get(name, {})
-    arguments = {key: schema.coerce(text, schema.property_schema(parameters, key))
-                 for key, text in frame.text_args}
-    return [(name, arguments)], repairs
+    return [(name, _coerced_arguments(frame.text_args, tools.get(name, {}), repairs))], repairs
+
+
+def _coerced_arguments(text_args: tuple[tuple[str, str], ...], parameters: dict[str, Any],
+                       repairs: list[str]) -> dict[str, Any]:
+    """Parameters written as text, coerced by the tool's schema; a value whose schema cost
+    more than a value may is kept as written, and the call says so."""
+    tool = schema.ToolSchema(parameters)
+    arguments = {}
+    for key, text in text_args:
+        coerced = tool.coerce(key, text)
+        arguments[key] = coerced.value
+        if coerced.exhausted and schema.BUDGET_EXHAUSTED not in repairs:
+            repairs.append(schema.BUDGET_EXHAUSTED)
+    return arguments
 
 
 def _why_unserialisable(value: Any) -> str:
@@ -123,7 +118,7 @@ def _why_unserialisable(value: Any) -> str:
             if _LONE_SURROGATE.search(item):
                 return "invalid_unicode"
         elif isinstance(item, int) and not isinstance(item, bool):
-            if item not in _INT_RANGE:
+            if item not in ORJSON_INTS:
                 return "integer_out_of_range"
         elif isinstance(item, dict):
             stack.extend(item)
@@ -133,13 +128,13 @@ def _why_unserialisable(value: Any) -> str:
     return "unserialisable_arguments"  # e.g. nested deeper than orjson writes
 
 
-def _serialised(arguments: dict[str, Any]) -> str:
-    """`arguments` as the JSON string a call carries; _Refused when it cannot be written
-    (lone surrogates, integers past 64 bits, extreme depth), so the frame stays text."""
+def _serialised(arguments: dict[str, Any]) -> str | Refusal:
+    """`arguments` as the JSON string a call carries, or why it cannot be written (lone
+    surrogates, integers past 64 bits, extreme depth): then the frame stays text."""
     try:
         return orjson.dumps(arguments).decode()
     except TypeError:  # orjson.JSONEncodeError is a TypeError
-        raise _Refused(_why_unserialisable(arguments)) from None
+        return Refusal(_why_unserialisable(arguments))
 
 
 def _looks_like_schema(arguments: dict[str, Any], parameters: dict[str, Any]) -> bool:
@@ -151,47 +146,42 @@ def _looks_like_schema(arguments: dict[str, Any], parameters: dict[str, Any]) ->
                                                                    list)))
 
 
-def _checked(name: str, arguments: dict[str, Any], tools: ToolSchemas,
-             only: str | None) -> str:
-    """The serialised arguments of a call to `name`, or _Refused."""
+def _checked_arguments(name: str, arguments: dict[str, Any], tools: ToolSchemas,
+                       only: str | None) -> str | Refusal:
+    """The serialised arguments of a call to `name`, or why the call is not taken."""
     if name not in tools:
-        raise _Refused("unknown_tool", name)
+        return Refusal("unknown_tool", name)
     if only is not None and name != only:
-        raise _Refused("not_the_chosen_tool", name)
+        return Refusal("not_the_chosen_tool", name)
     if _looks_like_schema(arguments, tools[name]):
-        raise _Refused("schema_not_arguments", name)
-    try:
-        return _serialised(arguments)
-    except _Refused as refused:
-        refused.name = name
-        raise
+        return Refusal("schema_not_arguments", name)
+    serialised = _serialised(arguments)
+    return Refusal(serialised.reason, name) if isinstance(serialised, Refusal) else serialised
 
 
-def _read_frame(frame: Frame, tools: ToolSchemas, only: str | None, truncated: bool,
-                ) -> tuple[list[ToolCall], list[_Refused]]:
-    """The frame's calls and the refusals of its other items (a list may hold bad siblings);
-    _Refused when it yields no call."""
-    items, repairs = _calls_from_frame(frame, tools, truncated)
+def read_frame(frame: Frame, tools: ToolSchemas, only: str | None, truncated: bool,
+               ) -> tuple[list[ToolCall], list[Refusal]]:
+    """The calls a frame holds and the refusals of its other items (a list may hold bad
+    siblings); when it holds no call, the one refusal that says why it stays text."""
+    items, repairs = _decoded_calls(frame, tools, truncated)
     calls: list[ToolCall] = []
-    refused: list[_Refused] = []
+    refusals: list[Refusal] = []
     for item in items:
-        try:
-            if isinstance(item, _Refused):
-                raise item
-            name, arguments = item
-            serialised = _checked(name, arguments, tools, only)
-        except _Refused as refusal:
-            refused.append(refusal)
+        if isinstance(item, Refusal):
+            refusals.append(item)
+            continue
+        name, arguments = item
+        serialised = _checked_arguments(name, arguments, tools, only)
+        if isinstance(serialised, Refusal):
+            refusals.append(serialised)
             continue
         calls.append(ToolCall(name, serialised, frame.format, tuple(repairs), frame.start,
                               frame.end))
-    if not calls:
-        raise refused[0]
-    return calls, refused
+    return (calls, refusals) if calls else ([], refusals[:1])
 
 
-def _in_context(text: str, taken: list[tuple[Frame, list[ToolCall]]],
-                left: list[LeftAsText]) -> list[tuple[Frame, list[ToolCall]]]:
+def _kept_in_context(text: str, taken: list[tuple[Frame, list[ToolCall]]],
+                     left: list[LeftAsText]) -> list[tuple[Frame, list[ToolCall]]]:
     """The frames that the prose around them shows to be calls, sorted; the others (shown in
     code, mentioned mid-sentence, introduced as examples) are added to `left`."""
     taken.sort(key=lambda item: item[0].start)
@@ -210,7 +200,7 @@ def _in_context(text: str, taken: list[tuple[Frame, list[ToolCall]]],
     return kept
 
 
-def _cut(text: str, frames: Sequence[Frame]) -> str:
+def _without_frames(text: str, frames: Sequence[Frame]) -> str:
     """`text` without the spans of `frames` (sorted); whitespace at each seam is trimmed."""
     if not frames:
         return text
@@ -258,25 +248,23 @@ def extract(
                     continue
                 spans.append((frame.start, frame.end))
                 doc.claimed.add(frame.start, frame.end)
-                try:
-                    calls, siblings = _read_frame(frame, tools, only, truncated)
+                calls, refusals = read_frame(frame, tools, only, truncated)
+                if calls:
                     taken.append((frame, calls))
-                except _Refused as refused:
-                    siblings = [refused]
-                left.extend(LeftAsText(frame.format, frame.start, frame.end, refused.reason,
-                                       refused.name or frame.name) for refused in siblings)
+                left.extend(LeftAsText(frame.format, frame.start, frame.end, refusal.reason,
+                                       refusal.name or frame.name) for refusal in refusals)
         except Exception:  # a parser's bug must not fail the response: its text stays text
             left.append(LeftAsText(name, 0, len(text), "parser_error"))
         if spans:
             claims.add_all(spans)
-    if doc.budget_exhausted:
+    if doc.budget.exhausted:
         left.append(LeftAsText("*", 0, len(text), "scan_budget_exhausted"))
     if taken:
-        taken = _in_context(text, taken, left)
+        taken = _kept_in_context(text, taken, left)
     if not taken:
         return Extraction(content=text, left_as_text=left, text=text)
     return Extraction(
-        content=_cut(text, [frame for frame, _ in taken]),
+        content=_without_frames(text, [frame for frame, _ in taken]),
         calls=[call for _, calls in taken for call in calls],
         left_as_text=left,
         text=text,

@@ -14,24 +14,61 @@ from .types import Frame
 
 
 class Openers:
-    """A format's opening markers in order, for its frame loop: one that starts inside the
-    frame taken last (before `taken_to`, which the loop moves) or right after a backtick (an
-    inline-code mention) is skipped."""
+    """A format's opening markers in order, for its frame loop (every format loops this way):
+    one that starts inside the frame taken last (before `taken_to`, which the loop moves) is
+    skipped, and so is one right after a backtick (an inline-code mention), unless
+    `keep_backticked` (the context check then reports it as inline code)."""
 
     def __init__(self, doc: Document, pattern: re.Pattern[str], markers: str | tuple[str, ...],
-                 offset: int = 0) -> None:
+                 offset: int = 0, *, keep_backticked: bool = False) -> None:
         self._doc = doc
         self._pattern = pattern
         self._markers = markers
         self._offset = offset  # how far into a match its marker stands (Document.finditer)
+        self._keep_backticked = keep_backticked
         self.taken_to = 0
 
     def __iter__(self) -> Iterator[re.Match[str]]:
         text = self._doc.text
+        keep = self._keep_backticked
         for match in self._doc.finditer(self._pattern, self._markers, offset=self._offset):
             start = match.start()
-            if start >= self.taken_to and (start == 0 or text[start - 1] != "`"):
+            if start >= self.taken_to and (keep or start == 0 or text[start - 1] != "`"):
                 yield match
+
+
+def next_or_end(text: str, marker: str, pos: int) -> int:
+    """Where the next `marker` at or after `pos` starts, or the end of the text: how far an
+    unbalanced frame reaches."""
+    found = text.find(marker, pos)
+    return len(text) if found < 0 else found
+
+
+def ends_or_opens(doc: Document, pos: int, opener: str) -> bool:
+    """Whether only space stands between `pos` and the end of the text or the next
+    `opener`: where a frame whose close is missing may end."""
+    after = doc.skip_space(pos)
+    return after >= len(doc.text) or doc.text.startswith(opener, after)
+
+
+def section_call_end(doc: Document, pos: int, call_end: re.Pattern[str],
+                     section_end: re.Pattern[str], next_call: re.Pattern[str],
+                     ) -> tuple[int, bool, tuple[str, ...]] | None:
+    """(end, closed, repairs) of a call in a section of calls whose arguments end at `pos`:
+    after its call-end token and the section's end token if that follows; without its
+    call-end token (a repair) when only space, the next call or the section's end follows;
+    None when anything else follows (not a call we read)."""
+    text = doc.text
+    closing = call_end.match(text, pos)
+    if closing is not None:
+        pos, closed, repairs = closing.end(), True, ()
+    elif (doc.skip_space(pos) >= len(text) or next_call.match(text, doc.skip_space(pos))
+          or section_end.match(text, pos)):
+        closed, repairs = False, ("missing_close_tag",)
+    else:
+        return None
+    section = section_end.match(text, pos)
+    return (pos if section is None else section.end()), closed, repairs
 
 
 def at_line_start(text: str, pos: int) -> bool:
@@ -58,8 +95,7 @@ def json_frame(doc: Document, fmt: str, start: int, body: int, *,
         return None
     end = doc.json_end(body)
     if end is None:
-        following = text.find(opener, body)
-        stop = len(text) if following < 0 else following
+        stop = next_or_end(text, opener, body)
         return Frame(fmt, start, stop, closed=False, complete=False, json_text=text[body:stop],
                      name=name, listed=listed, arguments_key=arguments_key, repairs=repairs)
     payload = text[body:end]
@@ -70,11 +106,24 @@ def json_frame(doc: Document, fmt: str, start: int, body: int, *,
     if closing is not None:
         return Frame(fmt, start, closing.end(), json_text=payload, name=name, listed=listed,
                      arguments_key=arguments_key, repairs=repairs)
-    after = doc.skip_space(end)
-    if after >= len(text) or text.startswith(opener, after):
+    if ends_or_opens(doc, end, opener):
         return Frame(fmt, start, end, closed=False, json_text=payload, name=name, listed=listed,
                      arguments_key=arguments_key, repairs=(*repairs, "missing_close_tag"))
     return None
+
+
+def json_frames(doc: Document, fmt: str, pattern: re.Pattern[str], opener: str, *,
+                close: re.Pattern[str] | None, keep_backticked: bool = False,
+                listed: bool = False, arguments_key: str = "arguments") -> Iterator[Frame]:
+    """The frames of a format that writes an `opener` (matched by `pattern`) and then one
+    JSON payload, as json_frame reads them."""
+    openers = Openers(doc, pattern, opener, keep_backticked=keep_backticked)
+    for match in openers:
+        frame = json_frame(doc, fmt, match.start(), doc.skip_space(match.end()), close=close,
+                           opener=opener, listed=listed, arguments_key=arguments_key)
+        if frame is not None:
+            yield frame
+            openers.taken_to = frame.end
 
 
 def json_run(doc: Document, pos: int, *, commas: bool = False,
@@ -106,7 +155,7 @@ def joined(text: str, spans: list[tuple[int, int]]) -> str:
     return "[" + ",".join(text[a:b] for a, b in spans) + "]"
 
 
-def _template_newlines(value: str) -> str:
+def template_value(value: str) -> str:
     """A text value without the one newline a template puts on each side of it."""
     if value.startswith("\n"):
         value = value[1:]
@@ -158,7 +207,7 @@ def invoke_parameters(doc: Document, grammar: InvokeGrammar, pos: int, limit: in
         value_end = text.find(grammar.parameter_close, param.end(), limit)
         if value_end < 0:
             return args, pos, False
-        args.append((param[1], _template_newlines(text[param.end():value_end])))
+        args.append((param[1], template_value(text[param.end():value_end])))
         pos = value_end + len(grammar.parameter_close)
     return args, pos, True
 
@@ -172,13 +221,13 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
     first and last one. An invoke outside a block is a mention, not a call.
     """
     text = doc.text
-    invoke_open, invoke, invoke_close = grammar.invoke_open, grammar.invoke, grammar.invoke_close
+    invoke_open, invoke_close = grammar.invoke_open, grammar.invoke_close
     opened, closed_block = grammar.block_opened, grammar.block_closed
-    cursor, in_block = 0, False
-    for match in doc.finditer(invoke, invoke_open):
+    in_block = False
+    openers = Openers(doc, grammar.invoke, invoke_open, keep_backticked=True)
+    for match in openers:
         start = match.start()
-        if start < cursor:
-            continue
+        cursor = openers.taken_to
         floor = max(cursor, start - _INDENT)
         block = opened.search(text, max(floor, len(text[floor:start].rstrip()) + floor
                                         - grammar.block_open_len), start)
@@ -186,15 +235,14 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
             start = block.start()
         elif not (in_block and doc.skip_space(cursor) == start):
             continue
-        following = text.find(invoke_open, match.end())
-        limit = len(text) if following < 0 else following
+        limit = next_or_end(text, invoke_open, match.end())
         read = invoke_parameters(doc, grammar, match.end(), limit)
         if read is None:
             return  # out of budget: better no frame than one with parameters missing
         args, pos, complete = read
         if not complete:
             yield Frame(fmt, start, limit, closed=False, complete=False, name=match[1])
-            cursor, in_block = limit, True
+            openers.taken_to, in_block = limit, True
             continue
         close = invoke_close.match(text, pos)
         if close is not None:
@@ -203,7 +251,7 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
             in_block = after is None
             pos = after.end() if after is not None else pos
             yield Frame(fmt, start, pos, name=match[1], text_args=tuple(args))
-            cursor = pos
+            openers.taken_to = pos
         elif doc.skip_space(pos) >= len(text):
             yield Frame(fmt, start, pos, closed=False, name=match[1], text_args=tuple(args),
                         repairs=("missing_close_tag",))

@@ -23,7 +23,7 @@ import orjson
 # The integers orjson reads as integers and writes: int64 and uint64. It reads a longer one as
 # a float (changing its value) and refuses to write one; such an integer is carried as an
 # orjson.Fragment holding its literal, which orjson writes as it was written.
-_INT_RANGE = range(-(1 << 63), 1 << 64)
+ORJSON_INTS = range(-(1 << 63), 1 << 64)
 # Digits to "0", anything else (non-ASCII bytes included) to " ": a run of 19 digits, the
 # shortest integer orjson may read as a float, is then one substring search away.
 _DIGIT_RUNS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
@@ -32,14 +32,14 @@ _LONG_RUN = b"0" * 19
 
 def exact_int(value: int) -> Any:
     """`value`, or (past 64 bits) a Fragment that orjson writes as its exact literal."""
-    return value if value in _INT_RANGE else orjson.Fragment(str(value))
+    return value if value in ORJSON_INTS else orjson.Fragment(str(value))
 
 
 def _int_literal(literal: str) -> Any:
     """A JSON integer literal read exactly (the `parse_int` of the stdlib decoder)."""
     if len(literal) < 19:
         return int(literal)
-    if len(literal) <= 21 and int(literal) in _INT_RANGE:
+    if len(literal) <= 21 and int(literal) in ORJSON_INTS:
         return int(literal)
     return orjson.Fragment(literal)
 
@@ -63,8 +63,8 @@ def loads(text: str) -> Any:
         if not _has_long_digit_run(text):
             return value
     try:
-        return json.loads(text, parse_int=_int_literal, parse_float=_finite,
-                          parse_constant=_not_a_constant)
+        return json.loads(text, parse_int=_int_literal, parse_float=_finite_float,
+                          parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         raise orjson.JSONDecodeError("not readable exactly", text, 0) from None
 
@@ -72,10 +72,11 @@ def loads(text: str) -> Any:
 _STRINGS = re.compile(r'("[^"\\]*+(?:\\.[^"\\]*+)*+")', re.DOTALL)
 # Starts with a character class (not `\b`) so that the regex engine skips ahead quickly.
 _PY_LITERAL = re.compile(r"[TFN](?<!\w[TFN])(?:rue|alse|one)\b")
-_PY_TO_JSON = {"True": "true", "False": "false", "None": "null"}
+# Python's names for JSON's three literals, and JSON's spelling.
+PY_NAMES_AS_JSON = {"True": "true", "False": "false", "None": "null"}
 # Each name alone, replaced by a literal (no Python call per match).
 _PY_WORDS = tuple((re.compile(rf"{word}(?<!\w{word})\b"), json_word)
-                  for word, json_word in _PY_TO_JSON.items())
+                  for word, json_word in PY_NAMES_AS_JSON.items())
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _TRAILING_COMMA_ANY = re.compile(r",(?=\s*[}\]])")  # the same commas, dropped by a literal
 _CONTROL = re.compile(r"[\x00-\x1f]")
@@ -105,7 +106,7 @@ def _outside_strings(text: str, edit: Callable[[str], str]) -> str:
     return _edit_pieces(text, edit, strings=False) if '"' in text else edit(text)
 
 
-def _python_names(stretch: str) -> str:
+def _whole_names_as_json(stretch: str) -> str:
     for pattern, json_word in _PY_WORDS:
         stretch = pattern.sub(json_word, stretch)
     return stretch
@@ -114,7 +115,7 @@ def _python_names(stretch: str) -> str:
 def _python_literals(text: str) -> str:
     if not ("True" in text or "False" in text or "None" in text):  # cheap test first
         return text
-    return _outside_strings(text, _python_names)
+    return _outside_strings(text, _whole_names_as_json)
 
 
 def _trailing_commas(text: str) -> str:
@@ -341,9 +342,7 @@ def _single_quoted_at_once(source: str) -> Any:
     text = text.replace('"', '\\"').replace("'", '"')
     if "\\" in source:
         text = text.replace("\x03", '\\"').replace("\x02", "'").replace("\x01", "\\\\")
-    for word, json_word in _PY_TO_JSON.items():
-        if word in text:
-            text = text.replace(word, json_word + "\r")
+    text = _names_as_json(text, "\r")
     marked = text.replace(",]", "\r]").replace(",}", "\r}") if "," in text else text
     try:
         value = loads(marked)
@@ -407,12 +406,13 @@ def _python_parts(source: str) -> tuple[str, list[str]] | None:
     return "\x00".join(pieces[0::2]), bodies
 
 
-def _names_as_json(code: str) -> str:
-    """Text outside strings with Python's names spelled as JSON. A name inside a longer
-    word (`Truex`) is replaced too, and stays invalid."""
-    for word, json_word in _PY_TO_JSON.items():
+def _names_as_json(code: str, mark: str = "") -> str:
+    """Text outside strings with Python's names spelled as JSON, each followed by `mark`, by
+    str.replace; the same object when it holds none. A name inside a longer word (`Truex`)
+    is replaced too, and stays invalid."""
+    for word, json_word in PY_NAMES_AS_JSON.items():
         if word in code:
-            code = code.replace(word, json_word)
+            code = code.replace(word, json_word + mark)
     return code
 
 
@@ -559,12 +559,12 @@ def _repaired_at_errors(text: str, error: orjson.JSONDecodeError,
         char = text[pos] if pos < len(text) else ""
         comma = _TRAILING_COMMA.match(text, pos) if char == "," else None
         literal = _PY_LITERAL.match(text, pos) if char in "TFN" else None
-        if comma is not None and not any(pos < cut < comma.end() for cut in removed):
+        if comma is not None and not any(pos < at < comma.end() for at in removed):
             text = text[:pos] + text[pos + 1:]
-            removed = [cut - 1 if cut > pos else cut for cut in removed] + [pos]
+            removed = [at - 1 if at > pos else at for at in removed] + [pos]
             applied.add("trailing_comma")
         elif literal is not None:  # replaced by a word of the same length: no shift
-            text = text[:pos] + _PY_TO_JSON[literal[0]] + text[literal.end():]
+            text = text[:pos] + PY_NAMES_AS_JSON[literal[0]] + text[literal.end():]
             applied.add("python_literals")
         elif char and char < " " and "raw_control_chars_in_string" not in applied \
                 and len(text) <= 65_536:  # longer: the lenient decoder (see _repaired_at_once)
@@ -578,11 +578,11 @@ def _repaired_at_errors(text: str, error: orjson.JSONDecodeError,
     return None
 
 
-def _not_a_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> Any:
     raise ValueError(name)
 
 
-def _finite(literal: str) -> float:
+def _finite_float(literal: str) -> float:
     number = float(literal)
     if not math.isfinite(number):
         raise ValueError(literal)
@@ -594,8 +594,8 @@ def _loads_lenient(text: str) -> Any:
     strict), and nothing else orjson refuses: NaN and infinities are refused, an integer past
     64 bits kept exact, a lone surrogate refused (found by writing the value back)."""
     exact = _has_long_digit_run(text)
-    decoder = json.JSONDecoder(strict=False, parse_constant=_not_a_constant,
-                               parse_float=_finite if "e" in text or "E" in text else float,
+    decoder = json.JSONDecoder(strict=False, parse_constant=_refuse_constant,
+                               parse_float=_finite_float if "e" in text or "E" in text else float,
                                parse_int=_int_literal if exact else int)
     try:
         value = decoder.decode(text)
@@ -624,11 +624,10 @@ def _repaired_at_once(text: str) -> tuple[Any, tuple[str, ...]] | None:
     applied: list[str] = []
     edited = text
     if _MARK not in text and "\\r" not in text:
-        words = [word for word in _PY_TO_JSON if word in edited]
-        for word in words:
-            edited = edited.replace(word, _PY_TO_JSON[word] + _MARK)
-        if words:
+        named = _names_as_json(edited, _MARK)
+        if named is not edited:
             applied.append("python_literals")
+            edited = named
         commas = [comma for comma in (",]", ",}") if comma in edited]
         for comma in commas:
             edited = edited.replace(comma, _MARK + comma[1])

@@ -36,7 +36,11 @@ class Frame:
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One extracted call: `arguments` is always a string holding a JSON object."""
+    """One extracted call: `arguments` is always a string holding a JSON object.
+
+    `repairs` names what was done to read it, for logs and metrics: each repair applied,
+    and `schema_budget_exhausted` when a text parameter's schema cost more than a value may
+    and the value was kept as written."""
 
     name: str
     arguments: str
@@ -44,6 +48,15 @@ class ToolCall:
     repairs: tuple[str, ...] = ()
     start: int = -1  # the span of the frame it came from, in the text given to extract()
     end: int = -1
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a frame, or one call in it, is not taken for a call: returned as a value (the
+    engine reads frames into calls and refusals), never raised."""
+
+    reason: str
+    name: str | None = None  # the tool the refused call names, when it names one
 
 
 @dataclass(frozen=True)

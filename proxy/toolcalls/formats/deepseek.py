@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers
+from ..framing import Openers, section_call_end
 from ..scan import Document
 from ..types import Frame
 
@@ -56,7 +56,7 @@ _BARE_AFTER = re.compile(r"(?:(" + _SECTION_OPEN + r")|" + _token("tool call end
 _SECTION_END = re.compile(r"\s*+" + _token("tool calls end"))
 
 
-def _bare(doc: Document) -> Iterator[Frame]:
+def _calls_without_begin_token(doc: Document) -> Iterator[Frame]:
     """Calls written without their `tool▁call▁begin`, inside a section."""
     text = doc.text
     openers = Openers(doc, _BARE_HEAD, "function")
@@ -83,11 +83,11 @@ def _bare(doc: Document) -> Iterator[Frame]:
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `tool▁call▁begin … tool▁call▁end` call, then the calls written without it."""
-    yield from _begun(doc)
-    yield from _bare(doc)
+    yield from _calls_with_begin_token(doc)
+    yield from _calls_without_begin_token(doc)
 
 
-def _begun(doc: Document) -> Iterator[Frame]:
+def _calls_with_begin_token(doc: Document) -> Iterator[Frame]:
     """Each `tool▁call▁begin … tool▁call▁end` call with its JSON arguments."""
     text = doc.text
     openers = Openers(doc, _HEAD, _BEGIN_MARKERS, offset=2)  # after `<｜` or `<|`
@@ -111,17 +111,10 @@ def _begun(doc: Document) -> Iterator[Frame]:
             if fence is None:
                 continue
             pos = fence.end()
-        call_end = _CALL_END.match(text, pos)
-        if call_end is not None:
-            pos, closed, repairs = call_end.end(), True, ()
-        elif (doc.skip_space(pos) >= len(text) or _MARK.match(text, doc.skip_space(pos))
-              or _SECTION_END.match(text, pos)):
-            closed, repairs = False, ("missing_close_tag",)
-        else:
+        ending = section_call_end(doc, pos, _CALL_END, _SECTION_END, _MARK)
+        if ending is None:
             continue  # something else after the arguments: not a frame we read
-        section_end = _SECTION_END.match(text, pos)
-        if section_end is not None:
-            pos = section_end.end()
+        pos, closed, repairs = ending
         yield Frame(NAME, start, pos, closed=closed, name=name, json_text=text[body:end],
                     repairs=repairs)
         openers.taken_to = pos

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import orjson
 
-from ..framing import at_line_start
+from ..framing import Openers, at_line_start, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -33,12 +33,11 @@ _ALL_HEADER = re.compile(r"\s*+(?:>>>)?+all\n")
 _LINE_END = re.compile(r"[ \t]*+(?:\r?\n|\Z)|\s*+(?=>>>)")
 
 
-def _frame(doc: Document, start: int, name: str, body: int) -> Frame | None:
+def _call_frame(doc: Document, start: int, name: str, body: int) -> Frame | None:
     text = doc.text
     end = doc.json_end(body)
     if end is None:
-        following = text.find(">>>", body)
-        stop = len(text) if following < 0 else following
+        stop = next_or_end(text, ">>>", body)
         return Frame(NAME, start, stop, closed=False, complete=False, name=name)
     if not _LINE_END.match(text, end) or _is_envelope(text[body:end]):
         return None  # prose on the arguments' line, or a whole call under a title line
@@ -59,24 +58,25 @@ def _is_envelope(payload: str) -> bool:
 def find_frames(doc: Document) -> Iterator[Frame]:
     """The call opening the content, then each `>>>NAME` call where one may stand."""
     text = doc.text
-    cursor = 0
+    openers = Openers(doc, _NEXT, ">>>", keep_backticked=True)
     first = _FIRST.match(text)
     if first is not None and first[1] != "all" and doc.spend():
-        frame = _frame(doc, doc.skip_space(0), first[1], first.end())
+        frame = _call_frame(doc, doc.skip_space(0), first[1], first.end())
         if frame is not None:
             yield frame
-            cursor = frame.end
+            openers.taken_to = frame.end
     if not doc.has(">>>"):
         return
     headed = _ALL_HEADER.match(text) is not None
-    for match in doc.finditer(_NEXT, ">>>"):
+    for match in openers:
         start = match.start()
-        if start < cursor or match[1] == "all":
+        cursor = openers.taken_to
+        if match[1] == "all":
             continue
         if not (headed or at_line_start(text, start)
                 or (cursor and doc.skip_space(cursor) == start)):
             continue  # `>>>` in the middle of prose
-        frame = _frame(doc, start, match[1], match.end())
+        frame = _call_frame(doc, start, match[1], match.end())
         if frame is not None:
             yield frame
-            cursor = frame.end
+            openers.taken_to = frame.end

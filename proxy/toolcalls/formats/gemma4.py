@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from ..framing import Openers
+from ..framing import Openers, ends_or_opens, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -34,32 +35,32 @@ _CLOSE_AFTER = re.compile(r"\s*+" + re.escape(_CLOSE))
 _MAX_DEPTH = 64
 
 
-class _Unread(Exception):
-    """Not Gemma's syntax here (`end`: the text ran out first)."""
+@dataclass(frozen=True)
+class _Unread:
+    """Not Gemma's syntax here (`end`: the text ran out first): what the reader returns."""
 
-    def __init__(self, end: bool) -> None:
-        super().__init__()
-        self.end = end
+    end: bool
 
 
 class _Reader:
-    """A recursive-descent reader of one call's arguments (depth-bounded)."""
+    """A recursive-descent reader of one call's arguments (depth-bounded): each step returns
+    what it read and where it stopped, or _Unread."""
 
     def __init__(self, text: str) -> None:
         self.text = text
 
-    def _fail(self, pos: int) -> _Unread:
+    def _unread(self, pos: int) -> _Unread:
         return _Unread(end=pos >= len(self.text))
 
-    def value(self, pos: int, depth: int) -> tuple[Any, int]:
+    def value(self, pos: int, depth: int) -> tuple[Any, int] | _Unread:
         text = self.text
         pos = _SPACE.match(text, pos).end()
         if depth > _MAX_DEPTH or pos >= len(text):
-            raise self._fail(pos)
+            return self._unread(pos)
         if text.startswith(_STRING, pos):
             close = text.find(_STRING, pos + len(_STRING))
             if close < 0:
-                raise _Unread(end=True)
+                return _Unread(end=True)
             return text[pos + len(_STRING):close], close + len(_STRING)
         if text[pos] == "{":
             return self.object(pos + 1, depth + 1)
@@ -67,14 +68,14 @@ class _Reader:
             return self.array(pos + 1, depth + 1)
         bare = _BARE.match(text, pos)
         if bare is None:
-            raise self._fail(pos)
+            return self._unread(pos)
         word = bare[1]
         literal: Any = {"true": True, "false": False, "null": None}.get(word, word)
         if literal is word:
             literal = float(word) if any(c in word for c in ".eE") else int(word)
         return literal, bare.end()
 
-    def object(self, pos: int, depth: int) -> tuple[dict[str, Any], int]:
+    def object(self, pos: int, depth: int) -> tuple[dict[str, Any], int] | _Unread:
         text, result = self.text, {}
         while True:
             pos = _SEPARATOR.match(text, pos).end()
@@ -82,16 +83,22 @@ class _Reader:
                 return result, pos + 1
             key = _QUOTED_KEY.match(text, pos) or _KEY.match(text, pos)
             if key is None:
-                raise self._fail(pos)
-            result[key[1]], pos = self.value(key.end(), depth)
+                return self._unread(pos)
+            read = self.value(key.end(), depth)
+            if isinstance(read, _Unread):
+                return read
+            result[key[1]], pos = read
 
-    def array(self, pos: int, depth: int) -> tuple[list[Any], int]:
+    def array(self, pos: int, depth: int) -> tuple[list[Any], int] | _Unread:
         text, result = self.text, []
         while True:
             pos = _SEPARATOR.match(text, pos).end()
             if text.startswith("]", pos):
                 return result, pos + 1
-            item, pos = self.value(pos, depth)
+            read = self.value(pos, depth)
+            if isinstance(read, _Unread):
+                return read
+            item, pos = read
             result.append(item)
 
 
@@ -102,26 +109,25 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     openers = Openers(doc, _HEAD, _OPEN)
     for match in openers:
         start = match.start()
-        try:
-            arguments, pos = reader.object(match.end(), 1)
-        except _Unread as unread:
-            if unread.end:  # cut off: an incomplete frame, its text stays
+        read = reader.object(match.end(), 1)
+        if isinstance(read, _Unread):
+            if read.end:  # cut off: an incomplete frame, its text stays
                 yield Frame(NAME, start, len(text), closed=False, complete=False,
                             name=match[1])
                 return
-            following = text.find(_OPEN, match.end())
-            close_at = text.find(_CLOSE, match.end(), len(text) if following < 0 else following)
+            close_at = text.find(_CLOSE, match.end(), next_or_end(text, _OPEN, match.end()))
             if close_at >= 0:
                 end = close_at + len(_CLOSE)  # a call we cannot read: reported, left as text
                 yield Frame(NAME, start, end, name=match[1], refused="unrecognised_arguments")
                 openers.taken_to = end
             continue
+        arguments, pos = read
         value = {"name": match[1], "arguments": arguments}
         close = _CLOSE_AFTER.match(text, pos)
         if close is not None:
             yield Frame(NAME, start, close.end(), value=value)
             openers.taken_to = close.end()
-        elif doc.skip_space(pos) >= len(text) or text.startswith(_OPEN, doc.skip_space(pos)):
+        elif ends_or_opens(doc, pos, _OPEN):
             yield Frame(NAME, start, pos, closed=False, value=value,
                         repairs=("missing_close_tag",))
             openers.taken_to = pos

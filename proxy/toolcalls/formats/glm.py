@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers
+from ..framing import Openers, ends_or_opens, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -37,8 +37,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         start = match.start()
         args: list[tuple[str, str]] = []
         pos = match.end()
-        following = text.find(_OPEN, pos)
-        limit = len(text) if following < 0 else following
+        limit = next_or_end(text, _OPEN, pos)
         complete = True
         while (key := _KEY.match(text, pos, limit)) is not None:
             if not doc.spend():
@@ -57,7 +56,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if close is not None:
             yield Frame(NAME, start, close.end(), name=match[1], text_args=tuple(args))
             openers.taken_to = close.end()
-        elif doc.skip_space(pos) >= len(text) or text.startswith(_OPEN, doc.skip_space(pos)):
+        elif ends_or_opens(doc, pos, _OPEN):
             yield Frame(NAME, start, pos, closed=False, name=match[1], text_args=tuple(args),
                         repairs=("missing_close_tag",))
             openers.taken_to = pos

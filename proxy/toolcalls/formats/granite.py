@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, json_frame
+from ..framing import json_frames
 from ..scan import Document
 from ..types import Frame
 
@@ -23,18 +23,7 @@ _OPENER = re.compile(re.escape(_OPEN) + r'(?=\s*+(?:\{\s*+["}]|\[\s*+[{\]]))')
 _STRING_OPENER = re.compile(re.escape(_STRING_OPEN) + r"(?=\s*+\[\s*+[{\]])")
 
 
-def _frames(doc: Document, opener: re.Pattern[str], marker: str) -> Iterator[Frame]:
-    openers = Openers(doc, opener, marker)
-    for match in openers:
-        start = match.start()
-        frame = json_frame(doc, NAME, start, doc.skip_space(match.end()), close=None,
-                           opener=marker, listed=True)
-        if frame is not None:
-            yield frame
-            openers.taken_to = frame.end
-
-
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call|>` (or `<tool_call>`) followed by a JSON array of calls."""
-    yield from _frames(doc, _OPENER, _OPEN)
-    yield from _frames(doc, _STRING_OPENER, _STRING_OPEN)
+    yield from json_frames(doc, NAME, _OPENER, _OPEN, close=None, listed=True)
+    yield from json_frames(doc, NAME, _STRING_OPENER, _STRING_OPEN, close=None, listed=True)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import at_line_start, json_frame
+from ..framing import Openers, at_line_start, json_frame
 from ..scan import Document
 from ..types import Frame
 
@@ -30,12 +30,12 @@ _LINE_END = re.compile(r"[ \t]*+(?:\r?\n|\Z)")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<function_call>` with its JSON call object."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_OPENER, _OPEN):
+    openers = Openers(doc, _OPENER, _OPEN, keep_backticked=True)
+    for match in openers:
         start = match.start()
-        if start < cursor or not (at_line_start(text, start)
-                                  or (cursor and doc.skip_space(cursor) == start)):
-            continue  # inside the previous frame, or in the middle of a line of prose
+        cursor = openers.taken_to
+        if not (at_line_start(text, start) or (cursor and doc.skip_space(cursor) == start)):
+            continue  # in the middle of a line of prose
         body = doc.skip_space(match.end())
         frame = json_frame(doc, NAME, start, body, close=_CLOSE, opener=_OPEN)
         if frame is None:  # more text after the object: fine on the lines after it
@@ -46,4 +46,4 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         elif frame.complete and not frame.closed:
             frame = replace(frame, closed=True, repairs=())  # the format writes no close tag
         yield frame
-        cursor = frame.end
+        openers.taken_to = frame.end

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers
+from ..framing import Openers, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -44,7 +44,7 @@ def _in_message_body(text: str, start: int) -> bool:
     return last == "<|message|>" and text.rfind(last, window, start) >= 0
 
 
-def _name(written: str, tools: frozenset[str]) -> tuple[str, tuple[str, ...]]:
+def _function_name(written: str, tools: frozenset[str]) -> tuple[str, tuple[str, ...]]:
     """The function name, and its repair: gpt-oss sometimes glues the `json` of the
     constraint to the name (`to=functions.shelljson`, llama.cpp #15158)."""
     if written not in tools and written.endswith("json") and written[:-4] in tools:
@@ -58,7 +58,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     openers = Openers(doc, _HEAD, _ANCHOR)
     for match in openers:
         start = match.start()
-        name, repairs = _name(match[1], doc.tools)
+        name, repairs = _function_name(match[1], doc.tools)
         if _in_message_body(text, start):
             yield Frame(NAME, start, match.end(), name=name, refused="in_message_text")
             openers.taken_to = match.end()
@@ -69,8 +69,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         body = match.end()
         end = doc.json_end(body)
         if end is None:
-            following = text.find(_ANCHOR, body)
-            stop = len(text) if following < 0 else following
+            stop = next_or_end(text, _ANCHOR, body)
             yield Frame(NAME, start, stop, closed=False, complete=False, name=name)
             openers.taken_to = stop
             continue

@@ -13,7 +13,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
-from ..framing import Openers, joined, json_run
+from ..framing import Openers, joined, json_run, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -33,7 +33,7 @@ _MAX_CLOSES = 4_096
 _MAX_ORPHAN_MISSES = 64
 
 
-def _opened(doc: Document) -> Iterator[Frame]:
+def _opened_frames(doc: Document) -> Iterator[Frame]:
     """Every `<tool_call>` whose payload is JSON, scanned JSON-aware to its close tag."""
     text = doc.text
     openers = Openers(doc, _OPENER, _OPEN)
@@ -44,8 +44,7 @@ def _opened(doc: Document) -> Iterator[Frame]:
             continue  # not JSON: another format's frame (Qwen XML, GLM) or prose
         spans, stop, unbalanced = json_run(doc, body, commas=True)
         if unbalanced or not spans:
-            following = text.find(_OPEN, body)
-            end = len(text) if following < 0 else following
+            end = next_or_end(text, _OPEN, body)
             yield Frame(NAME, start, end, closed=False, complete=False, json_text=text[body:end])
             openers.taken_to = end
             continue
@@ -96,7 +95,7 @@ def _object_ending_at(doc: Document, low: int, end: int) -> int | None:
     return None
 
 
-def _positions(doc: Document, marker: str) -> list[int] | None:
+def _marker_positions(doc: Document, marker: str) -> list[int] | None:
     """Where `marker` occurs (listed from its anchor, else found one by one); None when it
     occurs too often to be a response's calls."""
     if not doc.has(marker):
@@ -108,16 +107,16 @@ def _positions(doc: Document, marker: str) -> list[int] | None:
             found.append(pos)
             pos = doc.text.find(marker, pos + 1)
     if len(found) > _MAX_CLOSES:
-        doc.budget_exhausted = True
+        doc.budget.exhausted = True
         return None
     return found
 
 
-def _orphans(doc: Document) -> Iterator[Frame]:
+def _frames_missing_open_tag(doc: Document) -> Iterator[Frame]:
     """Call objects closed by a `</tool_call>` that no `<tool_call>` opened."""
     text = doc.text
-    closes = _positions(doc, _CLOSE)
-    opens = _positions(doc, _OPEN)
+    closes = _marker_positions(doc, _CLOSE)
+    opens = _marker_positions(doc, _OPEN)
     if not closes or opens is None:
         return  # none, or too many to tell (pathological text)
     claimed = doc.claimed
@@ -140,7 +139,7 @@ def _orphans(doc: Document) -> Iterator[Frame]:
         if start is None:
             misses += 1
             if misses >= _MAX_ORPHAN_MISSES:
-                doc.budget_exhausted = True
+                doc.budget.exhausted = True
                 return
             continue
         yield Frame(NAME, start, close + len(_CLOSE), json_text=text[start:end],
@@ -149,5 +148,5 @@ def _orphans(doc: Document) -> Iterator[Frame]:
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Opened `<tool_call>` frames, then call objects whose opening tag is missing."""
-    yield from _opened(doc)
-    yield from _orphans(doc)
+    yield from _opened_frames(doc)
+    yield from _frames_missing_open_tag(doc)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import json_frame
+from ..framing import json_frames
 from ..scan import Document
 from ..types import Frame
 
@@ -21,12 +21,5 @@ _CLOSE = re.compile(r"\s*+<\|action_end\|>")
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each plugin action whose payload is one JSON call; `parameters` is the native key."""
-    cursor = 0
-    for match in doc.finditer(_OPENER, _OPEN):
-        if match.start() < cursor:
-            continue
-        frame = json_frame(doc, NAME, match.start(), doc.skip_space(match.end()), close=_CLOSE,
-                           opener=_OPEN, arguments_key="parameters")
-        if frame is not None:
-            yield frame
-            cursor = frame.end
+    yield from json_frames(doc, NAME, _OPENER, _OPEN, close=_CLOSE, keep_backticked=True,
+                           arguments_key="parameters")

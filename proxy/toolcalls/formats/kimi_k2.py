@@ -13,12 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..framing import Openers, next_or_end, section_call_end
 from ..scan import Document
 from ..types import Frame
 
 NAME = "kimi_k2"
 _OPEN = "<|tool_call_begin|>"
 MARKERS = (_OPEN,)
+_NEXT_CALL = re.compile(re.escape(_OPEN))
 _HEAD = re.compile(r"<\|tool_call_begin\|>\s*+(?:functions\.)?([^\s<>:{}\[\]`]{1,200}+)"
                    r"(?::\d{1,6})?\s*+<\|tool_call_argument_begin\|>\s*+(?=[{\[])")
 _CALL_END = re.compile(r"\s*+<\|tool_call_end\|>")
@@ -29,35 +31,23 @@ _SECTION_END = re.compile(r"\s*+<\|tool_calls_section_end\|>")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call_begin|>` call with its JSON arguments."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_HEAD, _OPEN):
+    openers = Openers(doc, _HEAD, _OPEN, keep_backticked=True)
+    for match in openers:
         start = match.start()
-        if start < cursor:
-            continue
-        section = _SECTION_BEGIN.search(text, max(cursor, start - 40), start)
+        section = _SECTION_BEGIN.search(text, max(openers.taken_to, start - 40), start)
         if section is not None:
             start = section.start()
         body = match.end()
         end = doc.json_end(body)
         if end is None:
-            following = text.find(_OPEN, body)
-            stop = len(text) if following < 0 else following
+            stop = next_or_end(text, _OPEN, body)
             yield Frame(NAME, start, stop, closed=False, complete=False, name=match[1])
-            cursor = stop
+            openers.taken_to = stop
             continue
-        pos = end
-        call_end = _CALL_END.match(text, pos)
-        after = doc.skip_space(pos)
-        if call_end is not None:
-            pos, closed, repairs = call_end.end(), True, ()
-        elif (after >= len(text) or text.startswith(_OPEN, after)
-              or _SECTION_END.match(text, pos)):
-            closed, repairs = False, ("missing_close_tag",)
-        else:
+        ending = section_call_end(doc, end, _CALL_END, _SECTION_END, _NEXT_CALL)
+        if ending is None:
             continue  # something else after the arguments: not a frame we read
-        section_end = _SECTION_END.match(text, pos)
-        if section_end is not None:
-            pos = section_end.end()
+        pos, closed, repairs = ending
         yield Frame(NAME, start, pos, closed=closed, name=match[1], json_text=text[body:end],
                     repairs=repairs)
-        cursor = pos
+        openers.taken_to = pos

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers
+from ..framing import Openers, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -31,7 +31,7 @@ _FUNCTION = re.compile(r'<function(?:=([A-Za-z0-9_.\-]{1,200}+)| name="([A-Za-z0
 _FUNCTION_CLOSE = re.compile(r"\s*+</function>")
 
 
-def _objects(doc: Document, pos: int) -> tuple[list[tuple[int, int]], int, bool]:
+def _objects_by_semicolons(doc: Document, pos: int) -> tuple[list[tuple[int, int]], int, bool]:
     """JSON objects from `pos` separated by `;`: their spans, where reading stopped, and
     whether an object was left unbalanced."""
     text = doc.text
@@ -48,24 +48,21 @@ def _objects(doc: Document, pos: int) -> tuple[list[tuple[int, int]], int, bool]
     return spans, (spans[-1][1] if spans else pos), False
 
 
-def _payload(text: str, spans: list[tuple[int, int]]) -> str:
+def _as_json_list(text: str, spans: list[tuple[int, int]]) -> str:
     return "[" + ",".join(text[a:b] for a, b in spans) + "]"
 
 
-def _tagged(doc: Document) -> Iterator[Frame]:
+def _tagged_calls(doc: Document) -> Iterator[Frame]:
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_TAGGED, _TAG):
+    openers = Openers(doc, _TAGGED, _TAG, keep_backticked=True)
+    for match in openers:
         start = match.start()
-        if start < cursor:
-            continue
-        spans, end, unbalanced = _objects(doc, doc.skip_space(match.end()))
+        spans, end, unbalanced = _objects_by_semicolons(doc, doc.skip_space(match.end()))
         if unbalanced:
-            following = text.find(_TAG, match.end())
-            stop = len(text) if following < 0 else following
+            stop = next_or_end(text, _TAG, match.end())
             yield Frame(NAME, start, stop, closed=False, complete=False,
                         json_text=text[match.end():stop], arguments_key="parameters")
-            cursor = stop
+            openers.taken_to = stop
             continue
         if not spans:
             continue
@@ -74,28 +71,28 @@ def _tagged(doc: Document) -> Iterator[Frame]:
             end = token.end()
         elif text.startswith(";", doc.skip_space(end)):  # a trailing separator
             end = doc.skip_space(end) + 1
-        yield Frame(NAME, start, end, json_text=_payload(text, spans), listed=True,
+        yield Frame(NAME, start, end, json_text=_as_json_list(text, spans), listed=True,
                     arguments_key="parameters")
-        cursor = end
+        openers.taken_to = end
 
 
-def _semicolon_separated(doc: Document) -> Iterator[Frame]:
+def _semicolon_separated_content(doc: Document) -> Iterator[Frame]:
     text = doc.text
     first = doc.skip_space(0)
     if not doc.has(";") or first >= len(text) or text[first] != "{":
         return
-    spans, end, unbalanced = _objects(doc, first)
+    spans, end, unbalanced = _objects_by_semicolons(doc, first)
     if unbalanced or len(spans) < 2:
         return
     after = doc.skip_space(end)
     if text.startswith(";", after):
         end, after = after + 1, doc.skip_space(after + 1)
     if after == len(text):
-        yield Frame(NAME, first, end, json_text=_payload(text, spans), listed=True,
+        yield Frame(NAME, first, end, json_text=_as_json_list(text, spans), listed=True,
                     arguments_key="parameters")
 
 
-def _function_tags(doc: Document) -> Iterator[Frame]:
+def _function_tag_calls(doc: Document) -> Iterator[Frame]:
     text = doc.text
     openers = Openers(doc, _FUNCTION, _FUNCTION_OPENS)
     for match in openers:
@@ -120,10 +117,10 @@ def _function_tags(doc: Document) -> Iterator[Frame]:
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Tagged calls, `;`-separated calls as the whole content, and `<function=NAME>` calls."""
     if doc.has(_TAG):
-        yield from _tagged(doc)
+        yield from _tagged_calls(doc)
         return
-    whole = list(_semicolon_separated(doc))
+    whole = list(_semicolon_separated_content(doc))
     if whole:
         yield from whole
     elif any(doc.has(marker) for marker in _FUNCTION_OPENS):
-        yield from _function_tags(doc)
+        yield from _function_tag_calls(doc)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, json_frame
+from ..framing import json_frames
 from ..scan import Document
 from ..types import Frame
 
@@ -23,11 +23,4 @@ _CLOSE = re.compile(r"\s*+</longcat_tool_call>")
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<longcat_tool_call>` whose payload is JSON, to its close tag."""
-    openers = Openers(doc, _OPENER, _OPEN)
-    for match in openers:
-        start = match.start()
-        frame = json_frame(doc, NAME, start, doc.skip_space(match.end()), close=_CLOSE,
-                           opener=_OPEN)
-        if frame is not None:
-            yield frame
-            openers.taken_to = frame.end
+    yield from json_frames(doc, NAME, _OPENER, _OPEN, close=_CLOSE)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import json_frame
+from ..framing import Openers, json_frame
 from ..scan import Document
 from ..types import Frame
 
@@ -21,14 +21,12 @@ _OPENER = re.compile(r"functools(?=\[\s*+[{\]])")  # literal first: the regex sk
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `functools` followed by a JSON array of calls."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_OPENER, _OPEN):
+    openers = Openers(doc, _OPENER, _OPEN)
+    for match in openers:
         start = match.start()
-        if start < cursor or (start > 0 and (text[start - 1] == "`"
-                                             or text[start - 1].isalnum()
-                                             or text[start - 1] in "_.")):
-            continue  # inside the previous frame, an inline-code mention, or another word
+        if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_."):
+            continue  # the end of another word
         frame = json_frame(doc, NAME, start, match.end(), close=None, opener=_OPEN, listed=True)
         if frame is not None:
             yield frame
-            cursor = frame.end
+            openers.taken_to = frame.end

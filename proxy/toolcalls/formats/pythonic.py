@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
+from ..framing import Openers
 from ..repair import NotLiteral, join_surrogate_pairs, literal_value, parse_expression
 from ..scan import Document
 from ..types import Frame
@@ -57,7 +58,7 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _calls(source: str, strings: dict[str, str] | None = None,
+def _calls_in_list(source: str, strings: dict[str, str] | None = None,
            ) -> tuple[list[dict[str, Any]], tuple[str, ...]] | str:
     """The calls in a pythonic list, with repairs; or why it is not one. `strings`: the
     placeholder names in `source` that stand for decoded string literals (see _skeleton)."""
@@ -129,7 +130,7 @@ def _skeleton(source: str) -> _Skeleton | None:
                 found = source.find(char, pos)
                 upcoming[char] = len(source) if found < 0 else found
         stop = min(upcoming.values())
-        syntax += _syntax(source, pos, stop)
+        syntax += _syntax_count(source, pos, stop)
         if syntax > _MAX_SYNTAX:  # far more than any list of calls: counted no further
             return _Skeleton(source, {}, syntax, literals)
         if stop >= len(source):
@@ -138,7 +139,7 @@ def _skeleton(source: str) -> _Skeleton | None:
         if quote == "#":  # a comment, counted as code
             line_end = source.find("\n", stop)
             pos = len(source) if line_end < 0 else line_end
-            syntax += _syntax(source, stop, pos)
+            syntax += _syntax_count(source, stop, pos)
             continue
         literals += 1
         if literals > _MAX_SYNTAX:  # far more than any list of calls: counted no further
@@ -168,64 +169,62 @@ def _skeleton(source: str) -> _Skeleton | None:
     return _Skeleton("".join(pieces), strings, syntax, literals)
 
 
-def _syntax(source: str, start: int, stop: int) -> int:
+def _syntax_count(source: str, start: int, stop: int) -> int:
     """How many of `(,=[{:` source[start:stop] holds (str.count, C speed)."""
     return sum(source.count(char, start, stop) for char in "(,=[{:")
 
 
-def _parsed(source: str) -> tuple[list[dict[str, Any]], tuple[str, ...]] | str:
+def _parsed_list(source: str) -> tuple[list[dict[str, Any]], tuple[str, ...]] | str:
     """The calls in `source` (or why it is not a list of calls; "too_large" when it has too
     much syntax). Long "…" literals are decoded at C speed and the rest parsed by ast; when
     that does not give a whole answer (each placeholder read once, as a value), ast reads
     the source whole, so the result is the same either way."""
     skeleton = _skeleton(source) if len(source) > _LONG_LITERAL else None
     if skeleton is None:
-        return _calls(source) if _small_enough(source) else "too_large"
+        return _calls_in_list(source) if _small_enough(source) else "too_large"
     if skeleton.syntax > _MAX_SYNTAX or skeleton.literals > _MAX_SYNTAX:
         if sum(source.count(char) for char in "(,=") > _MAX_SYNTAX:
             return "too_large"
-        return _calls(source)  # little syntax after all (as _small_enough's first test)
+        return _calls_in_list(source)  # little syntax after all (as _small_enough's first test)
     if not skeleton.strings:
-        return _calls(source)
-    parsed = _calls(skeleton.source, skeleton.strings)
+        return _calls_in_list(source)
+    parsed = _calls_in_list(skeleton.source, skeleton.strings)
     if isinstance(parsed, str) or skeleton.strings:
-        return _calls(source)  # not a whole answer: read the source itself
+        return _calls_in_list(source)  # not a whole answer: read the source itself
     return parsed
 
 
-def _frame(doc: Document, start: int, end: int, source: str) -> Frame:
+def _list_frame(doc: Document, start: int, end: int, source: str) -> Frame:
     if len(source) > _MAX_SOURCE or not doc.spend():
         return Frame(NAME, start, end, refused="too_large")
-    parsed = _parsed(source)
+    parsed = _parsed_list(source)
     if isinstance(parsed, str):
         return Frame(NAME, start, end, refused=parsed)
     calls, repairs = parsed  # handed over decoded: the engine checks they serialise
     return Frame(NAME, start, end, value=calls, listed=True, repairs=repairs)
 
 
-def _wrapped(doc: Document) -> Iterator[Frame]:
+def _wrapped_lists(doc: Document) -> Iterator[Frame]:
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_WRAPPED, _WRAP_START):
-        if match.start() < cursor:
-            continue
+    openers = Openers(doc, _WRAPPED, _WRAP_START, keep_backticked=True)
+    for match in openers:
         close = text.find(_WRAP_END, match.end())
         if close < 0:  # no end token: taken when the list closes the content
-            yield _unclosed(doc, match.start(), match.end())
+            yield _unclosed_wrapped_list(doc, match.start(), match.end())
             return
         stop = close + len(_WRAP_END)
-        yield _frame(doc, match.start(), stop, text[match.end():close])
-        cursor = stop
+        yield _list_frame(doc, match.start(), stop, text[match.end():close])
+        openers.taken_to = stop
 
 
-def _unclosed(doc: Document, start: int, body: int) -> Frame:
+def _unclosed_wrapped_list(doc: Document, start: int, body: int) -> Frame:
     """A list after `<|python_start|>` whose end token never came: a frame when the list is
     whole and nothing but space follows it, else an incomplete one (its text stays)."""
     text = doc.text
     end = len(text.rstrip())
     if end <= body or text[end - 1] != "]" or _WRAP_START in text[body:end]:
         return Frame(NAME, start, len(text), closed=False, complete=False)
-    frame = _frame(doc, start, end, text[body:end])
+    frame = _list_frame(doc, start, end, text[body:end])
     if frame.refused is not None:
         return frame
     return Frame(NAME, start, end, closed=False, value=frame.value, listed=True,
@@ -244,14 +243,12 @@ def _lines_as_list(body: str) -> str | None:
     return "[" + ", ".join(lines) + "]"
 
 
-def _blocks(doc: Document) -> Iterator[Frame]:
+def _olmo_blocks(doc: Document) -> Iterator[Frame]:
     """OLMo 3's `<function_calls>` blocks; the closing tag may be missing when the calls
     close the content."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_BLOCK_OPEN, _BLOCK):
-        if match.start() < cursor:
-            continue
+    openers = Openers(doc, _BLOCK_OPEN, _BLOCK, keep_backticked=True)
+    for match in openers:
         close = text.find(_BLOCK_END, match.end())
         closed = close >= 0
         body_end = close if closed else len(text.rstrip())
@@ -259,15 +256,15 @@ def _blocks(doc: Document) -> Iterator[Frame]:
         if source is None:
             continue  # prose that names the tag: it stays text
         stop = close + len(_BLOCK_END) if closed else body_end
-        frame = _frame(doc, match.start(), stop, source)
+        frame = _list_frame(doc, match.start(), stop, source)
         if not closed and frame.refused is None:
             frame = Frame(NAME, frame.start, frame.end, closed=False, value=frame.value,
                           listed=True, repairs=(*frame.repairs, "missing_close_tag"))
         yield frame
-        cursor = stop
+        openers.taken_to = stop
 
 
-def _closing_block(doc: Document) -> Iterator[Frame]:
+def _closing_list(doc: Document) -> Iterator[Frame]:
     """The list that ends the content, opening at the start of a line (or of the content)."""
     text = doc.text
     end = len(text.rstrip())
@@ -282,7 +279,7 @@ def _closing_block(doc: Document) -> Iterator[Frame]:
         opening = _LINE_START.match(text, line_start)
         if opening is not None:  # the frame takes Llama 3.2's <|python_tag|> when written
             start = opening.start(1) if opening[1] else opening.end() - 1
-            yield _frame(doc, start, end, text[opening.end() - 1:end])
+            yield _list_frame(doc, start, end, text[opening.end() - 1:end])
             return
 
 
@@ -290,8 +287,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """OLMo 3's blocks and Llama 4's wrapped lists anywhere; else the list closing (or
     making) the content."""
     if doc.has(_BLOCK):
-        yield from _blocks(doc)
+        yield from _olmo_blocks(doc)
     elif doc.has(_WRAP_END) or doc.has(_WRAP_START):
-        yield from _wrapped(doc)
+        yield from _wrapped_lists(doc)
     else:
-        yield from _closing_block(doc)
+        yield from _closing_list(doc)

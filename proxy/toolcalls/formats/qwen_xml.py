@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..framing import Openers, template_value
 from ..scan import Document
 from ..types import Frame
 
@@ -36,23 +37,13 @@ _FUNCTION_CLOSE = re.compile(r"\s*</function>")
 _VALUE_END = re.compile(r"</parameter>|<parameter=|</function>|<function=|</(?:seed:)?tool_call>")
 
 
-def _strip_template_newlines(value: str) -> str:
-    if value.startswith("\n"):
-        value = value[1:]
-    if value.endswith("\n"):
-        value = value[:-1]
-    return value
-
-
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<function=NAME>` block with its parameters, and its `<tool_call>` wrapper if any."""
     text = doc.text
-    cursor = 0
-    for match in doc.finditer(_FUNCTION, "<function="):
-        if match.start() < cursor:
-            continue
+    openers = Openers(doc, _FUNCTION, "<function=", keep_backticked=True)  # unless wrapped
+    for match in openers:
         start = match.start()
-        wrapper = _WRAP_OPEN.search(text, max(cursor, start - 64), start)
+        wrapper = _WRAP_OPEN.search(text, max(openers.taken_to, start - 64), start)
         wrapped = wrapper is not None
         if wrapped:
             start = wrapper.start()
@@ -75,7 +66,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                 complete = False
                 pos = len(text)
                 break
-            value = _strip_template_newlines(text[parameter.end():value_end.start()])
+            value = template_value(text[parameter.end():value_end.start()])
             args.append((parameter.group(1).strip(), value))
             if value_end.group() == "</parameter>":
                 pos = value_end.end()
@@ -102,4 +93,4 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                     repairs.append("missing_close_tag")
         yield Frame(NAME, start, pos, closed=closed, complete=complete, name=name,
                     text_args=tuple(args), repairs=tuple(repairs))
-        cursor = pos
+        openers.taken_to = pos

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, invoke_grammar, invoke_parameters
+from ..framing import Openers, invoke_grammar, invoke_parameters, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -50,8 +50,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         invoke = _GRAMMAR.invoke.match(text, head.end())
         if invoke is None:
             continue
-        following = text.find(_GRAMMAR.invoke_open, invoke.end())
-        limit = len(text) if following < 0 else following
+        limit = next_or_end(text, _GRAMMAR.invoke_open, invoke.end())
         read = invoke_parameters(doc, _GRAMMAR, invoke.end(), limit)
         if read is None:
             return  # out of budget

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, joined, json_run
+from ..framing import Openers, ends_or_opens, joined, json_run, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -31,8 +31,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         start = match.start()
         spans, stop, unbalanced = json_run(doc, match.end())
         if unbalanced or not spans:
-            following = text.find(_OPEN, match.end())
-            end = len(text) if following < 0 else following
+            end = next_or_end(text, _OPEN, match.end())
             yield Frame(NAME, start, end, closed=False, complete=False,
                         json_text=text[match.end():end], listed=True)
             openers.taken_to = end
@@ -40,7 +39,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         close = _CLOSE.match(text, stop)
         if close is not None:
             frame = Frame(NAME, start, close.end(), json_text=joined(text, spans), listed=True)
-        elif doc.skip_space(stop) >= len(text) or text.startswith(_OPEN, doc.skip_space(stop)):
+        elif ends_or_opens(doc, stop, _OPEN):
             frame = Frame(NAME, start, stop, closed=False, json_text=joined(text, spans),
                           listed=True, repairs=("missing_close_tag",))
         else:

@@ -1,0 +1,187 @@
+"""Where a JSON value ends, by the C decoders (orjson and the stdlib's): on windows of the
+text, and on copies of it patched where a repair moves no bracket (Python's names, a trailing
+comma, a backslash that starts no JSON escape)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import orjson
+
+from ..repair import PY_NAMES_AS_JSON
+from .budget import Budget
+
+_PY_WORD = re.compile(r"(?:True|False|None)\b")
+_SWAP_QUOTES = str.maketrans("'\"", "\"'")
+
+
+def _local_fix(text: str, start: int, error_at: int) -> tuple[int, int, str] | None:
+    """(start, end, replacement) that repairs the decoder's failure at `error_at` without
+    moving a bracket or a string's end, or None: a Python name (same length), the comma
+    before a closing bracket, a backslash that starts no JSON escape (doubled)."""
+    if not start < error_at < len(text):
+        return None
+    char = text[error_at]
+    if char in "TFN" and not (text[error_at - 1].isalnum() or text[error_at - 1] == "_"):
+        word = _PY_WORD.match(text, error_at)
+        return None if word is None else (error_at, word.end(), PY_NAMES_AS_JSON[word[0]])
+    if char == ",":  # orjson points at a trailing comma
+        after = error_at + 1 + len(text[error_at + 1:error_at + 65]) - len(
+            text[error_at + 1:error_at + 65].lstrip())
+        return (error_at, error_at + 1, "") if text[after:after + 1] in ("]", "}") else None
+    if char in "]}":  # the stdlib decoder, at the bracket after it
+        floor = max(start, error_at - 64)
+        before = len(text[floor:error_at].rstrip()) + floor - 1
+        return (before, before + 1, "") if before > start and text[before] == "," else None
+    if char == "\\":
+        return error_at, error_at + 1, "\\\\"
+    if char == "u" and text[error_at - 1] == "\\":
+        return error_at - 1, error_at, "\\\\"
+    return None
+
+
+UNKNOWN = object()  # what the decoders could not tell
+_WINDOW = 4_096
+# Up to this window the stdlib decoder reads (no exception when a value is followed by text,
+# and raw control characters allowed); past it, orjson (eight times faster on a long value of
+# numbers, and its exception's cost is nothing beside a window that long).
+_STDLIB_WINDOW = 65_536
+# An error this close to the end of a window that holds part of the text may be where the
+# window ends (`tr|ue`, `"\u00|e9"`).
+_EDGE_SLACK = 8
+# C-speed path for spans that are already JSON (raw control characters allowed).
+_DECODER = json.JSONDecoder(strict=False)
+
+
+def value_end(text: str, start: int) -> tuple[int | None, int | None]:
+    """(end, None) of the JSON value opening at `start`, by the C decoders on windows of the
+    text growing from a few kilobytes (so that a short value followed by a long text costs
+    the value, not the text); (None, None) when the text ends inside a valid prefix of it
+    (it never closes); (None, position) where the decoder finds it invalid. Raises
+    RecursionError on a value nested deeper than the stdlib decoder reads."""
+    width = _WINDOW
+    size = len(text)
+    lenient = False
+    while True:
+        stop = min(size, start + width)
+        window = text[start:stop]
+        partial = stop < size  # the window holds only part of the text
+        if width <= _STDLIB_WINDOW or lenient:
+            try:
+                return start + int(_DECODER.raw_decode(window)[1]), None
+            except ValueError as error:
+                at: int = getattr(error, "pos", 0)
+                unterminated = str(error).startswith("Unterminated string")
+        else:
+            try:
+                orjson.loads(window)
+            except orjson.JSONDecodeError as error:
+                if error.msg.startswith("unexpected content after document"):
+                    return start + len(window[:error.pos].rstrip(" \t\n\r")), None
+                if error.msg.startswith("unexpected control character"):
+                    lenient = True  # raw control characters: the stdlib decoder reads them
+                    continue
+                at = error.pos
+                unterminated = error.msg.startswith("unexpected end of data")
+            else:
+                return start + len(window.rstrip(" \t\n\r")), None
+        if unterminated or at >= len(window) - (_EDGE_SLACK if partial else 0):
+            if not partial:
+                return None, None
+            width *= 8  # a long value: a few windows, each far longer than the last
+            continue
+        return None, start + at
+
+
+class Decoders:
+    """The C decoders over one document: their failures capped by the budget, its patched
+    copies made once."""
+
+    # How many patched copies one value may be decoded in (see patched_end).
+    MAX_PATCHES = 4
+
+    def __init__(self, text: str, budget: Budget) -> None:
+        self.text = text
+        self._budget = budget
+        self._bulk: tuple[str | None] | None = None  # see _same_length_copy
+        self._py_copy: str | None = None  # see python_copy
+
+    def decode(self, text: str, start: int) -> tuple[int | None, int | None] | object:
+        """value_end, or UNKNOWN. Failures are capped per document: each one may have read
+        a long valid prefix, which a call from another opener would read again."""
+        budget = self._budget
+        if budget.decoder_failures <= 0:
+            return UNKNOWN
+        try:
+            end, error_at = value_end(text, start)
+        except RecursionError:
+            budget.decoder_failures -= 1
+            return UNKNOWN
+        if error_at is not None:
+            budget.decoder_failures -= 1
+        return end, error_at
+
+    def decoded_end(self, text: str, start: int, shift: int, patches: int,
+                    ) -> int | object | None:
+        """The end of the value opening at `start` in `text` (a copy of the document with
+        `patches` patches, which added `shift` characters before the end) by the C decoders:
+        an end in the document's positions, None when the value never closes, or UNKNOWN."""
+        decoded = self.decode(text, start)
+        if decoded is UNKNOWN:
+            return UNKNOWN
+        end, error_at = decoded  # type: ignore[misc]
+        if error_at is None:
+            return end if end is None else end - shift
+        return self.patched_end(text, start, error_at, shift, patches)
+
+    def patched_end(self, text: str, start: int, error_at: int, shift: int, patches: int,
+                    ) -> int | object | None:
+        """The end JsonSpans.end seeks, found by the C decoders on a copy of the text patched where
+        they failed, when the failure is one the repairs make without moving a bracket or a
+        string's end (Python's True/False/None, a trailing comma, a backslash that starts no
+        JSON escape): then the patched value ends where the original's brackets balance,
+        shifted by what the patches added. A few patches at most: a payload needing one or
+        two repairs is found at C speed however many brackets it holds."""
+        if patches >= self.MAX_PATCHES or self._budget.patches <= 0:
+            return UNKNOWN
+        fix = _local_fix(text, start, error_at)
+        if fix is None:
+            return UNKNOWN
+        if text is self.text and fix[2] != "\\\\":  # a name or a comma: all of them at once
+            bulk = self._same_length_copy()
+            if bulk is not None:
+                self._budget.patches -= 1
+                return self.decoded_end(bulk, start, shift, patches + 1)
+        self._budget.patches -= 1
+        first, stop, replacement = fix
+        patched = text[:first] + replacement + text[stop:]
+        return self.decoded_end(patched, start, shift + len(replacement) - (stop - first),
+                                patches + 1)
+
+    def _same_length_copy(self) -> str | None:
+        """The document with every True/False/None spelled as JSON and every `,]`/`,}` comma
+        made a space: the same length, and the same quotes, backslashes and brackets, so every
+        value's brackets balance where the original's do (inside a string, the change is
+        only content). Made once per document, for payloads with such a repair in many rows;
+        None when there is nothing to change, or so much that the text is not a payload needing
+        repairs but a flood of them (decoding it would cost more than the scanner's budget)."""
+        if self._bulk is None:
+            pairs = (*PY_NAMES_AS_JSON.items(), (",]", " ]"), (",}", " }"))
+            count = sum(self.text.count(old) for old, _ in pairs)
+            bulk = self.text
+            if 0 < count <= 64 + len(self.text) // 16:  # a repair per row, not per value
+                for old, new in pairs:
+                    bulk = bulk.replace(old, new)
+            self._bulk = (bulk,) if bulk is not self.text else (None,)
+        return self._bulk[0]
+
+    def python_copy(self) -> str:
+        """The document with single and double quotes swapped, and the changes of
+        _same_length_copy: a Python literal whose strings are all single-quoted (the style
+        models write) reads there as JSON, with its brackets where the original's balance
+        (a `"` inside such a string becomes `'`, only content). Any other style fails to
+        decode, and the bracket scanner reads it. Made once per document."""
+        if self._py_copy is None:
+            self._py_copy = (self._same_length_copy() or self.text).translate(_SWAP_QUOTES)
+        return self._py_copy

@@ -1,0 +1,131 @@
+"""One model output as every parser reads it: the text, where markers stand, the spans frames
+have taken, JSON spans, and the budget that keeps all of it linear."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from .budget import Budget
+from .json_spans import JsonSpans
+from .markers import MarkerIndex
+from .spans import Spans
+
+
+class Document:
+    """Model text plus memoised scans, shared by every parser that reads it.
+
+    A JSON span is found by bracket balance alone (string-aware, so a `}` or a closing tag
+    inside a string does not end it); its content is validated later. Scans are memoised per
+    opening bracket and bounded by the document's budget, so that pathological inputs
+    (`<tool_call>{` repeated, a megabyte of unbalanced braces) stay linear and fast: past the
+    budget a span is simply not found, and its text stays text.
+    """
+
+    # A marker written more often than this is not a response's tool calls but pathological
+    # text: its format is not scanned at all (one count instead of an attempt at each).
+    MAX_OCCURRENCES = 25_000
+
+    def __init__(self, text: str, markers: frozenset[str] = frozenset(),
+                 tools: frozenset[str] = frozenset()) -> None:
+        self.text = text
+        self.tools = tools  # the request's function names, for formats that mangle them
+        self.budget = Budget(len(text))
+        self.index = MarkerIndex(text, markers)
+        self.present = self.index.present  # which of `markers` occur
+        # Spans frames have taken (this format's so far, and earlier formats'): a format's
+        # openers inside them are not looked at (each would cost a regex attempt, and a frame
+        # there would be dropped as overlapping anyway).
+        self.claimed = Spans()
+        self._json = JsonSpans(text, self.budget)
+
+    @property
+    def budget_exhausted(self) -> bool:
+        """Whether some scan stopped short for want of budget (its text stayed text)."""
+        return self.budget.exhausted
+
+    def spend(self) -> bool:
+        """Take one candidate from the budget; False (and marked exhausted) when none is left."""
+        return self.budget.spend()
+
+    def has(self, marker: str) -> bool:
+        """Whether `marker` occurs in the text."""
+        return self.index.has(marker)
+
+    def occurrences(self, marker: str) -> list[int] | None:
+        """The sorted start positions of `marker`; None when its anchor character is too
+        common to list (pathological text)."""
+        return self.index.occurrences(marker)
+
+    def crowded(self, marker: str) -> bool:
+        """Whether `marker` occurs too often to scan for (marked as an exhausted budget)."""
+        if self.index.count(marker) > self.MAX_OCCURRENCES:
+            self.budget.exhausted = True
+            return True
+        return False
+
+    def finditer(self, pattern: re.Pattern[str], marker: str | tuple[str, ...],
+                 pos: int = 0, offset: int = 0) -> Iterator[re.Match[str]]:
+        """`pattern`'s matches from `pos` outside claimed spans, while the budget lasts.
+
+        Every match starts with `marker` (or one of several) `offset` characters in, so the
+        pattern is tried only where a marker is (see MarkerIndex.next_start). Each attempt
+        that fails costs one of the budget's failed attempts; a match, one candidate. A
+        crowded marker is not scanned at all.
+        """
+        markers = (marker,) if isinstance(marker, str) else marker
+        present = [m for m in markers if self.has(m)]
+        if not present or any(self.crowded(m) for m in present):
+            return
+        next_start = self.index.next_start(present, offset)
+        text, claimed, budget = self.text, self.claimed, self.budget
+        while (start := next_start(pos)) >= 0:
+            taken_until = claimed.end_of(start)
+            if taken_until is not None:  # inside a frame: resume after it
+                pos = taken_until
+                continue
+            match = pattern.match(text, start)
+            if match is None:
+                if not budget.fail_attempt():
+                    return
+                pos = start + 1
+                continue
+            if not budget.spend():
+                return
+            yield match
+            pos = max(match.end(), start + 1)
+
+    def json_end(self, start: int) -> int | None:
+        """End (exclusive) of the balanced JSON value opening at `start`, or None (see
+        JsonSpans.end)."""
+        return self._json.end(start)
+
+    def skip_space(self, pos: int, end: int | None = None) -> int:
+        """First position at or after `pos` (and before `end`, default the end of the text)
+        that is not whitespace; `end` when there is none. Bounding the search matters to a
+        caller that walks lines: unbounded, a blank line would cost the whole whitespace run
+        after it (a megabyte of trailing newlines, line by line, is quadratic)."""
+        text = self.text
+        stop = len(text) if end is None else min(end, len(text))
+        width = 64  # str.lstrip through doubling windows: 20 times the speed of a regex search
+        while pos < stop:
+            high = min(stop, pos + width)
+            chunk = text[pos:high]
+            kept = len(chunk.lstrip())
+            if kept:
+                return high - kept
+            pos = high
+            width *= 2
+        return stop
+
+    def space_before(self, pos: int) -> int:
+        """Start of the whitespace run ending at `pos` (`pos` itself when none ends there).
+        Looked at through doubling windows, so its cost is that run's length, not `pos`."""
+        text = self.text
+        width = 64
+        while True:
+            low = max(0, pos - width)
+            kept = len(text[low:pos].rstrip())
+            if kept or low == 0:
+                return low + kept
+            width *= 2

@@ -1,0 +1,36 @@
+"""Spans of the text that frames have taken."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+
+class Spans:
+    """Disjoint spans of the text, sorted: those frames have taken, so formats never overlap."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def overlaps(self, start: int, end: int) -> bool:
+        """Whether [start, end) (at least one character) meets any span."""
+        i = bisect_right(self.starts, start)
+        if i > 0 and self.ends[i - 1] > start:
+            return True
+        return i < len(self.starts) and self.starts[i] < max(end, start + 1)
+
+    def end_of(self, pos: int) -> int | None:
+        """The end of the span holding `pos`, or None."""
+        i = bisect_right(self.starts, pos)
+        return self.ends[i - 1] if i > 0 and self.ends[i - 1] > pos else None
+
+    def add(self, start: int, end: int) -> None:
+        """Add a span that overlaps none already held."""
+        i = bisect_right(self.starts, start)
+        self.starts.insert(i, start)
+        self.ends.insert(i, end)
+
+    def add_all(self, spans: list[tuple[int, int]]) -> None:
+        """Add spans that overlap none already held (nor each other)."""
+        for start, end in spans:
+            self.add(start, end)
