@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from gunicorn.workers.ggevent import GeventWorker
 
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion
@@ -57,7 +58,7 @@ def test_gunicorn_config_reads_the_proxy_environment(monkeypatch):
     monkeypatch.setenv("TOOLCALL_PROXY_PORT", "9100")
     settings = runpy.run_path(str(DEPLOY / "gunicorn.conf.py"))
     assert settings["bind"] == "0.0.0.0:9100"
-    assert settings["worker_class"] == "gevent"
+    assert issubclass(settings["worker_class"], GeventWorker)
 
 
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed here")
