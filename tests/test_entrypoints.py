@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -168,9 +169,16 @@ def _sample(text: str, name: str) -> float | None:
     return None
 
 
-def test_gunicorn_stopping_ends_waiting_streams_with_a_retryable_error(fake):
+_GUNICORN = [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "app:app"]
+_APP = [sys.executable, "app.py"]
+
+
+@pytest.mark.parametrize(("command", "ctrl_c"), [(_GUNICORN, False), (_APP, False), (_APP, True)],
+                         ids=["gunicorn-SIGTERM", "app.py-SIGTERM", "app.py-Ctrl-C"])
+def test_stopping_ends_waiting_streams_with_a_retryable_error(fake, command, ctrl_c):
     """A stop or reload (SIGTERM to the workers) must not cut a tool turn that is still
-    waiting on the model: it ends with an error event and [DONE] before the graceful timeout."""
+    waiting on the model: it ends with an error event and [DONE] before the graceful timeout.
+    `python app.py` stops so on Ctrl-C too (SIGINT to every process of the terminal's group)."""
     fake.answer(lambda received: Answer(body=vllm_completion("late"), delay=30)
                 if "tools" in received.json else
                 Answer(chunks=vllm_stream_chunks("slow", pieces=2), chunk_gap=30))
@@ -179,9 +187,8 @@ def test_gunicorn_stopping_ends_waiting_streams_with_a_retryable_error(fake):
            "GUNICORN_WORKERS": "1", "GUNICORN_GRACEFUL_TIMEOUT": "7",
            "TOOLCALL_PROXY_HEARTBEAT_SECONDS": "1"}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "app:app"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
     results: dict[str, bytes] = {}
 
     def stream(name: str, body: dict) -> None:
@@ -199,7 +206,10 @@ def test_gunicorn_stopping_ends_waiting_streams_with_a_retryable_error(fake):
             reader.start()
         time.sleep(1.5)  # both are waiting on upstream now
         stopped = time.monotonic()
-        process.terminate()  # gunicorn's graceful stop
+        if ctrl_c:
+            os.killpg(process.pid, signal.SIGINT)
+        else:
+            process.terminate()  # gunicorn's graceful stop
         for reader in readers:
             reader.join(timeout=20)
         took = time.monotonic() - stopped
