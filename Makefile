@@ -10,7 +10,7 @@ WHEELS_STAMP := $(WHEELS)/.complete
 DIST ?= dist
 STAGE ?= build/pyz
 PYZ := $(DIST)/toolcall-proxy.pyz
-PYVER = $(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
+PYVER = $(shell $(PY) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
 
 .PHONY: run test lint bench fuzz soak dist pyz wheels lock clean
 
