@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_entrypoints import _free_port, _hermes, _stop, _tool_turn, _wait_healthy
+from tests.serving import serve_one_tool_turn
+from tests.test_entrypoints import _free_port, _hermes
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "deploy" / "compose.yaml"
@@ -145,17 +146,14 @@ def test_the_images_entrypoint_and_health_check_work_outside_a_container(tmp_pat
         return [sys.executable, *exec_form[1:]]
 
     (entrypoint,) = _all("ENTRYPOINT")
-    process = subprocess.Popen(command(json.loads(entrypoint)), cwd=workdir, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     check = command(_healthcheck_command())
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, process, seconds=30)
-        _tool_turn(url)
-        healthy = subprocess.run(check, cwd=workdir, env=env, capture_output=True, timeout=30)
-        assert healthy.returncode == 0, healthy.stderr
-    finally:
-        log = _stop(process)
+
+    def healthy(url: str) -> None:
+        done = subprocess.run(check, cwd=workdir, env=env, capture_output=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+
+    _, log = serve_one_tool_turn(command(json.loads(entrypoint)), cwd=workdir, env=env,
+                                 port=port, meanwhile=healthy)
     assert "Using worker: ProxyGeventWorker" in log
     unhealthy = subprocess.run(check, cwd=workdir, env=env, capture_output=True, timeout=30)
     assert unhealthy.returncode == 1

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.fake_vllm import Answer, vllm_completion
-from tests.test_entrypoints import _free_port, _hermes, _stop, _tool_turn, _wait_healthy
+from tests.serving import serve_one_tool_turn
+from tests.test_entrypoints import _free_port, _hermes
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,16 +65,10 @@ def test_the_file_alone_serves_a_streaming_tool_turn(alone, fake):
     _hermes(fake)
     here, env = alone
     port = _free_port()
-    process = subprocess.Popen(
+    status, log = serve_one_tool_turn(
         [*PYTHON, "toolcall-proxy.pyz", "--upstream", fake.url, "--port", str(port)],
-        cwd=here, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, process, seconds=60)
-        _tool_turn(url)
-    finally:
-        log = _stop(process)
-    assert process.returncode == 0, log
+        cwd=here, env=env, port=port, seconds=60)
+    assert status == 0, log
     assert f"Listening at: http://127.0.0.1:{port}" in log
     assert "Using worker: ProxyGeventWorker" in log
     assert any(json.loads(line)["tool_calls"] == 1

@@ -16,7 +16,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.test_entrypoints import _free_port, _hermes, _stop, _tool_turn, _wait_healthy
+from tests.serving import serve_one_tool_turn
+from tests.test_entrypoints import _free_port, _hermes
 
 ROOT = Path(__file__).resolve().parent.parent
 WHEELS = ROOT / "build" / "wheels"
@@ -163,13 +164,7 @@ def test_the_production_server_starts_from_requirements_txt_alone(runtime_venv, 
            if not key.startswith(("TOOLCALL_PROXY_", "GUNICORN_", "PROMETHEUS_", "PYTHON"))}
     env.update(TOOLCALL_PROXY_UPSTREAM=fake.url, TOOLCALL_PROXY_PORT=str(port),
                GUNICORN_WORKERS="2")
-    process = subprocess.Popen([str(runtime_venv / "bin" / "python"), *command], cwd=ROOT,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, process, seconds=30)
-        _tool_turn(url)
-    finally:
-        log = _stop(process)
+    _, log = serve_one_tool_turn([str(runtime_venv / "bin" / "python"), *command], cwd=ROOT,
+                                 env=env, port=port)
     assert "Using worker: ProxyGeventWorker" in log
     assert "Traceback" not in log
