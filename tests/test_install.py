@@ -144,7 +144,8 @@ def runtime_venv(tmp_path_factory) -> Path:
 
 def test_requirements_txt_alone_installs_the_locked_runtime_and_nothing_else(runtime_venv):
     listed = subprocess.run([str(runtime_venv / "bin" / "python"), "-m", "pip", "list",
-                             "--format=freeze"], capture_output=True, text=True, check=True,
+                             "--format=freeze", "--no-index", "--disable-pip-version-check"],
+                            capture_output=True, text=True, check=True,
                             env={**os.environ, "PIP_CONFIG_FILE": os.devnull}).stdout
     installed = {canonicalize_name(line.split("==")[0]): line.split("==")[1]
                  for line in listed.split()}
