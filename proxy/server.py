@@ -199,6 +199,10 @@ class _ErrorPage:
     def sendall(self, data: bytes) -> None:
         self.sent += data
 
+    def send(self, data: bytes) -> int:
+        self.sent += data
+        return len(data)
+
     def status(self) -> tuple[int, str]:
         """(status, reason) of the page; 500 if gunicorn wrote none."""
         parts = self.sent.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
@@ -230,20 +234,20 @@ class EnvelopeErrors:
     log: Any
 
     def init_signals(self) -> None:
-        super().init_signals()  # type: ignore[misc]
+        super().init_signals()
         signal.signal(signal.SIGINT, self._interrupted)
         signal.siginterrupt(signal.SIGINT, False)
 
     def _interrupted(self, sig: int, frame: object) -> None:
         if self.alive:
-            self.handle_exit(sig, frame)  # type: ignore[attr-defined]
+            self.handle_exit(sig, frame)
         else:
-            self.handle_quit(sig, frame)  # type: ignore[attr-defined]
+            self.handle_quit(sig, frame)
 
     def handle_error(self, req: object, client: Any, addr: object,
                      exc: BaseException) -> None:
         page = _ErrorPage()
-        super().handle_error(req, page, addr, exc)  # type: ignore[misc]
+        super().handle_error(req, page, addr, exc)
         status, reason = page.status()
         try:
             gunicorn_util.write_nonblock(client, error_response(status, reason, str(exc)))
