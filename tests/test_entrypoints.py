@@ -131,12 +131,16 @@ def test_gunicorn_with_the_shipped_config(fake):
         _tool_turn(url)
         for _ in range(6):
             assert requests.get(url + "/v1/models", timeout=5).json()["data"][0]["id"]
-        # Whichever worker answers, /proxy/metrics counts the whole server's requests.
-        seen = set()
-        for _ in range(6):
-            text = requests.get(url + "/proxy/metrics", timeout=5).text
-            seen.add(_sample(text, 'toolcall_proxy_requests_total{mode="passthrough",'
-                                   'status="200"}'))
+        # Whichever worker answers, /proxy/metrics counts the whole server's requests. A
+        # request is counted as its response closes, just after the client has it: wait for
+        # the last one (on a loaded machine the next request can come first).
+        passthrough_200 = 'toolcall_proxy_requests_total{mode="passthrough",status="200"}'
+        deadline = time.monotonic() + 5
+        while (_sample(requests.get(url + "/proxy/metrics", timeout=5).text, passthrough_200)
+               != 6.0 and time.monotonic() < deadline):
+            time.sleep(0.05)
+        seen = {_sample(requests.get(url + "/proxy/metrics", timeout=5).text, passthrough_200)
+                for _ in range(6)}
         assert seen == {6.0}
         # gunicorn hands the raw request target and chunked bodies to the app as sent.
         assert _raw(port, b"GET //evil.example/x HTTP/1.1\r\nHost: x\r\n\r\n").startswith(
