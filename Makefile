@@ -3,14 +3,32 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The locked runtime wheels for this platform: the single file is built from them, and the
+# tests install from them offline (no test reaches PyPI).
+WHEELS := build/wheels
+WHEELS_STAMP := $(WHEELS)/.complete
+DIST ?= dist
+STAGE ?= build/pyz
+PYZ := $(DIST)/toolcall-proxy.pyz
+PYVER = $(shell $(PY) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
 
-.PHONY: run test lint bench fuzz soak e2e clean
+.PHONY: run test lint bench fuzz soak e2e dist pyz wheels lock clean
 
-$(STAMP): requirements.txt requirements-dev.txt
+# The runtime exactly as locked (what production installs), then the test and build tools.
+$(STAMP): requirements.txt requirements.lock requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --require-hashes --only-binary=:all: -r requirements.lock
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
+
+$(WHEELS_STAMP): requirements.lock | $(STAMP)
+	rm -rf $(WHEELS)
+	$(PY) -m pip download --quiet --require-hashes --only-binary=:all: --dest $(WHEELS) \
+		-r requirements.lock
+	touch $(WHEELS_STAMP)
+
+wheels: $(WHEELS_STAMP)
 
 run: $(STAMP)
 	$(PY) app.py $(ARGS)
@@ -18,7 +36,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: $(STAMP)
+test: $(STAMP) $(WHEELS_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
@@ -32,6 +50,30 @@ $(E2E_STAMP): tests/e2e/package.json
 e2e: $(STAMP) $(E2E_STAMP)
 	$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
 
+# dist/toolcall-proxy.pyz: the proxy and its locked runtime for this platform, in one file.
+dist: $(STAMP) $(WHEELS_STAMP)
+	@$(MAKE) --no-print-directory pyz
+
+# The single file from the wheelhouse alone, offline (the tests build it this way too).
+pyz:
+	@test -f $(WHEELS_STAMP) || { echo "no wheelhouse in $(WHEELS): run make dist" >&2; exit 1; }
+	rm -rf $(STAGE) && mkdir -p $(STAGE) $(DIST)
+	$(PY) -c "import shutil; shutil.copytree('proxy', '$(STAGE)/proxy', \
+		ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))"
+	$(VENV)/bin/shiv --reproducible --output-file $(PYZ) \
+		--entry-point proxy.shell.server:main --python '/usr/bin/env $(PYVER)' \
+		--preamble deploy/pyz_preamble.py --site-packages $(STAGE) \
+		--quiet --no-index --find-links $(WHEELS) --require-hashes --only-binary=:all: \
+		-r requirements.lock
+	rm -rf $(STAGE)
+	@ls -l $(PYZ)
+
+# Re-pin requirements.lock after changing requirements.txt (needs PyPI).
+lock: $(STAMP)
+	$(PY) -m pip install --quiet 'uv>=0.9'
+	$(VENV)/bin/uv pip compile requirements.txt --universal --python-version 3.11 \
+		--generate-hashes --quiet --output-file requirements.lock
+
 bench: $(STAMP)
 	$(PY) -m bench.run $(ARGS)
 
@@ -42,4 +84,4 @@ soak: $(STAMP)
 	$(PY) -m tools.soak $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis tests/e2e/node_modules
+	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .hypothesis tests/e2e/node_modules

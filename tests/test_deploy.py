@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import configparser
 import contextlib
+import json
 import runpy
 import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
+from gunicorn.workers.ggevent import GeventWorker
 
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion
+from tests.test_server import _exchange
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 
@@ -57,21 +61,18 @@ def test_gunicorn_config_reads_the_proxy_environment(monkeypatch):
     monkeypatch.setenv("TOOLCALL_PROXY_PORT", "9100")
     settings = runpy.run_path(str(DEPLOY / "gunicorn.conf.py"))
     assert settings["bind"] == "0.0.0.0:9100"
-    assert settings["worker_class"] == "gevent"
+    assert issubclass(settings["worker_class"], GeventWorker)
 
 
-@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed here")
-def test_heartbeats_and_calls_flow_through_the_shipped_nginx_site(tmp_path, fake, start_proxy):
-    """The real site file in front of the proxy: the role chunk and heartbeats reach the
-    client while upstream works (nothing buffered), then the call, then [DONE]."""
-    proxy = start_proxy(heartbeat_seconds=0.3, commit_window_seconds=0.1)
-    fake.answer(Answer(body=vllm_completion(
-        '<tool_call>{"name": "read", "arguments": {"path": "a"}}</tool_call>'), delay=1.5))
+@contextlib.contextmanager
+def _shipped_nginx(tmp_path: Path, backend: str) -> Iterator[int]:
+    """nginx serving the shipped site on a free loopback port, in front of `backend`
+    (host:port); yields the port."""
     with socket.socket() as spare:
         spare.bind(("127.0.0.1", 0))
         port = spare.getsockname()[1]
     site = (DEPLOY / "nginx-toolcall-proxy.conf").read_text()
-    site = site.replace("server 127.0.0.1:8004;", f"server {proxy.url.removeprefix('http://')};")
+    site = site.replace("server 127.0.0.1:8004;", f"server {backend};")
     site = site.replace("listen 127.0.0.1:8003;", f"listen 127.0.0.1:{port};")
     (tmp_path / "site.conf").write_text(site)
     main = tmp_path / "nginx.conf"
@@ -87,6 +88,20 @@ def test_heartbeats_and_calls_flow_through_the_shipped_nginx_site(tmp_path, fake
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
                 break
             time.sleep(0.05)
+        yield port
+    finally:
+        nginx.terminate()
+        nginx.wait(timeout=10)
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed here")
+def test_heartbeats_and_calls_flow_through_the_shipped_nginx_site(tmp_path, fake, start_proxy):
+    """The real site file in front of the proxy: the role chunk and heartbeats reach the
+    client while upstream works (nothing buffered), then the call, then [DONE]."""
+    proxy = start_proxy(heartbeat_seconds=0.3, commit_window_seconds=0.1)
+    fake.answer(Answer(body=vllm_completion(
+        '<tool_call>{"name": "read", "arguments": {"path": "a"}}</tool_call>'), delay=1.5))
+    with _shipped_nginx(tmp_path, proxy.url.removeprefix("http://")) as port:
         started = time.monotonic()
         arrivals = []
         with requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", stream=True,
@@ -97,11 +112,43 @@ def test_heartbeats_and_calls_flow_through_the_shipped_nginx_site(tmp_path, fake
             for line in response.iter_lines():
                 if line.startswith(b"data: "):
                     arrivals.append((time.monotonic() - started, line[6:]))
-    finally:
-        nginx.terminate()
-        nginx.wait(timeout=10)
     before_answer = [body for at, body in arrivals if at < 1.3]
     assert len(before_answer) >= 3  # the role chunk and heartbeats, not held by nginx
     assert b'"role":"assistant"' in before_answer[0]
     assert any(b'"name":"read"' in body for _, body in arrivals)
     assert arrivals[-1][1] == b"[DONE]"
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed here")
+def test_the_shipped_nginx_sites_own_errors_come_in_the_envelope(tmp_path, start_proxy):
+    """What nginx refuses or fails at itself reaches clients in OpenAI's envelope; the
+    proxy's own answers pass through unchanged."""
+    proxy = start_proxy(max_body_bytes=1024)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{closed.getsockname()[1]}"
+    cases = [
+        (b"GARBAGE\r\n\r\n", 400, "bad_request"),
+        (b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n" % (b"a" * 9000), 431,
+         "request_header_fields_too_large"),
+        (b"GET /%s HTTP/1.1\r\nHost: x\r\n\r\n" % (b"a" * 9000), 414, "uri_too_long"),
+        (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: 40000000\r\n\r\n", 413,
+         "request_too_large"),
+    ]
+    with _shipped_nginx(tmp_path, proxy.url.removeprefix("http://")) as port:
+        for request, status, code in cases:
+            raw = _exchange(port, request)
+            head, _, body = raw.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 %d" % status), raw[:200]
+            assert b"Content-Type: application/json" in head
+            assert json.loads(body)["error"]["code"] == code
+        passed = requests.post(f"http://127.0.0.1:{port}/v1/embeddings", data=b"x" * 2048,
+                               timeout=10)
+        assert passed.status_code == 413  # the proxy's own, below nginx's limit
+        assert passed.json()["error"]["code"] == "request_too_large"
+    with _shipped_nginx(tmp_path, nobody) as port:
+        down = requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=10)
+        assert down.status_code == 502
+        assert down.headers["Retry-After"] == "1"
+        assert down.json()["error"]["code"] == "proxy_unavailable"
+

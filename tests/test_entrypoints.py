@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -96,10 +97,11 @@ def test_python_app_py_serves_with_flags_and_env(fake):
     assert "path\": \"a" not in log  # no completion text in the logs
 
 
-def test_python_app_py_writes_no_access_line_with_the_query_string(fake):
+@pytest.mark.parametrize(("flags", "startup"), [([], "Listening at"), (["--dev"], "Running on")])
+def test_python_app_py_writes_no_access_line_with_the_query_string(fake, flags, startup):
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "app.py", "--port", str(port), "--upstream", fake.url],
+        [sys.executable, "app.py", *flags, "--port", str(port), "--upstream", fake.url],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -109,7 +111,7 @@ def test_python_app_py_writes_no_access_line_with_the_query_string(fake):
         log = _stop(process)
     assert "SECRET-123" not in log
     assert "GET /v1/models" not in log
-    assert "Running on" in log  # Werkzeug's startup lines are kept
+    assert startup in log  # gunicorn's (or with --dev Werkzeug's) startup lines are kept
     assert any(json.loads(line)["path"] == "/v1/models"
                for line in log.splitlines() if line.startswith("{"))
 
@@ -129,12 +131,17 @@ def test_gunicorn_with_the_shipped_config(fake):
         _tool_turn(url)
         for _ in range(6):
             assert requests.get(url + "/v1/models", timeout=5).json()["data"][0]["id"]
-        # Whichever worker answers, /proxy/metrics counts the whole server's requests.
-        seen = set()
-        for _ in range(6):
-            text = requests.get(url + "/proxy/metrics", timeout=5).text
-            seen.add(_sample(text, 'toolcall_proxy_requests_total{front="none",'
-                                   'mode="passthrough",status="200"}'))
+        # Whichever worker answers, /proxy/metrics counts the whole server's requests. A
+        # request is counted as its response closes, just after the client has it: wait for
+        # the last one (on a loaded machine the next request can come first).
+        passthrough_200 = ('toolcall_proxy_requests_total{front="none",'
+                           'mode="passthrough",status="200"}')
+        deadline = time.monotonic() + 5
+        while (_sample(requests.get(url + "/proxy/metrics", timeout=5).text, passthrough_200)
+               != 6.0 and time.monotonic() < deadline):
+            time.sleep(0.05)
+        seen = {_sample(requests.get(url + "/proxy/metrics", timeout=5).text, passthrough_200)
+                for _ in range(6)}
         assert seen == {6.0}
         # gunicorn hands the raw request target and chunked bodies to the app as sent.
         assert _raw(port, b"GET //evil.example/x HTTP/1.1\r\nHost: x\r\n\r\n").startswith(
@@ -167,9 +174,16 @@ def _sample(text: str, name: str) -> float | None:
     return None
 
 
-def test_gunicorn_stopping_ends_waiting_streams_with_a_retryable_error(fake):
+_GUNICORN = [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "app:app"]
+_APP = [sys.executable, "app.py"]
+
+
+@pytest.mark.parametrize(("command", "ctrl_c"), [(_GUNICORN, False), (_APP, False), (_APP, True)],
+                         ids=["gunicorn-SIGTERM", "app.py-SIGTERM", "app.py-Ctrl-C"])
+def test_stopping_ends_waiting_streams_with_a_retryable_error(fake, command, ctrl_c):
     """A stop or reload (SIGTERM to the workers) must not cut a tool turn that is still
-    waiting on the model: it ends with an error event and [DONE] before the graceful timeout."""
+    waiting on the model: it ends with an error event and [DONE] before the graceful timeout.
+    `python app.py` stops so on Ctrl-C too (SIGINT to every process of the terminal's group)."""
     fake.answer(lambda received: Answer(body=vllm_completion("late"), delay=30)
                 if "tools" in received.json else
                 Answer(chunks=vllm_stream_chunks("slow", pieces=2), chunk_gap=30))
@@ -178,9 +192,8 @@ def test_gunicorn_stopping_ends_waiting_streams_with_a_retryable_error(fake):
            "GUNICORN_WORKERS": "1", "GUNICORN_GRACEFUL_TIMEOUT": "7",
            "TOOLCALL_PROXY_HEARTBEAT_SECONDS": "1"}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "app:app"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
     results: dict[str, bytes] = {}
 
     def stream(name: str, body: dict) -> None:
@@ -198,7 +211,10 @@ def test_gunicorn_stopping_ends_waiting_streams_with_a_retryable_error(fake):
             reader.start()
         time.sleep(1.5)  # both are waiting on upstream now
         stopped = time.monotonic()
-        process.terminate()  # gunicorn's graceful stop
+        if ctrl_c:
+            os.killpg(process.pid, signal.SIGINT)
+        else:
+            process.terminate()  # gunicorn's graceful stop
         for reader in readers:
             reader.join(timeout=20)
         took = time.monotonic() - stopped

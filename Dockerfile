@@ -1,0 +1,46 @@
+# Tool Call Proxy in a container, beside vLLM's (deploy/compose.yaml runs the two together).
+#
+#   docker build -t toolcall-proxy .
+#   docker run -d --stop-timeout 40 -p 127.0.0.1:8003:8003 \
+#       -e TOOLCALL_PROXY_UPSTREAM=http://VLLM-HOST:8000 -e TOOLCALL_PROXY_API_KEYS=sk-your-key \
+#       toolcall-proxy
+#
+# (--stop-timeout 40: longer than gunicorn's graceful timeout, 30 s, so that a stop drains the
+# turns still waiting on the model instead of cutting them.)
+#
+# Inside the container the proxy listens on 0.0.0.0 (the container's own loopback cannot be
+# reached from outside it), so whoever reaches the published port reaches the GPU through it:
+# set TOOLCALL_PROXY_API_KEYS (clients then send `Authorization: Bearer KEY`), and publish the
+# port on 127.0.0.1 unless the LAN must reach it. The proxy warns at start when no key is set.
+ARG PYTHON_VERSION=3.11
+FROM python:${PYTHON_VERSION}-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# The exact versions of requirements.lock, each file checked against its hash; wheels only.
+COPY requirements.lock ./
+RUN pip install --require-hashes --only-binary=:all: -r requirements.lock
+
+COPY app.py ./
+COPY proxy/ proxy/
+COPY deploy/gunicorn.conf.py deploy/
+RUN python -m compileall -q app.py proxy deploy \
+    && useradd --system --user-group --uid 10001 --home-dir /nonexistent --no-create-home \
+        --shell /usr/sbin/nologin toolcall-proxy
+
+USER toolcall-proxy
+
+# gunicorn with gevent workers (one per core the container may use; GUNICORN_WORKERS to set).
+ENV TOOLCALL_PROXY_HOST=0.0.0.0 \
+    TOOLCALL_PROXY_PORT=8003
+EXPOSE 8003
+
+HEALTHCHECK --interval=30s --timeout=10s --start-period=15s --retries=3 \
+    CMD ["python", "app.py", "healthcheck"]
+
+ENTRYPOINT ["python", "app.py"]
