@@ -48,6 +48,12 @@ class Config:
     log_format: str = "json"
     log_level: str = "info"
     log_bodies: bool = False
+    # The Responses API front (POST /v1/responses): translated onto the turn, or relayed; its
+    # kept answers (`store`), in SQLite ("" = the default path under the state directory).
+    responses_mode: str = "translate"
+    responses_store_path: str = ""
+    responses_store_max_age_seconds: float = 30 * 24 * 3600.0
+    responses_store_max_responses: int = 10000
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as plain JSON-able data (as in the config file)."""
