@@ -164,6 +164,15 @@ def test_length_is_an_incomplete_response(fake, client):
     assert last.response.output_text == "The long answer"
 
 
+def test_a_call_cut_by_length_is_not_emitted(fake, client):
+    cut = 'Reading.\n<tool_call>{"name": "read", "arguments": {"path": "/etc/ho'
+    fake.answer(Answer(body=vllm_completion(cut, finish_reason="length")))
+    response = client.responses.create(model="qwen", input="go", tools=TOOLS)
+    assert calls_of(response) == []
+    assert response.status == "incomplete"
+    assert response.output_text.startswith("Reading.")
+
+
 def test_an_upstream_error_before_the_stream_keeps_status_envelope_and_retry_after(fake, proxy):
     fake.answer(Answer(status=429, body={"error": {"message": "Too many requests", "type":
                                                    "RateLimitError", "param": None,
