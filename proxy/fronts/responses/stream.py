@@ -110,26 +110,28 @@ class ResponsesStream:
             "response.content_part.added", item_id=live.id, output_index=index,
             content_index=0, part=text_part(""))
 
+    def _delta(self, kind: str, text: str, event: str, **fields: Any) -> bytes:
+        """A live delta of the item of `kind`, opened first unless it is the open one."""
+        out = b"" if self._live and self._live.kind == kind else self._open(kind)
+        live = self._live
+        assert live is not None
+        live.sent += text
+        return out + self._event(event, item_id=live.id, output_index=live.index, delta=text,
+                                 **fields)
+
     def reasoning(self, text: str, choice: int = 0) -> bytes:
         """Reasoning as it comes, as reasoning summary text."""
         if choice or not text:
             return b""
-        out = b"" if self._live and self._live.kind == "reasoning" else self._open("reasoning")
-        assert self._live is not None
-        self._live.sent += text
-        return out + self._event("response.reasoning_summary_text.delta", item_id=self._live.id,
-                                 output_index=self._live.index, summary_index=0, delta=text)
+        return self._delta("reasoning", text, "response.reasoning_summary_text.delta",
+                           summary_index=0)
 
     def text(self, text: str, choice: int = 0) -> bytes:
         """Visible text as it comes, as `output_text` deltas."""
         if choice or not text:
             return b""
-        out = b"" if self._live and self._live.kind == "message" else self._open("message")
-        assert self._live is not None
-        self._live.sent += text
-        return out + self._event("response.output_text.delta", item_id=self._live.id,
-                                 output_index=self._live.index, content_index=0, delta=text,
-                                 logprobs=[])
+        return self._delta("message", text, "response.output_text.delta", content_index=0,
+                           logprobs=[])
 
     def _close_live(self, final: dict[str, Any] | None = None) -> bytes:
         """Finish the item live deltas opened, with the rest of its text from `final` (the
