@@ -60,7 +60,7 @@ class Result:
     comments: int = 0
     nbytes: int = 0
     sse: bool = False
-    done: bool = False  # saw `data: [DONE]`
+    done: bool = False  # saw `data: [DONE]` (or a Responses stream's successful end)
     body: bytes | None = None
     headers: dict[bytes, bytes] | None = None  # lower-cased names; kept with the body
 
@@ -159,7 +159,10 @@ def first_errors(batch: Batch, limit: int = 3) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # The HTTP/1.1 client connection
 # ---------------------------------------------------------------------------------------------
-_SSE_HEAD_BYTES = 12  # len(b"data: [DONE]")
+# Enough of an event to tell a stream's successful end: `data: [DONE]` (chat) or the
+# Responses API's `event: response.completed` / `event: response.incomplete`.
+_SSE_HEAD_BYTES = 26
+_SSE_ENDS = (b"data: [DONE]", b"event: response.completed", b"event: response.incomplete")
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _TO_EOF, _IDLE = range(8)
 
 
@@ -406,11 +409,11 @@ class HttpConnection(asyncio.Protocol):
         """One complete SSE event, of which `head` holds the first bytes."""
         result = self._result
         assert result is not None
-        if head.startswith(b"data:"):
+        if head.startswith((b"data:", b"event:")):
             result.event_times.append(now)
             if result.t_first_event is None:
                 result.t_first_event = now
-            if head.startswith(b"data: [DONE]"):
+            if head.startswith(_SSE_ENDS):
                 result.done = True
         elif head.startswith(b":"):
             result.comments += 1

@@ -61,6 +61,7 @@ from bench.fake_upstream import READY_MARKER, parse_size, raise_fd_limit
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions"
+RESPONSES = "/v1/responses"
 SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf")
 
 TOOLS: list[dict[str, Any]] = [
@@ -99,6 +100,18 @@ def chat_body(spec: str, *, stream: bool, tools: bool) -> bytes:
     if tools:
         body["tools"] = TOOLS
     return orjson.dumps(body)
+
+
+def responses_body(spec: str) -> bytes:
+    """The same turn as a Responses request, as Codex sends it (streamed, `store: false`)."""
+    tools = [{"type": "function", "name": t["function"]["name"],
+              "description": t["function"]["description"],
+              "parameters": t["function"]["parameters"], "strict": False} for t in TOOLS]
+    return orjson.dumps({
+        "model": f"bench@{spec}", "instructions": MESSAGES[0]["content"],
+        "input": [{"type": "message", "role": "user",
+                   "content": [{"type": "input_text", "text": MESSAGES[1]["content"]}]}],
+        "tools": tools, "max_output_tokens": 512, "stream": True, "store": False})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,12 +407,19 @@ class Bench:
 
     async def compare(self, label: str, body: bytes, *, concurrency: int, duration: float,
                       min_requests: int = 30, timeout: float = 60.0, stagger: float = 0.0,
-                      max_requests: int = 1_000_000) -> tuple[Side, Side]:
-        """Interleaved rounds of direct and proxy batches of the same request."""
+                      max_requests: int = 1_000_000,
+                      proxy_request: tuple[str, bytes] | None = None) -> tuple[Side, Side]:
+        """Interleaved rounds of direct and proxy batches of the same request (or, with
+        `proxy_request`, of another front's path and body to the proxy)."""
         sides = {"direct": Side(), "proxy": Side()}
-        raw = {side: load.build_request("POST", self.url(side), body) for side in sides}
+        urls = {side: self.url(side) for side in sides}
+        bodies = {side: body for side in sides}
+        if proxy_request is not None:
+            urls["proxy"] = self.stack.proxy_url + proxy_request[0]
+            bodies["proxy"] = proxy_request[1]
+        raw = {side: load.build_request("POST", urls[side], bodies[side]) for side in sides}
         for side in sides:  # warm-up: connections, the fake's caches, the workers' imports
-            await load.closed_loop(self.url(side), lambda _i, s=side: raw[s],
+            await load.closed_loop(urls[side], lambda _i, s=side: raw[s],
                                    concurrency=concurrency,
                                    duration=min(0.3, duration), max_duration=10,
                                    timeout=timeout)
@@ -408,7 +428,7 @@ class Bench:
             for side in order:
                 cpu0 = self.server_cpu(side)
                 batch = await load.closed_loop(
-                    self.url(side), lambda _i, s=side: raw[s], concurrency=concurrency,
+                    urls[side], lambda _i, s=side: raw[s], concurrency=concurrency,
                     duration=duration, min_requests=max(1, min_requests // self.rounds),
                     max_duration=max(duration * 4, 3.0), timeout=timeout, stagger=stagger,
                     max_requests=max_requests)
@@ -470,6 +490,43 @@ class Bench:
                             f"{ms(direct.cpu_per_request())} (fake)", ms(cpu), "—", target,
                             ("pass" if cpu <= 0.004 else "FAIL") if delay == 20 else ""))
         self.cpu_rows.extend(cpu_rows)
+        if 20 in delays:
+            await self.responses_turn()
+
+    async def responses_turn(self) -> None:
+        """The Responses front's buffered turn (what Codex sends: streamed, store false),
+        against the same chat turn sent to the fake directly: the CPU per turn beside the
+        chat front's."""
+        spec = "delay_ms=20,size=1k,kind=tool,chunks=1,gap_ms=0"
+        direct_body = chat_body(spec, stream=True, tools=True)
+        body = responses_body(spec)
+        problem = await self.check_responses(body)
+        if problem:
+            self.notes.append(f"responses 1k 20 ms: proxy answer check: {problem}")
+        label = "responses 1KB c8 20ms"
+        direct, proxy = await self.compare(label, direct_body, concurrency=8,
+                                           duration=self.batch_s,
+                                           proxy_request=(RESPONSES, body))
+        d, p = direct.stats(), proxy.stats()
+        self.rows.append(ratio_row(f"{label} p50 (direct: the chat turn)", d["total_p50"],
+                                   p["total_p50"]))
+        self._error_rows(label, direct, proxy)
+        self.cpu_rows.append(Row("server CPU per buffered 1KB turn, Responses front (c8, 20 ms)",
+                                 f"{ms(direct.cpu_per_request())} (fake)",
+                                 ms(proxy.cpu_per_request())))
+
+    async def check_responses(self, body: bytes) -> str:
+        """'' when the Responses front turns the fake's Hermes text into a `read` call."""
+        result = await load.simple(self.stack.proxy_url + RESPONSES, "POST", body, timeout=60)
+        if not result.ok or result.body is None:
+            return f"request failed: {result.failure()}"
+        events = [e for e in load.sse_events(result.body) if isinstance(e, dict)]
+        final = events[-1].get("response") if events else None
+        calls = [item.get("name") for item in (final or {}).get("output", [])
+                 if item.get("type") == "function_call"]
+        if not events or events[-1].get("type") != "response.completed" or calls[:1] != ["read"]:
+            return f"no extracted call (last event {events[-1].get('type') if events else None})"
+        return ""
 
     def _error_rows(self, label: str, direct: Side, proxy: Side) -> None:
         for name, side in (("direct", direct), ("proxy", proxy)):

@@ -50,6 +50,12 @@ class Config:
     log_bodies: bool = False
     body_timeout_seconds: float = 30.0
     cors_allow_origins: tuple[str, ...] = ()
+    # The Responses API front (POST /v1/responses): translated onto the turn, or relayed; its
+    # kept answers (`store`), in SQLite ("" = the default path under the state directory).
+    responses_mode: str = "translate"
+    responses_store_path: str = ""
+    responses_store_max_age_seconds: float = 30 * 24 * 3600.0
+    responses_store_max_responses: int = 10000
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as plain JSON-able data (as in the config file)."""

@@ -29,11 +29,14 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "reasoning_field": ("reasoning_content", "reasoning", "both", "drop"),
     "log_format": ("json", "text"),
     "log_level": ("debug", "info", "warning", "error"),
+    "responses_mode": ("translate", "relay"),
 }
 # Settings that only make sense for the whole process, never per model.
 _PROCESS_ONLY = frozenset({"host", "port", "models", "max_body_bytes", "log_format", "log_level",
                            "log_bodies", "api_keys", "protect_proxy_endpoints",
-                           "body_timeout_seconds", "cors_allow_origins"})
+                           "body_timeout_seconds", "cors_allow_origins",
+                           "responses_mode", "responses_store_path",
+                           "responses_store_max_age_seconds", "responses_store_max_responses"})
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 _DEFAULTS = Config()
@@ -147,7 +150,8 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
         raise ConfigError(f"{where}'upstream' is the server's root, without /v1 (request paths "
                           f"already start with /v1): {root!r}, not {values['upstream']!r}")
     for name in ("loop_guard_max_tool_calls", "max_body_bytes", "max_upstream_body_bytes",
-                 "required_call_retries"):
+                 "required_call_retries", "responses_store_max_responses",
+                 "responses_store_max_age_seconds"):
         if values[name] < 0:
             raise ConfigError(f"{where}'{name}' must not be negative")
     for name in ("connect_timeout_seconds", "read_timeout_seconds", "buffered_timeout_seconds"):

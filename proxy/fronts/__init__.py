@@ -60,11 +60,50 @@ class ErrorResponse:
     headers: Mapping[str, str]
 
 
+Recall = Callable[[str], list[dict[str, Any]] | None]
+"""The conversation items a kept answer continues (its own and those of every answer it
+continued from, oldest first), by the answer's id; None when it is not kept (never was,
+deleted, or expired)."""
+
+
+@dataclass(frozen=True)
+class Kept:
+    """One answer as the shell's store keeps it: what a later request that continues it needs
+    (`items`: this turn's input then its output, in the front's own item shapes; `previous`:
+    the answer this one continued), and what `GET` by id answers (`body`)."""
+
+    id: str
+    previous: str | None
+    items: list[dict[str, Any]]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Keeper:
+    """A front whose API keeps answers on the server (the Responses API's `store`,
+    `previous_response_id`, `GET` and `DELETE` by id). Pure hooks: the store itself (SQLite)
+    is the shell's (`proxy.shell.store`).
+
+    `parse` replaces `Front.parse`, with the store's `Recall` to continue a kept answer;
+    `keep` says what a delivered answer leaves in the store (None: nothing, `store: false`);
+    `active` says whether the settings let the front keep anything (else the requests under
+    `path` are relayed); `deleted` is the body of a successful `DELETE {path}/{id}` and
+    `missing` the error for an id the store does not hold."""
+
+    path: str
+    parse: Callable[[bytes, Config, Recall], TurnPlan | PassthroughPlan]
+    keep: Callable[[TurnPlan, dict[str, Any]], Kept | None]
+    active: Callable[[Config], bool]
+    deleted: Callable[[str], bytes]
+    missing: Callable[[str], ProxyError]
+
+
 @dataclass(frozen=True)
 class Front:
     """One agent API: its name (for logs and metrics), its two pure halves, and where its
     turns go upstream (None: the client's own path and query, as the chat front relays
-    them)."""
+    them). `keeper`: the hooks of an API that keeps answers on the server (None, the
+    default: a stateless API such as chat)."""
 
     name: str
     parse: Callable[[bytes, Config], TurnPlan | PassthroughPlan]
@@ -72,3 +111,4 @@ class Front:
     stream_writer: Callable[[TurnPlan], StreamWriter]
     error_response: Callable[[ProxyError], ErrorResponse]
     upstream_path: str | None = "/v1/chat/completions"
+    keeper: Keeper | None = None

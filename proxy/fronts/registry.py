@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from . import Front, chat
+from ..config import Config
+from . import Front, chat, responses
 
-FRONTS: dict[str, Front] = {chat.PATH: chat.FRONT}
+FRONTS: dict[str, Front] = {chat.PATH: chat.FRONT, responses.PATH: responses.FRONT}
 
 
 def front_for(method: str, path: str) -> Front | None:
@@ -13,3 +14,18 @@ def front_for(method: str, path: str) -> Front | None:
     if method != "POST":
         return None
     return FRONTS.get(path.rstrip("/"))
+
+
+def kept_for(method: str, path: str, config: Config) -> tuple[Front, str] | None:
+    """The front and answer id of a `GET` or `DELETE {path}/{id}` that a front's keeper
+    answers from the store (None: any other request, or one the settings relay)."""
+    if method not in ("GET", "DELETE"):
+        return None
+    for front in FRONTS.values():
+        keeper = front.keeper
+        if keeper is None or not keeper.active(config) or not path.startswith(keeper.path + "/"):
+            continue
+        key = path[len(keeper.path) + 1:].rstrip("/")
+        if key and "/" not in key:
+            return front, key
+    return None

@@ -19,7 +19,7 @@ from ..config import Config, mask_url
 from ..errors import ProxyError
 from ..fronts import Front
 from ..fronts.chat import FRONT as CHAT
-from ..fronts.registry import front_for
+from ..fronts.registry import front_for, kept_for
 from ..metrics import Metrics
 from ..observe import RequestLog, make_logger
 from ..turn.plan import TurnPlan
@@ -37,6 +37,7 @@ from .door import (
     shut_reading,
 )
 from .relay import all_models, model_ids, passthrough
+from .store import KeptStore
 from .turns import TurnResponse, error_response
 from .upstream import Timeouts, Upstream
 
@@ -71,6 +72,9 @@ class Proxy:
         self.metrics = Metrics()
         self.door = Door(config.api_keys)
         self.client_watcher = ClientWatcher(self.draining)
+        self.store = KeptStore(config.responses_store_path,
+                               config.responses_store_max_age_seconds,
+                               config.responses_store_max_responses, self.logger)
         # Set when the server stops (gunicorn's graceful shutdown or reload): requests still
         # waiting on upstream then are ended, retryably, before the server would cut them.
         self.drain_at: float | None = None
@@ -147,7 +151,9 @@ class Proxy:
         environ = request.environ
         if front is not None:
             log.front = front.name
-            plan = front.parse(raw, self.config)
+            keeper = front.keeper
+            plan = (keeper.parse(raw, self.config, self.store.recall) if keeper is not None
+                    else front.parse(raw, self.config))
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
             if isinstance(plan, TurnPlan):
@@ -166,6 +172,20 @@ class Proxy:
             config = self.config.for_model(_model_of(raw))
         return passthrough(self, request.method, raw, log, target, config,
                            self.upstream_headers(config, buffered=False), environ)
+
+    def kept(self, front: Front, key: str, log: RequestLog) -> Response:
+        """`GET` or `DELETE` of an answer the store keeps, in its front's shapes."""
+        keeper = front.keeper
+        assert keeper is not None
+        log.front, log.mode = front.name, "store"
+        if request.method == "GET":
+            body = self.store.body(key)
+        else:
+            body = keeper.deleted(key) if self.store.delete(key) else None
+        if body is None:
+            raise keeper.missing(key)
+        log.status, log.bytes_out = 200, len(body)
+        return Response(body, status=200, content_type="application/json")
 
 
 def _http_error(exc: HTTPException, config: Config) -> ProxyError:
@@ -265,13 +285,14 @@ def create_app(config: Config) -> Flask:
     def relay(path: str) -> Response:
         log = started()
         target = request_target(request.environ, request.path)
-        front = front_for(request.method, request.path)
+        kept = kept_for(request.method, request.path, config)
+        front = kept[0] if kept else front_for(request.method, request.path)
         try:
             proxy.door.authorize(request.method, request.headers)
             if not plain_path(target):
                 raise ProxyError(400, "The request path must be a plain absolute path.",
                                  param="path", code="invalid_path")
-            response = proxy.handle(front, log, target)
+            response = proxy.kept(*kept, log) if kept else proxy.handle(front, log, target)
         except ProxyError as error:
             response = error_response(front or CHAT, error, log)
         except HTTPException as exc:

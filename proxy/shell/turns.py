@@ -135,8 +135,17 @@ class TurnResponse:
                 return error_response(self.front, client_disconnected(), self.log)
         raise AssertionError("the waiting machine ended without an outcome")
 
+    def _keep(self, completion: dict[str, Any]) -> None:
+        """Leave a delivered answer in the store, when the front keeps answers and the
+        request asked it to (before the client sees the end: a GET right after finds it)."""
+        keeper = self.front.keeper
+        kept = keeper.keep(self.plan, completion) if keeper is not None else None
+        if kept is not None and not self.app.store.put(kept):
+            self.log.notes.append("answer_not_kept")
+
     def _whole(self, answer: Answer) -> Response:
         self.log.status = 200
+        self._keep(answer.completion)
         if not self.plan.client_stream:
             body = self.front.render_json(self.plan, answer.completion)
             self.log.bytes_out = len(body)
@@ -164,6 +173,7 @@ class TurnResponse:
                         yield writer.heartbeat()
                     elif isinstance(action, waiting.Deliver):
                         finished = True
+                        self._keep(action.answer.completion)
                         yield writer.answer(action.answer.completion)
                     elif isinstance(action, waiting.Fail):
                         log.error = action.error.code or action.error.type

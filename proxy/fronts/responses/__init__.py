@@ -1,0 +1,116 @@
+"""The Responses API front (`POST /v1/responses`): Codex CLI, OpenClaw's `openai-responses`,
+n8n, the Hermes agent. A request is translated to a chat completion (`request`), runs on the
+same turn as chat (buffered, calls extracted and repaired, every policy), and is answered as
+a `response` object or the official event stream (`output`, `stream`). With `store` (the
+API's default), the answer is kept by the shell's store so that `previous_response_id`,
+`GET` and `DELETE /v1/responses/{id}` work (`Keeper`). The setting `responses_mode: relay`
+sends the endpoint upstream unchanged instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import orjson
+
+from ...config import Config
+from ...errors import ProxyError
+from ...turn.plan import PassthroughPlan, TurnPlan, parse_body, plan_turn
+from .. import Front, Keeper, Kept, Recall
+from ..chat import error_response
+from .output import ResponsesTurn, final_response, output_items
+from .request import previous_missing, translate
+from .stream import ResponsesStream
+from .tools import bad
+
+NAME = "responses"
+PATH = "/v1/responses"
+_ECHOED = ("instructions", "max_output_tokens", "metadata", "model", "previous_response_id",
+           "temperature", "top_p", "user")
+
+
+def _echo(body: dict[str, Any]) -> dict[str, Any]:
+    """The request fields a `response` object repeats, with the API's defaults."""
+    echo = {key: body.get(key) for key in _ECHOED}
+    echo["model"] = echo["model"] or ""
+    echo["metadata"] = echo["metadata"] or {}
+    echo["parallel_tool_calls"] = body.get("parallel_tool_calls") is not False
+    echo["tool_choice"] = body.get("tool_choice") or "auto"
+    echo["tools"] = body.get("tools") or []
+    echo["text"] = body.get("text") or {"format": {"type": "text"}}
+    reasoning = body.get("reasoning") or {}
+    echo["reasoning"] = {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")}
+    echo["store"] = body.get("store") is not False
+    echo["truncation"] = "disabled"
+    return echo
+
+
+def _history(body: dict[str, Any], recall: Recall) -> list[dict[str, Any]]:
+    """The items of the kept conversation the request continues ([] for none)."""
+    previous = body.get("previous_response_id")
+    if previous is None:
+        return []
+    if not isinstance(previous, str):
+        raise bad("previous_response_id must be a string.", "previous_response_id")
+    items = recall(previous)
+    if items is None:
+        raise previous_missing(previous)
+    return items
+
+
+def parse_kept(raw: bytes, config: Config, recall: Recall) -> TurnPlan | PassthroughPlan:
+    """The plan for a POST to /v1/responses; `recall` reads the store for
+    `previous_response_id`. Raises ProxyError for bad requests."""
+    body = parse_body(raw)
+    model = body.get("model") if isinstance(body.get("model"), str) else ""
+    stream = body.get("stream") is True
+    if config.responses_mode == "relay":
+        return PassthroughPlan(raw, config.for_model(model), model=model, client_stream=stream)
+    translation = translate(body, _history(body, recall))
+    turn = ResponsesTurn.new(_echo(body), translation.toolset.refs,
+                             store=body.get("store") is not False,
+                             previous=body.get("previous_response_id"),
+                             items=tuple(translation.items))
+    # The reasoning is the Responses answer's own item, whatever the chat front's setting.
+    settings = dataclasses.replace(config.for_model(model), reasoning_field="reasoning_content")
+    plan = plan_turn(translation.body, settings, client_stream=stream, include_usage=False,
+                     front=turn)
+    return dataclasses.replace(plan, rewrites=plan.rewrites + tuple(translation.notes))
+
+
+def parse(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
+    """The plan without a store (`previous_response_id` then finds nothing)."""
+    return parse_kept(raw, config, lambda _id: None)
+
+
+def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
+    """The `response` object, as the body of a non-streaming answer."""
+    return orjson.dumps(final_response(plan.front, completion))
+
+
+def keep(plan: TurnPlan, completion: dict[str, Any]) -> Kept | None:
+    """What the store keeps of a delivered answer (nothing with `store: false`)."""
+    turn: ResponsesTurn = plan.front
+    if not turn.store:
+        return None
+    output = output_items(turn, completion)
+    body = orjson.dumps(final_response(turn, completion, output))
+    return Kept(turn.id, turn.previous, [*turn.items, *output], body)
+
+
+def deleted(response_id: str) -> bytes:
+    """The body of a successful DELETE."""
+    return orjson.dumps({"id": response_id, "object": "response", "deleted": True})
+
+
+def missing(response_id: str) -> ProxyError:
+    """A response id the store does not hold (never kept, deleted, or expired)."""
+    return ProxyError(404, f"Response with id '{response_id}' not found.",
+                      param="response_id", code="response_not_found")
+
+
+FRONT = Front(NAME, parse, render_json, ResponsesStream.for_plan, error_response,
+              keeper=Keeper(PATH, parse_kept, keep,
+                            lambda config: config.responses_mode == "translate",
+                            deleted, missing))

@@ -1,0 +1,163 @@
+"""The turn's completion as the Responses API answers it: output items, usage and the
+`response` object, the same for JSON, the stream's last event and what the store keeps.
+
+Item ids derive from the response id and the item's place in `output`, so that every
+rendering of one answer (the stream, `GET` from the store) names its items alike.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import ProxyError
+from .tools import ToolRef, call_item
+
+_PREFIX = {"reasoning": "rs", "message": "msg", "function_call": "fc",
+           "custom_tool_call": "ctc"}
+_CONTEXT_LENGTH = re.compile(r"context length|maximum model length|context window", re.I)
+
+
+@dataclass(frozen=True)
+class ResponsesTurn:
+    """The front's own data for one turn (`TurnPlan.front`): the response's identity, the
+    request fields the response object repeats, and how chat names map back to tools."""
+
+    id: str
+    created_at: int
+    echo: dict[str, Any]
+    refs: dict[str, ToolRef]
+    store: bool = False
+    previous: str | None = None
+    items: tuple[dict[str, Any], ...] = ()  # the request's own input items
+
+    @classmethod
+    def new(cls, echo: dict[str, Any], refs: dict[str, ToolRef], **kwargs: Any,
+            ) -> ResponsesTurn:
+        """A turn with a fresh response id, minted before upstream has answered."""
+        return cls(f"resp_{secrets.token_hex(24)}", int(time.time()), echo, refs, **kwargs)
+
+    def item_id(self, kind: str, index: int) -> str:
+        """The id of the output item of `kind` at `index`."""
+        return f"{_PREFIX[kind]}_{self.id[5:]}{index:03d}"
+
+
+def _choice(completion: dict[str, Any]) -> dict[str, Any]:
+    """The completion's first choice (the Responses API has no `n`)."""
+    return completion["choices"][0]
+
+
+def reasoning_of(message: dict[str, Any]) -> str:
+    """The model's reasoning, under either chat field name."""
+    text = message.get("reasoning_content") or message.get("reasoning")
+    return text if isinstance(text, str) else ""
+
+
+def reasoning_item(turn: ResponsesTurn, index: int, text: str) -> dict[str, Any]:
+    """A `reasoning` item with the model's reasoning as its summary text."""
+    return {"id": turn.item_id("reasoning", index), "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": text}], "status": "completed"}
+
+
+def text_part(text: str) -> dict[str, Any]:
+    """An `output_text` content part."""
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def message_item(turn: ResponsesTurn, index: int, parts: list[dict[str, Any]],
+                 status: str = "completed") -> dict[str, Any]:
+    """An assistant `message` item."""
+    return {"id": turn.item_id("message", index), "type": "message", "status": status,
+            "role": "assistant", "content": parts}
+
+
+def message_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The visible text (and refusal) of a chat message, as content parts."""
+    parts = []
+    if isinstance(message.get("content"), str) and message["content"]:
+        parts.append(text_part(message["content"]))
+    if isinstance(message.get("refusal"), str) and message["refusal"]:
+        parts.append({"type": "refusal", "refusal": message["refusal"]})
+    return parts
+
+
+def output_items(turn: ResponsesTurn, completion: dict[str, Any]) -> list[dict[str, Any]]:
+    """The completion's output items: reasoning, message, then each call."""
+    choice = _choice(completion)
+    message = choice["message"]
+    items: list[dict[str, Any]] = []
+    reasoning = reasoning_of(message)
+    if reasoning:
+        items.append(reasoning_item(turn, len(items), reasoning))
+    parts = message_parts(message)
+    if parts:
+        status = "incomplete" if choice.get("finish_reason") == "length" else "completed"
+        items.append(message_item(turn, len(items), parts, status))
+    for call in message.get("tool_calls") or ():
+        kind = "custom_tool_call" if _custom(call, turn) else "function_call"
+        items.append(call_item(call, turn.refs, turn.item_id(kind, len(items))))
+    return items
+
+
+def _custom(call: dict[str, Any], turn: ResponsesTurn) -> bool:
+    ref = turn.refs.get(call["function"]["name"])
+    return ref is not None and ref.custom
+
+
+def usage_of(usage: Any) -> dict[str, Any] | None:
+    """Chat usage as Responses usage: integer counts and their details."""
+    if not isinstance(usage, dict):
+        return None
+    prompt = usage.get("prompt_tokens") or 0
+    completion = usage.get("completion_tokens") or 0
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+    # No cache writes are reported by chat servers: 0, as the schema wants an integer.
+    return {"input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": usage.get("total_tokens") or prompt + completion}
+
+
+def response_object(turn: ResponsesTurn, status: str, output: list[dict[str, Any]], *,
+                    usage: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
+                    incomplete: bool = False) -> dict[str, Any]:
+    """The `response` object, in any state."""
+    return {"id": turn.id, "object": "response", "created_at": turn.created_at,
+            "status": status, "error": error,
+            "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+            **turn.echo, "output": output, "usage": usage}
+
+
+def status_of(completion: dict[str, Any]) -> str:
+    """`incomplete` when the answer was cut by the token limit, else `completed`."""
+    return "incomplete" if _choice(completion).get("finish_reason") == "length" else "completed"
+
+
+def final_response(turn: ResponsesTurn, completion: dict[str, Any],
+                   output: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The finished response for the completion (`output`: the items as a stream sent them,
+    when they are known already)."""
+    status = status_of(completion)
+    items = output_items(turn, completion) if output is None else output
+    return response_object(turn, status, items, usage=usage_of(completion.get("usage")),
+                           incomplete=status == "incomplete")
+
+
+def failure_detail(error: ProxyError) -> dict[str, Any]:
+    """An error as `response.failed` carries it: its code and message, with the codes
+    agents act on (Codex backs off on `rate_limit_exceeded`, reading "try again in Ns" from
+    the message, and stops retrying on `context_length_exceeded`)."""
+    code, message = error.code, error.message
+    if error.status == 429:
+        code = "rate_limit_exceeded"
+        retry = next((v for k, v in error.headers.items() if k.lower() == "retry-after"), "")
+        if retry.isdigit():
+            message = f"{message} Please try again in {retry}s."
+    elif error.status == 400 and _CONTEXT_LENGTH.search(message):
+        code = "context_length_exceeded"
+    return {"code": code or error.type, "message": message}

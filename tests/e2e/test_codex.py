@@ -1,0 +1,100 @@
+"""Codex CLI (`@openai/codex`, a native binary from npm) through the proxy's Responses front:
+a custom provider with `wire_api = "responses"` whose base_url is the proxy, against the fake
+vLLM scripted to write its call as Hermes text and to answer the tool's result with text.
+
+Codex is kept off the network: a temporary CODEX_HOME whose config.toml turns analytics,
+feedback, plugins and the update check off, and `--strict-config` so that a key this Codex
+does not know fails the run instead of being ignored."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.fake_vllm import Answer, Received, vllm_completion
+
+pytestmark = pytest.mark.e2e
+
+CODEX = Path(__file__).resolve().parent / "node_modules" / ".bin" / "codex"
+CONFIG = """\
+model = "Qwen/Qwen3.6-27B-FP8"
+model_provider = "local"
+check_for_update_on_startup = false
+
+[model_providers.local]
+name = "vLLM through Tool Call Proxy"
+base_url = "{url}/v1"
+env_key = "TOOLCALL_PROXY_KEY"
+wire_api = "responses"
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[features]
+plugins = false
+"""
+
+
+def _shell_call(tools: list[str]) -> tuple[str, dict]:
+    """The shell tool this Codex offers, with arguments that print secret.txt."""
+    if "exec_command" in tools:
+        return "exec_command", {"cmd": "cat secret.txt"}
+    if "shell_command" in tools:
+        return "shell_command", {"command": "cat secret.txt"}
+    return "shell", {"command": ["bash", "-lc", "cat secret.txt"]}
+
+
+def _agent(received: Received) -> Answer:
+    """The model: a Hermes-text call to the shell tool, then text built from its result."""
+    body = received.json
+    results = [m.get("content") for m in body["messages"] if m.get("role") == "tool"]
+    if results:
+        return Answer(body=vllm_completion(f"The file says: {json.dumps(results[-1])}"))
+    names = [t["function"]["name"] for t in body.get("tools") or ()]
+    name, arguments = _shell_call(names)
+    call = json.dumps({"name": name, "arguments": arguments})
+    return Answer(body=vllm_completion(f"I'll read it.\n<tool_call>\n{call}\n</tool_call>",
+                                       reasoning="The user wants the file read."))
+
+
+def test_codex_exec_runs_a_tool_call_written_as_hermes_text(fake, start_proxy, tmp_path):
+    if not CODEX.exists():
+        pytest.fail("Codex CLI is not installed: run `make e2e` (npm install in tests/e2e)")
+    proxy = start_proxy(responses_store_path=str(tmp_path / "responses.sqlite3"))
+    fake.answer(_agent)
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(CONFIG.format(url=proxy.url))
+    marker = f"marker-{secrets.token_hex(6)}"
+    (work / "secret.txt").write_text(marker + "\n")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI")}
+    env.update(CODEX_HOME=str(home), TOOLCALL_PROXY_KEY="sk-local", HOME=str(tmp_path),
+               NO_COLOR="1")
+    result = subprocess.run(
+        [str(CODEX), "exec", "--strict-config", "--skip-git-repo-check",
+         "--sandbox", "danger-full-access", "Read secret.txt and tell me what it says."],
+        cwd=work, env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "The file says: " in result.stdout, output[-3000:]
+    assert marker in result.stdout  # Codex ran the call and sent its result back
+    chats = fake.chat_requests()
+    assert len(chats) >= 2
+    first, last = chats[0].json, chats[-1].json
+    assert first["stream"] is False  # the proxy buffered the turn Codex streamed
+    calls = [m for m in last["messages"] if m.get("tool_calls")]
+    assert calls
+    assert calls[-1]["tool_calls"][0]["function"]["name"] == _shell_call(
+        [t["function"]["name"] for t in first["tools"]])[0]
+    results = [m["content"] for m in last["messages"] if m.get("role") == "tool"]
+    assert any(marker in str(content) for content in results)
+    assert not [r for r in fake.received if r.path.startswith("/v1/responses")]
