@@ -48,6 +48,9 @@ class Config:
     log_format: str = "json"
     log_level: str = "info"
     log_bodies: bool = False
+    # The Anthropic Messages front (/v1/messages).
+    messages_keep_billing_header: bool = False
+    messages_thinking_switch: str = "enable_thinking"
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as plain JSON-able data (as in the config file)."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from . import Front, chat
+from . import Front, chat, messages
 
-FRONTS: dict[str, Front] = {chat.PATH: chat.FRONT}
+FRONTS: dict[str, Front] = {
+    chat.PATH: chat.FRONT,
+    messages.PATH: messages.FRONT,
+}
 
 
 def front_for(method: str, path: str) -> Front | None:
