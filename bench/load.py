@@ -60,13 +60,14 @@ class Result:
     comments: int = 0
     nbytes: int = 0
     sse: bool = False
-    done: bool = False  # saw `data: [DONE]`
+    done: bool = False  # saw `data: [DONE]` (or Anthropic's `event: message_stop`)
     body: bytes | None = None
     headers: dict[bytes, bytes] | None = None  # lower-cased names; kept with the body
 
     @property
     def ok(self) -> bool:
-        """200, no transport error, and an SSE stream that ended with [DONE]."""
+        """200, no transport error, and an SSE stream that ended with [DONE] (or, for
+        Anthropic's, message_stop)."""
         return self.error is None and self.status == 200 and (self.done or not self.sse)
 
     @property
@@ -159,7 +160,7 @@ def first_errors(batch: Batch, limit: int = 3) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # The HTTP/1.1 client connection
 # ---------------------------------------------------------------------------------------------
-_SSE_HEAD_BYTES = 12  # len(b"data: [DONE]")
+_SSE_HEAD_BYTES = 19  # len(b"event: message_stop"); b"data: [DONE]" is shorter
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _TO_EOF, _IDLE = range(8)
 
 
@@ -406,11 +407,11 @@ class HttpConnection(asyncio.Protocol):
         """One complete SSE event, of which `head` holds the first bytes."""
         result = self._result
         assert result is not None
-        if head.startswith(b"data:"):
+        if head.startswith((b"data:", b"event:")):  # Anthropic names each event first
             result.event_times.append(now)
             if result.t_first_event is None:
                 result.t_first_event = now
-            if head.startswith(b"data: [DONE]"):
+            if head.startswith((b"data: [DONE]", b"event: message_stop")):
                 result.done = True
         elif head.startswith(b":"):
             result.comments += 1

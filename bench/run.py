@@ -27,6 +27,9 @@ Scenarios (issue 8):
 * held buffered turns: N concurrent tool turns whose upstream answers after 30 s; the client
   must see the role chunk within 1 s and a heartbeat at least every heartbeat + 1 s.
 * server CPU per request: utime + stime of master + workers (/proc) over the proxy batches.
+* Messages front: the buffered 1 KB tool turn (c8, 20 ms) as an Anthropic `/v1/messages`
+  request to the proxy (client streams), against the same turn's chat request straight to the
+  fake: latency and server CPU per turn beside the chat front's.
 * extraction alone: `proxy.toolcalls.extract` on the fake's 1 MB answer and on 1 MB
   pathological inputs (`proxy.toolcalls.bench.cases`).
 
@@ -61,7 +64,8 @@ from bench.fake_upstream import READY_MARKER, parse_size, raise_fd_limit
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions"
-SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf")
+SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf", "messages")
+MESSAGES_PATH = "/v1/messages"
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {
@@ -99,6 +103,15 @@ def chat_body(spec: str, *, stream: bool, tools: bool) -> bytes:
     if tools:
         body["tools"] = TOOLS
     return orjson.dumps(body)
+
+
+def messages_body(spec: str) -> bytes:
+    """`chat_body`'s tool turn as an Anthropic Messages request (the client streams)."""
+    tools = [{"name": t["function"]["name"], "description": t["function"]["description"],
+              "input_schema": t["function"]["parameters"]} for t in TOOLS]
+    return orjson.dumps({"model": f"bench@{spec}", "system": MESSAGES[0]["content"],
+                         "messages": MESSAGES[1:], "max_tokens": 512, "stream": True,
+                         "tools": tools})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,12 +407,18 @@ class Bench:
 
     async def compare(self, label: str, body: bytes, *, concurrency: int, duration: float,
                       min_requests: int = 30, timeout: float = 60.0, stagger: float = 0.0,
-                      max_requests: int = 1_000_000) -> tuple[Side, Side]:
-        """Interleaved rounds of direct and proxy batches of the same request."""
+                      max_requests: int = 1_000_000,
+                      proxy_call: tuple[str, bytes] | None = None) -> tuple[Side, Side]:
+        """Interleaved rounds of direct and proxy batches of the same request (or, with
+        `proxy_call`, of another front's path and body on the proxy side)."""
         sides = {"direct": Side(), "proxy": Side()}
-        raw = {side: load.build_request("POST", self.url(side), body) for side in sides}
+        urls = {side: self.url(side) for side in sides}
+        raw = {side: load.build_request("POST", urls[side], body) for side in sides}
+        if proxy_call is not None:
+            urls["proxy"] = self.stack.proxy_url + proxy_call[0]
+            raw["proxy"] = load.build_request("POST", urls["proxy"], proxy_call[1])
         for side in sides:  # warm-up: connections, the fake's caches, the workers' imports
-            await load.closed_loop(self.url(side), lambda _i, s=side: raw[s],
+            await load.closed_loop(urls[side], lambda _i, s=side: raw[s],
                                    concurrency=concurrency,
                                    duration=min(0.3, duration), max_duration=10,
                                    timeout=timeout)
@@ -408,7 +427,7 @@ class Bench:
             for side in order:
                 cpu0 = self.server_cpu(side)
                 batch = await load.closed_loop(
-                    self.url(side), lambda _i, s=side: raw[s], concurrency=concurrency,
+                    urls[side], lambda _i, s=side: raw[s], concurrency=concurrency,
                     duration=duration, min_requests=max(1, min_requests // self.rounds),
                     max_duration=max(duration * 4, 3.0), timeout=timeout, stagger=stagger,
                     max_requests=max_requests)
@@ -470,6 +489,33 @@ class Bench:
                             f"{ms(direct.cpu_per_request())} (fake)", ms(cpu), "—", target,
                             ("pass" if cpu <= 0.004 else "FAIL") if delay == 20 else ""))
         self.cpu_rows.extend(cpu_rows)
+
+    async def messages(self) -> None:
+        """The Messages front: the buffered 1 KB tool turn (c8, 20 ms) as /v1/messages."""
+        self.section("Messages front (Anthropic /v1/messages, client streams, tools)")
+        spec = "delay_ms=20,size=1k,kind=tool,chunks=1,gap_ms=0"
+        body = messages_body(spec)
+        result = await load.simple(self.stack.proxy_url + MESSAGES_PATH, "POST", body,
+                                   timeout=60)
+        events = load.sse_events(result.body or b"") if result.ok else []
+        if not any(isinstance(e, dict) and e.get("content_block", {}).get("name") == "read"
+                   for e in events):
+            self.notes.append(f"messages 1k: proxy answer check: no tool_use `read` "
+                              f"({result.failure() if not result.ok else events[-1:]})")
+        label = "messages 1KB c8 20ms"
+        direct, proxy = await self.compare(label, chat_body(spec, stream=True, tools=True),
+                                           concurrency=8, duration=self.batch_s,
+                                           proxy_call=(MESSAGES_PATH, body))
+        d, p = direct.stats(), proxy.stats()
+        self.rows.append(ratio_row(f"{label} p50", d["total_p50"], p["total_p50"], 1.15))
+        self.rows.append(ratio_row(f"{label} p99", d["total_p99"], p["total_p99"], 1.5))
+        self._error_rows(label, direct, proxy)
+        self.rows.append(Row(f"{label} requests/s", f"{d['rps']:.0f}", f"{p['rps']:.0f}",
+                             f"{ratio_of(d['rps'], p['rps']):.2f}×"))
+        cpu = proxy.cpu_per_request()
+        self.cpu_rows.append(Row("server CPU per buffered 1KB turn, Messages front (c8, 20 ms)",
+                                 f"{ms(direct.cpu_per_request())} (fake)", ms(cpu), "—",
+                                 "≤ 4 ms", "pass" if cpu <= 0.004 else "FAIL"))
 
     def _error_rows(self, label: str, direct: Side, proxy: Side) -> None:
         for name, side in (("direct", direct), ("proxy", proxy)):
@@ -735,6 +781,8 @@ class Bench:
             await self.stream()
         if "json" in sections:
             await self.json()
+        if "messages" in sections:
+            await self.messages()
         if self.cpu_rows:
             self.section("server CPU per request (utime+stime of master+workers)")
             self.rows.extend(self.cpu_rows)
