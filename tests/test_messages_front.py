@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
-import anthropic
 import orjson
 import pytest
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import Message, RawMessageStreamEvent
+from pydantic import TypeAdapter
 
 from proxy.config import Config
 from proxy.errors import ProxyError
@@ -378,14 +378,17 @@ def _events(raw: bytes) -> list[dict]:
     return events
 
 
+STREAM_EVENT = TypeAdapter(RawMessageStreamEvent)
+
+
 def _assembled(raw: bytes) -> Message:
     """The message the SDK assembles from a stream's events (each parsed by its types)."""
-    snapshot = None
+    snapshot, buffers = None, {}
     for event in _events(raw):
         if event["type"] == "ping":
             continue
-        typed = anthropic._models.construct_type(type_=RawMessageStreamEvent, value=event)
-        snapshot = accumulate_event(event=typed, current_snapshot=snapshot, json_bufs={})
+        typed = STREAM_EVENT.validate_python(event)  # strictly, by the SDK's own types
+        snapshot = accumulate_event(event=typed, current_snapshot=snapshot, json_bufs=buffers)
     return snapshot
 
 

@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from tests.fake_vllm import Answer, vllm_completion, vllm_error
+from tests.test_observability import _metric, _settled_metrics, log_lines  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -306,8 +307,17 @@ def test_not_json_is_400_in_anthropic_envelope(proxy):
     assert response.json()["error"]["type"] == "invalid_request_error"
 
 
-def test_metrics_and_log_name_the_front(fake, proxy, claude):
+def test_the_log_line_and_metrics_name_the_front(fake, proxy, claude, log_lines):  # noqa: F811
     fake.answer(Answer(body=vllm_completion("Hi.")))
     claude.messages.create(model="qwen", max_tokens=5, messages=ASK)
-    metrics = requests.get(proxy.url + "/proxy/metrics", timeout=10).text
-    assert 'front="messages"' in metrics
+    fake.tokenize = None
+    claude.messages.count_tokens(model="qwen", messages=ASK)
+    turn, count = log_lines(2)
+    assert (turn["front"], turn["mode"], turn["path"], turn["status"]) == (
+        "messages", "buffered", "/v1/messages", 200)
+    assert (count["front"], count["path"]) == ("messages", "/v1/messages/count_tokens")
+    assert count["notes"] == ["count_tokens:estimated"]
+    assert "What's the weather" not in json.dumps([turn, count])  # no prompt text
+    text = _settled_metrics(proxy)
+    assert _metric(text, "toolcall_proxy_requests_total", front="messages",
+                   mode="buffered") == 1
