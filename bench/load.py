@@ -60,13 +60,14 @@ class Result:
     comments: int = 0
     nbytes: int = 0
     sse: bool = False
-    done: bool = False  # saw `data: [DONE]` (or a Responses stream's successful end)
+    done: bool = False  # saw a stream's successful end (see _SSE_ENDS)
     body: bytes | None = None
     headers: dict[bytes, bytes] | None = None  # lower-cased names; kept with the body
 
     @property
     def ok(self) -> bool:
-        """200, no transport error, and an SSE stream that ended with [DONE]."""
+        """200, no transport error, and an SSE stream that ended with [DONE] (or, for
+        Anthropic's, message_stop)."""
         return self.error is None and self.status == 200 and (self.done or not self.sse)
 
     @property
@@ -159,10 +160,12 @@ def first_errors(batch: Batch, limit: int = 3) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # The HTTP/1.1 client connection
 # ---------------------------------------------------------------------------------------------
-# Enough of an event to tell a stream's successful end: `data: [DONE]` (chat) or the
-# Responses API's `event: response.completed` / `event: response.incomplete`.
+# Enough of an event to tell a stream's successful end: `data: [DONE]` (chat), the
+# Responses API's `event: response.completed` / `event: response.incomplete`, Anthropic's
+# `event: message_stop`.
 _SSE_HEAD_BYTES = 26
-_SSE_ENDS = (b"data: [DONE]", b"event: response.completed", b"event: response.incomplete")
+_SSE_ENDS = (b"data: [DONE]", b"event: response.completed", b"event: response.incomplete",
+             b"event: message_stop")
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _TO_EOF, _IDLE = range(8)
 
 

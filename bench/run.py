@@ -27,6 +27,9 @@ Scenarios (issue 8):
 * held buffered turns: N concurrent tool turns whose upstream answers after 30 s; the client
   must see the role chunk within 1 s and a heartbeat at least every heartbeat + 1 s.
 * server CPU per request: utime + stime of master + workers (/proc) over the proxy batches.
+* Messages front: the buffered 1 KB tool turn (c8, 20 ms) as an Anthropic `/v1/messages`
+  request to the proxy (client streams), against the same turn's chat request straight to the
+  fake: latency and server CPU per turn beside the chat front's.
 * extraction alone: `proxy.toolcalls.extract` on the fake's 1 MB answer and on 1 MB
   pathological inputs (`proxy.toolcalls.bench.cases`).
 
@@ -62,7 +65,8 @@ from bench.fake_upstream import READY_MARKER, parse_size, raise_fd_limit
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
-SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf")
+SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf", "messages")
+MESSAGES_PATH = "/v1/messages"
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {
@@ -112,6 +116,15 @@ def responses_body(spec: str) -> bytes:
         "input": [{"type": "message", "role": "user",
                    "content": [{"type": "input_text", "text": MESSAGES[1]["content"]}]}],
         "tools": tools, "max_output_tokens": 512, "stream": True, "store": False})
+
+
+def messages_body(spec: str) -> bytes:
+    """`chat_body`'s tool turn as an Anthropic Messages request (the client streams)."""
+    tools = [{"name": t["function"]["name"], "description": t["function"]["description"],
+              "input_schema": t["function"]["parameters"]} for t in TOOLS]
+    return orjson.dumps({"model": f"bench@{spec}", "system": MESSAGES[0]["content"],
+                         "messages": MESSAGES[1:], "max_tokens": 512, "stream": True,
+                         "tools": tools})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -528,6 +541,33 @@ class Bench:
             return f"no extracted call (last event {events[-1].get('type') if events else None})"
         return ""
 
+    async def messages(self) -> None:
+        """The Messages front: the buffered 1 KB tool turn (c8, 20 ms) as /v1/messages."""
+        self.section("Messages front (Anthropic /v1/messages, client streams, tools)")
+        spec = "delay_ms=20,size=1k,kind=tool,chunks=1,gap_ms=0"
+        body = messages_body(spec)
+        result = await load.simple(self.stack.proxy_url + MESSAGES_PATH, "POST", body,
+                                   timeout=60)
+        events = load.sse_events(result.body or b"") if result.ok else []
+        if not any(isinstance(e, dict) and e.get("content_block", {}).get("name") == "read"
+                   for e in events):
+            self.notes.append(f"messages 1k: proxy answer check: no tool_use `read` "
+                              f"({result.failure() if not result.ok else events[-1:]})")
+        label = "messages 1KB c8 20ms"
+        direct, proxy = await self.compare(label, chat_body(spec, stream=True, tools=True),
+                                           concurrency=8, duration=self.batch_s,
+                                           proxy_request=(MESSAGES_PATH, body))
+        d, p = direct.stats(), proxy.stats()
+        self.rows.append(ratio_row(f"{label} p50", d["total_p50"], p["total_p50"], 1.15))
+        self.rows.append(ratio_row(f"{label} p99", d["total_p99"], p["total_p99"], 1.5))
+        self._error_rows(label, direct, proxy)
+        self.rows.append(Row(f"{label} requests/s", f"{d['rps']:.0f}", f"{p['rps']:.0f}",
+                             f"{ratio_of(d['rps'], p['rps']):.2f}×"))
+        cpu = proxy.cpu_per_request()
+        self.cpu_rows.append(Row("server CPU per buffered 1KB turn, Messages front (c8, 20 ms)",
+                                 f"{ms(direct.cpu_per_request())} (fake)", ms(cpu), "—",
+                                 "≤ 4 ms", "pass" if cpu <= 0.004 else "FAIL"))
+
     def _error_rows(self, label: str, direct: Side, proxy: Side) -> None:
         for name, side in (("direct", direct), ("proxy", proxy)):
             assert side.batch is not None
@@ -792,6 +832,8 @@ class Bench:
             await self.stream()
         if "json" in sections:
             await self.json()
+        if "messages" in sections:
+            await self.messages()
         if self.cpu_rows:
             self.section("server CPU per request (utime+stime of master+workers)")
             self.rows.extend(self.cpu_rows)

@@ -56,6 +56,9 @@ class Config:
     responses_store_path: str = ""
     responses_store_max_age_seconds: float = 30 * 24 * 3600.0
     responses_store_max_responses: int = 10000
+    # The Anthropic Messages front (/v1/messages).
+    messages_keep_billing_header: bool = False
+    messages_thinking_switch: str = "enable_thinking"
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as plain JSON-able data (as in the config file)."""

@@ -92,6 +92,11 @@ def vllm_stream_chunks(text: str, pieces: int = 5, model: str = MODEL) -> list[b
     return parts
 
 
+def fake_token_count(body: Any) -> int:
+    """The fake tokenizer: a token per 4 bytes of the messages' and tools' JSON."""
+    return len(orjson.dumps([body.get("messages"), body.get("tools")])) // 4
+
+
 @dataclass
 class Answer:
     """What the fake sends for one request."""
@@ -161,6 +166,8 @@ class FakeVLLM:
         self._answer: Callable[[Received], Answer] = lambda r: Answer(
             body=vllm_completion("Hello from the fake."))
         self._lock = threading.Lock()
+        # vLLM's /tokenize for a chat: the count it answers (None: a server without one).
+        self.tokenize: Callable[[Any], int] | None = fake_token_count
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -227,6 +234,8 @@ class FakeVLLM:
                  "permission": []}]})
         if received.path.startswith("/proxy/"):  # vLLM has no such path (the proxy's own)
             return Answer(status=404, body={"detail": "Not Found"})
+        if received.path == "/tokenize" and received.method == "POST":
+            return self._tokenized(received)
         if received.path.startswith("/v1/chat/completions") and received.method == "POST":
             try:
                 rejection = _validate_like_vllm(received.json, self.tool_parser)
@@ -235,6 +244,17 @@ class FakeVLLM:
             if rejection is not None:
                 return rejection
         return self._answer(received)
+
+    def _tokenized(self, received: Received) -> Answer:
+        """vLLM's /tokenize answer for a chat (`count`, `max_model_len`, `tokens`)."""
+        if self.tokenize is None:
+            return Answer(status=404, body={"detail": "Not Found"})
+        body = received.json
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return vllm_error(400, "messages: Field required")
+        count = self.tokenize(body)
+        return Answer(body={"count": count, "max_model_len": 32768,
+                            "tokens": list(range(count)), "token_strs": None})
 
     @staticmethod
     def _send(handler: BaseHTTPRequestHandler, answer: Answer) -> None:

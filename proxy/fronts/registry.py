@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from ..config import Config
-from . import Front, chat, responses
+from . import Front, chat, messages, responses
 
-FRONTS: dict[str, Front] = {chat.PATH: chat.FRONT, responses.PATH: responses.FRONT}
+FRONTS: dict[str, Front] = {
+    chat.PATH: chat.FRONT,
+    responses.PATH: responses.FRONT,
+    messages.PATH: messages.FRONT,
+}
 
 
 def front_for(method: str, path: str) -> Front | None:

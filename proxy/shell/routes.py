@@ -19,11 +19,14 @@ from ..config import Config, mask_url
 from ..errors import ProxyError
 from ..fronts import Front
 from ..fronts.chat import FRONT as CHAT
+from ..fronts.messages import COUNT_TOKENS_PATH
+from ..fronts.messages import FRONT as MESSAGES
 from ..fronts.registry import front_for, kept_for
 from ..metrics import Metrics
 from ..observe import RequestLog, make_logger
 from ..turn.plan import TurnPlan
 from .clients import ClientWatcher
+from .count_tokens import count_tokens
 from .door import (
     Door,
     body_unread,
@@ -287,21 +290,30 @@ def create_app(config: Config) -> Flask:
         target = request_target(request.environ, request.path)
         kept = kept_for(request.method, request.path, config)
         front = kept[0] if kept else front_for(request.method, request.path)
+        counting = (request.method == "POST"
+                    and request.path.rstrip("/") == COUNT_TOKENS_PATH)
+        envelope = MESSAGES if counting else front or CHAT
         try:
             proxy.door.authorize(request.method, request.headers)
             if not plain_path(target):
                 raise ProxyError(400, "The request path must be a plain absolute path.",
                                  param="path", code="invalid_path")
-            response = proxy.kept(*kept, log) if kept else proxy.handle(front, log, target)
+            if kept:
+                response = proxy.kept(*kept, log)
+            elif counting:
+                response = count_tokens(proxy, log, read_body(
+                    request, config.max_body_bytes, config.body_timeout_seconds))
+            else:
+                response = proxy.handle(front, log, target)
         except ProxyError as error:
-            response = error_response(front or CHAT, error, log)
+            response = error_response(envelope, error, log)
         except HTTPException as exc:
-            response = error_response(front or CHAT, _http_error(exc, config), log)
+            response = error_response(envelope, _http_error(exc, config), log)
         except Exception:
             proxy.logger.exception("request %s failed", log.request_id)
-            response = error_response(front or CHAT, ProxyError(
+            response = error_response(envelope, ProxyError(
                 500, "The proxy failed to handle this request.", code="internal_error"), log)
-        return finished(response, log, front)
+        return finished(response, log, envelope)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

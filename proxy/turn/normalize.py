@@ -83,6 +83,9 @@ class ExtractionSettings:
     only: str | None = None
     formats: Sequence[str] = ("auto",)
     reasoning_field: str = "reasoning_content"
+    # vLLM's `stop_reason` (the stop string that ended the choice) kept on each choice, for
+    # fronts whose wire tells a stop sequence from a natural end (Anthropic's stop_sequence).
+    keep_stop_reason: bool = False
 
 
 def mint_call_id(taken: set[str]) -> str:
@@ -293,12 +296,15 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
     if calls:
         clean_message["tool_calls"] = calls
     index = choice.get("index")
-    return {
+    clean_choice = {
         "index": index if isinstance(index, int) else position,
         "message": clean_message,
         "logprobs": _clean_logprobs(choice.get("logprobs")),
         "finish_reason": new_finish,
     }
+    if settings.keep_stop_reason and isinstance(choice.get("stop_reason"), str):
+        clean_choice["stop_reason"] = choice["stop_reason"]
+    return clean_choice
 
 
 def _clean_tokens(tokens: Any, top: bool = True) -> list[dict[str, Any]] | None:

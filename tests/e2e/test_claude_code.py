@@ -1,0 +1,90 @@
+"""Claude Code (the real CLI, from npm) through the proxy's Messages front against the fake
+vLLM: `claude -p` must run its Bash tool end to end when the model writes the call as Hermes
+text, then answer from the tool's result. Off the internet: nonessential traffic off, no
+auto-update, a temporary HOME and config dir, every model set to the fake's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.fake_vllm import MODEL, Answer, Received, vllm_completion
+
+pytestmark = pytest.mark.e2e
+
+CLAUDE = Path(__file__).parent / "node_modules" / ".bin" / "claude"
+MARKER = "e2e-marker-$((6*7))"
+PRINTED = "e2e-marker-42"
+
+
+def _tool_names(body: dict) -> set[str]:
+    return {tool["function"]["name"] for tool in body.get("tools") or ()}
+
+
+def _script(received: Received) -> Answer:
+    """The model: a Bash call written as Hermes text, then an answer from its result."""
+    body = received.json
+    results = [m for m in body["messages"] if m["role"] == "tool"]
+    if results:
+        output = results[-1]["content"]
+        return Answer(body=vllm_completion(f"The command printed: {output.strip()}",
+                                           reasoning="The tool ran; report its output."))
+    if "Bash" in _tool_names(body):
+        call = {"name": "Bash", "arguments": {"command": f"echo {MARKER}",
+                                              "description": "Print the marker"}}
+        return Answer(body=vllm_completion(
+            f"I'll run it.\n<tool_call>\n{json.dumps(call)}\n</tool_call>",
+            reasoning="The user wants the command run with Bash."))
+    return Answer(body=vllm_completion("OK"))  # side requests (titles, summaries)
+
+
+def _claude_env(proxy_url: str, home: Path) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TERM", "TMPDIR")}
+    return {**keep,
+            "HOME": str(home),
+            "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+            "ANTHROPIC_BASE_URL": proxy_url,
+            "ANTHROPIC_API_KEY": "sk-e2e",
+            "ANTHROPIC_MODEL": MODEL,
+            "ANTHROPIC_SMALL_FAST_MODEL": MODEL,
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL": MODEL,
+            "ANTHROPIC_DEFAULT_SONNET_MODEL": MODEL,
+            "ANTHROPIC_DEFAULT_OPUS_MODEL": MODEL,
+            "CLAUDE_CODE_SUBAGENT_MODEL": MODEL,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "0"}
+
+
+def test_claude_code_runs_its_bash_tool_through_the_proxy(fake, start_proxy, tmp_path):
+    if not CLAUDE.exists():
+        pytest.skip("Claude Code is not installed: run `make e2e`")
+    proxy = start_proxy(api_keys=["sk-e2e"])
+    fake.answer(_script)
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(
+        [str(CLAUDE), "-p", "Print the marker with the Bash tool.", "--output-format", "json",
+         "--allowedTools", "Bash"],
+        cwd=work, env=_claude_env(proxy.url, tmp_path), capture_output=True, text=True,
+        timeout=240, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    result = json.loads(done.stdout)
+    assert result["is_error"] is False
+    assert PRINTED in result["result"]
+
+    turns = [r.json for r in fake.chat_requests() if "Bash" in _tool_names(r.json)]
+    tool_results = [m for body in turns for m in body["messages"] if m["role"] == "tool"]
+    assert any(PRINTED in m["content"] for m in tool_results)  # Bash really ran
+    first = turns[0]
+    assert first["stream"] is False
+    assert all("x-anthropic-billing-header" not in json.dumps(body["messages"])
+               for body in turns)  # the per-request line is not in the cached prefix
+    calls = [m for m in turns[-1]["messages"] if m.get("tool_calls")]
+    assert calls[-1]["tool_calls"][0]["function"]["name"] == "Bash"
