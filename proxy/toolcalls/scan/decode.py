@@ -94,6 +94,33 @@ def value_end(text: str, start: int) -> tuple[int | None, int | None]:
         return None, start + at
 
 
+def strict_read(text: str, start: int, width: int = _WINDOW,
+                ) -> tuple[int | None, object, tuple[int, str] | None, int]:
+    """The strict decoder (orjson) on windows of `text` growing from `start`, as value_end
+    reads them: (end, value, error, width). `end` is where the value opening at `start`
+    ends, and `value` its value when a window held exactly it (else UNKNOWN); `error` the
+    first error met instead (its position in `text`, its message); neither when the text ends
+    inside a valid prefix. `width` is the last window's, for the next read of the same value."""
+    size = len(text)
+    while True:
+        stop = min(size, start + width)
+        window = text[start:stop]
+        partial = stop < size  # the window holds only part of the text
+        try:
+            value = orjson.loads(window)
+        except orjson.JSONDecodeError as error:
+            if error.msg.startswith("unexpected content after document"):
+                return start + len(window[:error.pos].rstrip(" \t\n\r")), UNKNOWN, None, width
+            if error.msg.startswith("unexpected end of data") or (
+                    partial and error.pos >= len(window) - _EDGE_SLACK):
+                if not partial:
+                    return None, UNKNOWN, None, width
+                width *= 8
+                continue
+            return None, UNKNOWN, (start + error.pos, error.msg), width
+        return start + len(window.rstrip(" \t\n\r")), value, None, width
+
+
 class Decoders:
     """The C decoders over one document: their failures capped by the budget, its patched
     copies made once."""
