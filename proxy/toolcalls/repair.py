@@ -339,6 +339,11 @@ def _escape_raw_control(match: re.Match[str]) -> str:
     return match[0] if match[0] == "\x00" else _escape_control(match)
 
 
+# Escapes of a single-quoted literal set aside before its quotes are swapped (in this order),
+# and what each becomes in JSON.
+_SET_ASIDE = (("\\\\", "\x01", "\\\\"), ("\\'", "\x02", "'"), ('\\"', "\x03", '\\"'))
+
+
 def single_quotes_as_json(source: str) -> str | None:
     """A literal whose strings are all single-quoted, with JSON's quotes: escaped backslashes
     and quotes set aside, each `"` escaped, each `'` made `"`, the escapes put back (a
@@ -348,11 +353,16 @@ def single_quotes_as_json(source: str) -> str | None:
     if any(c in source for c in "\r\x01\x02\x03") or ("\\" in source and "\\/" in source):
         return None
     text = source
+    aside = []  # (placeholder, what it becomes) for the escapes set aside
     if "\\" in text:
-        text = text.replace("\\\\", "\x01").replace("\\'", "\x02").replace('\\"', "\x03")
+        for escape, placeholder, back in _SET_ASIDE:
+            marked = text.replace(escape, placeholder)
+            if marked is not text:
+                aside.append((placeholder, back))
+                text = marked
     text = text.replace('"', '\\"').replace("'", '"')
-    if "\\" in source:
-        text = text.replace("\x03", '\\"').replace("\x02", "'").replace("\x01", "\\\\")
+    for placeholder, back in reversed(aside):
+        text = text.replace(placeholder, back)
     return text
 
 

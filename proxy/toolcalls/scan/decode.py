@@ -100,10 +100,18 @@ def strict_read(text: str, start: int, width: int = _WINDOW,
     reads them: (end, value, error, width). `end` is where the value opening at `start`
     ends, and `value` its value when a window held exactly it (else UNKNOWN); `error` the
     first error met instead (its position in `text`, its message); neither when the text ends
-    inside a valid prefix. `width` is the last window's, for the next read of the same value."""
+    inside a valid prefix. `width` is the last window's, for the next read of the same value.
+
+    A window that would reach past the text's last closing bracket ends there instead: a
+    long value that is the last of its text (a call's payload before its closing tag) is
+    then decoded in the read that finds its end."""
     size = len(text)
+    last = max(text.rfind("}"), text.rfind("]")) + 1
     while True:
         stop = min(size, start + width)
+        slack = _EDGE_SLACK  # a window cut after a bracket cuts no token but a string
+        if start < last < stop:
+            stop, last, slack = last, -1, 0  # once: a window read again ends where windows do
         window = text[start:stop]
         partial = stop < size  # the window holds only part of the text
         try:
@@ -112,7 +120,7 @@ def strict_read(text: str, start: int, width: int = _WINDOW,
             if error.msg.startswith("unexpected content after document"):
                 return start + len(window[:error.pos].rstrip(" \t\n\r")), UNKNOWN, None, width
             if error.msg.startswith("unexpected end of data") or (
-                    partial and error.pos >= len(window) - _EDGE_SLACK):
+                    partial and error.pos >= len(window) - slack):
                 if not partial:
                     return None, UNKNOWN, None, width
                 width *= 8
@@ -194,8 +202,11 @@ class Decoders:
         None when there is nothing to change, or so much that the text is not a payload needing
         repairs but a flood of them (decoding it would cost more than the scanner's budget)."""
         if self._bulk is None:
-            pairs = (*PY_NAMES_AS_JSON.items(), (",]", " ]"), (",}", " }"))
-            count = sum(self.text.count(old) for old, _ in pairs)
+            text = self.text  # (a name whose capital is absent is not counted, nor a comma
+            pairs = [(old, new)  # before a bracket that is)
+                     for old, new in (*PY_NAMES_AS_JSON.items(), (",]", " ]"), (",}", " }"))
+                     if old[old[0] == ","] in text]
+            count = sum(text.count(old) for old, _ in pairs)
             bulk = self.text
             if 0 < count <= 64 + len(self.text) // 16:  # a repair per row, not per value
                 for old, new in pairs:

@@ -136,6 +136,7 @@ class MarkerIndex:
         self._occurrences: dict[str, list[int] | None] = {}
         self._other: dict[str, bool] = {}
         self._counts: dict[str, int] = {}
+        self._chars = _CharsOccur(text)  # a marker with a character the text lacks is absent
         self._anchor_limit = self.ANCHOR_HITS + len(text) // 2048
         if len(text) > self.COMBINED_SEARCH_FROM:
             self.present = self._present(markers)
@@ -202,8 +203,9 @@ class MarkerIndex:
             return marker in self.present
         known = self._other.get(marker)
         if known is None:
-            found = (self.occurrences(marker)
-                     if len(marker) > 1 and len(self.text) > self.COMBINED_SEARCH_FROM else None)
+            found = None  # a short text or marker: searched for
+            if len(marker) > 1 and len(self.text) > self.COMBINED_SEARCH_FROM:
+                found = self.occurrences(marker) if self._chars.all(marker) else []
             known = self._other[marker] = bool(found) if found is not None else (
                 marker in self.text)
         return known
