@@ -45,7 +45,10 @@ def _int_literal(literal: str) -> Any:
 
 
 def has_long_digit_run(text: str) -> bool:
-    """Whether `text` holds 19 digits in a row (at C speed: translate, then search)."""
+    """Whether `text` holds 19 digits in a row (at C speed: translate, then search; none when
+    no digit occurs, which a one-character search per digit tells sooner)."""
+    if not any(digit in text for digit in "0123456789"):
+        return False
     return _LONG_RUN in text.encode("utf-8", "surrogatepass").translate(_DIGIT_RUNS)
 
 
@@ -339,31 +342,25 @@ def _escape_raw_control(match: re.Match[str]) -> str:
     return match[0] if match[0] == "\x00" else _escape_control(match)
 
 
-# Escapes of a single-quoted literal set aside before its quotes are swapped (in this order),
-# and what each becomes in JSON.
-_SET_ASIDE = (("\\\\", "\x01", "\\\\"), ("\\'", "\x02", "'"), ('\\"', "\x03", '\\"'))
+# The escapes of a single-quoted literal that its quotes' swap would misread, in the order they
+# are rewritten (escaped backslashes first: a backslash pair is read from the left), each as
+# the JSON escape of the same character, which holds no quote.
+_QUOTE_ESCAPES = (("\\\\", "\\u005c"), ("\\'", "\\u0027"), ('\\"', "\\u0022"))
 
 
 def single_quotes_as_json(source: str) -> str | None:
-    """A literal whose strings are all single-quoted, with JSON's quotes: escaped backslashes
-    and quotes set aside, each `"` escaped, each `'` made `"`, the escapes put back (a
-    string's brackets and ends stay where they were, only `"` and `\\'` change length). None
-    when `source` holds what this rewrite cannot mark or does not read as Python does (a
-    carriage return, the placeholders, `\\/`)."""
-    if any(c in source for c in "\r\x01\x02\x03") or ("\\" in source and "\\/" in source):
+    """A literal whose strings are all single-quoted, with JSON's quotes: its escaped
+    backslashes and quotes written as JSON escapes, each `"` escaped, each `'` made `"` (a
+    string's brackets and ends stay where they were; only `"` and escapes change length).
+    None when `source` holds what this rewrite cannot mark or does not read as Python does (a
+    carriage return, `\\/`)."""
+    if "\r" in source or ("\\" in source and "\\/" in source):
         return None
     text = source
-    aside = []  # (placeholder, what it becomes) for the escapes set aside
     if "\\" in text:
-        for escape, placeholder, back in _SET_ASIDE:
-            marked = text.replace(escape, placeholder)
-            if marked is not text:
-                aside.append((placeholder, back))
-                text = marked
-    text = text.replace('"', '\\"').replace("'", '"')
-    for placeholder, back in reversed(aside):
-        text = text.replace(placeholder, back)
-    return text
+        for escape, json_escape in _QUOTE_ESCAPES:
+            text = text.replace(escape, json_escape)
+    return text.replace('"', '\\"').replace("'", '"')
 
 
 def _single_quoted_at_once(source: str) -> Any:

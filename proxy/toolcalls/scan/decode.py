@@ -141,6 +141,7 @@ class Decoders:
         self._budget = budget
         self._bulk: tuple[str | None] | None = None  # see _same_length_copy
         self._py_copy: str | None = None  # see python_copy
+        self._swapped: str | None = None  # see quotes_swapped
 
     def decode(self, text: str, start: int) -> tuple[int | None, int | None] | object:
         """value_end, or UNKNOWN. Failures are capped per document: each one may have read
@@ -214,6 +215,13 @@ class Decoders:
             self._bulk = (bulk,) if bulk is not self.text else (None,)
         return self._bulk[0]
 
+    def quotes_swapped(self) -> str:
+        """The document with single and double quotes swapped, where a single-quoted string
+        is a double-quoted one of the same length (for the C string decoder). Made once."""
+        if self._swapped is None:
+            self._swapped = self.text.translate(_SWAP_QUOTES)
+        return self._swapped
+
     def python_copy(self) -> str:
         """The document with single and double quotes swapped, and the changes of
         _same_length_copy: a Python literal whose strings are all single-quoted (the style
@@ -221,5 +229,7 @@ class Decoders:
         (a `"` inside such a string becomes `'`, only content). Any other style fails to
         decode, and the bracket scanner reads it. Made once per document."""
         if self._py_copy is None:
-            self._py_copy = (self._same_length_copy() or self.text).translate(_SWAP_QUOTES)
+            bulk = self._same_length_copy()
+            self._py_copy = self.quotes_swapped() if bulk is None else bulk.translate(
+                _SWAP_QUOTES)
         return self._py_copy
