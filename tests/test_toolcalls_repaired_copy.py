@@ -7,6 +7,7 @@ bench's inputs and generated ones."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -259,3 +260,23 @@ def test_markers_outside_the_documents_set_are_found_exactly(text, marker):
         patch.setattr(MarkerIndex, "COMBINED_SEARCH_FROM", 0)
         index = MarkerIndex(text, frozenset())
         assert index.has(marker) == (marker in text)
+
+
+# --- numbers kept exact ----------------------------------------------------------------------
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.integers(1, 24).map(lambda n: "7" * n),
+                          st.sampled_from([" ", ",", "é", "日", "\ud800", "x" * 97, "1e5"]),
+                          st.integers(0, 40).map(lambda n: "-" * n)), max_size=60).map("".join),
+       st.integers(0, 5_000))
+def test_long_digit_runs_are_found_as_a_regex_finds_them(text, padding):
+    for padded in (text, "a" * padding + text, text + "é" * padding):
+        expected = re.search("[0-9]{19}", padded) is not None
+        assert repair_module.has_long_digit_run(padded) == expected
+
+
+@pytest.mark.parametrize("length", [18, 19, 20])
+def test_a_long_digit_run_is_found_wherever_it_starts(length):
+    for offset in range(24):
+        text = "x" * 5_000 + "-" * offset + "7" * length + "-" * 100
+        assert repair_module.has_long_digit_run(text) == (length >= 19)

@@ -28,6 +28,10 @@ ORJSON_INTS = range(-(1 << 63), 1 << 64)
 # shortest integer orjson may read as a float, is then one substring search away.
 _DIGIT_RUNS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
 _LONG_RUN = b"0" * 19
+# Every this many characters of a long text are sampled first: 19 digits in a row hold two
+# multiples of 9, so the sample of a text with such a run holds two digits in a row.
+_SAMPLE_STEP = 9
+_SAMPLED_FROM = 4_096
 
 
 def exact_int(value: int) -> Any:
@@ -44,12 +48,20 @@ def _int_literal(literal: str) -> Any:
     return orjson.Fragment(literal)
 
 
+def _digit_classes(text: str) -> bytes:
+    """`text` with each ASCII digit as "0" and anything else as one or more spaces."""
+    return text.encode("utf-8", "surrogatepass").translate(_DIGIT_RUNS)
+
+
 def has_long_digit_run(text: str) -> bool:
-    """Whether `text` holds 19 digits in a row (at C speed: translate, then search; none when
-    no digit occurs, which a one-character search per digit tells sooner)."""
+    """Whether `text` holds 19 digits in a row (at C speed: translate, then search). None when
+    no digit occurs, which a one-character search per digit tells sooner, or when a long
+    text's every ninth character shows no two digits in a row (a ninth of the work)."""
     if not any(digit in text for digit in "0123456789"):
         return False
-    return _LONG_RUN in text.encode("utf-8", "surrogatepass").translate(_DIGIT_RUNS)
+    if len(text) > _SAMPLED_FROM and b"00" not in _digit_classes(text[::_SAMPLE_STEP]):
+        return False
+    return _LONG_RUN in _digit_classes(text)
 
 
 def loads(text: str) -> Any:
