@@ -174,6 +174,23 @@ def test_frames_needing_repairs_are_read_as_without_the_repaired_copy(text, step
         same_either_way(text)
 
 
+# What may stand before a text's last closing brackets: a comma the decoder calls a trailing
+# one (after a value), and commas it does not (after a comma, a bracket, a key, in a string).
+_ENDINGS = [",", " , ", ",\n", ",,", ", ,", "[,", '"k",', '"k":,', '", ]"', "True,", "1,",
+            "1e,", '"\\",', "}", "]", " ", "\n", '",', "{,"]
+
+
+@GENERATED
+@given(frames_needing_repairs(), st.lists(st.sampled_from(_ENDINGS), max_size=3).map("".join),
+       st.sampled_from(["", "]", "}", "]}", "}}", " ] } ", "]" * 70]),
+       st.sampled_from(["", "</tool_call>", " and [x]", "\n```", '"]']))
+def test_commas_before_the_last_brackets_are_read_as_without_the_repaired_copy(
+        frame, ending, closers, after):
+    cut = max(frame.rfind("]"), frame.rfind("}"))
+    with probe_steps(0):
+        same_either_way(frame[:cut] + ending + closers + frame[cut:] + after)
+
+
 @settings(max_examples=600, deadline=None)
 @given(st.sampled_from(["{", "[", "{'", "['", "[{'"]),
        st.lists(st.sampled_from(SPAN_PIECES), max_size=30).map("".join))

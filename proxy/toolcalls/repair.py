@@ -661,6 +661,10 @@ def _loads_lenient(text: str) -> Any:
 # A whitespace character outside strings and, raw, an error inside them (orjson, strict) or a
 # character found when the value is written back (the lenient decoder): the marker below.
 MARK = "\r"
+# How far a trailing comma before the text's last closing brackets is looked for (see
+# RepairedText.final_comma), and the last characters of a value it may follow.
+_FINAL_COMMA_REACH = 64
+_VALUE_ENDS = frozenset('"0123456789el]}')
 
 
 class RepairedText:
@@ -692,8 +696,7 @@ class RepairedText:
             self._spent += pos + len(text)
             if self._spent > 2 * len(text) + 262_144:
                 return None  # many: the whole-text repair is cheaper
-            self.text = text[:pos] + MARK + text[pos + 1:]
-            return self._made("trailing_comma")
+            return self._comma(pos)
         literal = _PY_LITERAL.match(text, pos)
         if literal is not None and literal[0] not in self.words:
             self.words.append(literal[0])
@@ -706,6 +709,27 @@ class RepairedText:
                 self.text = escaped
                 return self._made("invalid_escape")
         return None
+
+    def final_comma(self) -> int | None:
+        """Repair the comma among the text's last closing brackets (`…, ]}}`), when it follows
+        a value as a trailing comma the decoder reports does: where a payload's one trailing
+        comma usually stands (after its last item or argument), and where a read of a long
+        value would fail after reading all of it, to be made again. Its position, or None."""
+        text = self.text
+        last = max(text.rfind("]"), text.rfind("}"))
+        floor = max(0, last - _FINAL_COMMA_REACH)
+        head = text[floor:last].rstrip(" \t\n\r]}") if last > 0 else ""
+        pos = floor + len(head) - 1
+        if not head.endswith(","):
+            return None
+        if text[max(0, pos - _FINAL_COMMA_REACH):pos].rstrip(" \t\n\r")[-1:] not in _VALUE_ENDS:
+            return None  # `[1,,]`, `[,]`: not what the decoder calls a trailing comma
+        self._comma(pos)
+        return pos
+
+    def _comma(self, pos: int) -> str:
+        self.text = self.text[:pos] + MARK + self.text[pos + 1:]
+        return self._made("trailing_comma")
 
     def _made(self, name: str) -> str:
         self.applied.add(name)

@@ -36,7 +36,13 @@ class _Copy:
         if MARK in text or (python and "\\" in text):
             return None
         source = single_quotes_as_json(text) if python else text
-        return None if source is None else cls(text, source, python)
+        if source is None:
+            return None
+        copy = cls(text, source, python)
+        comma = copy.repaired.final_comma()
+        if comma is not None:
+            copy.commas.append(comma)
+        return copy
 
     @property
     def text(self) -> str:
