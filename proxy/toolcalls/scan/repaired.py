@@ -65,17 +65,28 @@ class _Copy:
             self.commas = [at + before.count(word, 0, at) for at in self.commas]
         return made
 
-    def span(self, start: int, end: int) -> tuple[int, tuple[str, ...]]:
-        """The length in the document of the copy's span [start, end), and the names of the
-        repairs made inside it."""
+    def _added(self, start: int, end: int) -> int:
+        """How many characters the repairs added to the copy's span [start, end)."""
         text = self.text
         commas = bisect_left(self.commas, end) - bisect_left(self.commas, start)
-        names = text.count(MARK, start, end) - commas
-        added = names + (text.count("\\", start, end) if self.python else 0)
+        added = text.count(MARK, start, end) - commas
+        return added + (text.count("\\", start, end) if self.python else 0)
+
+    def span(self, start: int, end: int, origin: int) -> tuple[int, tuple[str, ...]]:
+        """The length in the document of the copy's span [start, end), which starts at
+        `origin` there, and the names of the repairs made inside it. What was added inside is
+        counted there, or, when the rest of the copy is shorter (a payload ending its text),
+        counted after it and taken from what was added in all."""
+        size = len(self.text)
+        if size - end < end - start:
+            added = (size - len(self.original) - (start - origin)) - self._added(end, size)
+        else:
+            added = self._added(start, end)
         if self.python:
             repairs: tuple[str, ...] = ("python_dict_literal",)
-        else:
-            repairs = (("python_literals",) if names else ()) + (
+        else:  # a JSON copy adds only the MARK after each name
+            commas = bisect_left(self.commas, end) - bisect_left(self.commas, start)
+            repairs = (("python_literals",) if added else ()) + (
                 ("trailing_comma",) if commas else ())
         return end - start - added, repairs
 
@@ -132,7 +143,7 @@ class RepairedSpans:
                 at = copy.position(start)
         if end is None:
             return None
-        length, repairs = copy.span(at, end)
+        length, repairs = copy.span(at, end, start)
         if value is not UNKNOWN and has_long_digit_run(copy.text[at:end]):
             value = UNKNOWN  # read again by repair.loads, which keeps such integers exact
         self._reads[start] = _Read(copy.text, at, end, value, repairs)
