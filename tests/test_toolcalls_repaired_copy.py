@@ -183,12 +183,27 @@ _ENDINGS = [",", " , ", ",\n", ",,", ", ,", "[,", '"k",', '"k":,', '", ]"', "Tru
 @GENERATED
 @given(frames_needing_repairs(), st.lists(st.sampled_from(_ENDINGS), max_size=3).map("".join),
        st.sampled_from(["", "]", "}", "]}", "}}", " ] } ", "]" * 70]),
-       st.sampled_from(["", "</tool_call>", " and [x]", "\n```", '"]']))
+       st.sampled_from(["", "</tool_call>", " and [x]", "\n```", '"]', "[1,]", ' {"a": [1] ,}']))
 def test_commas_before_the_last_brackets_are_read_as_without_the_repaired_copy(
         frame, ending, closers, after):
     cut = max(frame.rfind("]"), frame.rfind("}"))
     with probe_steps(0):
         same_either_way(frame[:cut] + ending + closers + frame[cut:] + after)
+
+
+@pytest.mark.parametrize("quote", ['"', "'"])
+@pytest.mark.parametrize("prose", ["", " Done." * 1_000])  # the comma in the first half
+@pytest.mark.parametrize("trailer", ["[1,]", '{"a": 1 ,}', "\n[[1], 2,]"])
+def test_names_before_a_trailing_comma_after_the_frame_are_read_as_without_the_repaired_copy(
+        quote, prose, trailer):
+    # the copy repairs the comma among the last brackets first; the names fixed afterwards,
+    # in the frame before it, move it
+    frame = ('{"name": "read", "arguments": {"path": [' + "True, None, " * 300 + "False]}}"
+             ).replace('"', quote)
+    for wrapped in (frame, f"<tool_call>{frame}</tool_call>"):
+        for steps in (0, 64):
+            with probe_steps(steps):
+                same_either_way(wrapped + trailer + prose)
 
 
 @settings(max_examples=600, deadline=None)

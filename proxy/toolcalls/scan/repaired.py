@@ -60,9 +60,12 @@ class _Copy:
         made = self.repaired.fix(pos, message)
         if made == "trailing_comma":
             insort(self.commas, pos)
-        elif made == "python_literals":  # each earlier such name added a MARK before a comma
+        elif made == "python_literals":  # each such name before a comma added a MARK there
             word = self.repaired.words[-1]
-            self.commas = [at + before.count(word, 0, at) for at in self.commas]
+            added = len(self.text) - len(before)  # one per name
+            self.commas = [at + (before.count(word, 0, at) if at < len(before) // 2
+                                 else added - before.count(word, at))  # the shorter side
+                           for at in self.commas]
         return made
 
     def _added(self, start: int, end: int) -> int:
