@@ -48,6 +48,9 @@ class Config:
     log_format: str = "json"
     log_level: str = "info"
     log_bodies: bool = False
+    # Streamed mode (issue 19): "buffer" answers a tool turn once it is whole; "stream" lets
+    # text and reasoning flow as upstream writes them, holding back what could be a call.
+    stream_mode: str = "buffer"
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as plain JSON-able data (as in the config file)."""

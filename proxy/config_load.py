@@ -29,6 +29,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "reasoning_field": ("reasoning_content", "reasoning", "both", "drop"),
     "log_format": ("json", "text"),
     "log_level": ("debug", "info", "warning", "error"),
+    "stream_mode": ("buffer", "stream"),
 }
 # Settings that only make sense for the whole process, never per model.
 _PROCESS_ONLY = frozenset({"host", "port", "models", "max_body_bytes", "log_format", "log_level",
