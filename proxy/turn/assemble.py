@@ -86,11 +86,18 @@ class _Choice:
         """The call a tool-call delta continues, or a new one. A delta with an id seen
         before continues that call; an id new at a known index starts a new call there
         (servers that give every call index 0), unless that call had no id yet; without an
-        id, the call at the delta's index, else the last call, continues."""
+        id, the call at the delta's index continues, and without either the last call does,
+        unless the delta names another function."""
         index = piece.get("index") if isinstance(piece.get("index"), int) else None
         call_id = piece.get("id") if isinstance(piece.get("id"), str) and piece["id"] else None
         current = self.by_index.get(index) if index is not None else (
             self.calls[-1] if self.calls else None)
+        function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+        name = function.get("name")
+        if (index is None and call_id is None and current is not None and current.name
+                and isinstance(name, str) and name and not current.name.startswith(name)
+                and not name.startswith(current.name)):
+            current = None  # neither id nor index: another function named starts a call
         if call_id is not None:
             if call_id in self.by_id:
                 return self.by_id[call_id]

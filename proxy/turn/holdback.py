@@ -139,8 +139,8 @@ OPENERS: dict[str, tuple[Opener, ...]] = {
 # one blank line when a call is taken from it (`normalize.split_thinking`).
 _THINK_CLOSE = ("</think>", "</seed:think>")
 _THINK_TAGS = ("<think>", "<seed:think>", *_THINK_CLOSE)
-_SEAM = Pattern(r"(?:" + "|".join(f"(?<={re.escape(t)})" for t in _THINK_CLOSE)
-                + r")(?=[^\n]|\n[^\n]|\n\n\s)", _NEVER)
+_AFTER_CLOSE = "(?:" + "|".join(f"(?<={re.escape(t)})" for t in _THINK_CLOSE) + ")"
+_SEAM = Pattern(_AFTER_CLOSE + r"(?=[^\n]|\n[^\n]|\n\n\s)", _AFTER_CLOSE + r"\n\n?")
 _WHERE = ("anywhere", "line", "start")
 
 
@@ -164,7 +164,7 @@ def hold_rule(formats: tuple[str, ...]) -> HoldRule | None:
         for opener in OPENERS[name]:
             if opener.pattern not in by_where[opener.where]:
                 by_where[opener.where].append(opener.pattern)
-    groups = [f"(?P<seam>{_SEAM.full})"]
+    groups = [f"(?P<seam>{_SEAM.full})", rf"(?P<seam_end>{_SEAM.prefix}\Z)"]
     for where in _WHERE:
         patterns = by_where[where]
         if patterns:
