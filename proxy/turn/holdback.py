@@ -22,134 +22,35 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..toolcalls.registry import resolve
+from .openers import OPENERS, Pattern, alt
 
-# -- opener patterns: a whole opener, and (for the end of the text) any proper prefix of one
-
-
-@dataclass(frozen=True)
-class Pattern:
-    """A regex for whole openers and one for the proper prefixes of an opener."""
-
-    full: str
-    prefix: str  # possibly empty; only ever matched against the end of the text
-
-
-_NEVER = "(?!)"
-
-
-def lit(text: str) -> Pattern:
-    """An exact string."""
-    prefix = ""
-    for char in reversed(text[:-1]):
-        prefix = re.escape(char) + (f"(?:{prefix})?" if prefix else "")
-    return Pattern(re.escape(text), f"(?:{prefix})?" if prefix else "")
-
-
-def run(chars: str, least: int, most: int) -> Pattern:
-    """`least` to `most` characters of the class `chars` (a regex class such as `\\w`)."""
-    return Pattern(f"{chars}{{{least},{most}}}", f"{chars}{{0,{most - 1}}}")
-
-
-def seq(*parts: Pattern) -> Pattern:
-    """One pattern after the other."""
-    if not parts:
-        return Pattern("", _NEVER)
-    prefixes = ["".join(p.full for p in parts[:i]) + parts[i].prefix for i in range(len(parts))]
-    return Pattern("".join(p.full for p in parts), "(?:" + "|".join(prefixes) + ")")
-
-
-def alt(*parts: Pattern | str) -> Pattern:
-    """Any one of the patterns (strings are exact)."""
-    items = [lit(p) if isinstance(p, str) else p for p in parts]
-    return Pattern("(?:" + "|".join(p.full for p in items) + ")",
-                   "(?:" + "|".join(p.prefix for p in items) + ")")
-
-
-def opt(part: Pattern | str) -> Pattern:
-    """The pattern, or nothing."""
-    return alt(part, seq())
-
-
-def _seq(*parts: Pattern | str) -> Pattern:
-    return seq(*(lit(p) if isinstance(p, str) else p for p in parts))
-
-
-_SPACE = run(r"\s", 0, 64)
-_WORD = run(r"\w", 1, 200)
-
-
-@dataclass(frozen=True)
-class Opener:
-    """Where a frame can begin: its pattern, and where it must stand. `anywhere`; `line`:
-    with only space between it and the start of a line (or of the text, or of what follows
-    a think tag); `start`: with only space before it in the text (or after a think tag)."""
-
-    pattern: Pattern
-    where: str = "anywhere"
-
-
-def tag(*texts: str) -> tuple[Opener, ...]:
-    """Openers that are exact strings, anywhere."""
-    return tuple(Opener(lit(text)) for text in texts)
-
-
-_CALL_OBJECT = Opener(_seq("{", _SPACE, alt('"', "'", "}")), "line")  # `{"name": …}`
-_CALL_LIST = Opener(_seq("[", _SPACE, alt("{", "]")), "line")
-_FENCE = Opener(_seq("```", opt(alt("json", "xml", "tool_call", "tool_calls", "function_call")),
-                     run(r"[ \t\r]", 0, 64), "\n", _SPACE, alt("{", "[", "<")), "line")
-# `<｜tool▁calls▁begin｜>`, `<|tool_call_begin|>` and the other spellings of DeepSeek's tokens.
-_DEEPSEEK = Opener(_seq("<", alt("｜", "|"), "tool", alt("▁", "_", " ", "\\_"), "call"))
-_HARMONY = Opener(_seq(opt(_seq("<|start|>", _SPACE)), opt(_seq("assistant", _SPACE)),
-                       opt(_seq("<|channel|>", _SPACE)),
-                       opt(_seq(alt("commentary", "analysis"), _SPACE)), "to=functions."))
-
-OPENERS: dict[str, tuple[Opener, ...]] = {
-    "hermes": (*tag("<tool_call>"), _CALL_OBJECT),  # a call object closed by an orphan close
-    "longcat": tag("<longcat_tool_call>"),
-    "qwen_xml": tag("<function=", "<tool_call>", "<seed:tool_call>"),
-    "glm": tag("<tool_call>"),
-    "tools_wrapper": (*tag("<tools>", "<tool>", "<response>", "<json>", "<xml>", "<JSON>",
-                           "<function_call>"), _FENCE),
-    "granite_20b_fc": tag("<function_call>"),
-    "tool_calls_tag": tag("<tool_calls>"),
-    "granite": tag("<|tool_call|>", "<tool_call>"),
-    "llama3": (*tag("<|python_tag|>", "<function=", '<function name="'),
-               Opener(_CALL_OBJECT.pattern, "start")),  # `{…}; {…}` as the whole content
-    "mistral": tag("[TOOL_CALLS]"),
-    "deepseek": (_DEEPSEEK,),
-    "deepseek_dsml": tag("<｜DSML｜invoke", "<｜DSML｜function_calls>"),
-    "step3": (*tag("<steptml:invoke"), _DEEPSEEK),
-    "kimi_k2": tag("<|tool_call_begin|>", "<|tool_calls_section_begin|>"),
-    "minimax_m2": tag("<invoke", "<minimax:tool_call>"),
-    "harmony": (_HARMONY,),
-    "internlm": tag("<|action_start|>"),
-    "phi4_mini": tag("functools["),
-    "apertus": tag("<|tools_prefix|>"),
-    "gemma4": tag("<|tool_call>"),
-    "functionary": (Opener(_seq(opt(">>>"), _WORD, "\n", "{"), "start"),
-                    Opener(_seq(">>>", _WORD, "\n", "{"))),
-    "pythonic": (Opener(_seq(opt(_seq("<|python_tag|>", _SPACE)), "[", _SPACE,
-                             run("[A-Za-z_]", 1, 1), run(r"[\w.]", 0, 200), "("), "line"),
-                 *tag("<|python_start|>", "<function_calls>")),
-    "code_fence": (_FENCE,),
-    "bare_json": (_CALL_OBJECT, _CALL_LIST),
-}
-
-# A think block's end: what follows is the visible answer, joined back to the thinking with
-# one blank line when a call is taken from it (`normalize.split_thinking`).
+# A think block's tags: what follows one begins a text of its own (the thinking, or the
+# visible answer after it), and a close is joined back to the answer with one blank line when
+# a call is taken from it (`normalize.split_thinking`).
 _THINK_CLOSE = ("</think>", "</seed:think>")
 _THINK_TAGS = ("<think>", "<seed:think>", *_THINK_CLOSE)
-_AFTER_CLOSE = "(?:" + "|".join(f"(?<={re.escape(t)})" for t in _THINK_CLOSE) + ")"
-_SEAM = Pattern(_AFTER_CLOSE + r"(?=[^\n]|\n[^\n]|\n\n\s)", _AFTER_CLOSE + r"\n\n?")
-_WHERE = ("anywhere", "line", "start")
+_LINE_START = re.compile(r"(?:\A|(?<=\n)|"
+                         + "|".join(f"(?<={re.escape(tag)})" for tag in _THINK_TAGS) + r")\s*")
+_SEAM_HELD = re.compile(r"[^\n]|\n[^\n]|\n\n\s")  # after a close: not exactly one blank line
+_SEAM_OPEN = re.compile(r"\n\n?\Z")  # … or not yet known
+_WHOLE = "whole"
+
+
+def _either(patterns: list[Pattern]) -> re.Pattern[str]:
+    """Whole openers (group `whole`), or a proper prefix of one ending the text."""
+    pattern = alt(*patterns)
+    return re.compile(f"(?P<{_WHOLE}>{pattern.full})|(?=[\\s\\S]){pattern.prefix}\\Z")
 
 
 @dataclass(frozen=True)
 class HoldRule:
-    """The compiled openers of a set of formats: one regex, each alternative a named group
-    saying where its match must stand and whether it is whole or the text's unfinished end."""
+    """The compiled openers of a set of formats: those that stand anywhere, looked up by
+    their first character; those that stand at a line's start, or at the text's."""
 
-    regex: re.Pattern[str]
+    first: re.Pattern[str] | None  # the first characters of the anywhere openers
+    anywhere: dict[str, re.Pattern[str]]
+    line: re.Pattern[str] | None
+    start: re.Pattern[str] | None
 
 
 @lru_cache(maxsize=32)
@@ -159,45 +60,84 @@ def hold_rule(formats: tuple[str, ...]) -> HoldRule | None:
     names = [name for name, _ in resolve(formats)]
     if not names:
         return None
-    by_where: dict[str, list[Pattern]] = {where: [] for where in _WHERE}
+    by_where: dict[str, list[Pattern]] = {"anywhere": [], "line": [], "start": []}
     for name in names:
         for opener in OPENERS[name]:
             if opener.pattern not in by_where[opener.where]:
                 by_where[opener.where].append(opener.pattern)
-    groups = [f"(?P<seam>{_SEAM.full})", rf"(?P<seam_end>{_SEAM.prefix}\Z)"]
-    for where in _WHERE:
-        patterns = by_where[where]
-        if patterns:
-            either = alt(*patterns)
-            groups.append(f"(?P<{where}>{either.full})")
-            groups.append(rf"(?P<{where}_end>(?=[\s\S]){either.prefix}\Z)")
-    return HoldRule(re.compile("|".join(groups)))
+    by_char: dict[str, list[Pattern]] = {}
+    for pattern in by_where["anywhere"]:
+        assert pattern.first is not None, "an opener that stands anywhere begins with a literal"
+        for char in pattern.first:
+            by_char.setdefault(char, []).append(pattern)
+    line, start = by_where["line"], by_where["start"]
+    return HoldRule(
+        re.compile("[" + "".join(re.escape(char) for char in sorted(by_char)) + "]")
+        if by_char else None,
+        {char: _either(patterns) for char, patterns in by_char.items()},
+        _either(line) if line else None,
+        _either(start) if start else None)
 
 
-def _stands(text: str, at: int, where: str) -> bool:
-    """Whether an opener found `at` stands where it must (only space before it back to the
-    start of a line, of the text, or of what follows a think tag)."""
-    if where in ("anywhere", "seam"):
-        return True
-    start = at
-    while start > 0 and text[start - 1].isspace():
-        start -= 1
-    if start == 0 or text.endswith(_THINK_TAGS, 0, start):
-        return True
-    return where == "line" and "\n" in text[start:at]
+Candidate = tuple[int, bool]  # where a frame may begin; True: a whole opener (final)
 
 
-def hold_point(text: str, rule: HoldRule, start: int = 0) -> tuple[int, bool]:
-    """Where the first possible frame in `text` begins (at or after `start`; len(text) when
-    none), and whether that is final (a whole opener) rather than an unfinished end that
-    more text may still turn into prose."""
-    pos = start
-    while (match := rule.regex.search(text, pos)) is not None:
-        where = match.lastgroup or "seam"
-        if _stands(text, match.start(), where.removesuffix("_end")):
-            return match.start(), not where.endswith("_end")
-        pos = match.start() + 1
-    return len(text), False
+def _anywhere(text: str, rule: HoldRule, pos: int) -> Candidate | None:
+    while rule.first is not None and (found := rule.first.search(text, pos)) is not None:
+        at = found.start()
+        match = rule.anywhere[text[at]].match(text, at)
+        if match is not None:
+            return at, match.lastgroup == _WHOLE
+        pos = at + 1
+    return None
+
+
+def _at_line_start(text: str, rule: HoldRule, pos: int) -> tuple[Candidate | None, int]:
+    """The first opener at the start of a line (or of the text) from `pos`, and where the
+    next look must begin: at that line's start (a line begun with only space so far may
+    still get an opener; one with an unfinished opener may still turn to prose)."""
+    while (found := _LINE_START.search(text, pos)) is not None:
+        at = found.end()
+        if at == len(text):
+            return None, found.start()
+        before = found.start()
+        while before > 0 and text[before - 1].isspace():
+            before -= 1
+        starts_text = before == 0 or text.endswith(_THINK_TAGS, 0, before)
+        for regex in (rule.line, rule.start if starts_text else None):
+            match = regex.match(text, at) if regex is not None else None
+            if match is not None:
+                return (at, match.lastgroup == _WHOLE), found.start()
+        pos = at + 1
+    return None, len(text)
+
+
+def _seam(text: str, pos: int) -> Candidate | None:
+    found: list[Candidate] = []
+    for tag in _THINK_CLOSE:
+        at = text.find(tag, max(0, pos - len(tag)))
+        while at >= 0:
+            end = at + len(tag)
+            if _SEAM_HELD.match(text, end):
+                found.append((end, True))
+                break
+            if _SEAM_OPEN.match(text, end):
+                found.append((end, False))
+                break
+            at = text.find(tag, end)
+    return min(found, default=None)
+
+
+def hold_point(text: str, rule: HoldRule, start: int = 0) -> tuple[int, bool, int]:
+    """Where the first possible frame in `text` begins, looking from `start` (len(text)
+    when none); whether that is final (a whole opener, not an unfinished end that more text
+    may turn into prose); and where the next look, with more text, must begin."""
+    line, resume = _at_line_start(text, rule, start)
+    found = [c for c in (_anywhere(text, rule, start), line, _seam(text, start)) if c]
+    if not found:
+        return len(text), False, resume
+    at, final = min(found, key=lambda c: (c[0], not c[1]))
+    return at, final, min(at, resume)
 
 
 def releasable(text: str, rule: HoldRule | None) -> int:
@@ -205,7 +145,7 @@ def releasable(text: str, rule: HoldRule | None) -> int:
     without the space before it."""
     if rule is None:
         return len(text)
-    end, _ = hold_point(text, rule)
+    end = hold_point(text, rule)[0]
     while end > 0 and text[end - 1].isspace():
         end -= 1
     return end
@@ -240,13 +180,13 @@ class Held:
             return ""
         self._tail += piece
         base, tail = self._base, self._tail
-        at, final = hold_point_in(tail, self._rule, self._scan - base, base)
+        at, final, resume = hold_point_in(tail, self._rule, self._scan - base, base)
         end = at
         while end > self._sent - base and tail[end - 1].isspace():
             end -= 1
         out = tail[self._sent - base:end] if end > self._sent - base else ""
         self._sent = max(self._sent, base + end)
-        self._scan = base + at
+        self._scan = base + resume
         if final:
             self._closed = True
             self._tail = ""
@@ -256,10 +196,11 @@ class Held:
         return out
 
 
-def hold_point_in(tail: str, rule: HoldRule, start: int, base: int) -> tuple[int, bool]:
+def hold_point_in(tail: str, rule: HoldRule, start: int, base: int,
+                  ) -> tuple[int, bool, int]:
     """`hold_point` on a tail of the text that begins at `base` in the whole (the start of
     the whole text is only where `base` is 0)."""
     if base == 0:
         return hold_point(tail, rule, start)
-    at, final = hold_point("\0" + tail, rule, start + 1)  # not the text's start: a sentinel
-    return at - 1, final
+    at, final, resume = hold_point("\0" + tail, rule, start + 1)  # a sentinel: not the start
+    return at - 1, final, resume - 1
