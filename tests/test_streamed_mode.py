@@ -14,6 +14,8 @@ import orjson
 import pytest
 import requests
 
+from proxy.config import Config
+from proxy.replay import format_report, parse_exchanges, replay_exchange
 from tests.conftest import TOOLS
 from tests.fake_vllm import (
     Answer,
@@ -357,3 +359,19 @@ def test_the_log_line_names_the_mode_and_when_text_first_flowed(
     assert 0 < line["first_text_ms"] <= line["total_ms"]
     assert line["tool_calls"] == 1
     assert line["heartbeats"] == 0
+
+
+def test_a_streamed_turn_captured_in_the_log_replays_to_what_the_client_got(
+        fake, start_proxy, log_lines):  # noqa: F811
+    """With `log_bodies`, the line holds the completion the stream added up to: `replay`
+    decides on it as the server did."""
+    proxy = start_proxy(stream_mode="stream", log_bodies=True, log_level="info")
+    fake.answer(vllm_answer(vllm_completion(PROSE + CALL, reasoning="Plan."), size=3))
+    got = assembled(requests.post(proxy.url + "/v1/chat/completions", json=_request(),
+                                  timeout=LIMIT).content)
+    (line,) = log_lines(1)
+    (exchange,) = parse_exchanges(orjson.dumps(line), "proxy.log")
+    replay = replay_exchange(exchange, Config(stream_mode="stream"))
+    assert replay.diagnostics["mode"] == "streamed"
+    assert assembled(replay.output) == got
+    assert "tool calls  1: get_weather" in format_report(replay)

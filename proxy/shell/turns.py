@@ -169,15 +169,19 @@ class TurnResponse:
     def respond(self) -> Response:
         """The response, once the turn is over or the client's stream has begun."""
         actions = self.driver.actions()
-        for action in actions:
-            if isinstance(action, waiting.Commit):
-                return self._stream(actions)
-            if isinstance(action, waiting.Deliver):
-                return self._whole(action.answer)
-            if isinstance(action, waiting.Fail):
-                return error_response(self.front, action.error, self.log)
-            if isinstance(action, waiting.Abandon):
-                return error_response(self.front, client_disconnected(), self.log)
+        try:
+            for action in actions:
+                if isinstance(action, waiting.Commit):
+                    return self._stream(actions)
+                if isinstance(action, waiting.Deliver):
+                    return self._whole(action.answer)
+                if isinstance(action, waiting.Fail):
+                    return error_response(self.front, action.error, self.log)
+                if isinstance(action, waiting.Abandon):
+                    return error_response(self.front, client_disconnected(), self.log)
+        except BaseException:
+            self.driver.call.cancel()  # a failure of our own: upstream must not go on for nobody
+            raise
         raise AssertionError("the waiting machine ended without an outcome")
 
     def _whole(self, answer: Answer) -> Response:

@@ -304,6 +304,7 @@ class UpstreamCall(Generic[T]):
         self._value: T | None = None
         self._error: ProxyError | None = None
         self._done: Any = new_event()
+        self._ended = False
 
     @classmethod
     def complete(cls, upstream: Upstream, path: str, body: bytes, headers: dict[str, str],
@@ -332,6 +333,7 @@ class UpstreamCall(Generic[T]):
             self._error = ProxyError(502, f"Upstream call failed: {type(exc).__name__}.",
                                      type_="upstream_error", code="upstream_error")
         finally:
+            self._ended = True
             self._done.set()
 
     def wait(self, timeout: float | None) -> bool:
@@ -356,43 +358,26 @@ class StreamEnd:
     cut: bool = False
 
 
-class UpstreamStream:
+class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
     """A streamed upstream POST read beside the request (the streamed mode): the data of each
     SSE event is queued as it arrives, for the request to `take` between its looks at the
-    client. Ends with `StreamEnd`, with the whole reply when upstream did not stream (an
-    error status, or a server that answered with JSON), or with a ProxyError."""
+    client; `wait` returns as soon as there is some. Ends with `StreamEnd`, with the whole
+    reply when upstream did not stream (an error status, or a server that answered with
+    JSON), or with a ProxyError."""
 
     def __init__(self, upstream: Upstream, path: str, body: bytes, headers: dict[str, str],
                  timeouts: Timeouts, max_bytes: int = 0) -> None:
+        super().__init__(self._read)
         self._upstream = upstream
         self._request = (path, body, headers)
         self._timeouts = timeouts
         self._max_bytes = max_bytes
-        self._tracker = _ConnectionTracker()
         self._events: deque[bytes] = deque()
-        self._outcome: StreamEnd | UpstreamReply | ProxyError | None = None
-        self._ready: Any = new_event()
 
-    def start(self) -> UpstreamStream:
-        """Begin the call in the background (see `run_beside`)."""
-        run_beside(self._run, "upstream-stream")
-        return self
-
-    def _run(self) -> None:
-        try:
-            self._outcome = self._read()
-        except ProxyError as exc:
-            self._outcome = exc
-        except Exception as exc:
-            self._outcome = ProxyError(502, f"Upstream call failed: {type(exc).__name__}.",
-                                       type_="upstream_error", code="upstream_error")
-        finally:
-            self._ready.set()
-
-    def _read(self) -> StreamEnd | UpstreamReply:
+    def _read(self, tracker: _ConnectionTracker) -> StreamEnd | UpstreamReply:
         path, body, headers = self._request
         upstream, timeouts = self._upstream, self._timeouts
-        response = upstream.open("POST", path, body, headers, timeouts, self._tracker)
+        response = upstream.open("POST", path, body, headers, timeouts, tracker)
         kind = response.headers.get("Content-Type", "")
         if response.status != 200 or not kind.startswith("text/event-stream"):
             try:
@@ -412,7 +397,7 @@ class UpstreamStream:
                 events = decoder.feed(data)
                 if events:
                     self._events.extend(events)
-                    self._ready.set()
+                    self._done.set()
         except _FAILURES as exc:
             response.close()
             raise self._broken(exc) from None
@@ -434,29 +419,16 @@ class UpstreamStream:
                           f"({type(exc).__name__}).", type_="upstream_error",
                           code="upstream_stream_cut")
 
-    def wait(self, timeout: float | None) -> bool:
-        """True once there are events to take or the call has ended (within `timeout`)."""
-        return bool(self._ready.wait(timeout))
-
     def take(self) -> list[bytes]:
         """The data of the events that arrived since the last take, in order."""
-        self._ready.clear()
+        self._done.clear()
         events = self._events
         taken = [events.popleft() for _ in range(len(events))]
-        if self._outcome is not None:
-            self._ready.set()  # the end stays seen
+        if self._ended:
+            self._done.set()  # the end stays seen
         return taken
 
     @property
     def finished(self) -> bool:
         """The call has ended and every event has been taken."""
-        return self._outcome is not None and not self._events
-
-    def outcome(self) -> StreamEnd | UpstreamReply | ProxyError:
-        """How the call ended (once `finished`)."""
-        assert self._outcome is not None
-        return self._outcome
-
-    def cancel(self) -> None:
-        """Cut the upstream connection, so that the server stops generating."""
-        self._tracker.cancel()
+        return self._ended and not self._events
