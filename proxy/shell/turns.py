@@ -224,6 +224,7 @@ class TurnResponse:
                 self.app.logger.exception("turn failed (request %s)", log.request_id)
                 log.error = "internal_error"
                 finished = True
+                self.driver.call.cancel()
                 yield writer.error(ProxyError(500, "The proxy failed to render this answer.",
                                               code="internal_error"))
             finally:

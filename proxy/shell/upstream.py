@@ -90,6 +90,12 @@ class _ConnectionTracker:
         if connection is not None:
             self._shutdown(connection)
 
+    def detach(self) -> None:
+        """The call is over: its connection is back in the pool (or closed), and a late
+        cancel must not cut it under the request that uses it next."""
+        with self._lock:
+            self._connection = None
+
     @staticmethod
     def _shutdown(connection: Any) -> None:
         sock = getattr(connection, "sock", None)
@@ -333,6 +339,7 @@ class UpstreamCall(Generic[T]):
             self._error = ProxyError(502, f"Upstream call failed: {type(exc).__name__}.",
                                      type_="upstream_error", code="upstream_error")
         finally:
+            self._tracker.detach()
             self._ended = True
             self._done.set()
 
