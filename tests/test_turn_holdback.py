@@ -30,6 +30,7 @@ def sent(text: str, rule=ALL) -> str:
     "Generics like Map<String, List<Integer>> are prose.",
     "The function returns true; the caller checks it; done.",
     "HTML like <b>bold</b> and <div class='x'> flows.",
+    "As an assistant I wrote the commentary and the analysis to share.",
 ])
 def test_prose_flows_whole(text):
     assert sent(text) == text
@@ -48,6 +49,7 @@ def test_prose_flows_whole(text):
     ("Done functools[", "Done"),
     ("Well <|start|>assistant<|channel|>commentary to=functions.read", "Well"),
     ("Thinking commentary to=functions.read", "Thinking"),
+    ("Ok<|channel|>commentary  \n to=functions.read", "Ok"),  # the header goes with the call
     ("Text\n>>>read\n{", "Text"),
     ("I will read it.\n\n{\"name\": \"read\"", "I will read it."),
     ("Calls:\n[{\"name\"", "Calls:"),

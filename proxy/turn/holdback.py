@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..toolcalls.registry import resolve
-from .openers import OPENERS, Pattern, alt
+from .openers import OPENERS, Opener, Pattern, alt, seq
 
 # A think block's tags: what follows one begins a text of its own (the thinking, or the
 # visible answer after it), and a close is joined back to the answer with one blank line when
@@ -44,11 +44,15 @@ def _either(patterns: list[Pattern]) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class HoldRule:
-    """The compiled openers of a set of formats: those that stand anywhere, looked up by
-    their first character; those that stand at a line's start, or at the text's."""
+    """The compiled openers of a set of formats. Those that stand anywhere: their first
+    characters, then for each one a regex whose named group says which opener matched (and
+    so which lead to look for before it), and one regex for the unfinished end of a text.
+    Those that stand at a line's start, or at the text's."""
 
-    first: re.Pattern[str] | None  # the first characters of the anywhere openers
+    first: re.Pattern[str] | None
     anywhere: dict[str, re.Pattern[str]]
+    leads: dict[str, re.Pattern[str]]  # by group name: what may stand before the opener
+    unfinished: re.Pattern[str] | None  # a proper prefix of an opener (with its lead) ending
     line: re.Pattern[str] | None
     start: re.Pattern[str] | None
 
@@ -60,36 +64,57 @@ def hold_rule(formats: tuple[str, ...]) -> HoldRule | None:
     names = [name for name, _ in resolve(formats)]
     if not names:
         return None
-    by_where: dict[str, list[Pattern]] = {"anywhere": [], "line": [], "start": []}
+    by_where: dict[str, list[Opener]] = {"anywhere": [], "line": [], "start": []}
     for name in names:
         for opener in OPENERS[name]:
-            if opener.pattern not in by_where[opener.where]:
-                by_where[opener.where].append(opener.pattern)
-    by_char: dict[str, list[Pattern]] = {}
-    for pattern in by_where["anywhere"]:
-        assert pattern.first is not None, "an opener that stands anywhere begins with a literal"
-        for char in pattern.first:
-            by_char.setdefault(char, []).append(pattern)
-    line, start = by_where["line"], by_where["start"]
+            if opener not in by_where[opener.where]:
+                by_where[opener.where].append(opener)
+    anywhere = by_where["anywhere"]
+    by_char: dict[str, list[str]] = {}
+    for i, opener in enumerate(anywhere):
+        assert opener.pattern.first is not None, "an opener found anywhere begins with a literal"
+        for char in opener.pattern.first:
+            by_char.setdefault(char, []).append(f"(?P<o{i}>{opener.pattern.full})")
+    whole = [seq(o.lead, o.pattern) if o.lead else o.pattern for o in anywhere]
+    unfinished = [pattern.prefix for pattern in whole]
+    assert all(pattern.first is not None for pattern in whole), "openers begin with literals"
+    starts = sorted({char for pattern in whole for char in pattern.first or ()})
+    line, start = ([o.pattern for o in by_where[where]] for where in ("line", "start"))
     return HoldRule(
         re.compile("[" + "".join(re.escape(char) for char in sorted(by_char)) + "]")
         if by_char else None,
-        {char: _either(patterns) for char, patterns in by_char.items()},
+        {char: re.compile("|".join(groups)) for char, groups in by_char.items()},
+        {f"o{i}": re.compile(f"(?:{o.lead.full})\\Z") for i, o in enumerate(anywhere) if o.lead},
+        re.compile("(?=[" + "".join(map(re.escape, starts)) + "])(?:" + "|".join(unfinished)
+                   + ")\\Z") if unfinished else None,
         _either(line) if line else None,
         _either(start) if start else None)
 
 
 Candidate = tuple[int, bool]  # where a frame may begin; True: a whole opener (final)
+_LEAD_REACH = 320  # the longest lead (header pieces, each followed by at most 64 spaces)
+_UNFINISHED_REACH = 400  # the longest proper prefix of an opener with its lead
 
 
 def _anywhere(text: str, rule: HoldRule, pos: int) -> Candidate | None:
-    while rule.first is not None and (found := rule.first.search(text, pos)) is not None:
-        at = found.start()
+    """The first whole opener from `pos` (moved back over its lead), or the unfinished end of
+    the text if that comes first."""
+    found: Candidate | None = None
+    search = pos
+    while rule.first is not None and (hit := rule.first.search(text, search)) is not None:
+        at = hit.start()
         match = rule.anywhere[text[at]].match(text, at)
         if match is not None:
-            return at, match.lastgroup == _WHOLE
-        pos = at + 1
-    return None
+            lead = rule.leads.get(match.lastgroup or "")
+            header = lead.search(text, max(0, at - _LEAD_REACH), at) if lead else None
+            found = (header.start() if header else at, True)
+            break
+        search = at + 1
+    unfinished = (rule.unfinished.search(text, max(pos, len(text) - _UNFINISHED_REACH))
+                  if rule.unfinished is not None else None)
+    if unfinished is not None and (found is None or unfinished.start() < found[0]):
+        return unfinished.start(), False
+    return found
 
 
 def _at_line_start(text: str, rule: HoldRule, pos: int) -> tuple[Candidate | None, int]:

@@ -79,10 +79,12 @@ def opt(part: Pattern | str) -> Pattern:
 class Opener:
     """What a frame can begin with, and where it must stand: `anywhere`; `line`: with only
     space before it back to the start of a line (or of the text, or to a think tag); `start`:
-    with only space before it back to the start of the text (or to a think tag)."""
+    with only space before it back to the start of the text (or to a think tag). `lead`:
+    what may stand right before it and then belongs to the frame (a header)."""
 
     pattern: Pattern
     where: str = "anywhere"
+    lead: Pattern | None = None
 
 
 def tag(*texts: str) -> tuple[Opener, ...]:
@@ -98,10 +100,10 @@ _FENCE = Opener(seq("```", opt(alt("json", "xml", "tool_call", "tool_calls", "fu
                     run(r"[ \t\r]", 0, 64), "\n", _SPACE, alt("{", "[", "<")), "line")
 # `<｜tool▁calls▁begin｜>`, `<|tool_call_begin|>` and the other spellings of DeepSeek's tokens.
 _DEEPSEEK = Opener(seq("<", alt("｜", "|"), "tool", alt("▁", "_", " ", "\\_"), "call"))
-# gpt-oss: the header pieces before the recipient belong to the frame.
-_HARMONY = Opener(seq(opt(seq("<|start|>", _SPACE)), opt(seq("assistant", _SPACE)),
-                      opt(seq("<|channel|>", _SPACE)),
-                      opt(seq(alt("commentary", "analysis"), _SPACE)), "to=functions."))
+# gpt-oss: the recipient, and the header pieces before it, which belong to the frame.
+_HARMONY = Opener(lit("to=functions."), lead=seq(
+    opt(seq("<|start|>", _SPACE)), opt(seq("assistant", _SPACE)), opt(seq("<|channel|>", _SPACE)),
+    opt(seq(alt("commentary", "analysis"), _SPACE))))
 
 OPENERS: dict[str, tuple[Opener, ...]] = {
     "hermes": (*tag("<tool_call>"), _CALL_OBJECT),  # a call object closed by an orphan close
