@@ -59,6 +59,9 @@ class Config:
     # The Anthropic Messages front (/v1/messages).
     messages_keep_billing_header: bool = False
     messages_thinking_switch: str = "enable_thinking"
+    # Streamed mode (issue 19): "buffer" answers a tool turn once it is whole; "stream" lets
+    # text and reasoning flow as upstream writes them, holding back what could be a call.
+    stream_mode: str = "buffer"
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as plain JSON-able data (as in the config file)."""
