@@ -23,7 +23,7 @@ from .clients import client_gone
 from .upstream import StreamEnd, Timeouts, UpstreamCall, UpstreamStream
 
 if TYPE_CHECKING:
-    from .routes import Proxy
+    from .handlers import Proxy
 
 # What the machine asks of the client's response; the rest (Wait, AskAgain, and Collect
 # when there is a core to decide) the driver carries out itself.
