@@ -369,7 +369,8 @@ def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
                      "vLLM with the flags below")
     # A call recovered from the reasoning is no repair of the call itself: no reason to
     # steady the model.
-    repaired = [r for r in chosen.proxy_repairs if not r.endswith(":from_reasoning")]
+    repaired = [r for r in chosen.proxy_repairs
+                if not r.endswith((":from_reasoning", ":reasoning_from_content"))]
     unsteady = (repaired or chosen.proxy_left_as_text
                 or (auto.text_formats and none.text_formats
                     and auto.text_formats[0] != none.text_formats[0]))

@@ -167,9 +167,12 @@ def test_a_schema_is_not_arguments():
     assert [c.name for c in extract(text, takes_a_schema).calls] == ["define"]
 
 
-def _normalized(content: str | None, reasoning: str | None = None) -> dict:
+def _normalized(content: str | None, reasoning: str | None = None,
+                thinking_as_reasoning: bool = True) -> dict:
     completion, _ = normalize_completion(vllm_completion(content, reasoning=reasoning),
-                                         ExtractionSettings(tools=TOOLS))
+                                         ExtractionSettings(
+                                             tools=TOOLS,
+                                             reasoning_from_content=thinking_as_reasoning))
     return completion["choices"][0]["message"]
 
 
@@ -191,9 +194,14 @@ def test_seed_oss_thinking_is_split_off_like_think():
     thinking = (f"<seed:think>\nThe format is {QWEN.replace('tool_call', 'seed:tool_call')}. "
                 "Wait, fine.</seed:think>")
     call = QWEN.replace("tool_call", "seed:tool_call")
-    message = _normalized(thinking + call)
+    message = _normalized(thinking + call, thinking_as_reasoning=False)
     assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
     assert message["content"] == thinking
+    message = _normalized(thinking + call)  # the default: the thinking is the reasoning
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+    assert message["reasoning_content"] == thinking.removeprefix("<seed:think>\n").removesuffix(
+        "</seed:think>")
+    assert message["content"] is None
 
 
 def test_backticks_inside_frames_are_payload_not_inline_code():

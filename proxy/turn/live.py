@@ -11,10 +11,11 @@ from typing import Protocol
 import orjson
 
 from ..errors import ProxyError, from_upstream
-from .assemble import REASONING, Piece, StreamAssembler
+from .assemble import CONTENT, REASONING, Piece, StreamAssembler
 from .core import UpstreamReply
 from .holdback import Held, hold_rule
 from .plan import TurnPlan
+from .thinking import ThinkRouter
 
 DONE = b"[DONE]"
 
@@ -48,6 +49,9 @@ class LiveTurn:
         self._rule = (hold_rule(tuple(extraction.formats))
                       if extraction.tools and extraction.formats else None)
         self._reasoning = extraction.reasoning_field != "drop"
+        # A leading think block in the content flows as reasoning, as normalize will have it.
+        self._thinking: dict[int, ThinkRouter | None] | None = (
+            {} if extraction.reasoning_from_content else None)
         self.assembler = StreamAssembler()
         self._held: dict[tuple[int, str], Held] = {}
         self._ready: list[Piece] = []
@@ -68,11 +72,30 @@ class LiveTurn:
             except orjson.JSONDecodeError:
                 self._not_json = self._not_json or data[:200]
                 continue
-            for piece in self.assembler.feed(chunk):
+            for piece in self._routed(self.assembler.feed(chunk)):
                 if piece.kind == REASONING and not self._reasoning:
                     continue
                 self._hold(piece)
         return bool(self._ready)
+
+    def _routed(self, pieces: Iterable[Piece]) -> Iterable[Piece]:
+        """`pieces`, the content's leading think block turned into reasoning (a choice whose
+        upstream sends reasoning of its own keeps its content as it is, as normalize does)."""
+        routers = self._thinking
+        for piece in pieces:
+            if routers is None or piece.kind != CONTENT:
+                if routers is not None and piece.kind == REASONING:
+                    routers.setdefault(piece.choice, None)
+                yield piece
+                continue
+            if piece.choice not in routers:
+                routers[piece.choice] = ThinkRouter()
+            router = routers[piece.choice]
+            if router is None:
+                yield piece
+                continue
+            for kind, text in router.push(piece.text):
+                yield Piece(piece.choice, kind, text)
 
     def _hold(self, piece: Piece) -> None:
         key = (piece.choice, piece.kind)

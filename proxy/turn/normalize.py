@@ -17,6 +17,7 @@ import orjson
 from ..ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
 from ..toolcalls.repair import NotJson, loads_repaired
+from .thinking import leading_thinking
 
 _TOP_LEVEL = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint",
               "service_tier")
@@ -86,6 +87,8 @@ class ExtractionSettings:
     # vLLM's `stop_reason` (the stop string that ended the choice) kept on each choice, for
     # fronts whose wire tells a stop sequence from a natural end (Anthropic's stop_sequence).
     keep_stop_reason: bool = False
+    # A leading think block in the content is the reasoning (see `turn.thinking`).
+    reasoning_from_content: bool = True
 
 
 def mint_call_id(taken: set[str]) -> str:
@@ -250,6 +253,11 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
     reasoning = message.get("reasoning_content")
     if not isinstance(reasoning, str):
         reasoning = message.get("reasoning") if isinstance(message.get("reasoning"), str) else None
+    if settings.reasoning_from_content and content and not reasoning:
+        thinking = leading_thinking(content)
+        if thinking is not None:
+            reasoning, content = thinking
+            outcome.repairs.append(Repair("content", "reasoning_from_content", None))
 
     calls = _native_calls(message.get("tool_calls"), finish, settings, outcome, taken_ids)
     if calls:

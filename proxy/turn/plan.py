@@ -13,6 +13,7 @@ from ..errors import ProxyError
 from ..toolcalls.repair import loads as exact_loads
 from .compat import rewrite_request
 from .normalize import ExtractionSettings
+from .thinking import move_history_thinking
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,8 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
     streamed = streams_live(config, client_stream=client_stream, tool_call_required=required)
     upstream = dict(body)
     rewrites = rewrite_request(upstream, config, upstream_streams=streamed)
+    if config.reasoning_from_content and move_history_thinking(messages):
+        rewrites.append("history_thinking_as_reasoning")  # as the proxy's answers had it
     upstream["stream"] = streamed
     if streamed:  # usage always, so that the assembled answer has it (sent if asked for)
         upstream["stream_options"] = {"include_usage": True}
@@ -198,6 +201,7 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
         orjson.dumps(upstream),
         config,
         ExtractionSettings(tools=schemas, only=only, formats=formats,
+                           reasoning_from_content=config.reasoning_from_content,
                            reasoning_field=config.reasoning_field),
         model=model,
         client_stream=client_stream,
