@@ -216,6 +216,20 @@ def _without_frames(text: str, frames: Sequence[Frame]) -> str:
     return "\n".join(piece for piece in trimmed if piece)
 
 
+def _drop_enclosed(frame: Frame, claims: Spans, doc: Document,
+                   taken: list[tuple[Frame, list[ToolCall]]], left: list[LeftAsText]) -> None:
+    """Forget the frames earlier formats found inside `frame`: they are text of its payload
+    (a file that quotes a call), not calls of their own, whatever `frame` turns out to be."""
+    def inside(start: int, end: int) -> bool:
+        return frame.start <= start and end <= frame.end
+
+    claims.remove_inside(frame.start, frame.end)
+    doc.claimed.remove_inside(frame.start, frame.end)
+    taken[:] = [item for item in taken if not inside(item[0].start, item[0].end)]
+    left[:] = [item for item in left
+               if item.reason == "parser_error" or not inside(item.start, item.end)]
+
+
 def extract(
     text: str,
     tools: ToolSchemas,
@@ -245,7 +259,9 @@ def extract(
         try:
             for frame in find_frames(doc):
                 if claims.overlaps(frame.start, frame.end):
-                    continue
+                    if not claims.encloses(frame.start, frame.end):
+                        continue
+                    _drop_enclosed(frame, claims, doc, taken, left)
                 spans.append((frame.start, frame.end))
                 doc.claimed.add(frame.start, frame.end)
                 calls, refusals = read_frame(frame, tools, only, truncated)

@@ -200,7 +200,7 @@ def invoke_grammar(prefix: str, block_open: str, block_close: str, *,
         block_closed=re.compile(r"\s*+" + re.escape(block_close)),
         block_open_len=len(block_open),
         tags=ValueTags(
-            tokens=re.compile(r"(<" + tag + r"parameter\s)|" + re.escape(parameter_close)),
+            tokens=re.compile(r"<(?:(" + tag + r"parameter\s)|/" + tag + r"parameter>)"),
             next_item=parameter,
             stray=stray_tags((parameter_close, "</" + prefix + "invoke>", block_close),
                              (invoke_open, block_open)),

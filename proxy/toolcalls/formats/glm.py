@@ -32,7 +32,7 @@ _KEY = re.compile(r"\s*+<arg_key>([^<>]{1,200}+)</arg_key>\s*+<arg_value>")
 _VALUE_CLOSE = "</arg_value>"
 _CLOSE = re.compile(r"\s*+</tool_call>")
 _TAGS = ValueTags(
-    tokens=re.compile(r"(<arg_value>)|</arg_value>"),
+    tokens=re.compile(r"<(?:(arg_value>)|/arg_value>)"),
     next_item=_KEY,
     stray=re.compile(r"<(?:(/(?:arg_value|arg_key|tool_call)>)|tool_call>)"),
 )

@@ -14,7 +14,8 @@ belong to the template, not the value (as vLLM's parser reads them). A value end
 `</parameter>` the frame's structure shows to be its own (see text_values): one followed by
 the next `<parameter=` or by `</function>` (and, in a wrapper, `</tool_call>`), so that a
 file whose text says `</parameter>` or `</tool_call>` is read whole. A parameter written
-without its close ends at the next tag only when no `</parameter>` follows it at all.
+without its close ends at the next tag only when no `</parameter>` follows it at all and the
+frame goes on from that tag.
 """
 
 from __future__ import annotations
@@ -40,13 +41,14 @@ _PARAMETER = re.compile(r"\s*<parameter=([^<>\n]{1,200}+)>")
 _PARAMETER_CLOSE = "</parameter>"
 _FUNCTION_CLOSE = re.compile(r"\s*</function>")
 _TAGS = ValueTags(
-    tokens=re.compile(r"(<parameter=[^<>\n]{1,200}+>)|</parameter>"),
+    tokens=re.compile(r"<(?:(parameter=[^<>\n]{1,200}+>)|/parameter>)"),
     next_item=_PARAMETER,
     stray=re.compile(r"<(?:(/(?:parameter|function|(?:seed:)?tool_call)>)"
                      r"|function=|(?:seed:)?tool_call>)"),
 )
-# Where a value without its close tag ends: the next tag of the call.
-_UNCLOSED_END = re.compile(r"<parameter=|</function>|<function=|</(?:seed:)?tool_call>")
+# Where a value without its close tag may end: the call's next tag, when the frame's
+# structure goes on from there.
+_UNCLOSED_END = re.compile(r"<parameter=|</function>|</(?:seed:)?tool_call>")
 
 
 def _tail(doc: Document, wrapped: bool) -> Tail:
@@ -85,11 +87,12 @@ def _parameters(doc: Document, pos: int, tail: Tail,
             balanced = balanced and found.balanced
         elif doc.budget.exhausted:
             return None
-        else:  # no close follows at all: the value ends at the call's next tag
+        else:  # no close follows at all: the value may end at the call's next tag
             unclosed = _UNCLOSED_END.search(text, parameter.end())
-            if unclosed is None:
+            end = -1 if unclosed is None else unclosed.start()
+            if end < 0 or (_PARAMETER.match(text, end) is None and tail(end) is None):
                 return args, len(text), False, repairs, balanced
-            end = pos = unclosed.start()
+            pos = end
             repairs.append("missing_parameter_close")
         args.append((parameter.group(1).strip(), template_value(text[parameter.end():end])))
     return args, pos, True, repairs, balanced
