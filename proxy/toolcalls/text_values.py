@@ -32,8 +32,8 @@ class ValueTags:
     its closing tag (written `<(?:(open)|/close>)`: a pattern that starts with its literal
     `<` is searched at C speed, an alternation of two is twenty times slower); `next_item`
     matches what may follow a close inside the call (the next parameter, leading space
-    allowed); `stray` finds the format's tags after a frame: a
-    closing one (group 1) or the opener of the next frame."""
+    allowed); `stray` finds the format's tags after a frame: a closing one (group 1) or the
+    opener of the next frame."""
 
     tokens: re.Pattern[str]
     next_item: re.Pattern[str]
