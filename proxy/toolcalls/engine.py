@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 
-from . import schema
+from . import cleanup, schema
 from .context import Context
-from .registry import MARKERS, markers_of, resolve
+from .registry import CONTENT_MARKUP, MARKERS, markers_of, resolve
 from .repair import ORJSON_INTS, NotJson, loads_repaired
 from .scan import Document, Spans
 from .types import Extraction, Frame, LeftAsText, Refusal, ToolCall, ToolSchemas
@@ -200,15 +200,21 @@ def _kept_in_context(text: str, taken: list[tuple[Frame, list[ToolCall]]],
     return kept
 
 
-def _without_frames(text: str, frames: Sequence[Frame]) -> str:
-    """`text` without the spans of `frames` (sorted); whitespace at each seam is trimmed."""
-    if not frames:
+def _without(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """`text` without `spans` (they may overlap); whitespace at each seam is trimmed."""
+    if not spans:
         return text
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
     pieces = []
     pos = 0
-    for frame in frames:
-        pieces.append(text[pos:frame.start])
-        pos = frame.end
+    for start, end in merged:
+        pieces.append(text[pos:start])
+        pos = end
     pieces.append(text[pos:])
     trimmed = [pieces[0].rstrip()]
     trimmed += [piece.strip() for piece in pieces[1:-1]]
@@ -279,9 +285,22 @@ def extract(
         taken = _kept_in_context(text, taken, left)
     if not taken:
         return Extraction(content=text, left_as_text=left, text=text)
+    frames = [(frame.start, frame.end) for frame, _ in taken]
+    left_out = [(start, end, "markup")
+                for start, end in cleanup.around_calls(text, frames, left, truncated)]
+    for name in dict.fromkeys(frame.format for frame, _ in taken):
+        hook = CONTENT_MARKUP.get(name)
+        if hook is not None:
+            markup, reasoning = hook(text, frames)
+            left_out += [(start, end, "markup") for start, end in markup]
+            left_out += [(start, end, "reasoning") for start, end in reasoning]
+    left_out.sort()
     return Extraction(
-        content=_without_frames(text, [frame for frame, _ in taken]),
+        content=_without(text, frames + [(start, end) for start, end, _ in left_out]),
         calls=[call for _, calls in taken for call in calls],
         left_as_text=left,
         text=text,
+        reasoning="\n".join(piece for start, end, kind in left_out
+                            if kind == "reasoning" and (piece := text[start:end].strip())),
+        left_out=left_out,
     )
