@@ -276,17 +276,19 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
         if not complete:  # its text, to the end, may be the value (and may quote frames)
             yield Frame(fmt, start, len(text), closed=False, complete=False, name=match[1])
             return
-        refused = None if balanced else "ambiguous_value"
+        if not balanced:  # no sure reading: its text, to the end, may all be the value
+            yield Frame(fmt, start, len(text), name=match[1], refused="ambiguous_value")
+            return
         close = invoke_close.match(text, pos)
         if close is not None:
             pos = close.end()
             after = closed_block.match(text, pos)
             in_block = after is None
             pos = after.end() if after is not None else pos
-            yield Frame(fmt, start, pos, name=match[1], text_args=tuple(args), refused=refused)
+            yield Frame(fmt, start, pos, name=match[1], text_args=tuple(args))
             openers.taken_to = pos
         elif doc.skip_space(pos) >= len(text):
             yield Frame(fmt, start, pos, closed=False, name=match[1], text_args=tuple(args),
-                        repairs=("missing_close_tag",), refused=refused)
+                        repairs=("missing_close_tag",))
             return
         # Anything else inside the invoke: not a call we read; it stays text.

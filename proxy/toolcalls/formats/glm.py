@@ -76,14 +76,15 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                 return
             yield Frame(NAME, start, len(text), closed=False, complete=False, name=match[1])
             return  # its text, to the end, may be the value (and may quote other frames)
-        refused = None if balanced else "ambiguous_value"
+        if not balanced:  # no sure reading: its text, to the end, may all be the value
+            yield Frame(NAME, start, len(text), name=match[1], refused="ambiguous_value")
+            return
         close = _CLOSE.match(text, pos)
         if close is not None:
-            yield Frame(NAME, start, close.end(), name=match[1], text_args=tuple(args),
-                        refused=refused)
+            yield Frame(NAME, start, close.end(), name=match[1], text_args=tuple(args))
             openers.taken_to = close.end()
         elif ends_or_opens(doc, pos, _OPEN):
             yield Frame(NAME, start, pos, closed=False, name=match[1], text_args=tuple(args),
-                        repairs=("missing_close_tag",), refused=refused)
+                        repairs=("missing_close_tag",))
             openers.taken_to = pos
         # Anything else after the parameters: not a frame we understand; it stays text.

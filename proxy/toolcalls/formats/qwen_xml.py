@@ -114,6 +114,10 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if read is None:
             return  # out of budget: better no frame than one with parameters missing
         args, pos, complete, repairs, balanced = read
+        if not balanced:  # no sure reading: its text, to the end, may all be the value
+            yield Frame(NAME, start, len(text), name=match.group(1).strip(),
+                        refused="ambiguous_value")
+            return
         closed = False
         if complete:
             function_close = _FUNCTION_CLOSE.match(text, pos)
@@ -133,7 +137,6 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                 closed = False
                 if complete:
                     repairs.append("missing_close_tag")
-        yield Frame(NAME, start, pos, closed=closed, complete=complete, name=match.group(1).strip(),
-                    text_args=tuple(args), repairs=tuple(repairs),
-                    refused=None if balanced else "ambiguous_value")
+        yield Frame(NAME, start, pos, closed=closed, complete=complete,
+                    name=match.group(1).strip(), text_args=tuple(args), repairs=tuple(repairs))
         openers.taken_to = pos

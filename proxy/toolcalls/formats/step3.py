@@ -75,8 +75,10 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if not complete:  # its text, to the end, may be the value (and may quote frames)
             yield Frame(NAME, start, len(text), closed=False, complete=False, name=invoke[1])
             return
+        if not balanced:  # no sure reading: its text, to the end, may all be the value
+            yield Frame(NAME, start, len(text), name=invoke[1], refused="ambiguous_value")
+            return
         refused = "unrecognised_shape" if head[1] not in (None, invoke[1]) else None
-        refused = refused or (None if balanced else "ambiguous_value")
         close = _GRAMMAR.invoke_close.match(text, pos)
         call_end = _CALL_END.match(text, close.end()) if close is not None else None
         if call_end is not None:
