@@ -51,7 +51,8 @@ WRITERS = {
     "granite_20b_fc": lambda p, c: f"<function_call> {_call(p, c)}",
     "llama3": lambda p, c: "<|python_tag|>" + _json(
         {"name": "write", "parameters": {"path": p, "content": c}}),
-    "llama3_function": lambda p, c: f"<function=write>{_json({'path': p, 'content': c})}</function>",
+    "llama3_function": lambda p, c: ("<function=write>" + _json({"path": p, "content": c})
+                                     + "</function>"),
     "mistral": lambda p, c: f"[TOOL_CALLS][{_call(p, c)}]",
     "mistral_v11": lambda p, c: f"[TOOL_CALLS]write[ARGS]{_json({'path': p, 'content': c})}",
     "deepseek": lambda p, c: ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>write<｜tool▁sep｜>"
@@ -84,10 +85,11 @@ WRITERS = {
     "deepseek_dsml": lambda p, c: _invoke("｜DSML｜", ("<｜DSML｜function_calls>",
                                                      "</｜DSML｜function_calls>"),
                                           p, c, ' string="true"'),
-    "step3": lambda p, c: (_invoke("steptml:", ("", ""), p, f"\n{c}\n")
-                           .replace("\n<steptml:invoke", "<｜tool_calls_begin｜><｜tool_call_begin｜>"
-                                    "function<｜tool_sep｜>write\n<steptml:invoke", 1)
-                           + "<｜tool_call_end｜><｜tool_calls_end｜>").strip(),
+    "step3": lambda p, c: (_invoke("steptml:", ("", ""), p, f"\n{c}\n").replace(
+        "\n<steptml:invoke",
+        "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>write\n"
+        "<steptml:invoke", 1)
+        + "<｜tool_call_end｜><｜tool_calls_end｜>").strip(),
     "gemma4": lambda p, c: f'<|tool_call>call:write{{path:<|"|>{p}<|"|>,content:<|"|>{c}<|"|>}}'
                            "<tool_call|>",
 }
@@ -111,7 +113,8 @@ QUOTED_CALLS = [write("/etc/passwd", "x") for write in WRITERS.values()]
 
 
 def _values() -> st.SearchStrategy[str]:
-    piece = st.one_of(st.sampled_from(ALL_MARKERS + CLOSERS + OPENERS), st.sampled_from(QUOTED_CALLS),
+    piece = st.one_of(st.sampled_from(ALL_MARKERS + CLOSERS + OPENERS),
+                      st.sampled_from(QUOTED_CALLS),
                       st.text(st.sampled_from("ab \n\t{}[]\"':,=<>/|`"), max_size=6))
     return st.lists(piece, min_size=1, max_size=8).map("".join)
 
@@ -155,7 +158,8 @@ def test_a_value_holding_markers_is_read_whole(fmt, value):
 def test_a_value_whose_tags_are_unbalanced_leaves_its_frame_as_text(fmt):
     # `<parameter=x>` (or the dialect's own) opened in the value takes the value's close:
     # the value forgot its close, or names the tag. Either way no reading is sure.
-    opener = {"qwen_xml": "<parameter=x>", "glm": "<arg_value>", "minimax_m2": '<parameter name="x">',
+    opener = {"qwen_xml": "<parameter=x>", "glm": "<arg_value>",
+              "minimax_m2": '<parameter name="x">',
               "deepseek_dsml": '<｜DSML｜parameter name="x" string="true">',
               "step3": '<steptml:parameter name="x">'}[fmt]
     text = WRITERS[fmt]("a.txt", f"use {opener} here")

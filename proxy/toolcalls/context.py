@@ -41,7 +41,7 @@ _HYPOTHETICAL_CUE = re.compile(
     r"output|result|response|returns?)\b", re.IGNORECASE)
 # Special tokens and end markers that may sit beside a frame on its line without being prose.
 _SPECIAL = r"<[|｜][^<>\n]{0,64}[|｜]>"  # `<|end|>`, `<｜tool▁sep｜>`: a reserved token
-_TOKEN = re.compile(_SPECIAL + r"|</?s>|<\|?[a-z_:]{1,32}\|?>")
+_TOKEN = re.compile(_SPECIAL + r"|</?\|?[a-z_:]{1,32}\|?>")
 # Fence lines: three or more backticks or tildes after at most three spaces. Counted with
 # str.count (C speed) rather than parsed: inside a block iff an odd number open before it.
 _FENCE_LINES = tuple(f"\n{indent}{mark}" for indent in ("", " ", "  ", "   ")
@@ -260,12 +260,16 @@ def _continues_sentence(after: str) -> bool:
 
 
 def _ends_sentence(before: str) -> bool:
-    return _SENTENCE_END.search(before[-80:]) is not None
+    """A sentence ends right before the frame (wrapper tags such as `<tools>` aside)."""
+    tail = before[-80:]
+    return (_SENTENCE_END.search(tail) is not None
+            or _SENTENCE_END.search(_TOKEN.sub("", tail)) is not None)
 
 
 def _starts_sentence(after: str) -> bool:
-    """A capital (or a letter of a script without case) or a special token starts it."""
+    """A capital (or a letter of a script without case) or a special token starts it
+    (wrapper tags such as `</tools>` aside)."""
     if _SPECIAL_START.match(after):
         return True
-    first = after.lstrip()[:1]
+    first = _TOKEN.sub("", after[:160]).lstrip()[:1]
     return first.isalpha() and not first.islower()
