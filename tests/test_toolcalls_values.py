@@ -51,22 +51,7 @@ WRITERS = {
     "granite_20b_fc": lambda p, c: f"<function_call> {_call(p, c)}",
     "llama3": lambda p, c: "<|python_tag|>" + _json(
         {"name": "write", "parameters": {"path": p, "content": c}}),
-    "llama3_function": lambda p, c: ("<function=write>" + _json({"path": p, "content": c})
-                                     + "</function>"),
     "mistral": lambda p, c: f"[TOOL_CALLS][{_call(p, c)}]",
-    "mistral_v11": lambda p, c: f"[TOOL_CALLS]write[ARGS]{_json({'path': p, 'content': c})}",
-    "deepseek": lambda p, c: ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>write<｜tool▁sep｜>"
-                              f"{_json({'path': p, 'content': c})}<｜tool▁call▁end｜>"
-                              "<｜tool▁calls▁end｜>"),
-    "deepseek_v3": lambda p, c: ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
-                                 f"write\n```json\n{_json({'path': p, 'content': c})}\n```"
-                                 "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
-    "kimi_k2": lambda p, c: ("<|tool_calls_section_begin|><|tool_call_begin|>functions.write:0"
-                             f"<|tool_call_argument_begin|>{_json({'path': p, 'content': c})}"
-                             "<|tool_call_end|><|tool_calls_section_end|>"),
-    "harmony": lambda p, c: ("<|start|>assistant<|channel|>commentary to=functions.write "
-                             f"<|constrain|>json<|message|>{_json({'path': p, 'content': c})}"
-                             "<|call|>"),
     "internlm": lambda p, c: "<|action_start|><|plugin|>" + _json(
         {"name": "write", "parameters": {"path": p, "content": c}}) + "<|action_end|>",
     "phi4_mini": lambda p, c: f"functools[{_call(p, c)}]",
@@ -93,6 +78,24 @@ WRITERS = {
     "gemma4": lambda p, c: f'<|tool_call>call:write{{path:<|"|>{p}<|"|>,content:<|"|>{c}<|"|>}}'
                            "<tool_call|>",
 }
+
+# Formats that write the arguments' JSON object between a head and a tail.
+AROUND_ARGUMENTS = {
+    "llama3_function": ("<function=write>", "</function>"),
+    "mistral_v11": ("[TOOL_CALLS]write[ARGS]", ""),
+    "deepseek": ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>write<｜tool▁sep｜>",
+                 "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+    "deepseek_v3": ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+                    "write\n```json\n",
+                    "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+    "kimi_k2": ("<|tool_calls_section_begin|><|tool_call_begin|>functions.write:0"
+                "<|tool_call_argument_begin|>", "<|tool_call_end|><|tool_calls_section_end|>"),
+    "harmony": ("<|start|>assistant<|channel|>commentary to=functions.write <|constrain|>json"
+                "<|message|>", "<|call|>"),
+}
+WRITERS.update({fmt: (lambda p, c, head=head, tail=tail:
+                      head + _json({"path": p, "content": c}) + tail)
+                for fmt, (head, tail) in AROUND_ARGUMENTS.items()})
 
 # Closing markers, besides each format's trigger markers (registry.MARKERS).
 CLOSERS = [

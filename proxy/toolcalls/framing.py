@@ -209,6 +209,16 @@ def invoke_grammar(prefix: str, block_open: str, block_close: str, *,
     )
 
 
+def unsure_frame(doc: Document, fmt: str, start: int, name: str | None,
+                 complete: bool) -> Frame:
+    """The frame from `start` of a call whose text value never ended (cut, or not a value we
+    read: incomplete) or has no sure end (`ambiguous_value`): it takes the rest of the text,
+    which may all be that value and may quote other frames, and stays text."""
+    if not complete:
+        return Frame(fmt, start, len(doc.text), closed=False, complete=False, name=name)
+    return Frame(fmt, start, len(doc.text), name=name, refused="ambiguous_value")
+
+
 def invoke_parameters(doc: Document, grammar: InvokeGrammar, pos: int, tail: Tail,
                       ) -> tuple[list[tuple[str, str]], int, bool, bool] | None:
     """The `<parameter name="K">V</parameter>` run of an invoke from `pos`: the (key, text
@@ -273,11 +283,8 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
         if read is None:
             return  # out of budget: better no frame than one with parameters missing
         args, pos, complete, balanced = read
-        if not complete:  # its text, to the end, may be the value (and may quote frames)
-            yield Frame(fmt, start, len(text), closed=False, complete=False, name=match[1])
-            return
-        if not balanced:  # no sure reading: its text, to the end, may all be the value
-            yield Frame(fmt, start, len(text), name=match[1], refused="ambiguous_value")
+        if not (complete and balanced):
+            yield unsure_frame(doc, fmt, start, match[1], complete)
             return
         close = invoke_close.match(text, pos)
         if close is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, ends_or_opens
+from ..framing import Openers, ends_or_opens, unsure_frame
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame
@@ -71,13 +71,9 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             args.append((key[1].strip(), text[key.end():found.at]))
             balanced = balanced and found.balanced
             pos = found.at + len(_VALUE_CLOSE)
-        if not complete:  # a value that never closes: cut, or not a frame we read
-            if doc.budget.exhausted:
-                return
-            yield Frame(NAME, start, len(text), closed=False, complete=False, name=match[1])
-            return  # its text, to the end, may be the value (and may quote other frames)
-        if not balanced:  # no sure reading: its text, to the end, may all be the value
-            yield Frame(NAME, start, len(text), name=match[1], refused="ambiguous_value")
+        if not (complete and balanced):
+            if not doc.budget.exhausted:
+                yield unsure_frame(doc, NAME, start, match[1], complete)
             return
         close = _CLOSE.match(text, pos)
         if close is not None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, template_value
+from ..framing import Openers, template_value, unsure_frame
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame
@@ -114,9 +114,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if read is None:
             return  # out of budget: better no frame than one with parameters missing
         args, pos, complete, repairs, balanced = read
-        if not balanced:  # no sure reading: its text, to the end, may all be the value
-            yield Frame(NAME, start, len(text), name=match.group(1).strip(),
-                        refused="ambiguous_value")
+        if not balanced:
+            yield unsure_frame(doc, NAME, start, match.group(1).strip(), complete=True)
             return
         closed = False
         if complete:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, invoke_grammar, invoke_parameters
+from ..framing import Openers, invoke_grammar, invoke_parameters, unsure_frame
 from ..scan import Document
 from ..text_values import Tail
 from ..types import Frame
@@ -72,11 +72,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if read is None:
             return  # out of budget
         args, pos, complete, balanced = read
-        if not complete:  # its text, to the end, may be the value (and may quote frames)
-            yield Frame(NAME, start, len(text), closed=False, complete=False, name=invoke[1])
-            return
-        if not balanced:  # no sure reading: its text, to the end, may all be the value
-            yield Frame(NAME, start, len(text), name=invoke[1], refused="ambiguous_value")
+        if not (complete and balanced):
+            yield unsure_frame(doc, NAME, start, invoke[1], complete)
             return
         refused = "unrecognised_shape" if head[1] not in (None, invoke[1]) else None
         close = _GRAMMAR.invoke_close.match(text, pos)
