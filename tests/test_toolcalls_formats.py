@@ -140,7 +140,7 @@ POSITIVE = [
      [("get_weather", PARIS)], ""),
     ("harmony", "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
      '<|channel|>commentary to=functions.get_weatherjson<|message|>{"city": "Paris"}<|call|>',
-     [("get_weather", PARIS)], "<|channel|>analysis<|message|>Need weather.<|end|>"),
+     [("get_weather", PARIS)], ""),  # the analysis is reasoning (test_toolcalls_cleanup)
     # granite
     ("granite", '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
      [("get_weather", PARIS)], ""),
@@ -420,7 +420,7 @@ def test_harmony_header_tokens_are_cut_with_the_call():
             'to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>')
     found = extract(text, TOOLS)
     assert [c.name for c in found.calls] == ["get_weather"]
-    assert found.content == "Let me check the weather.<|end|>"
+    assert found.content == "Let me check the weather."
 
 
 def test_glm_values_are_coerced_by_schema():

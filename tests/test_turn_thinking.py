@@ -16,7 +16,8 @@ from tests.fake_vllm import vllm_answer, vllm_completion, vllm_stream_of
 from tests.test_streamed_mode import Reader, _delta, _paused_after
 
 FRAGMENTS = ["<think>", "</think>", "<seed:think>", "</seed:think>", " ", "\n", "\n\n", "a",
-             "b c", "<", "</", "th", "ink>", "</thi", "x<think>y", "<tool_call>", "{"]
+             "b c", "<", "</", "th", "ink>", "</thi", "x<think>y", "<tool_call>", "{",
+             "<|channel|>", "analysis", "<|message|>", "<|end|>", "<|start|>assistant", "<|"]
 
 
 @pytest.mark.parametrize(("content", "split"), [
@@ -27,6 +28,16 @@ FRAGMENTS = ["<think>", "</think>", "<seed:think>", "</seed:think>", " ", "\n", 
     ("It is 4.<think>x</think>", None),
     ("x</think>y", None),
     ("<seed:think>a</think>b", ("a</think>b", "")),  # its own close only
+    # gpt-oss's analysis channel, raw (a server without the Harmony reasoning parser)
+    ("<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>final"
+     "<|message|>Sunny.", ("Need the weather.",
+                           "<|start|>assistant<|channel|>final<|message|>Sunny.")),
+    ("<|start|>assistant<|channel|>analysis<|message|>a<|end|>b", ("a", "b")),
+    ("<|channel|>analysis<|message|>cut while thinking", ("cut while thinking", "")),
+    ("<|channel|>final<|message|>Sunny.", None),
+    ("<|channel|>commentary to=functions.f <|message|>{}<|call|>", None),
+    ("Sunny.<|channel|>analysis<|message|>a<|end|>", None),
+    ("<|channel|>analysis<|message|>a</think>b", ("a</think>b", "")),
 ])
 def test_a_leading_block_is_split_off(content, split):
     assert leading_thinking(content) == split
@@ -55,6 +66,16 @@ def test_most_of_a_think_block_flows_before_it_closes():
     out = router.push("<think>\nFirst I add") + router.push(" two and two.\n</thi")
     assert out == [("reasoning", "First I add"), ("reasoning", " two and two.")]
     assert router.push("nk>\n\nIt is") == [("content", "It is")]
+
+
+def test_harmony_analysis_flows_as_reasoning_and_a_near_miss_as_content():
+    router = ThinkRouter()
+    assert router.push("<|channel|>analy") == []
+    assert router.push("sis<|message|>Need it.<|e") == [("reasoning", "Need it.")]
+    assert router.push("nd|>Sunny.") == [("content", "Sunny.")]
+    other = ThinkRouter()
+    assert other.push("<|channel|>final<|message|>Sunny.") == [
+        ("content", "<|channel|>final<|message|>Sunny.")]
 
 
 def _history(content: str) -> list[dict]:

@@ -6,10 +6,11 @@ and the `<invoke name=…><parameter name=…>` grammar that several model famil
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .scan import Document
+from .text_values import Tail, ValueTags, stray_tags, value_end
 from .types import Frame
 
 
@@ -174,42 +175,84 @@ class InvokeGrammar:
     block_opened: re.Pattern[str]
     block_closed: re.Pattern[str]
     block_open_len: int
+    tags: ValueTags
+    value: Callable[[str], str]  # a value as the dialect's own parser reads it
 
 
-def invoke_grammar(prefix: str, block_open: str, block_close: str) -> InvokeGrammar:
+def invoke_grammar(prefix: str, block_open: str, block_close: str, *,
+                   exact: bool = False) -> InvokeGrammar:
     """The grammar for tags starting with `<prefix`, inside `block_open … block_close`
-    (built once, at import, by the format module)."""
+    (built once, at import, by the format module). `exact`: values are kept as written (a
+    dialect that marks strings as such); else a template's newline on each side is not
+    part of the value."""
     tag = re.escape(prefix)
     invoke_open = "<" + prefix + "invoke"
+    parameter = re.compile(r"\s*+<" + tag + r'parameter\s++name="([^"<>\n]{1,200}+)"'
+                           r'(?:\s++string="(?:true|false)")?\s*+>')
+    parameter_close = "</" + prefix + "parameter>"
     return InvokeGrammar(
         invoke_open=invoke_open,
         invoke=re.compile(re.escape(invoke_open) + r'\s++name="([^"<>\n]{1,200}+)"\s*+>'),
-        parameter=re.compile(r"\s*+<" + tag + r'parameter\s++name="([^"<>\n]{1,200}+)"'
-                             r'(?:\s++string="(?:true|false)")?\s*+>'),
-        parameter_close="</" + prefix + "parameter>",
+        parameter=parameter,
+        parameter_close=parameter_close,
         invoke_close=re.compile(r"\s*+</" + tag + r"invoke>"),
         block_opened=re.compile(re.escape(block_open) + r"\s*+\Z"),
         block_closed=re.compile(r"\s*+" + re.escape(block_close)),
         block_open_len=len(block_open),
+        tags=ValueTags(
+            tokens=re.compile(r"<(?:(" + tag + r"parameter\s)|/" + tag + r"parameter>)"),
+            next_item=parameter,
+            stray=stray_tags((parameter_close, "</" + prefix + "invoke>", block_close),
+                             (invoke_open, block_open)),
+        ),
+        value=(lambda value: value) if exact else template_value,
     )
 
 
-def invoke_parameters(doc: Document, grammar: InvokeGrammar, pos: int, limit: int,
-                      ) -> tuple[list[tuple[str, str]], int, bool] | None:
-    """The `<parameter name="K">V</parameter>` run of an invoke from `pos` (up to `limit`):
-    the (key, text value) pairs, where they end, and whether the last one closed; None when
-    the document's budget ran out (better no frame than one with parameters missing)."""
+def unsure_frame(doc: Document, fmt: str, start: int, name: str | None,
+                 complete: bool) -> Frame:
+    """The frame from `start` of a call whose text value never ended (cut, or not a value we
+    read: incomplete) or has no sure end (`ambiguous_value`): it takes the rest of the text,
+    which may all be that value and may quote other frames, and stays text."""
+    if not complete:
+        return Frame(fmt, start, len(doc.text), closed=False, complete=False, name=name)
+    return Frame(fmt, start, len(doc.text), name=name, refused="ambiguous_value")
+
+
+def invoke_parameters(doc: Document, grammar: InvokeGrammar, pos: int, tail: Tail,
+                      ) -> tuple[list[tuple[str, str]], int, bool, bool] | None:
+    """The `<parameter name="K">V</parameter>` run of an invoke from `pos`: the (key, text
+    value) pairs, where they end, whether the last one closed, and whether every value's
+    tags were balanced (see text_values; `tail` says where the frame ends after a value's
+    close when the invoke ends there); None when the document's budget ran out (better no
+    frame than one with parameters missing)."""
     text = doc.text
     args: list[tuple[str, str]] = []
-    while (param := grammar.parameter.match(text, pos, limit)) is not None:
+    balanced = True
+    while (param := grammar.parameter.match(text, pos)) is not None:
         if not doc.spend():
             return None
-        value_end = text.find(grammar.parameter_close, param.end(), limit)
-        if value_end < 0:
-            return args, pos, False
-        args.append((param[1], template_value(text[param.end():value_end])))
-        pos = value_end + len(grammar.parameter_close)
-    return args, pos, True
+        found = value_end(doc, param.end(), grammar.tags, tail)
+        if found is None:
+            return None if doc.budget.exhausted else (args, pos, False, balanced)
+        args.append((param[1], grammar.value(text[param.end():found.at])))
+        balanced = balanced and found.balanced
+        pos = found.at + len(grammar.parameter_close)
+    return args, pos, True, balanced
+
+
+def _invoke_tail(doc: Document, grammar: InvokeGrammar) -> Tail:
+    """Where an invoke's frame ends after a value's close, when the invoke ends there: after
+    `</invoke>` (and the block's close, if it follows), or at the end of the text."""
+    text = doc.text
+
+    def tail(pos: int) -> int | None:
+        close = grammar.invoke_close.match(text, pos)
+        if close is None:
+            return pos if doc.skip_space(pos) >= len(text) else None
+        block = grammar.block_closed.match(text, close.end())
+        return close.end() if block is None else block.end()
+    return tail
 
 
 _INDENT = 4096  # how much space may stand between a block's opening tag and its first invoke
@@ -224,6 +267,7 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
     invoke_open, invoke_close = grammar.invoke_open, grammar.invoke_close
     opened, closed_block = grammar.block_opened, grammar.block_closed
     in_block = False
+    tail = _invoke_tail(doc, grammar)
     openers = Openers(doc, grammar.invoke, invoke_open, keep_backticked=True)
     for match in openers:
         start = match.start()
@@ -235,15 +279,13 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
             start = block.start()
         elif not (in_block and doc.skip_space(cursor) == start):
             continue
-        limit = next_or_end(text, invoke_open, match.end())
-        read = invoke_parameters(doc, grammar, match.end(), limit)
+        read = invoke_parameters(doc, grammar, match.end(), tail)
         if read is None:
             return  # out of budget: better no frame than one with parameters missing
-        args, pos, complete = read
-        if not complete:
-            yield Frame(fmt, start, limit, closed=False, complete=False, name=match[1])
-            openers.taken_to, in_block = limit, True
-            continue
+        args, pos, complete, balanced = read
+        if not (complete and balanced):
+            yield unsure_frame(doc, fmt, start, match[1], complete)
+            return
         close = invoke_close.match(text, pos)
         if close is not None:
             pos = close.end()

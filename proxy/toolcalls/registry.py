@@ -50,6 +50,15 @@ FORMATS: dict[str, FrameFinder] = {module.NAME: module.find_frames for module in
 # for in one combined search). Empty: the format is recognised by shape and always runs.
 MARKERS: dict[str, tuple[str, ...]] = {module.NAME: module.MARKERS for module in _MODULES}
 
+# Formats whose output holds more structure around a call than its frames (Harmony's other
+# messages): once a call of theirs is taken, the spans of that markup and of the reasoning
+# it holds, given the text and the taken frames' spans.
+ContentMarkup = Callable[[str, Sequence[tuple[int, int]]],
+                         tuple[list[tuple[int, int]], list[tuple[int, int]]]]
+CONTENT_MARKUP: dict[str, ContentMarkup] = {
+    module.NAME: module.content_markup for module in _MODULES
+    if hasattr(module, "content_markup")}
+
 # vLLM's `--tool-call-parser` names (and a few common spellings) → our format names, so that
 # a configuration can name the parser it would have used upstream. A parser that reads shapes
 # several of our formats read (xLAM) stands for all of them, in that order.

@@ -203,6 +203,11 @@ def split_thinking(content: str) -> tuple[str, tuple[int, int] | None, str]:
     return content, (body_start, len(content)), ""
 
 
+def _joined(*texts: str | None) -> str:
+    """Texts one after another, a line apart (the empty ones left out)."""
+    return "\n".join(text for text in texts if text)
+
+
 def _extract(text: str, settings: ExtractionSettings, finish: str | None,
              outcome: Outcome) -> Extraction:
     """Calls written as text in `text`; what stayed text is recorded in `outcome`."""
@@ -268,19 +273,21 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
         found = _extract(tail, settings, finish, outcome)
         if found.calls:
             content = head + ("\n\n" if head and found.content else "") + found.content
+            reasoning = _joined(reasoning, found.reasoning) or reasoning
             _add_calls(calls, found, outcome, taken_ids)
         elif not tail.strip() and think is not None and finish != "length":
             # Nothing visible (no call, no answer): a call written in the thinking is recovered.
             found = _extract(content[think[0]:think[1]], settings, finish, outcome)
             if found.calls:
-                content = content[:think[0]] + found.content + content[think[1]:]
+                content = (content[:think[0]] + _joined(found.reasoning, found.content)
+                           + content[think[1]:])
                 _add_calls(calls, found, outcome, taken_ids, from_reasoning=True)
     if (not calls and reasoning and settings.tools and finish != "length"
             and not (content and split_thinking(content)[2].strip())):
         # Nothing visible and no call: one written in the reasoning field is recovered, once.
         found = _extract(reasoning, settings, finish, outcome)
         if found.calls:
-            reasoning = found.content
+            reasoning = _joined(found.reasoning, found.content)
             _add_calls(calls, found, outcome, taken_ids, from_reasoning=True)
 
     if calls:

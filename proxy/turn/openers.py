@@ -123,7 +123,11 @@ OPENERS: dict[str, tuple[Opener, ...]] = {
     "step3": (*tag("<steptml:invoke"), _DEEPSEEK),
     "kimi_k2": tag("<|tool_call_begin|>", "<|tool_calls_section_begin|>"),
     "minimax_m2": tag("<invoke", "<minimax:tool_call>"),
-    "harmony": (_HARMONY,),
+    # Raw Harmony text: the engine reads its other messages around a taken call (analysis to
+    # the reasoning, headers and end tokens out), so nothing from the first token on is sure
+    # to stay.
+    "harmony": (_HARMONY, *tag("<|channel|>", "<|start|>", "<|message|>", "<|constrain|>",
+                               "<|end|>", "<|call|>", "<|return|>")),
     "internlm": tag("<|action_start|>"),
     "phi4_mini": tag("functools["),
     "apertus": tag("<|tools_prefix|>"),

@@ -1,6 +1,7 @@
 """Thinking written into the content: a leading `<think>…</think>` (or Seed-OSS's
-`<seed:think>…</seed:think>`) that a server without a reasoning parser leaves in the
-content. With `reasoning_from_content` (the default) it is the reasoning, not the answer:
+`<seed:think>…</seed:think>`, or gpt-oss's Harmony analysis channel
+`<|channel|>analysis<|message|>…<|end|>`) that a server without a reasoning parser leaves in
+the content. With `reasoning_from_content` (the default) it is the reasoning, not the answer:
 moved out of a finished completion (`leading_thinking`), routed to the reasoning as it
 streams (`ThinkRouter`), and moved out of the history a client sends back
 (`move_history_thinking`). Only a block whose opening tag starts the content counts: a tag
@@ -13,8 +14,10 @@ from typing import Any
 
 from .assemble import CONTENT, REASONING
 
-_TAGS = {"<think>": "</think>", "<seed:think>": "</seed:think>"}
-_OPENING = re.compile(r"\s*+(<think>|<seed:think>)")
+_HARMONY_ANALYSIS = "<|channel|>analysis<|message|>"
+_TAGS = {"<think>": "</think>", "<seed:think>": "</seed:think>",
+         _HARMONY_ANALYSIS: "<|end|>", "<|start|>assistant" + _HARMONY_ANALYSIS: "<|end|>"}
+_OPENING = re.compile(r"\s*+(" + "|".join(map(re.escape, _TAGS)) + ")")
 _LONGEST_OPENER = max(map(len, _TAGS))
 
 

@@ -20,7 +20,8 @@ from ..types import Frame
 
 NAME = "deepseek_dsml"
 _PREFIX = "｜DSML｜"
-_GRAMMAR = invoke_grammar(_PREFIX, f"<{_PREFIX}function_calls>", f"</{_PREFIX}function_calls>")
+_GRAMMAR = invoke_grammar(_PREFIX, f"<{_PREFIX}function_calls>", f"</{_PREFIX}function_calls>",
+                        exact=True)
 MARKERS = (_GRAMMAR.invoke_open,)
 
 

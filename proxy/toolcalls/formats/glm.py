@@ -5,8 +5,11 @@
     <arg_value>Paris</arg_value>
     </tool_call>
 
-Values are coerced later by the tool's schema. A call without parameters is
-`<tool_call>NAME</tool_call>`.
+Values are coerced later by the tool's schema; a string keeps its whitespace (vLLM's parser
+keeps it too). A value ends at the `</arg_value>` the frame's structure shows to be its own
+(see text_values): one followed by the next `<arg_key>` or by `</tool_call>`, so that a value
+whose text says `</arg_value>`, `<tool_call>` or `</tool_call>` is read whole. A call without
+parameters is `<tool_call>NAME</tool_call>`.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, ends_or_opens, next_or_end
+from ..framing import Openers, ends_or_opens, unsure_frame
 from ..scan import Document
+from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame
 
 NAME = "glm"
@@ -27,31 +31,50 @@ _OPENER = re.compile(r"<tool_call>\s*+([^\s<>{}\[\]\"'`]{1,200}+)"
 _KEY = re.compile(r"\s*+<arg_key>([^<>]{1,200}+)</arg_key>\s*+<arg_value>")
 _VALUE_CLOSE = "</arg_value>"
 _CLOSE = re.compile(r"\s*+</tool_call>")
+_TAGS = ValueTags(
+    tokens=re.compile(r"<(?:(arg_value>)|/arg_value>)"),
+    next_item=_KEY,
+    stray=re.compile(r"<(?:(/(?:arg_value|arg_key|tool_call)>)|tool_call>)"),
+)
+
+
+def _tail(doc: Document) -> Tail:
+    """Where a frame ends after a value's close, when the call ends there: after
+    `</tool_call>`, or (its close missing) where only space or the next frame follows."""
+    text = doc.text
+
+    def tail(pos: int) -> int | None:
+        close = _CLOSE.match(text, pos)
+        if close is not None:
+            return close.end()
+        return pos if ends_or_opens(doc, pos, _OPEN) else None
+    return tail
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<tool_call>NAME` followed by `<arg_key>`/`<arg_value>` pairs."""
     text = doc.text
+    tail = _tail(doc)
     openers = Openers(doc, _OPENER, _OPEN)
     for match in openers:
         start = match.start()
         args: list[tuple[str, str]] = []
         pos = match.end()
-        limit = next_or_end(text, _OPEN, pos)
-        complete = True
-        while (key := _KEY.match(text, pos, limit)) is not None:
+        balanced = complete = True
+        while (key := _KEY.match(text, pos)) is not None:
             if not doc.spend():
                 return  # out of budget: better no frame than one with parameters missing
-            value_end = text.find(_VALUE_CLOSE, key.end(), limit)
-            if value_end < 0:
-                complete = False  # the value never closes: cut, or not a frame we read
+            found = value_end(doc, key.end(), _TAGS, tail)
+            if found is None:
+                complete = False
                 break
-            args.append((key[1].strip(), text[key.end():value_end]))
-            pos = value_end + len(_VALUE_CLOSE)
-        if not complete:
-            yield Frame(NAME, start, limit, closed=False, complete=False, name=match[1])
-            openers.taken_to = limit
-            continue
+            args.append((key[1].strip(), text[key.end():found.at]))
+            balanced = balanced and found.balanced
+            pos = found.at + len(_VALUE_CLOSE)
+        if not (complete and balanced):
+            if not doc.budget.exhausted:
+                yield unsure_frame(doc, NAME, start, match[1], complete)
+            return
         close = _CLOSE.match(text, pos)
         if close is not None:
             yield Frame(NAME, start, close.end(), name=match[1], text_args=tuple(args))

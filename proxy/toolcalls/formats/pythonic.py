@@ -284,11 +284,16 @@ def _closing_list(doc: Document) -> Iterator[Frame]:
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """OLMo 3's blocks and Llama 4's wrapped lists anywhere; else the list closing (or
-    making) the content."""
+    """OLMo 3's blocks and Llama 4's wrapped lists anywhere; when there are none, the list
+    closing (or making) the content (whose strings may name those tags)."""
+    found = False
     if doc.has(_BLOCK):
-        yield from _olmo_blocks(doc)
-    elif doc.has(_WRAP_END) or doc.has(_WRAP_START):
-        yield from _wrapped_lists(doc)
-    else:
+        for frame in _olmo_blocks(doc):
+            found = True
+            yield frame
+    if not found and doc.has(_WRAP_START):
+        for frame in _wrapped_lists(doc):
+            found = True
+            yield frame
+    if not found:
         yield from _closing_list(doc)

@@ -1,0 +1,258 @@
+"""Values as the model wrote them (issue 21, items 1 and 6): a value that holds the markers of
+its own frame, or of any other format, is read whole or its frame stays text; never cut at a
+marker, never taken for a call of its own. Whitespace is kept where a format marks its strings.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from proxy.toolcalls import extract
+from proxy.toolcalls.registry import MARKERS
+
+STRING = {"type": "string"}
+TOOLS = {"write": {"type": "object", "properties": {"path": STRING, "content": STRING}},
+         "read": {"type": "object", "properties": {"path": STRING}}}
+
+
+def _json(value: object) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _call(path: str, content: str) -> str:
+    return _json({"name": "write", "arguments": {"path": path, "content": content}})
+
+
+def _qwen(path: str, content: str, wrapped: bool = True) -> str:
+    body = (f"<function=write>\n<parameter=path>\n{path}\n</parameter>\n"
+            f"<parameter=content>\n{content}\n</parameter>\n</function>")
+    return f"<tool_call>\n{body}\n</tool_call>" if wrapped else body
+
+
+def _invoke(prefix: str, block: str, path: str, content: str, string: str = "") -> str:
+    return (f'{block[0]}\n<{prefix}invoke name="write">\n'
+            f'<{prefix}parameter name="path"{string}>{path}</{prefix}parameter>\n'
+            f'<{prefix}parameter name="content"{string}>{content}</{prefix}parameter>\n'
+            f"</{prefix}invoke>\n{block[1]}")
+
+
+# Each format that writes string values: how it writes write(path, content). The text formats
+# that drop a template newline at each end get one on each side, so that what is read back is
+# exactly the value given.
+WRITERS = {
+    "hermes": lambda p, c: f"<tool_call>\n{_call(p, c)}\n</tool_call>",
+    "longcat": lambda p, c: f"<longcat_tool_call>{_call(p, c)}</longcat_tool_call>",
+    "tools_wrapper": lambda p, c: f"<tools>\n{_call(p, c)}\n</tools>",
+    "tool_calls_tag": lambda p, c: f"<tool_calls>[{_call(p, c)}]</tool_calls>",
+    "granite": lambda p, c: f"<|tool_call|>[{_call(p, c)}]",
+    "granite_20b_fc": lambda p, c: f"<function_call> {_call(p, c)}",
+    "llama3": lambda p, c: "<|python_tag|>" + _json(
+        {"name": "write", "parameters": {"path": p, "content": c}}),
+    "mistral": lambda p, c: f"[TOOL_CALLS][{_call(p, c)}]",
+    "internlm": lambda p, c: "<|action_start|><|plugin|>" + _json(
+        {"name": "write", "parameters": {"path": p, "content": c}}) + "<|action_end|>",
+    "phi4_mini": lambda p, c: f"functools[{_call(p, c)}]",
+    "apertus": lambda p, c: ("<|tools_prefix|>[" + _json({"write": {"path": p, "content": c}})
+                             + "]<|tools_suffix|>"),
+    "functionary": lambda p, c: f"write\n{_json({'path': p, 'content': c})}",
+    "code_fence": lambda p, c: f"```json\n{_call(p, c)}\n```",
+    "bare_json": _call,
+    "pythonic": lambda p, c: f"[write(path={p!r}, content={c!r})]",
+    "qwen_xml": _qwen,
+    "qwen_xml_unwrapped": lambda p, c: _qwen(p, c, wrapped=False),
+    "glm": lambda p, c: (f"<tool_call>write\n<arg_key>path</arg_key>\n<arg_value>{p}</arg_value>"
+                         f"\n<arg_key>content</arg_key>\n<arg_value>{c}</arg_value>\n</tool_call>"),
+    "minimax_m2": lambda p, c: _invoke("", ("<minimax:tool_call>", "</minimax:tool_call>"),
+                                       p, f"\n{c}\n"),
+    "deepseek_dsml": lambda p, c: _invoke("｜DSML｜", ("<｜DSML｜function_calls>",
+                                                     "</｜DSML｜function_calls>"),
+                                          p, c, ' string="true"'),
+    "step3": lambda p, c: (_invoke("steptml:", ("", ""), p, f"\n{c}\n").replace(
+        "\n<steptml:invoke",
+        "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>write\n"
+        "<steptml:invoke", 1)
+        + "<｜tool_call_end｜><｜tool_calls_end｜>").strip(),
+    "gemma4": lambda p, c: f'<|tool_call>call:write{{path:<|"|>{p}<|"|>,content:<|"|>{c}<|"|>}}'
+                           "<tool_call|>",
+}
+
+# Formats that write the arguments' JSON object between a head and a tail.
+AROUND_ARGUMENTS = {
+    "llama3_function": ("<function=write>", "</function>"),
+    "mistral_v11": ("[TOOL_CALLS]write[ARGS]", ""),
+    "deepseek": ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>write<｜tool▁sep｜>",
+                 "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+    "deepseek_v3": ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+                    "write\n```json\n",
+                    "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+    "kimi_k2": ("<|tool_calls_section_begin|><|tool_call_begin|>functions.write:0"
+                "<|tool_call_argument_begin|>", "<|tool_call_end|><|tool_calls_section_end|>"),
+    "harmony": ("<|start|>assistant<|channel|>commentary to=functions.write <|constrain|>json"
+                "<|message|>", "<|call|>"),
+}
+WRITERS.update({fmt: (lambda p, c, head=head, tail=tail:
+                      head + _json({"path": p, "content": c}) + tail)
+                for fmt, (head, tail) in AROUND_ARGUMENTS.items()})
+
+# Closing markers, besides each format's trigger markers (registry.MARKERS).
+CLOSERS = [
+    "</tool_call>", "</function>", "</parameter>", "</arg_value>", "</arg_key>", "<tool_call|>",
+    "</invoke>", "</minimax:tool_call>", "</｜DSML｜parameter>", "</｜DSML｜invoke>",
+    "</｜DSML｜function_calls>", "</steptml:parameter>", "</steptml:invoke>", "<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁end｜>", "<|tool_call_end|>", "<|tool_calls_section_end|>", "<|call|>",
+    "<|end|>", "<|action_end|>", "<|tools_suffix|>", "</tools>", "</tool_calls>",
+    "</longcat_tool_call>", "</function_call>", "```", "<|python_end|>", "</function_calls>",
+    "</seed:tool_call>", "<|tool_response>",
+]
+OPENERS = ["<parameter=path>", "<parameter=content>", '<parameter name="path">',
+           "<arg_key>path</arg_key>", "<arg_value>", '<invoke name="read">', "<|message|>",
+           "<|start|>assistant", "<|channel|>analysis", "<think>", "</think>"]
+ALL_MARKERS = sorted({marker for markers in MARKERS.values() for marker in markers})
+# Whole calls of every format, as a file that quotes them (a test fixture, a doc page) would.
+QUOTED_CALLS = [write("/etc/passwd", "x") for write in WRITERS.values()]
+
+
+def _values() -> st.SearchStrategy[str]:
+    piece = st.one_of(st.sampled_from(ALL_MARKERS + CLOSERS + OPENERS),
+                      st.sampled_from(QUOTED_CALLS),
+                      st.text(st.sampled_from("ab \n\t{}[]\"':,=<>/|`"), max_size=6))
+    return st.lists(piece, min_size=1, max_size=8).map("".join)
+
+
+def _written(fmt: str, value: str) -> bool:
+    """Whether the format can write `value` at all (Gemma 4's strings cannot hold their own
+    quote)."""
+    return not (fmt == "gemma4" and '<|"|>' in value)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(WRITERS)), _values(), st.booleans())
+def test_a_value_holding_any_marker_is_read_whole_or_its_frame_stays_text(fmt, value,
+                                                                          truncated):
+    if not _written(fmt, value):
+        return
+    text = WRITERS[fmt]("a.txt", value)
+    found = extract(text, TOOLS, truncated=truncated)
+    read = [(call.name, orjson.loads(call.arguments)) for call in found.calls]
+    assert read in ([], [("write", {"path": "a.txt", "content": value})]), (fmt, value)
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+@pytest.mark.parametrize("value", [
+    "x = '</tool_call>'\ny = '</function>' and '</parameter>' and </arg_value>",
+    'docs: <tool_call> opens a call, </tool_call> closes it; <|"|> and <tool_call|> too',
+    "fixture:\n" + _qwen("/etc/passwd", "x") + "\nand\n" + WRITERS["hermes"]("/etc", "y"),
+    "a</parameter>\n</function>\n</tool_call>\nb",
+    "```\ncode\n```",
+])
+def test_a_value_holding_markers_is_read_whole(fmt, value):
+    if not _written(fmt, value):
+        return
+    found = extract(WRITERS[fmt]("a.txt", value), TOOLS)
+    assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [
+        ("write", {"path": "a.txt", "content": value})]
+    assert found.content == ""
+
+
+@pytest.mark.parametrize("fmt", ["qwen_xml", "glm", "minimax_m2", "deepseek_dsml", "step3"])
+def test_a_value_whose_tags_are_unbalanced_leaves_its_frame_as_text(fmt):
+    # `<parameter=x>` (or the dialect's own) opened in the value takes the value's close:
+    # the value forgot its close, or names the tag. Either way no reading is sure.
+    opener = {"qwen_xml": "<parameter=x>", "glm": "<arg_value>",
+              "minimax_m2": '<parameter name="x">',
+              "deepseek_dsml": '<｜DSML｜parameter name="x" string="true">',
+              "step3": '<steptml:parameter name="x">'}[fmt]
+    text = WRITERS[fmt]("a.txt", f"use {opener} here")
+    found = extract(text, TOOLS)
+    assert found.calls == []
+    assert found.content == text
+    assert [x.reason for x in found.left_as_text] == ["ambiguous_value"]
+
+
+def test_a_parameter_the_tool_does_not_declare_after_another_is_ambiguous():
+    # The value of `content` may be "x</parameter>\n<parameter=mode>\ny" (one parameter),
+    # or two parameters: structure alone cannot tell, the tool's schema can.
+    text = _qwen("a.txt", "x</parameter>\n<parameter=mode>\ny")
+    found = extract(text, TOOLS)
+    assert found.calls == []
+    assert [x.reason for x in found.left_as_text] == ["ambiguous_value"]
+    twice = _qwen("a.txt", "x</parameter>\n<parameter=path>\n/etc/passwd")
+    assert extract(twice, TOOLS).calls == []
+    # Declared keys, each once, in any order: a call.
+    text = ("<function=write>\n<parameter=content>\nx\n</parameter>\n<parameter=path>\na\n"
+            "</parameter>\n</function>")
+    assert [orjson.loads(c.arguments) for c in extract(text, TOOLS).calls] == [
+        {"content": "x", "path": "a"}]
+    # A tool without declared parameters takes any key.
+    loose = {"write": {}}
+    assert len(extract(_qwen("a.txt", "x</parameter>\n<parameter=mode>\ny"), loose).calls) == 1
+
+
+@pytest.mark.parametrize("fmt", ["qwen_xml", "qwen_xml_unwrapped", "glm", "minimax_m2",
+                                 "deepseek_dsml", "gemma4"])
+def test_a_call_quoted_in_a_value_cut_by_length_is_not_taken(fmt):
+    value = "fixture:\n" + WRITERS["hermes"]("/etc/passwd", "x") + "\nmore text"
+    text = WRITERS[fmt]("a.txt", value)
+    cut = text[:text.index("\nmore text")]
+    found = extract(cut, TOOLS, truncated=True)
+    assert found.calls == []
+    assert "cut_by_length" in {x.reason for x in found.left_as_text}
+
+
+def test_a_frame_quoting_a_call_is_one_call_whatever_the_format_order():
+    # Hermes is tried before qwen_xml: the Hermes call inside the file is still the file's.
+    hermes = WRITERS["hermes"]("/etc/passwd", "x")
+    for fmt in ("qwen_xml", "glm", "minimax_m2", "pythonic", "gemma4"):
+        found = extract(WRITERS[fmt]("a.txt", hermes), TOOLS)
+        assert [c.name for c in found.calls] == ["write"], fmt
+
+
+def test_a_value_without_its_close_still_ends_at_the_next_parameter():
+    # No `</parameter>` anywhere: the template's tags say where the value ends (a repair).
+    text = "<tool_call>\n<function=write>\n<parameter=path>\na.txt\n<parameter=content>\nx\n" \
+           "</function>\n</tool_call>"
+    found = extract(text, TOOLS)
+    assert [orjson.loads(c.arguments) for c in found.calls] == [{"path": "a.txt", "content": "x"}]
+    assert "missing_parameter_close" in found.calls[0].repairs
+
+
+# Item 6: whitespace. Formats that mark their strings keep it exactly; qwen_xml, minimax_m2
+# and step3 drop the one newline their templates write on each side of a value.
+@pytest.mark.parametrize("value", ["  two spaces", "trailing \n", "\n\nblank lines\n\n", "\t"])
+@pytest.mark.parametrize("fmt", ["hermes", "harmony", "pythonic", "glm", "deepseek_dsml",
+                                 "gemma4"])
+def test_marked_strings_keep_their_leading_and_trailing_whitespace(fmt, value):
+    found = extract(WRITERS[fmt]("a.txt", value), TOOLS)
+    assert [orjson.loads(c.arguments)["content"] for c in found.calls] == [value]
+
+
+def test_template_formats_drop_only_the_templates_newlines():
+    text = "<function=write>\n<parameter=path>\n a.txt \n</parameter>\n</function>"
+    assert [orjson.loads(c.arguments) for c in extract(text, TOOLS).calls] == [
+        {"path": " a.txt "}]
+    text = ('<minimax:tool_call>\n<invoke name="write">\n<parameter name="path">\n\n a \n'
+            "</parameter>\n</invoke>\n</minimax:tool_call>")
+    assert [orjson.loads(c.arguments) for c in extract(text, TOOLS).calls] == [{"path": "\n a "}]
+
+
+@pytest.mark.parametrize(("written", "key"), [
+    ('<|tool_call>call:write{first name:<|"|>Ann<|"|>}<tool_call|>', "first name"),
+    ('<|tool_call>call:write{ first  name :<|"|>Ann<|"|>}<tool_call|>', "first  name"),
+    ('<|tool_call>call:write{<|"|>first name<|"|>:<|"|>Ann<|"|>}<tool_call|>', "first name"),
+])
+def test_gemma4_keys_may_hold_spaces(written, key):
+    loose = {"write": {}}
+    assert [orjson.loads(c.arguments) for c in extract(written, loose).calls] == [{key: "Ann"}]
+
+
+@pytest.mark.parametrize("written", [
+    '<|tool_call>call:write{first name:Ann}<tool_call|>',  # a bare word: not guessed at
+    '<|tool_call>call:write{a,b:<|"|>x<|"|>}<tool_call|>',  # a comma is no part of a key
+])
+def test_gemma4_keys_with_spaces_do_not_loosen_the_syntax(written):
+    found = extract(written, {"write": {}})
+    assert found.calls == []
+    assert found.content == written
