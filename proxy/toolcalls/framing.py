@@ -174,13 +174,24 @@ class InvokeGrammar:
     block_opened: re.Pattern[str]
     block_closed: re.Pattern[str]
     block_open_len: int
+    json_body: bool = False  # an invoke may hold its arguments as one JSON object instead
 
 
-def invoke_grammar(prefix: str, block_open: str, block_close: str) -> InvokeGrammar:
-    """The grammar for tags starting with `<prefix`, inside `block_open … block_close`
-    (built once, at import, by the format module)."""
+def _one_of(spellings: str | tuple[str, ...]) -> str:
+    """A regex matching any of `spellings` (literals), longest first."""
+    names = (spellings,) if isinstance(spellings, str) else spellings
+    return "(?:" + "|".join(re.escape(s) for s in sorted(names, key=len, reverse=True)) + ")"
+
+
+def invoke_grammar(prefix: str, block_open: str | tuple[str, ...],
+                   block_close: str | tuple[str, ...], *, json_body: bool = False,
+                   ) -> InvokeGrammar:
+    """The grammar for tags starting with `<prefix`, inside `block_open … block_close` (each
+    one spelling or several), built once, at import, by the format module. With `json_body`,
+    an invoke may hold a JSON object of arguments instead of parameter tags."""
     tag = re.escape(prefix)
     invoke_open = "<" + prefix + "invoke"
+    opens = (block_open,) if isinstance(block_open, str) else block_open
     return InvokeGrammar(
         invoke_open=invoke_open,
         invoke=re.compile(re.escape(invoke_open) + r'\s++name="([^"<>\n]{1,200}+)"\s*+>'),
@@ -188,9 +199,10 @@ def invoke_grammar(prefix: str, block_open: str, block_close: str) -> InvokeGram
                              r'(?:\s++string="(?:true|false)")?\s*+>'),
         parameter_close="</" + prefix + "parameter>",
         invoke_close=re.compile(r"\s*+</" + tag + r"invoke>"),
-        block_opened=re.compile(re.escape(block_open) + r"\s*+\Z"),
-        block_closed=re.compile(r"\s*+" + re.escape(block_close)),
-        block_open_len=len(block_open),
+        block_opened=re.compile(_one_of(block_open) + r"\s*+\Z"),
+        block_closed=re.compile(r"\s*+" + _one_of(block_close)),
+        block_open_len=max(map(len, opens)),
+        json_body=json_body,
     )
 
 
@@ -210,6 +222,19 @@ def invoke_parameters(doc: Document, grammar: InvokeGrammar, pos: int, limit: in
         args.append((param[1], template_value(text[param.end():value_end])))
         pos = value_end + len(grammar.parameter_close)
     return args, pos, True
+
+
+def _json_body(doc: Document, pos: int, limit: int, after: int,
+               ) -> tuple[str | None, int, bool]:
+    """An invoke's arguments written as one JSON object from `pos` (before `limit`): (its
+    text, where it ends, whether it is whole); (None, `after`, True) when none is written."""
+    body = doc.skip_space(pos, limit)
+    if body >= limit or doc.text[body] != "{":
+        return None, after, True
+    end = doc.json_end(body)
+    if end is None or end > limit:
+        return None, limit, False
+    return doc.text[body:end], end, True
 
 
 _INDENT = 4096  # how much space may stand between a block's opening tag and its first invoke
@@ -240,6 +265,9 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
         if read is None:
             return  # out of budget: better no frame than one with parameters missing
         args, pos, complete = read
+        body = None
+        if grammar.json_body and complete and not args:
+            body, pos, complete = _json_body(doc, match.end(), limit, pos)
         if not complete:
             yield Frame(fmt, start, limit, closed=False, complete=False, name=match[1])
             openers.taken_to, in_block = limit, True
@@ -250,10 +278,74 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
             after = closed_block.match(text, pos)
             in_block = after is None
             pos = after.end() if after is not None else pos
-            yield Frame(fmt, start, pos, name=match[1], text_args=tuple(args))
+            yield Frame(fmt, start, pos, name=match[1], text_args=tuple(args), json_text=body)
             openers.taken_to = pos
         elif doc.skip_space(pos) >= len(text):
             yield Frame(fmt, start, pos, closed=False, name=match[1], text_args=tuple(args),
-                        repairs=("missing_close_tag",))
+                        json_text=body, repairs=("missing_close_tag",))
             return
         # Anything else inside the invoke: not a call we read; it stays text.
+
+
+@dataclass(frozen=True)
+class PairGrammar:
+    """One dialect of `<call>NAME<key>K</key><value>V</value>…</call>` (a name, then its
+    parameters as key/value tags), with the section tags that may wrap a run of calls."""
+
+    opener: str  # the literal every call opens with (where the next call may start)
+    marker: str  # a literal every call's opening holds, `offset` characters in
+    offset: int
+    head: re.Pattern[str]  # the opening and the name (group 1), up to the first parameter
+    key: re.Pattern[str]  # space, a key (group 1) and what opens its value
+    value_close: re.Pattern[str]
+    close: re.Pattern[str]  # space and the call's closing tag
+    section_open: re.Pattern[str] | None = None  # matched right before the first call
+    section_close: re.Pattern[str] | None = None  # matched right after the last
+
+
+def _pair_args(doc: Document, grammar: PairGrammar, pos: int, limit: int,
+               ) -> tuple[list[tuple[str, str]], int, bool] | None:
+    """The (key, text value) pairs of a call from `pos` (before `limit`), where they end, and
+    whether the last value closed; None when the document's budget ran out."""
+    text = doc.text
+    args: list[tuple[str, str]] = []
+    while (key := grammar.key.match(text, pos, limit)) is not None:
+        if not doc.spend():
+            return None
+        value_close = grammar.value_close.search(text, key.end(), limit)
+        if value_close is None:
+            return args, limit, False
+        args.append((key[1].strip(), text[key.end():value_close.start()]))
+        pos = value_close.end()
+    return args, pos, True
+
+
+def pair_frames(doc: Document, fmt: str, grammar: PairGrammar) -> Iterator[Frame]:
+    """One frame per call of a key/value grammar (values coerced later by the tool's schema);
+    a section's tags go with its first and last call. A call cut before its close is an
+    incomplete frame up to the next call (its text stays); one holding anything else stays
+    text."""
+    text = doc.text
+    openers = Openers(doc, grammar.head, grammar.marker, offset=grammar.offset)
+    for match in openers:
+        start = match.start()
+        if grammar.section_open is not None:
+            section = grammar.section_open.search(text, max(openers.taken_to, start - 200),
+                                                  start)
+            start = start if section is None else section.start()
+        limit = next_or_end(text, grammar.opener, match.end())
+        read = _pair_args(doc, grammar, match.end(), limit)
+        if read is None:
+            return  # out of budget: better no frame than one with parameters missing
+        args, pos, complete = read
+        close = grammar.close.match(text, pos, limit) if complete else None
+        if close is None:
+            if not complete or doc.skip_space(pos, limit) >= limit:
+                yield Frame(fmt, start, limit, closed=False, complete=False, name=match[1])
+                openers.taken_to = limit
+            continue  # anything else inside the call: not one we read; it stays text
+        pos = close.end()
+        after = grammar.section_close.match(text, pos) if grammar.section_close else None
+        pos = after.end() if after is not None else pos
+        yield Frame(fmt, start, pos, name=match[1].strip(), text_args=tuple(args))
+        openers.taken_to = pos
