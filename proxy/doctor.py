@@ -95,7 +95,6 @@ VLLM_TOOL_PARSERS: dict[str, str | None] = {
     "inkling": "inkling",
     "functiongemma": "functiongemma",
     "hunyuan": "hy_v3",
-    "nemotron": None,  # llama.cpp reads Nemotron V2; vLLM 0.33 registers no parser for it
     "minicpm": "minicpm5",
     "dots": None,  # SGLang's dots reads it; vLLM has no parser for it
     "muse": None,  # SGLang's muse reads it; vLLM has no parser for it

@@ -46,6 +46,17 @@ def dsml(name: str, *params: tuple[str, str, bool], space: str = "") -> str:
     return f'<{D}{space}invoke name="{name}">\n{body}</{D}{space}invoke>\n'
 
 
+def hy_calls(*calls: tuple[str, ...], suffix: str = "") -> str:
+    """Hunyuan 3's section of calls: (name, key, value, key, value, …) each."""
+    def tag(name: str, body: str) -> str:
+        return f"<{name}{suffix}>{body}</{name}{suffix}>"
+    body = "".join(f"<tool_call{suffix}>{name}<tool_sep{suffix}>\n" + "".join(
+        tag("arg_key", key) + "\n" + tag("arg_value", value) + "\n"
+        for key, value in zip(pairs[::2], pairs[1::2], strict=True)) + f"</tool_call{suffix}>\n"
+        for name, *pairs in calls)
+    return f"<tool_calls{suffix}>\n{body}</tool_calls{suffix}>"
+
+
 POSITIVE = [
     # DeepSeek V4 (vLLM test_deepseekv4_tool_parser: test_extract_tool_calls)
     ("deepseek_dsml", f"Let me check. <{D}tool_calls>\n"
@@ -119,21 +130,16 @@ POSITIVE = [
      '{"city": "Tokyo", "max": 3}</param><paramname="tags">["rain", "wind"]</param>'
      "</function>", [("search", NESTED)], ""),
     # Nemotron (vLLM test_nemotron_json_tool_parser, llama.cpp's Nemotron V2)
-    ("nemotron", 'Let me check that.<TOOLCALL>[{"name": "get_weather", "arguments": '
+    ("tool_calls_tag", 'Let me check that.<TOOLCALL>[{"name": "get_weather", "arguments": '
      '{"city": "Paris"}}, {"name": "read", "arguments": {"path": "/a"}}]</TOOLCALL>',
      [("get_weather", PARIS), ("read", READ_A)], "Let me check that."),
-    ("nemotron", '<TOOLCALL>{"name": "search", "arguments": ' + NESTED_JSON + "}</TOOLCALL>",
+    ("tool_calls_tag", '<TOOLCALL>{"name": "search", "arguments": ' + NESTED_JSON + "}</TOOLCALL>",
      [("search", NESTED)], ""),
     # Hunyuan 3 (vLLM test_hy_v3_tool_parser), with the shipping tokenizer's suffixed tags
-    ("hunyuan", "Checking.<tool_calls>\n<tool_call>get_weather<tool_sep>\n<arg_key>city"
-     "</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>\n<tool_call>read<tool_sep>\n"
-     "<arg_key>path</arg_key>\n<arg_value>/a</arg_value>\n</tool_call>\n</tool_calls>",
+    ("hunyuan", "Checking." + hy_calls(("get_weather", "city", "Paris"), ("read", "path", "/a")),
      [("get_weather", PARIS), ("read", READ_A)], "Checking."),
-    ("hunyuan", "<tool_calls:opensource>\n<tool_call:opensource>search<tool_sep:opensource>\n"
-     "<arg_key:opensource>filters</arg_key:opensource>\n<arg_value:opensource>"
-     '{"city": "Tokyo", "max": 3}</arg_value:opensource>\n<arg_key:opensource>tags'
-     '</arg_key:opensource><arg_value:opensource>["rain", "wind"]</arg_value:opensource>\n'
-     "</tool_call:opensource>\n</tool_calls:opensource>", [("search", NESTED)], ""),
+    ("hunyuan", hy_calls(("search", "filters", '{"city": "Tokyo", "max": 3}', "tags",
+                          '["rain", "wind"]'), suffix=":opensource"), [("search", NESTED)], ""),
     # Solar Open (llama.cpp) and Solar Open 2 (vLLM test_solar_open2_tool_parser)
     ("solar_open", '<|tool_calls|><|tool_call:begin|>0<|tool_call:name|>search'
      "<|tool_call:args|>" + NESTED_JSON + "<|tool_call:end|><|calls|>", [("search", NESTED)],
@@ -231,6 +237,8 @@ NEGATIVE = [
     ("minimax_m3", f'{NS}<tool_call>\n{NS}<invoke name="read">{NS}<path>/a{NS}</invoke>\n'
      f"{NS}</tool_call>"),
     ("minimax_m3", f'{NS}<tool_call>\n{NS}<invoke name="read">{NS}<path>/a'),
+    ("minimax_m3", f'{NS}<tool_call>\n{NS}<invoke name="search">{NS}<filters>x]<]minimax[>'
+     f"</filters>{NS}<tags>{NS}</tags>{NS}</invoke>\n{NS}</tool_call>"),
     ("minicpm", 'Use <function name="read"> with a path parameter.'),
     ("minicpm", 'Write `<function name="read"><param name="path">/a</param></function>`.'),
     ("minicpm", '<function name="unknown"><param name="x">1</param></function>\n'),
@@ -238,11 +246,11 @@ NEGATIVE = [
     ("minicpm", '<function name="get_weather"><param name="city">北京</param>'
      '<param name="city">上海</param></function>\n'),
     ("minicpm", '<function name="get_weather"><param>北京</param></function>'),
-    ("nemotron", "Nemotron wraps calls in <TOOLCALL> tags."),
-    ("nemotron", '<TOOLCALL>[{"name": "broken", "arguments": {}</TOOLCALL>'),
-    ("nemotron", '<TOOLCALL>[{"name": "delete_all", "arguments": {}}]</TOOLCALL>'),
-    ("nemotron", 'For example:\n```\n<TOOLCALL>[{"name": "read", "arguments": {"path": "/a"}}]'
-     "</TOOLCALL>\n```\nThat is the shape."),
+    ("tool_calls_tag", "Nemotron wraps calls in <TOOLCALL> tags."),
+    ("tool_calls_tag", '<TOOLCALL>[{"name": "broken", "arguments": {}</TOOLCALL>'),
+    ("tool_calls_tag", '<TOOLCALL>[{"name": "delete_all", "arguments": {}}]</TOOLCALL>'),
+    ("tool_calls_tag", 'For example:\n```\n<TOOLCALL>[{"name": "read", "arguments": '
+     '{"path": "/a"}}]</TOOLCALL>\n```\nThat is the shape.'),
     ("hunyuan", "Hunyuan writes <tool_call>NAME<tool_sep> then its arguments."),
     ("hunyuan", "<tool_calls>\n<tool_call>delete_all<tool_sep>\n</tool_call>\n</tool_calls>"),
     ("hunyuan", "<tool_calls>\n<tool_call>get_weather<tool_sep>\n<arg_key>city</arg_key>\n"
@@ -276,24 +284,21 @@ NEGATIVE = [
 ]
 
 
-@pytest.mark.parametrize(("fmt", "text", "expected", "content"), POSITIVE,
-                         ids=[f"{case[0]}-{i}" for i, case in enumerate(POSITIVE)])
-def test_format_reads_its_calls(fmt, text, expected, content):
-    found = extract(text, TOOLS)
-    assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == expected
-    assert {c.format for c in found.calls} == {fmt}
-    assert found.content == content
+each_positive = pytest.mark.parametrize(
+    ("fmt", "text", "expected", "content"), POSITIVE,
+    ids=[f"{case[0]}-{i}" for i, case in enumerate(POSITIVE)])
 
 
-@pytest.mark.parametrize(("fmt", "text", "expected", "content"), POSITIVE,
-                         ids=[f"{case[0]}-{i}" for i, case in enumerate(POSITIVE)])
-def test_format_alone_reads_its_calls(fmt, text, expected, content):
-    found = extract(text, TOOLS, formats=[fmt])
-    assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == expected
+@each_positive
+def test_format_reads_its_calls_among_all_and_alone(fmt, text, expected, content):
+    for formats in (("auto",), (fmt,)):
+        found = extract(text, TOOLS, formats=formats)
+        assert [(c.name, orjson.loads(c.arguments), c.format) for c in found.calls] == [
+            (name, arguments, fmt) for name, arguments in expected]
+        assert found.content == content
 
 
-@pytest.mark.parametrize(("fmt", "text", "expected", "content"), POSITIVE,
-                         ids=[f"{case[0]}-{i}" for i, case in enumerate(POSITIVE)])
+@each_positive
 def test_a_call_cut_by_length_stays_text(fmt, text, expected, content):
     """Cut anywhere inside its last frame, an output yields only whole calls, each as the
     uncut output has it (never one with a value cut short); cut before the middle of that
@@ -333,7 +338,7 @@ def test_an_unknown_tool_in_the_format_stays_text(fmt):
     ("minicpm5", ["minicpm"]), ("ling3", ["glm"]), ("poolside_v1", ["glm"]),
     ("hy_v3", ["hunyuan"]), ("granite4", ["hermes"]), ("mimo", ["qwen_xml"]),
     ("step3p5", ["qwen_xml"]), ("solar_open2", ["solar_open"]), ("inkling", ["inkling"]),
-    ("functiongemma", ["functiongemma"]), ("nemotron_json", ["nemotron"]),
+    ("functiongemma", ["functiongemma"]), ("nemotron_json", ["tool_calls_tag"]),
     ("apriel", ["tool_calls_tag"]), ("gpt-oss", ["harmony"]), ("minimax-m3", ["minimax_m3"])])
 def test_the_engines_parser_names_are_accepted(alias, names):
     from proxy.toolcalls import resolve

@@ -6,9 +6,11 @@ and the `<invoke name=…><parameter name=…>` grammar that several model famil
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+from .repair import NotJson, loads_repaired
 from .scan import Document
 from .types import Frame
 
@@ -124,6 +126,36 @@ def json_frames(doc: Document, fmt: str, pattern: re.Pattern[str], opener: str, 
         if frame is not None:
             yield frame
             openers.taken_to = frame.end
+
+
+def reshaped(frame: Frame, reshape: Callable[[Any], Any]) -> Frame:
+    """A whole JSON frame decoded here and reshaped into call envelope(s) by `reshape` (a
+    format's own keys turned into `name`/`arguments`; None when the value is not that
+    format's): refused as `invalid_json` or `unrecognised_shape` when it cannot be. An
+    incomplete frame is returned as it is (its text stays)."""
+    if not frame.complete or frame.json_text is None:
+        return frame
+    try:
+        value, repairs = loads_repaired(frame.json_text)
+    except NotJson:
+        return Frame(frame.format, frame.start, frame.end, refused="invalid_json")
+    calls = reshape(value)
+    if calls is None:
+        return Frame(frame.format, frame.start, frame.end, refused="unrecognised_shape")
+    return Frame(frame.format, frame.start, frame.end, closed=frame.closed, listed=frame.listed,
+                 value=calls, repairs=(*frame.repairs, *repairs))
+
+
+def section_start(doc: Document, section_open: re.Pattern[str], start: int, taken_to: int,
+                  in_section: bool) -> int | None:
+    """Where the frame of a call opening at `start` begins: at its section's opening tag (a
+    pattern ending in `\\Z`, searched just before `start`), or at `start` when it follows the
+    previous call of a section still open; None when the call stands outside any section (a
+    mention, not a call)."""
+    section = section_open.search(doc.text, max(taken_to, start - 200), start)
+    if section is not None:
+        return section.start()
+    return start if in_section and doc.skip_space(taken_to) == start else None
 
 
 def json_run(doc: Document, pos: int, *, commas: bool = False,
@@ -301,6 +333,7 @@ class PairGrammar:
     close: re.Pattern[str]  # space and the call's closing tag
     section_open: re.Pattern[str] | None = None  # matched right before the first call
     section_close: re.Pattern[str] | None = None  # matched right after the last
+    value: Callable[[str], str] | None = None  # a value's text from what is written (CDATA)
 
 
 def _pair_args(doc: Document, grammar: PairGrammar, pos: int, limit: int,
@@ -315,7 +348,8 @@ def _pair_args(doc: Document, grammar: PairGrammar, pos: int, limit: int,
         value_close = grammar.value_close.search(text, key.end(), limit)
         if value_close is None:
             return args, limit, False
-        args.append((key[1].strip(), text[key.end():value_close.start()]))
+        value = text[key.end():value_close.start()]
+        args.append((key[1].strip(), value if grammar.value is None else grammar.value(value)))
         pos = value_close.end()
     return args, pos, True
 
@@ -324,7 +358,7 @@ def pair_frames(doc: Document, fmt: str, grammar: PairGrammar) -> Iterator[Frame
     """One frame per call of a key/value grammar (values coerced later by the tool's schema);
     a section's tags go with its first and last call. A call cut before its close is an
     incomplete frame up to the next call (its text stays); one holding anything else stays
-    text."""
+    text, and so does one that sets a parameter twice (which value is meant is a guess)."""
     text = doc.text
     openers = Openers(doc, grammar.head, grammar.marker, offset=grammar.offset)
     for match in openers:
@@ -347,5 +381,7 @@ def pair_frames(doc: Document, fmt: str, grammar: PairGrammar) -> Iterator[Frame
         pos = close.end()
         after = grammar.section_close.match(text, pos) if grammar.section_close else None
         pos = after.end() if after is not None else pos
-        yield Frame(fmt, start, pos, name=match[1].strip(), text_args=tuple(args))
+        twice = len({key for key, _ in args}) < len(args)
+        yield Frame(fmt, start, pos, name=match[1].strip(), text_args=tuple(args),
+                    refused="repeated_parameter" if twice else None)
         openers.taken_to = pos

@@ -37,7 +37,6 @@ from .formats import (
     minimax_m3,
     mistral,
     muse,
-    nemotron,
     phi4_mini,
     pythonic,
     qwen_xml,
@@ -57,7 +56,7 @@ _MODULES = (hermes, longcat, qwen_xml, glm, tools_wrapper, granite_20b_fc, tool_
             granite, llama3, mistral, deepseek, deepseek_dsml, step3, kimi_k2, minimax_m2,
             kimi_k3, minimax_m3, lfm2, gigachat, command_r, solar_open, k2_horizon, inkling,
             harmony, internlm, phi4_mini, apertus, gemma4, functiongemma,
-            hunyuan, nemotron, minicpm, dots, muse, functionary,
+            hunyuan, minicpm, dots, muse, functionary,
             pythonic, code_fence, bare_json)
 FORMATS: dict[str, FrameFinder] = {module.NAME: module.find_frames for module in _MODULES}
 
@@ -86,7 +85,8 @@ ALIASES: dict[str, str | tuple[str, ...]] = {
     "cohere_command3": "command_r", "cohere_command4": "command_r", "granite4": "hermes",
     "poolside_v1": "glm", "hy_v3": "hunyuan", "mimo": "qwen_xml", "step3p5": "qwen_xml",
     "minicpm5": "minicpm", "gigachat3": "gigachat", "gigachat35": "gigachat",
-    "solar_open2": "solar_open", "nemotron_json": "nemotron", "nemotron_nano_v2": "nemotron",
+    "solar_open2": "solar_open", "nemotron_json": "tool_calls_tag",
+    "nemotron_nano_v2": "tool_calls_tag",
     "ling3": "glm",
     # SGLang's spellings of its detectors' names
     "apertus2509": "apertus", "deepseekv3": "deepseek", "deepseekv31": "deepseek",
@@ -95,7 +95,7 @@ ALIASES: dict[str, str | tuple[str, ...]] = {
     "qwen25": "hermes", "trinity": "hermes", "interns1": "internlm", "spark25": "glm",
     # llama.cpp's format names where they differ
     "apriel": "tool_calls_tag", "firefunction_v2": "phi4_mini", "command_r7b": "command_r",
-    "nemotron_v2": "nemotron", "generic": "bare_json",
+    "nemotron_v2": "tool_calls_tag", "generic": "bare_json",
 }
 
 

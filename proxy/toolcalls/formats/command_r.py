@@ -18,8 +18,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import Openers, at_line_start, json_frame
-from ..repair import NotJson, loads_repaired
+from ..framing import Openers, at_line_start, json_frame, reshaped
 from ..scan import Document
 from ..types import Frame
 
@@ -44,6 +43,10 @@ def _call(item: Any) -> Any:
     return item
 
 
+def _calls(value: Any) -> list[Any]:
+    return [_call(item) for item in (value if isinstance(value, list) else [value])]
+
+
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each action list, after `<|START_ACTION|>` (to `<|END_ACTION|>`) or in an `Action:`
     fence at the start of a line."""
@@ -65,14 +68,4 @@ def _frames(doc: Document, pattern: re.Pattern[str], marker: str, offset: int,
         if frame is None or (not token and frame.complete and not frame.closed):
             continue  # a fence must close
         openers.taken_to = frame.end
-        if not frame.complete or frame.json_text is None:
-            yield frame
-            continue
-        try:
-            value, repairs = loads_repaired(frame.json_text)
-        except NotJson:
-            yield Frame(NAME, frame.start, frame.end, refused="invalid_json")
-            continue
-        calls = [_call(item) for item in (value if isinstance(value, list) else [value])]
-        yield Frame(NAME, frame.start, frame.end, closed=frame.closed, listed=True, value=calls,
-                    repairs=(*frame.repairs, *repairs))
+        yield reshaped(frame, _calls)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
-from ..framing import Openers, json_frame
-from ..repair import NotJson, loads_repaired
+from ..framing import Openers, json_frame, reshaped
 from ..scan import Document
 from ..types import Frame
 
@@ -22,6 +22,15 @@ MARKERS = (_OPEN[1:],)  # not `<`-anchored: the group every text is searched for
 _OPENER = re.compile(re.escape(_OPEN) + r'\s*+(?=\{\s*+")')
 _CLOSE = re.compile(r"\s*+<\|end_message\|>")
 _HEADER = re.compile(r"<\|message_model\|>\s*+([^\s<>]{1,200}+)\s*+\Z")
+
+
+def _call(value: Any, header: re.Match[str] | None) -> dict[str, Any] | None:
+    """`{"name", "args"}` as a call envelope (the header's name, when written, must be the
+    payload's); None when it is anything else."""
+    if (not isinstance(value, dict) or set(value) != {"name", "args"}
+            or (header is not None and header[1] != value["name"])):
+        return None
+    return {"name": value["name"], "arguments": value["args"]}
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
@@ -36,18 +45,4 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if frame is None:
             continue
         openers.taken_to = frame.end
-        if not frame.complete or frame.json_text is None:
-            yield frame
-            continue
-        try:
-            value, repairs = loads_repaired(frame.json_text)
-        except NotJson:
-            yield Frame(NAME, frame.start, frame.end, refused="invalid_json")
-            continue
-        if (not isinstance(value, dict) or set(value) != {"name", "args"}
-                or (header is not None and header[1] != value["name"])):
-            yield Frame(NAME, frame.start, frame.end, refused="unrecognised_shape")
-            continue
-        yield Frame(NAME, frame.start, frame.end, closed=frame.closed,
-                    value={"name": value["name"], "arguments": value["args"]},
-                    repairs=(*frame.repairs, *repairs))
+        yield reshaped(frame, lambda value, header=header: _call(value, header))

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from ..framing import Openers
+from ..framing import Openers, section_start
 from ..scan import Document
 from ..types import Frame
 
@@ -96,11 +96,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     in_section = False
     openers = Openers(doc, _CALL, MARKERS[0], offset=1, keep_backticked=True)
     for match in openers:
-        start = match.start()
-        section = _SECTION_OPEN.search(text, max(openers.taken_to, start - 200), start)
-        if section is not None:
-            start = section.start()
-        elif not (in_section and doc.skip_space(openers.taken_to) == start):
+        start = section_start(doc, _SECTION_OPEN, match.start(), openers.taken_to, in_section)
+        if start is None:
             continue  # outside a tools section: a mention
         name = _attributes(match[1]).get("tool")
         arguments, pos, complete = _arguments(doc, match.end())

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import Openers
+from ..framing import Openers, section_start
 from ..scan import Document
 from ..schema import coerce
 from ..types import Frame
@@ -102,9 +102,9 @@ def _arguments(doc: Document, pos: int, schema: Any) -> tuple[dict[str, Any] | N
                 return root, pos
             _add(stack[-1][2], name, closed[2])
             continue
-        if len(stack) > _MAX_DEPTH:
-            return None, pos
         parent = stack[-1]
+        if len(stack) > _MAX_DEPTH or not isinstance(parent[2], dict | list):
+            return None, pos  # too deep, or a tag inside a text value: not this grammar
         index = len(parent[2]) if isinstance(parent[2], list) else 0
         child = _child_schema(parent[1], name, index)
         value, pos = _opened(doc, pos, child)
@@ -118,11 +118,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     in_block = False
     openers = Openers(doc, _INVOKE, _NS, keep_backticked=True)
     for match in openers:
-        start = match.start()
-        block = _BLOCK_OPEN.search(text, max(openers.taken_to, start - 200), start)
-        if block is not None:
-            start = block.start()
-        elif not (in_block and doc.skip_space(openers.taken_to) == start):
+        start = section_start(doc, _BLOCK_OPEN, match.start(), openers.taken_to, in_block)
+        if start is None:
             continue  # an invoke outside a block: a mention
         name = match[1]
         arguments, pos = _arguments(doc, match.end(), doc.schemas.get(name))
