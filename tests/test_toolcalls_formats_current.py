@@ -393,3 +393,37 @@ def test_command_r_leaves_out_a_non_action_item_and_keeps_the_actions():
     found = extract(text, TOOLS)
     assert [c.name for c in found.calls] == ["read"]
     assert [x.reason for x in found.left_as_text] == ["unknown_tool"]
+
+
+def test_a_llama_built_in_tool_call_is_read_when_the_request_declares_the_tool():
+    """llama.cpp's "Llama 3.x with built-in tools": `<|python_tag|>NAME.call(…)`."""
+    tools = {"brave_search": {"type": "object", "properties": {"query": {"type": "string"}}}}
+    text = 'Let me search.\n<|python_tag|>brave_search.call(query="weather in Paris")<|eom_id|>'
+    found = extract(text, tools)
+    assert [(c.name, orjson.loads(c.arguments), c.format) for c in found.calls] == [
+        ("brave_search", {"query": "weather in Paris"}, "llama3")]
+    assert found.content == "Let me search."
+    for other in (text.replace("<|eom_id|>", " and then more"),  # not the end of the content
+                  text.replace('"weather in Paris"', "QUERY")):  # not a literal
+        assert extract(other, tools).calls == []
+    assert extract(text, TOOLS).calls == []  # not declared: stays text
+
+
+def test_the_readme_coverage_table_names_parsers_the_setting_accepts():
+    """Each vLLM and SGLang parser name in README's coverage table resolves to the formats its
+    row names; every format of ours has a row."""
+    from pathlib import Path
+
+    from proxy.toolcalls import FORMATS, resolve
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("### Coverage: vLLM, SGLang, llama.cpp", 1)[1].split("\nTotals", 1)[0]
+    rows = [[cell.strip() for cell in line.strip()[1:-1].split("|")]
+            for line in section.splitlines() if line.startswith("| `")]
+    named = set()
+    for ours, vllm, sglang, _ in rows:
+        formats = [name.strip("` ") for name in ours.split(",")]
+        named.update(formats)
+        for parser in [n.strip(" `") for n in f"{vllm},{sglang}".split(",") if n.strip()]:
+            assert [name for name, _ in resolve([parser])] == formats, parser
+    assert named == set(FORMATS)
