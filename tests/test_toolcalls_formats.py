@@ -351,8 +351,11 @@ def test_format_leaves_non_calls_as_text(fmt, text):
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_every_format_has_positive_and_negative_cases(fmt):
-    assert any(case[0] == fmt for case in POSITIVE)
-    assert any(case[0] == fmt for case in NEGATIVE)
+    from tests.test_toolcalls_formats_current import NEGATIVE as CURRENT_NEGATIVE
+    from tests.test_toolcalls_formats_current import POSITIVE as CURRENT_POSITIVE
+
+    assert any(case[0] == fmt for case in (*POSITIVE, *CURRENT_POSITIVE))
+    assert any(case[0] == fmt for case in (*NEGATIVE, *CURRENT_NEGATIVE))
 
 
 @pytest.mark.parametrize(("fmt", "text", "expected", "content"), POSITIVE,

@@ -268,7 +268,7 @@ def extract(
     if not text or not tools:
         return Extraction(content=text)
     chosen = resolve(formats)
-    doc = Document(text, markers_of(tuple(name for name, _ in chosen)), frozenset(tools))
+    doc = Document(text, markers_of(tuple(name for name, _ in chosen)), frozenset(tools), tools)
     claims = Spans()  # taken by earlier formats: a frame overlapping one is dropped
     taken: list[tuple[Frame, list[ToolCall]]] = []
     left: list[LeftAsText] = []

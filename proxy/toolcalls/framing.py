@@ -8,7 +8,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+from .repair import NotJson, loads_repaired
 from .scan import Document
 from .text_values import Tail, ValueTags, stray_tags, value_end
 from .types import Frame
@@ -127,6 +129,36 @@ def json_frames(doc: Document, fmt: str, pattern: re.Pattern[str], opener: str, 
             openers.taken_to = frame.end
 
 
+def reshaped(frame: Frame, reshape: Callable[[Any], Any]) -> Frame:
+    """A whole JSON frame decoded here and reshaped into call envelope(s) by `reshape` (a
+    format's own keys turned into `name`/`arguments`; None when the value is not that
+    format's): refused as `invalid_json` or `unrecognised_shape` when it cannot be. An
+    incomplete frame is returned as it is (its text stays)."""
+    if not frame.complete or frame.json_text is None:
+        return frame
+    try:
+        value, repairs = loads_repaired(frame.json_text)
+    except NotJson:
+        return Frame(frame.format, frame.start, frame.end, refused="invalid_json")
+    calls = reshape(value)
+    if calls is None:
+        return Frame(frame.format, frame.start, frame.end, refused="unrecognised_shape")
+    return Frame(frame.format, frame.start, frame.end, closed=frame.closed, listed=frame.listed,
+                 value=calls, repairs=(*frame.repairs, *repairs))
+
+
+def section_start(doc: Document, section_open: re.Pattern[str], start: int, taken_to: int,
+                  in_section: bool) -> int | None:
+    """Where the frame of a call opening at `start` begins: at its section's opening tag (a
+    pattern ending in `\\Z`, searched just before `start`), or at `start` when it follows the
+    previous call of a section still open; None when the call stands outside any section (a
+    mention, not a call)."""
+    section = section_open.search(doc.text, max(taken_to, start - 200), start)
+    if section is not None:
+        return section.start()
+    return start if in_section and doc.skip_space(taken_to) == start else None
+
+
 def json_run(doc: Document, pos: int, *, commas: bool = False,
              ) -> tuple[list[tuple[int, int]], int, bool]:
     """JSON values written one after another from `pos` (separated by space, or by commas when
@@ -177,16 +209,26 @@ class InvokeGrammar:
     block_open_len: int
     tags: ValueTags
     value: Callable[[str], str]  # a value as the dialect's own parser reads it
+    json_body: bool = False  # an invoke may hold its arguments as one JSON object instead
 
 
-def invoke_grammar(prefix: str, block_open: str, block_close: str, *,
-                   exact: bool = False) -> InvokeGrammar:
-    """The grammar for tags starting with `<prefix`, inside `block_open … block_close`
-    (built once, at import, by the format module). `exact`: values are kept as written (a
-    dialect that marks strings as such); else a template's newline on each side is not
-    part of the value."""
+def _one_of(spellings: tuple[str, ...]) -> str:
+    """A regex matching any of `spellings` (literals), longest first."""
+    return "(?:" + "|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True)) + ")"
+
+
+def invoke_grammar(prefix: str, block_open: str | tuple[str, ...],
+                   block_close: str | tuple[str, ...], *, exact: bool = False,
+                   json_body: bool = False) -> InvokeGrammar:
+    """The grammar for tags starting with `<prefix`, inside `block_open … block_close` (each
+    one spelling or several), built once, at import, by the format module. `exact`: values
+    are kept as written (a dialect that marks strings as such); else a template's newline on
+    each side is not part of the value. With `json_body`, an invoke may hold a JSON object
+    of arguments instead of parameter tags."""
     tag = re.escape(prefix)
     invoke_open = "<" + prefix + "invoke"
+    opens = (block_open,) if isinstance(block_open, str) else block_open
+    closes = (block_close,) if isinstance(block_close, str) else block_close
     parameter = re.compile(r"\s*+<" + tag + r'parameter\s++name="([^"<>\n]{1,200}+)"'
                            r'(?:\s++string="(?:true|false)")?\s*+>')
     parameter_close = "</" + prefix + "parameter>"
@@ -196,16 +238,17 @@ def invoke_grammar(prefix: str, block_open: str, block_close: str, *,
         parameter=parameter,
         parameter_close=parameter_close,
         invoke_close=re.compile(r"\s*+</" + tag + r"invoke>"),
-        block_opened=re.compile(re.escape(block_open) + r"\s*+\Z"),
-        block_closed=re.compile(r"\s*+" + re.escape(block_close)),
-        block_open_len=len(block_open),
+        block_opened=re.compile(_one_of(opens) + r"\s*+\Z"),
+        block_closed=re.compile(r"\s*+" + _one_of(closes)),
+        block_open_len=max(map(len, opens)),
         tags=ValueTags(
             tokens=re.compile(r"<(?:(" + tag + r"parameter\s)|/" + tag + r"parameter>)"),
             next_item=parameter,
-            stray=stray_tags((parameter_close, "</" + prefix + "invoke>", block_close),
-                             (invoke_open, block_open)),
+            stray=stray_tags((parameter_close, "</" + prefix + "invoke>", *closes),
+                             (invoke_open, *opens)),
         ),
         value=(lambda value: value) if exact else template_value,
+        json_body=json_body,
     )
 
 
@@ -255,6 +298,19 @@ def _invoke_tail(doc: Document, grammar: InvokeGrammar) -> Tail:
     return tail
 
 
+def _json_body(doc: Document, pos: int, limit: int, after: int,
+               ) -> tuple[str | None, int, bool]:
+    """An invoke's arguments written as one JSON object from `pos` (before `limit`): (its
+    text, where it ends, whether it is whole); (None, `after`, True) when none is written."""
+    body = doc.skip_space(pos, limit)
+    if body >= limit or doc.text[body] != "{":
+        return None, after, True
+    end = doc.json_end(body)
+    if end is None or end > limit:
+        return None, limit, False
+    return doc.text[body:end], end, True
+
+
 _INDENT = 4096  # how much space may stand between a block's opening tag and its first invoke
 
 
@@ -283,6 +339,9 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
         if read is None:
             return  # out of budget: better no frame than one with parameters missing
         args, pos, complete, balanced = read
+        body = None
+        if grammar.json_body and complete and not args:
+            body, pos, complete = _json_body(doc, match.end(), len(text), pos)
         if not (complete and balanced):
             yield unsure_frame(doc, fmt, start, match[1], complete)
             return
@@ -292,10 +351,78 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
             after = closed_block.match(text, pos)
             in_block = after is None
             pos = after.end() if after is not None else pos
-            yield Frame(fmt, start, pos, name=match[1], text_args=tuple(args))
+            yield Frame(fmt, start, pos, name=match[1], text_args=tuple(args), json_text=body)
             openers.taken_to = pos
         elif doc.skip_space(pos) >= len(text):
             yield Frame(fmt, start, pos, closed=False, name=match[1], text_args=tuple(args),
-                        repairs=("missing_close_tag",))
+                        json_text=body, repairs=("missing_close_tag",))
             return
         # Anything else inside the invoke: not a call we read; it stays text.
+
+
+@dataclass(frozen=True)
+class PairGrammar:
+    """One dialect of `<call>NAME<key>K</key><value>V</value>…</call>` (a name, then its
+    parameters as key/value tags), with the section tags that may wrap a run of calls."""
+
+    opener: str  # the literal every call opens with (where the next call may start)
+    marker: str  # a literal every call's opening holds, `offset` characters in
+    offset: int
+    head: re.Pattern[str]  # the opening and the name (group 1), up to the first parameter
+    key: re.Pattern[str]  # space, a key (group 1) and what opens its value
+    value_close: re.Pattern[str]
+    close: re.Pattern[str]  # space and the call's closing tag
+    section_open: re.Pattern[str] | None = None  # matched right before the first call
+    section_close: re.Pattern[str] | None = None  # matched right after the last
+    value: Callable[[str], str] | None = None  # a value's text from what is written (CDATA)
+
+
+def _pair_args(doc: Document, grammar: PairGrammar, pos: int, limit: int,
+               ) -> tuple[list[tuple[str, str]], int, bool] | None:
+    """The (key, text value) pairs of a call from `pos` (before `limit`), where they end, and
+    whether the last value closed; None when the document's budget ran out."""
+    text = doc.text
+    args: list[tuple[str, str]] = []
+    while (key := grammar.key.match(text, pos, limit)) is not None:
+        if not doc.spend():
+            return None
+        value_close = grammar.value_close.search(text, key.end(), limit)
+        if value_close is None:
+            return args, limit, False
+        value = text[key.end():value_close.start()]
+        args.append((key[1].strip(), value if grammar.value is None else grammar.value(value)))
+        pos = value_close.end()
+    return args, pos, True
+
+
+def pair_frames(doc: Document, fmt: str, grammar: PairGrammar) -> Iterator[Frame]:
+    """One frame per call of a key/value grammar (values coerced later by the tool's schema);
+    a section's tags go with its first and last call. A call cut before its close is an
+    incomplete frame up to the next call (its text stays); one holding anything else stays
+    text, and so does one that sets a parameter twice (which value is meant is a guess)."""
+    text = doc.text
+    openers = Openers(doc, grammar.head, grammar.marker, offset=grammar.offset)
+    for match in openers:
+        start = match.start()
+        if grammar.section_open is not None:
+            section = grammar.section_open.search(text, max(openers.taken_to, start - 200),
+                                                  start)
+            start = start if section is None else section.start()
+        limit = next_or_end(text, grammar.opener, match.end())
+        read = _pair_args(doc, grammar, match.end(), limit)
+        if read is None:
+            return  # out of budget: better no frame than one with parameters missing
+        args, pos, complete = read
+        close = grammar.close.match(text, pos, limit) if complete else None
+        if close is None:
+            if not complete or doc.skip_space(pos, limit) >= limit:
+                yield Frame(fmt, start, limit, closed=False, complete=False, name=match[1])
+                openers.taken_to = limit
+            continue  # anything else inside the call: not one we read; it stays text
+        pos = close.end()
+        after = grammar.section_close.match(text, pos) if grammar.section_close else None
+        pos = after.end() if after is not None else pos
+        twice = len({key for key, _ in args}) < len(args)
+        yield Frame(fmt, start, pos, name=match[1].strip(), text_args=tuple(args),
+                    refused="repeated_parameter" if twice else None)
+        openers.taken_to = pos

@@ -45,13 +45,15 @@ def _either(patterns: list[Pattern]) -> re.Pattern[str]:
 @dataclass(frozen=True)
 class HoldRule:
     """The compiled openers of a set of formats. Those that stand anywhere: their first
-    characters, then for each one a regex whose named group says which opener matched (and
-    so which lead to look for before it), and one regex for the unfinished end of a text.
+    characters, then for each one a regex of the openers it begins, the leads that may stand
+    before an opener, and one regex for the unfinished end of a text.
     Those that stand at a line's start, or at the text's."""
 
     first: re.Pattern[str] | None
     anywhere: dict[str, re.Pattern[str]]
-    leads: dict[str, re.Pattern[str]]  # by group name: what may stand before the opener
+    # (an opener, what may stand before it): the longest such lead before a whole opener
+    # goes with it (two formats may share an opener, each with a header of its own)
+    leads: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...]
     unfinished: re.Pattern[str] | None  # a proper prefix of an opener (with its lead) ending
     line: re.Pattern[str] | None
     start: re.Pattern[str] | None
@@ -84,7 +86,8 @@ def hold_rule(formats: tuple[str, ...]) -> HoldRule | None:
         re.compile("[" + "".join(re.escape(char) for char in sorted(by_char)) + "]")
         if by_char else None,
         {char: re.compile("|".join(groups)) for char, groups in by_char.items()},
-        {f"o{i}": re.compile(f"(?:{o.lead.full})\\Z") for i, o in enumerate(anywhere) if o.lead},
+        tuple((re.compile(o.pattern.full), re.compile(f"(?:{o.lead.full})\\Z"))
+              for o in anywhere if o.lead),
         re.compile("(?=[" + "".join(map(re.escape, starts)) + "])(?:" + "|".join(unfinished)
                    + ")\\Z") if unfinished else None,
         _either(line) if line else None,
@@ -105,9 +108,12 @@ def _anywhere(text: str, rule: HoldRule, pos: int) -> Candidate | None:
         at = hit.start()
         match = rule.anywhere[text[at]].match(text, at)
         if match is not None:
-            lead = rule.leads.get(match.lastgroup or "")
-            header = lead.search(text, max(0, at - _LEAD_REACH), at) if lead else None
-            found = (header.start() if header else at, True)
+            begins = at
+            for opener, lead in rule.leads:
+                if opener.match(text, at) and (header := lead.search(
+                        text, max(0, at - _LEAD_REACH), at)) is not None:
+                    begins = min(begins, header.start())
+            found = (begins, True)
             break
         search = at + 1
     unfinished = (rule.unfinished.search(text, max(pos, len(text) - _UNFINISHED_REACH))

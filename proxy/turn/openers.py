@@ -105,6 +105,9 @@ _HARMONY = Opener(lit("to=functions."), lead=seq(
     opt(seq("<|start|>", _SPACE)), opt(seq("assistant", _SPACE)), opt(seq("<|channel|>", _SPACE)),
     opt(seq(alt("commentary", "analysis"), _SPACE))))
 
+_MUSE_TO = opt(seq(opt(seq("<|start|>assistant", run(r"[ \t]", 0, 64))), "to=",
+                   run(r"[^\s<>]", 1, 200)))
+
 OPENERS: dict[str, tuple[Opener, ...]] = {
     "hermes": (*tag("<tool_call>"), _CALL_OBJECT),  # a call object closed by an orphan close
     "longcat": tag("<longcat_tool_call>"),
@@ -113,13 +116,13 @@ OPENERS: dict[str, tuple[Opener, ...]] = {
     "tools_wrapper": (*tag("<tools>", "<tool>", "<response>", "<json>", "<xml>", "<JSON>",
                            "<function_call>"), _FENCE),
     "granite_20b_fc": tag("<function_call>"),
-    "tool_calls_tag": tag("<tool_calls>"),
+    "tool_calls_tag": tag("<tool_calls>", "<TOOLCALL>"),
     "granite": tag("<|tool_call|>", "<tool_call>"),
     "llama3": (*tag("<|python_tag|>", "<function=", '<function name="'),
                Opener(_CALL_OBJECT.pattern, "start")),  # `{…}; {…}` as the whole content
     "mistral": tag("[TOOL_CALLS]"),
     "deepseek": (_DEEPSEEK,),
-    "deepseek_dsml": tag("<｜DSML｜invoke", "<｜DSML｜function_calls>"),
+    "deepseek_dsml": tag("<｜DSML｜"),
     "step3": (*tag("<steptml:invoke"), _DEEPSEEK),
     "kimi_k2": tag("<|tool_call_begin|>", "<|tool_calls_section_begin|>"),
     "minimax_m2": tag("<invoke", "<minimax:tool_call>"),
@@ -137,6 +140,22 @@ OPENERS: dict[str, tuple[Opener, ...]] = {
     "pythonic": (Opener(seq(opt(seq("<|python_tag|>", _SPACE)), "[", _SPACE,
                             run("[A-Za-z_]", 1, 1), run(r"[\w.]", 0, 200), "("), "line"),
                  *tag("<|python_start|>", "<function_calls>")),
+    "kimi_k3": tag("<|open|>tools", "<|open|>response", "<|close|>response"),
+    "minimax_m3": tag("]<]minimax[>["),
+    "lfm2": tag("<|tool_call_start|>"),
+    "gigachat": (*tag("<|message_sep|>", "<|function_call|>", "<｜GCML｜"),
+                 Opener(seq("function call", _SPACE, "<|role_sep|>"))),
+    "command_r": (*tag("<|START_ACTION|>"), Opener(seq("Action: ```"), "line")),
+    "solar_open": tag("<|tool_calls|>", "<|tool_call:"),
+    "k2_horizon": tag("<ifm|tool_call"),
+    "inkling": tag("<|message_model|>", "<|content_invoke_tool_json|>"),
+    "functiongemma": tag("<start_function_call>"),
+    "hunyuan": tag("<tool_call"),
+    "minicpm": (Opener(seq("<function", run(r"[\sĠ]", 0, 8), "name=")),),
+    "dots": tag("<dots_function_call>"),
+    # Muse's header (`<|start|>assistant to=NAME<|message|>`) goes with the call after it.
+    "muse": (Opener(lit("<|message|>"), lead=_MUSE_TO),
+             Opener(lit("<atem:"), lead=opt(seq(_MUSE_TO, "<|message|>", _SPACE)))),
     "code_fence": (_FENCE,),
     "bare_json": (_CALL_OBJECT, _CALL_LIST),
 }

@@ -194,14 +194,16 @@ def _parsed_list(source: str) -> tuple[list[dict[str, Any]], tuple[str, ...]] | 
     return parsed
 
 
-def _list_frame(doc: Document, start: int, end: int, source: str) -> Frame:
+def list_frame(doc: Document, start: int, end: int, source: str, fmt: str = NAME) -> Frame:
+    """The frame (of format `fmt`) of the pythonic list `source`, written at start:end: its
+    calls decoded, or refused with the reason (formats that wrap such lists use this too)."""
     if len(source) > _MAX_SOURCE or not doc.spend():
-        return Frame(NAME, start, end, refused="too_large")
+        return Frame(fmt, start, end, refused="too_large")
     parsed = _parsed_list(source)
     if isinstance(parsed, str):
-        return Frame(NAME, start, end, refused=parsed)
+        return Frame(fmt, start, end, refused=parsed)
     calls, repairs = parsed  # handed over decoded: the engine checks they serialise
-    return Frame(NAME, start, end, value=calls, listed=True, repairs=repairs)
+    return Frame(fmt, start, end, value=calls, listed=True, repairs=repairs)
 
 
 def _wrapped_lists(doc: Document) -> Iterator[Frame]:
@@ -213,7 +215,7 @@ def _wrapped_lists(doc: Document) -> Iterator[Frame]:
             yield _unclosed_wrapped_list(doc, match.start(), match.end())
             return
         stop = close + len(_WRAP_END)
-        yield _list_frame(doc, match.start(), stop, text[match.end():close])
+        yield list_frame(doc, match.start(), stop, text[match.end():close])
         openers.taken_to = stop
 
 
@@ -224,7 +226,7 @@ def _unclosed_wrapped_list(doc: Document, start: int, body: int) -> Frame:
     end = len(text.rstrip())
     if end <= body or text[end - 1] != "]" or _WRAP_START in text[body:end]:
         return Frame(NAME, start, len(text), closed=False, complete=False)
-    frame = _list_frame(doc, start, end, text[body:end])
+    frame = list_frame(doc, start, end, text[body:end])
     if frame.refused is not None:
         return frame
     return Frame(NAME, start, end, closed=False, value=frame.value, listed=True,
@@ -256,7 +258,7 @@ def _olmo_blocks(doc: Document) -> Iterator[Frame]:
         if source is None:
             continue  # prose that names the tag: it stays text
         stop = close + len(_BLOCK_END) if closed else body_end
-        frame = _list_frame(doc, match.start(), stop, source)
+        frame = list_frame(doc, match.start(), stop, source)
         if not closed and frame.refused is None:
             frame = Frame(NAME, frame.start, frame.end, closed=False, value=frame.value,
                           listed=True, repairs=(*frame.repairs, "missing_close_tag"))
@@ -279,7 +281,7 @@ def _closing_list(doc: Document) -> Iterator[Frame]:
         opening = _LINE_START.match(text, line_start)
         if opening is not None:  # the frame takes Llama 3.2's <|python_tag|> when written
             start = opening.start(1) if opening[1] else opening.end() - 1
-            yield _list_frame(doc, start, end, text[opening.end() - 1:end])
+            yield list_frame(doc, start, end, text[opening.end() - 1:end])
             return
 
 
