@@ -363,44 +363,64 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
 @dataclass(frozen=True)
 class PairGrammar:
     """One dialect of `<call>NAME<key>K</key><value>V</value>…</call>` (a name, then its
-    parameters as key/value tags), with the section tags that may wrap a run of calls."""
+    parameters as key/value tags), with the section tags that may wrap a run of calls. A
+    value ends at the closing tag the frame's structure shows to be its own (`tags`, see
+    text_values), so that a value holding the dialect's tags is read whole."""
 
-    opener: str  # the literal every call opens with (where the next call may start)
     marker: str  # a literal every call's opening holds, `offset` characters in
     offset: int
     head: re.Pattern[str]  # the opening and the name (group 1), up to the first parameter
     key: re.Pattern[str]  # space, a key (group 1) and what opens its value
-    value_close: re.Pattern[str]
+    tags: ValueTags  # a value's closing tag (`next_item` is `key`)
     close: re.Pattern[str]  # space and the call's closing tag
     section_open: re.Pattern[str] | None = None  # matched right before the first call
     section_close: re.Pattern[str] | None = None  # matched right after the last
     value: Callable[[str], str] | None = None  # a value's text from what is written (CDATA)
 
 
-def _pair_args(doc: Document, grammar: PairGrammar, pos: int, limit: int,
-               ) -> tuple[list[tuple[str, str]], int, bool] | None:
-    """The (key, text value) pairs of a call from `pos` (before `limit`), where they end, and
-    whether the last value closed; None when the document's budget ran out."""
+def _pair_tail(doc: Document, grammar: PairGrammar) -> Tail:
+    """Where a call's frame ends after a value's close, when the call ends there: after its
+    closing tag (and the section's, if that follows), or at the end of the text."""
+    text = doc.text
+
+    def tail(pos: int) -> int | None:
+        close = grammar.close.match(text, pos)
+        if close is None:
+            return pos if doc.skip_space(pos) >= len(text) else None
+        section = grammar.section_close.match(text, close.end()) if grammar.section_close else None
+        return close.end() if section is None else section.end()
+    return tail
+
+
+def _pair_args(doc: Document, grammar: PairGrammar, pos: int, tail: Tail,
+               ) -> tuple[list[tuple[str, str]], int, bool, bool] | None:
+    """The (key, text value) pairs of a call from `pos`, where they end, whether the last
+    value closed, and whether every value's tags were balanced; None when the document's
+    budget ran out."""
     text = doc.text
     args: list[tuple[str, str]] = []
-    while (key := grammar.key.match(text, pos, limit)) is not None:
+    balanced = True
+    while (key := grammar.key.match(text, pos)) is not None:
         if not doc.spend():
             return None
-        value_close = grammar.value_close.search(text, key.end(), limit)
-        if value_close is None:
-            return args, limit, False
-        value = text[key.end():value_close.start()]
+        found = value_end(doc, key.end(), grammar.tags, tail)
+        if found is None:
+            return None if doc.budget.exhausted else (args, len(text), False, balanced)
+        value = text[key.end():found.at]
         args.append((key[1].strip(), value if grammar.value is None else grammar.value(value)))
-        pos = value_close.end()
-    return args, pos, True
+        balanced = balanced and found.balanced
+        pos = found.end
+    return args, pos, True, balanced
 
 
 def pair_frames(doc: Document, fmt: str, grammar: PairGrammar) -> Iterator[Frame]:
     """One frame per call of a key/value grammar (values coerced later by the tool's schema);
     a section's tags go with its first and last call. A call cut before its close is an
-    incomplete frame up to the next call (its text stays); one holding anything else stays
-    text, and so does one that sets a parameter twice (which value is meant is a guess)."""
+    incomplete frame (its text stays); one whose values have no sure end stays text
+    (`ambiguous_value`), and so does one holding anything else or setting a parameter twice
+    (which value is meant is a guess)."""
     text = doc.text
+    tail = _pair_tail(doc, grammar)
     openers = Openers(doc, grammar.head, grammar.marker, offset=grammar.offset)
     for match in openers:
         start = match.start()
@@ -408,21 +428,36 @@ def pair_frames(doc: Document, fmt: str, grammar: PairGrammar) -> Iterator[Frame
             section = grammar.section_open.search(text, max(openers.taken_to, start - 200),
                                                   start)
             start = start if section is None else section.start()
-        limit = next_or_end(text, grammar.opener, match.end())
-        read = _pair_args(doc, grammar, match.end(), limit)
+        name = match[1].strip()
+        read = _pair_args(doc, grammar, match.end(), tail)
         if read is None:
             return  # out of budget: better no frame than one with parameters missing
-        args, pos, complete = read
-        close = grammar.close.match(text, pos, limit) if complete else None
+        args, pos, complete, balanced = read
+        if not (complete and balanced):
+            yield unsure_frame(doc, fmt, start, name, complete)
+            return
+        close = grammar.close.match(text, pos)
         if close is None:
-            if not complete or doc.skip_space(pos, limit) >= limit:
-                yield Frame(fmt, start, limit, closed=False, complete=False, name=match[1])
-                openers.taken_to = limit
+            if doc.skip_space(pos) >= len(text):  # cut before its close: its text stays
+                yield Frame(fmt, start, len(text), closed=False, complete=False, name=name)
+                return
             continue  # anything else inside the call: not one we read; it stays text
         pos = close.end()
         after = grammar.section_close.match(text, pos) if grammar.section_close else None
         pos = after.end() if after is not None else pos
         twice = len({key for key, _ in args}) < len(args)
-        yield Frame(fmt, start, pos, name=match[1].strip(), text_args=tuple(args),
+        yield Frame(fmt, start, pos, name=name, text_args=tuple(args),
                     refused="repeated_parameter" if twice else None)
         openers.taken_to = pos
+
+
+def outermost(*finds: Iterator[Frame]) -> Iterator[Frame]:
+    """The frames of a format's several spellings, in order, without those that stand inside
+    another one's frame: they are text of its payload (a value that quotes a call)."""
+    frames = sorted((frame for find in finds for frame in find),
+                    key=lambda frame: (frame.start, -frame.end))
+    reach = -1
+    for frame in frames:
+        if frame.end > reach:
+            yield frame
+            reach = frame.end

@@ -42,11 +42,12 @@ class ValueTags:
 
 @dataclass(frozen=True)
 class ValueEnd:
-    """Where a value's closing tag starts, and whether every opening tag of the value's
-    element written inside the value is closed inside it."""
+    """Where a value's closing tag starts and ends, and whether every opening tag of the
+    value's element written inside the value is closed inside it."""
 
     at: int
     balanced: bool
+    end: int
 
 
 Tail = Callable[[int], "int | None"]
@@ -87,8 +88,8 @@ def value_end(doc: Document, pos: int, tags: ValueTags, tail: Tail) -> ValueEnd 
                 ends = True
             if ends:
                 if depth == 0 and clean:
-                    return ValueEnd(token.start(), True)
-                first = first or ValueEnd(token.start(), depth == 0)
+                    return ValueEnd(token.start(), True, after)
+                first = first or ValueEnd(token.start(), depth == 0, after)
             depth = max(0, depth - 1)
         else:
             depth += 1

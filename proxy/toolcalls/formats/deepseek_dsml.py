@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..framing import invoke_frames, invoke_grammar
+from ..framing import invoke_frames, invoke_grammar, outermost
 from ..scan import Document
 from ..types import Frame
 
@@ -44,7 +44,7 @@ MARKERS = (_UNSPACED.invoke_open, _SPACED.invoke_open)
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """Each DSML `invoke` inside a calls block, in either spelling."""
-    for grammar in (_UNSPACED, _SPACED):
-        if doc.has(grammar.invoke_open):
-            yield from invoke_frames(doc, NAME, grammar)
+    """Each DSML `invoke` inside a calls block, in either spelling (a call of one spelling
+    quoted in a value of the other is that value's text)."""
+    yield from outermost(*(invoke_frames(doc, NAME, grammar) for grammar in (_UNSPACED, _SPACED)
+                           if doc.has(grammar.invoke_open)))

@@ -6,8 +6,9 @@
     </invoke>
     </dots_function_call>
 
-(SGLang's `dots`.) Values are text, coerced by the tool's schema; a block holding one JSON
-`{"name", "arguments"}` object is read too.
+(SGLang's `dots`.) Values are text, coerced by the tool's schema; the reference parsers trim
+them, so only the newline a template writes on each side of a value is dropped (as for
+MiniMax-M2). A block holding one JSON `{"name", "arguments"}` object is read too.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import invoke_frames, invoke_grammar, json_frames
+from ..framing import invoke_frames, invoke_grammar, json_frames, outermost
 from ..scan import Document
 from ..types import Frame
 
@@ -28,6 +29,6 @@ _JSON_CLOSE = re.compile(r"\s*+</dots_function_call>")
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """Each `<invoke>` inside a `<dots_function_call>` block, then the JSON blocks."""
-    yield from invoke_frames(doc, NAME, _GRAMMAR)
-    yield from json_frames(doc, NAME, _JSON_OPENER, _OPEN, close=_JSON_CLOSE)
+    """Each `<invoke>` inside a `<dots_function_call>` block, and the JSON blocks."""
+    yield from outermost(invoke_frames(doc, NAME, _GRAMMAR),
+                         json_frames(doc, NAME, _JSON_OPENER, _OPEN, close=_JSON_CLOSE))

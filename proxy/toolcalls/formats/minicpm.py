@@ -4,10 +4,12 @@
     </function>
 
 (vLLM's and SGLang's `minicpm5`.) A value may be wrapped in `<![CDATA[…]]>` (its content is
-the value, as written); any other value is trimmed, as the reference parsers read it. The
-tokenizer's space marker `Ġ` (or no space at all) may stand between `function`/`param` and
-`name`. Values are coerced by the tool's schema. A parameter written twice, or a `<param>`
-without a name, leaves the call as text.
+the value, as written); any other value is trimmed, as the reference parsers read it (they
+trim CDATA too). A value ends at the `</param>` the frame's structure shows to be its own
+(see text_values), so that a value whose text says `</param>` or `</function>`, or quotes a
+call, is read whole. The tokenizer's space marker `Ġ` (or no space at all) may stand
+between `function`/`param` and `name`. Values are coerced by the tool's schema. A parameter
+written twice, or a `<param>` without a name, leaves the call as text.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 
 from ..framing import PairGrammar, pair_frames
 from ..scan import Document
+from ..text_values import ValueTags
 from ..types import Frame
 
 NAME = "minicpm"
@@ -31,13 +34,17 @@ def _value(raw: str) -> str:
     return cdata[1] if cdata is not None else raw.strip()
 
 
+_KEY = re.compile(r"\s*+<param" + _NAMED)
 _GRAMMAR = PairGrammar(
-    opener="<function",
     marker="<function",
     offset=0,
     head=re.compile("<function" + _NAMED),
-    key=re.compile(r"\s*+<param" + _NAMED),
-    value_close=re.compile("</param>"),
+    key=_KEY,
+    tags=ValueTags(
+        tokens=re.compile("<(?:(param(?:[\\s\u0120]|name=))|/param>)"),
+        next_item=_KEY,
+        stray=re.compile("<(?:(/(?:param|function)>)|function(?:[\\s\u0120]|name=))"),
+    ),
     close=re.compile(r"\s*+</function>"),
     value=_value,
 )

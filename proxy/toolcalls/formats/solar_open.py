@@ -8,7 +8,9 @@
 
 (llama.cpp's "Solar Open", vLLM's `solar_open2`.) Solar Open's arguments are JSON after an id
 and the name; Solar Open 2 writes the name on the start line and each argument as a key and
-a text value, coerced by the tool's schema.
+a text value, coerced by the tool's schema (a string keeps its whitespace, as vLLM's parser
+keeps it). A value ends at the `<|tool_arg:end|>` the frame's structure shows to be its own
+(see text_values); a call quoted inside another's value is that value's text.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, PairGrammar, json_frame, pair_frames
+from ..framing import Openers, PairGrammar, json_frame, outermost, pair_frames
 from ..scan import Document
+from ..text_values import ValueTags, stray_tags
 from ..types import Frame
 
 NAME = "solar_open"
@@ -29,14 +32,19 @@ _HEAD = re.compile(r"<\|tool_call:begin\|>[^<>\n]{0,64}+<\|tool_call:name\|>\s*+
 _END = re.compile(r"\s*+<\|tool_call:end\|>")
 _SECTION_OPEN = re.compile(r"<\|tool_calls\|>\s*+\Z")
 _SECTION_CLOSE = re.compile(r"\s*+<\|calls\|>")
+_ARGUMENT = re.compile(r"\s*+<\|tool_arg:start\|>([^<>\n]{1,200}+)<\|tool_arg:value\|>")
 _ARGUMENTS = PairGrammar(
-    opener=_START,
     marker=_START[1:],
     offset=1,
     head=re.compile(r"<\|tool_call:start\|>[ \t]*+([^\s<>{}\[\]`]{1,200}+)[ \t]*+"
                     r"(?=\n|<\|tool_arg:start\|>|<\|tool_call:end\|>)"),
-    key=re.compile(r"\s*+<\|tool_arg:start\|>([^<>\n]{1,200}+)<\|tool_arg:value\|>"),
-    value_close=re.compile(r"<\|tool_arg:end\|>"),
+    key=_ARGUMENT,
+    tags=ValueTags(
+        tokens=re.compile(r"<(?:(\|tool_arg:start\|>)|\|tool_arg:end\|>)"),
+        next_item=_ARGUMENT,
+        stray=stray_tags(("<|tool_arg:end|>", "<|tool_call:end|>", "<|calls|>"),
+                         (_START, _BEGIN)),
+    ),
     close=re.compile(r"\s*+<\|tool_call:end\|>"),
 )
 
@@ -62,6 +70,5 @@ def _json_calls(doc: Document) -> Iterator[Frame]:
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """Solar Open's JSON calls, then Solar Open 2's key/value calls."""
-    yield from _json_calls(doc)
-    yield from pair_frames(doc, NAME, _ARGUMENTS)
+    """Solar Open's JSON calls and Solar Open 2's key/value calls."""
+    yield from outermost(_json_calls(doc), pair_frames(doc, NAME, _ARGUMENTS))
