@@ -12,7 +12,7 @@
 (vLLM's `gigachat3` reads the first two, the `gigachat35` parsers the third.) The
 JSON call has no closing marker: the complete object ends the frame, with the `</s>` after it
 when written. GCML is DeepSeek's DSML grammar under GigaChat's own bar; its text values are
-coerced by the tool's schema.
+coerced by the tool's schema, a string kept as written (as vLLM's `gigachat35` reads it).
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import Openers, invoke_frames, invoke_grammar, json_frame
+from ..framing import Openers, invoke_frames, invoke_grammar, json_frame, outermost
 from ..scan import Document
 from ..types import Frame
 
 NAME = "gigachat"
 _HEADER = "function call<|role_sep|>"
 _TOKEN = "<|function_call|>"
-_GCML = invoke_grammar("｜GCML｜", "<｜GCML｜tool_calls>", "</｜GCML｜tool_calls>", json_body=True)
+_GCML = invoke_grammar("｜GCML｜", "<｜GCML｜tool_calls>", "</｜GCML｜tool_calls>", exact=True,
+                       json_body=True)
 MARKERS = (_HEADER[14:], _TOKEN[1:], _GCML.invoke_open)  # not `<`-anchored (see hermes)
 _OPENERS = ((re.compile(r"function call<\|role_sep\|>\s*+(?=\{)"), _HEADER[14:], 14),
             (re.compile(r"<\|function_call\|>\s*+(?=\{)"), _TOKEN[1:], 1))
@@ -56,7 +57,7 @@ def _json_calls(doc: Document) -> Iterator[Frame]:
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """The JSON calls after GigaChat's function-call header or token, then GCML invokes."""
-    yield from _json_calls(doc)
-    if doc.has(_GCML.invoke_open):
-        yield from invoke_frames(doc, NAME, _GCML)
+    """The JSON calls after GigaChat's function-call header or token, and GCML invokes (a
+    call of one kind quoted in a value of the other is that value's text)."""
+    gcml = invoke_frames(doc, NAME, _GCML) if doc.has(_GCML.invoke_open) else iter(())
+    yield from outermost(_json_calls(doc), gcml)

@@ -6,7 +6,8 @@
     </atem:invoke>
     </atem:function_calls><|eom|>
 
-(SGLang's `muse`.) Values are text, coerced by the tool's schema. The message's header and
+(SGLang's `muse`.) Values are text, coerced by the tool's schema; a string is kept as written
+(the reference parsers keep it). The message's header and
 its `<|eom|>` go with the call.
 """
 
@@ -21,7 +22,8 @@ from ..scan import Document
 from ..types import Frame
 
 NAME = "muse"
-_GRAMMAR = invoke_grammar("atem:", "<atem:function_calls>", "</atem:function_calls>")
+_GRAMMAR = invoke_grammar("atem:", "<atem:function_calls>", "</atem:function_calls>",
+                          exact=True)
 MARKERS = (_GRAMMAR.invoke_open,)
 _HEADER = re.compile(r"(?:<\|start\|>assistant)?[ \t]*+to=[^\s<>]{1,200}+<\|message\|>\s*+\Z")
 _EOM = re.compile(r"\s*+<\|(?:eom|eot)\|>")
