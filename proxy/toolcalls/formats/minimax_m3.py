@@ -10,7 +10,10 @@
 an object, an array's elements are `<item>`s, and a name written twice in one object makes a
 list. Leaf values are text, coerced by the schema the tool declares for them (by property,
 `items`, `prefixItems` or `additionalProperties`); space between the token and its tag is
-allowed. One frame per invoke: the block's tags go with the first and last one.
+allowed. A leaf's text is kept as written (a string keeps its whitespace, as the reference
+parser reads it, up to the tag's namespaced close); a text value holding the namespace token
+and a tag leaves the rest of the text as text (`ambiguous_value`): where it ends is unsure.
+One frame per invoke: the block's tags go with the first and last one.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import Openers, section_start
+from ..framing import Openers, section_start, unsure_frame
 from ..scan import Document
 from ..schema import coerce
 from ..types import Frame
@@ -71,13 +74,13 @@ def _add(parent: dict[str, Any] | list[Any], tag: str, value: Any) -> None:
 
 def _opened(doc: Document, pos: int, child: Any) -> tuple[Any, int]:
     """The value a tag opening at `pos` starts, and where its content ends: the text up to
-    the next token (coerced by the tag's schema) when it holds text or its schema is a
-    scalar's, else an empty container (an array's when the schema says so)."""
+    the next token, as written (coerced by the tag's schema), when it holds text or its
+    schema is a scalar's, else an empty container (an array's when the schema says so)."""
     text = doc.text
     leaf_end = text.find(_NS, pos)
-    leaf = text[pos:len(text) if leaf_end < 0 else leaf_end].rstrip()
+    leaf = text[pos:len(text) if leaf_end < 0 else leaf_end]
     types = _types(child)
-    if leaf or (types & _SCALARS and not types & _CONTAINERS):
+    if leaf.strip() or (types & _SCALARS and not types & _CONTAINERS):
         return (coerce(leaf, child) if isinstance(child, dict) else leaf), pos + len(leaf)
     return ([] if "array" in types else {}), pos
 
@@ -123,11 +126,11 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             continue  # an invoke outside a block: a mention
         name = match[1]
         arguments, pos = _arguments(doc, match.end(), doc.schemas.get(name))
-        if arguments is None:
-            if doc.skip_space(pos) >= len(text):  # cut off: its text stays
-                yield Frame(NAME, start, len(text), closed=False, complete=False, name=name)
-                return
-            continue  # not this grammar: it stays text
+        if arguments is None:  # cut off, or not this grammar (a text value holding a tag):
+            # where the invoke ends is unsure, so the rest of the text stays text
+            if not doc.budget.exhausted:
+                yield unsure_frame(doc, NAME, start, name, doc.skip_space(pos) < len(text))
+            return
         after = _BLOCK_CLOSE.match(text, pos)
         in_block = after is None
         pos = after.end() if after is not None else pos
