@@ -5,7 +5,8 @@
 
 The list is pythonic (vLLM's and SGLang's `lfm2`, read as the `pythonic` format reads lists:
 literals only, never evaluated) or JSON (SGLang's `lfm2`, llama.cpp's "LFM2 with JSON
-tools"). The end token may be missing when the list closes the content.
+tools"). The list ends where its own syntax ends it (a string may name the end token); the
+end token may be missing when the list closes the content.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from ..framing import Openers, json_frame
 from ..scan import Document
 from ..types import Frame
-from .pythonic import list_frame
+from .pythonic import wrapped_list
 
 NAME = "lfm2"
 _OPEN = "<|tool_call_start|>"
@@ -26,23 +27,6 @@ _OPENER = re.compile(re.escape(_OPEN) + r"\s*+(?=\[\s*+[A-Za-z_{\]]|\{\s*+[\"}])
 _JSON_CLOSE = re.compile(r"\s*+" + re.escape(_CLOSE))
 
 
-def _pythonic(doc: Document, start: int, body: int) -> Frame:
-    """The pythonic list from `body` to the end token, or to the end of the content when the
-    token is missing and the list closes it (a repair); else an incomplete frame."""
-    text = doc.text
-    close = text.find(_CLOSE, body)
-    if close >= 0:
-        return list_frame(doc, start, close + len(_CLOSE), text[body:close].rstrip(), NAME)
-    end = len(text.rstrip())
-    if text[end - 1] != "]" or _OPEN in text[body:end]:
-        return Frame(NAME, start, len(text), closed=False, complete=False)
-    frame = list_frame(doc, start, end, text[body:end], NAME)
-    if frame.refused is not None:
-        return frame
-    return Frame(NAME, start, end, closed=False, value=frame.value, listed=True,
-                 repairs=(*frame.repairs, "missing_close_tag"))
-
-
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call_start|>` list, JSON or pythonic, to its end token."""
     text = doc.text
@@ -50,7 +34,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     for match in openers:
         start, body = match.start(), match.end()
         if text.startswith("[", body) and not text.startswith("{", doc.skip_space(body + 1)):
-            frame: Frame | None = _pythonic(doc, start, body)
+            frame: Frame | None = wrapped_list(doc, start, body, _CLOSE, NAME)
         else:
             frame = json_frame(doc, NAME, start, body, close=_JSON_CLOSE, opener=_OPEN,
                                listed=True)

@@ -44,6 +44,11 @@ _STRINGS = re.compile(r'"(?:[^"\\]++|\\.)*+"|\'(?:[^\'\\]++|\\.)*+\'', re.DOTALL
 _MAX_LINES = 400  # lines looked at, from the end, for the one that opens the list
 _DOUBLE = re.compile(r'"(?:[^"\\\n]++|\\.)*+"', re.DOTALL)  # a one-line literal's extent
 _SINGLE = re.compile(r"'(?:[^'\\\n]++|\\.)*+'", re.DOTALL)
+_LITERALS = {'"': _DOUBLE, "'": _SINGLE,
+             '"""': re.compile(r'"""(?:[^"\\]++|\\.|"(?!""))*+"""', re.DOTALL),
+             "'''": re.compile(r"'''(?:[^'\\]++|\\.|'(?!''))*+'''", re.DOTALL)}
+# What the end of a list depends on: brackets, and the strings and comments that hide them.
+_LIST_TOKEN = re.compile(r"[\[\](){}#]|'''|\"\"\"|['\"]")
 _LONG_LITERAL = 1_024  # literals longer than this are decoded apart from ast (see _skeleton)
 _PLACEHOLDER = "_tc_literal_"
 _RAW_SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -206,31 +211,66 @@ def list_frame(doc: Document, start: int, end: int, source: str, fmt: str = NAME
     return Frame(fmt, start, end, value=calls, listed=True, repairs=repairs)
 
 
-def _wrapped_lists(doc: Document) -> Iterator[Frame]:
+def _list_end(doc: Document, pos: int) -> int | None:
+    """Where the Python list whose `[` stands at `pos` ends (after its `]`), by Python's own
+    syntax: brackets outside string literals and comments. None when it never ends (cut, an
+    unterminated string) or the document's budget ran out."""
     text = doc.text
-    openers = Openers(doc, _WRAPPED, _WRAP_START, keep_backticked=True)
-    for match in openers:
-        close = text.find(_WRAP_END, match.end())
-        if close < 0:  # no end token: taken when the list closes the content
-            yield _unclosed_wrapped_list(doc, match.start(), match.end())
-            return
-        stop = close + len(_WRAP_END)
-        yield list_frame(doc, match.start(), stop, text[match.end():close])
-        openers.taken_to = stop
+    depth = 0
+    while (token := _LIST_TOKEN.search(text, pos)) is not None:
+        char = token[0]
+        pos = token.end()
+        if char in "[({":
+            depth += 1
+        elif char in "])}":
+            depth -= 1
+            if depth <= 0:
+                return pos if depth == 0 else None
+        elif char == "#":
+            line_end = text.find("\n", pos)
+            if line_end < 0:
+                return None
+            pos = line_end
+        else:
+            literal = _LITERALS[char].match(text, token.start())
+            if literal is None:
+                return None
+            pos = literal.end()
+        if not doc.budget.fail_attempt():
+            return None
+    return None
 
 
-def _unclosed_wrapped_list(doc: Document, start: int, body: int) -> Frame:
-    """A list after `<|python_start|>` whose end token never came: a frame when the list is
-    whole and nothing but space follows it, else an incomplete one (its text stays)."""
+def wrapped_list(doc: Document, start: int, body: int, close: str, fmt: str = NAME) -> Frame:
+    """The frame of the pythonic list whose `[` stands at `body`, ended by the `close` token
+    (Llama 4's `<|python_end|>`, LFM2's `<|tool_call_end|>`): the list ends where Python's
+    syntax ends it, so a string that names the token is read whole. Without the token, it is
+    a frame when nothing but space follows the list (a repair); a list that never ends is an
+    incomplete frame (its text stays), one followed by anything else is not a list we read."""
     text = doc.text
-    end = len(text.rstrip())
-    if end <= body or text[end - 1] != "]" or _WRAP_START in text[body:end]:
-        return Frame(NAME, start, len(text), closed=False, complete=False)
-    frame = list_frame(doc, start, end, text[body:end])
+    end = _list_end(doc, body)
+    if end is None:
+        return Frame(fmt, start, len(text), closed=False, complete=False)
+    after = doc.skip_space(end)
+    if text.startswith(close, after):
+        return list_frame(doc, start, after + len(close), text[body:end], fmt)
+    if after < len(text):
+        return Frame(fmt, start, end, refused="unrecognised_shape")
+    frame = list_frame(doc, start, end, text[body:end], fmt)
     if frame.refused is not None:
         return frame
-    return Frame(NAME, start, end, closed=False, value=frame.value, listed=True,
+    return Frame(fmt, start, end, closed=False, value=frame.value, listed=True,
                  repairs=(*frame.repairs, "missing_close_tag"))
+
+
+def _wrapped_lists(doc: Document) -> Iterator[Frame]:
+    openers = Openers(doc, _WRAPPED, _WRAP_START, keep_backticked=True)
+    for match in openers:
+        frame = wrapped_list(doc, match.start(), match.end(), _WRAP_END)
+        yield frame
+        if not frame.complete:
+            return  # a list that never ends: the rest of the text may all be its strings
+        openers.taken_to = frame.end
 
 
 def _lines_as_list(body: str) -> str | None:
