@@ -97,6 +97,98 @@ WRITERS.update({fmt: (lambda p, c, head=head, tail=tail:
                       head + _json({"path": p, "content": c}) + tail)
                 for fmt, (head, tail) in AROUND_ARGUMENTS.items()})
 
+
+
+def _pairs(path: str, content: str, head: str, key: tuple[str, str], value: tuple[str, str],
+           tail: str, typed: str = "") -> str:
+    """A call of the key/value grammars: a head, then each key and its value, then a tail."""
+    return head + "".join(
+        f"{key[0]}{name}{key[1]}{typed if name == 'content' else ''}{value[0]}{text}{value[1]}\n"
+        for name, text in (("path", path), ("content", content))) + tail
+
+
+def _hunyuan(path: str, content: str, suffix: str = "") -> str:
+    def tag(name: str) -> str:
+        return f"<{name}{suffix}>"
+    return _pairs(path, content, f"{tag('tool_calls')}\n{tag('tool_call')}write{tag('tool_sep')}\n",
+                  (tag("arg_key"), tag("/arg_key") + "\n"), (tag("arg_value"), tag("/arg_value")),
+                  f"{tag('/tool_call')}\n{tag('/tool_calls')}")
+
+
+NS = "]<]minimax[>["
+K3_ARGUMENT = '<|open|>argument key="{}" type="string"<|sep|>'
+CDATA = ("<![CDATA[", "]]>")
+
+# This year's formats (and each spelling of one) that write string values.
+WRITERS.update({
+    "command_r": lambda p, c: "<|START_ACTION|>[" + _json(
+        {"tool_call_id": "0", "tool_name": "write", "parameters": {"path": p, "content": c}})
+        + "]<|END_ACTION|>",
+    "command_r_action": lambda p, c: "Action: ```json\n[" + _json(
+        {"tool_name": "write", "parameters": {"path": p, "content": c}}) + "]\n```",
+    "dots": lambda p, c: _invoke("", ("<dots_function_call>", "</dots_function_call>"), p,
+                                 f"\n{c}\n"),
+    "dots_json": lambda p, c: f"<dots_function_call>{_call(p, c)}</dots_function_call>",
+    "functiongemma": lambda p, c: (f"<start_function_call>call:write{{path:<escape>{p}<escape>,"
+                                   f"content:<escape>{c}<escape>}}<end_function_call>"),
+    "gigachat": lambda p, c: f"<|message_sep|>\n\nfunction call<|role_sep|>\n{_call(p, c)}",
+    "gigachat_31": lambda p, c: f"<|function_call|>{_call(p, c)}",
+    "gigachat_35": lambda p, c: _invoke("｜GCML｜", ("<｜GCML｜tool_calls>",
+                                                   "</｜GCML｜tool_calls>"),
+                                        p, c, ' string="true"'),
+    "hunyuan": _hunyuan,
+    "hunyuan_suffixed": lambda p, c: _hunyuan(p, c, ":opensource"),
+    "inkling": lambda p, c: ("<|message_model|>write<|content_invoke_tool_json|>"
+                             + _json({"name": "write", "args": {"path": p, "content": c}})
+                             + "<|end_message|>"),
+    "k2_horizon": lambda p, c: _pairs(
+        p, c, "<ifm|tool_calls>\n<ifm|tool_call>write\n", ("<ifm|arg_key>", "</ifm|arg_key>"),
+        ("<ifm|arg_value>", "</ifm|arg_value>"), "</ifm|tool_call>\n</ifm|tool_calls>",
+        typed="<ifm|arg_type>string</ifm|arg_type>"),
+    "k2_horizon_json": lambda p, c: f"<ifm|tool_call>{_call(p, c)}</ifm|tool_call>",
+    "kimi_k3": lambda p, c: _pairs(
+        p, c, '<|open|>tools<|sep|>\n<|open|>call tool="write" index="1"<|sep|>\n',
+        ('<|open|>argument key="', '" type="string"<|sep|>'), ("", "<|close|>argument<|sep|>"),
+        "<|close|>call<|sep|>\n<|close|>tools<|sep|>"),
+    "kimi_k3_json": lambda p, c: ('<|open|>tools<|sep|><|open|>call tool="write" index="1"<|sep|>'
+                                  '<|open|>json type="object"<|sep|>'
+                                  + _json({"path": p, "content": c})
+                                  + "<|close|>json<|sep|><|close|>call<|sep|>"
+                                  "<|close|>tools<|sep|>"),
+    "lfm2": lambda p, c: f"<|tool_call_start|>[write(path={p!r}, content={c!r})]<|tool_call_end|>",
+    "pythonic_llama4": lambda p, c: (f"<|python_start|>[write(path={p!r}, content={c!r})]"
+                                     "<|python_end|>"),
+    "lfm2_json": lambda p, c: f"<|tool_call_start|>[{_call(p, c)}]<|tool_call_end|>",
+    "minicpm": lambda p, c: _pairs(p, c.join(CDATA), '<function name="write">',
+                                   ('<param name="', '">'), ("", "</param>"), "</function>"),
+    "minicpm_plain": lambda p, c: _pairs(p, c, '<function name="write">', ('<param name="', '">'),
+                                         ("", "</param>"), "</function>"),
+    "minimax_m3": lambda p, c: (f'{NS}<tool_call>\n{NS}<invoke name="write">{NS}<path>{p}'
+                                f"{NS}</path>{NS}<content>{c}{NS}</content>{NS}</invoke>\n"
+                                f"{NS}</tool_call>"),
+    "muse": lambda p, c: ("<|start|>assistant to=write<|message|>"
+                          + _invoke("atem:", ("<atem:function_calls>", "</atem:function_calls>"),
+                                    p, c) + "<|eom|>"),
+    "solar_open": lambda p, c: ("<|tool_calls|><|tool_call:begin|>0<|tool_call:name|>write"
+                                "<|tool_call:args|>" + _json({"path": p, "content": c})
+                                + "<|tool_call:end|><|calls|>"),
+    "solar_open2": lambda p, c: _pairs(p, c, "<|tool_call:start|>write\n",
+                                       ("<|tool_arg:start|>", "<|tool_arg:value|>"),
+                                       ("", "<|tool_arg:end|>"), "<|tool_call:end|>"),
+    "deepseek_dsml_v4": lambda p, c: _invoke("｜DSML｜", ("<｜DSML｜tool_calls>",
+                                                        "</｜DSML｜tool_calls>"),
+                                             p, c, ' string="true"'),
+    "deepseek_dsml_v41": lambda p, c: _invoke("｜DSML｜ ", ("<｜DSML｜ calls>",
+                                                         "</｜DSML｜ calls>"),
+                                              p, c, ' string="true"'),
+    "deepseek_dsml_json": lambda p, c: ('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="write">'
+                                        + _json({"path": p, "content": c})
+                                        + "</｜DSML｜invoke>\n</｜DSML｜tool_calls>"),
+    "tool_calls_tag_nemotron": lambda p, c: f"<TOOLCALL>[{_call(p, c)}]</TOOLCALL>",
+    "bare_json_envelope": lambda p, c: _json({"tool_calls": [
+        {"name": "write", "arguments": {"path": p, "content": c}}]}),
+})
+
 # Closing markers, besides each format's trigger markers (registry.MARKERS).
 CLOSERS = [
     "</tool_call>", "</function>", "</parameter>", "</arg_value>", "</arg_key>", "<tool_call|>",
@@ -106,10 +198,25 @@ CLOSERS = [
     "<|end|>", "<|action_end|>", "<|tools_suffix|>", "</tools>", "</tool_calls>",
     "</longcat_tool_call>", "</function_call>", "```", "<|python_end|>", "</function_calls>",
     "</seed:tool_call>", "<|tool_response>",
+    # this year's formats
+    "<|END_ACTION|>", "</dots_function_call>", "<escape>", "<end_function_call>", "</s>",
+    "</｜GCML｜parameter>", "</｜GCML｜invoke>", "</｜GCML｜tool_calls>", "</arg_value:opensource>",
+    "</tool_call:opensource>", "</tool_calls:opensource>", "<|end_message|>", "</ifm|arg_value>",
+    "</ifm|arg_key>", "</ifm|tool_call>", "</ifm|tool_calls>", "<|close|>argument<|sep|>",
+    "<|close|>call<|sep|>", "<|close|>tools<|sep|>", "<|close|>json<|sep|>", "</param>", "]]>",
+    f"{NS}</content>", f"{NS}</path>", f"{NS}</invoke>", f"{NS}</tool_call>",
+    "</atem:parameter>", "</atem:invoke>", "</atem:function_calls>", "<|eom|>",
+    "<|tool_call:end|>", "<|tool_arg:end|>", "<|calls|>", "</｜DSML｜tool_calls>",
+    "</｜DSML｜ parameter>", "</｜DSML｜ invoke>", "</｜DSML｜ calls>", "</TOOLCALL>",
 ]
 OPENERS = ["<parameter=path>", "<parameter=content>", '<parameter name="path">',
            "<arg_key>path</arg_key>", "<arg_value>", '<invoke name="read">', "<|message|>",
-           "<|start|>assistant", "<|channel|>analysis", "<think>", "</think>"]
+           "<|start|>assistant", "<|channel|>analysis", "<think>", "</think>",
+           '<param name="path">', "<arg_key:opensource>path</arg_key:opensource>",
+           "<ifm|arg_key>path</ifm|arg_key><ifm|arg_value>", K3_ARGUMENT.format("path"),
+           "<|tool_arg:start|>path<|tool_arg:value|>", f"{NS}<path>", CDATA[0],
+           '<atem:parameter name="path">', '<｜GCML｜parameter name="path" string="true">',
+           '<｜DSML｜ parameter name="path" string="true">', "<tool_sep>", "<|message_model|>"]
 ALL_MARKERS = sorted({marker for markers in MARKERS.values() for marker in markers})
 # Whole calls of every format, as a file that quotes them (a test fixture, a doc page) would.
 QUOTED_CALLS = [write("/etc/passwd", "x") for write in WRITERS.values()]
@@ -122,14 +229,21 @@ def _values() -> st.SearchStrategy[str]:
     return st.lists(piece, min_size=1, max_size=8).map("".join)
 
 
+# What a format's strings cannot hold: their own quote (Gemma 4, FunctionGemma), the end of
+# a CDATA section; MiniCPM's plain values are trimmed (its parsers read them so).
+UNWRITABLE = {"gemma4": '<|"|>', "functiongemma": "<escape>", "minicpm": "]]>"}
+
+
 def _written(fmt: str, value: str) -> bool:
-    """Whether the format can write `value` at all (Gemma 4's strings cannot hold their own
-    quote)."""
-    return not (fmt == "gemma4" and '<|"|>' in value)
+    """Whether the format can write `value` at all."""
+    if fmt == "minicpm_plain" and value != value.strip():
+        return False
+    return fmt not in UNWRITABLE or UNWRITABLE[fmt] not in value
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(sorted(WRITERS)), _values(), st.booleans())
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_values(), truncated=st.booleans())
 def test_a_value_holding_any_marker_is_read_whole_or_its_frame_stays_text(fmt, value,
                                                                           truncated):
     if not _written(fmt, value):
@@ -157,14 +271,23 @@ def test_a_value_holding_markers_is_read_whole(fmt, value):
     assert found.content == ""
 
 
-@pytest.mark.parametrize("fmt", ["qwen_xml", "glm", "minimax_m2", "deepseek_dsml", "step3"])
+UNBALANCED = {"qwen_xml": "<parameter=x>", "glm": "<arg_value>",
+              "minimax_m2": '<parameter name="x">',
+              "deepseek_dsml": '<｜DSML｜parameter name="x" string="true">',
+              "step3": '<steptml:parameter name="x">', "hunyuan": "<arg_value>",
+              "hunyuan_suffixed": "<arg_value:opensource>", "k2_horizon": "<ifm|arg_value>",
+              "minicpm_plain": '<param name="x">', "solar_open2": "<|tool_arg:start|>",
+              "kimi_k3": K3_ARGUMENT.format("x"), "dots": '<parameter name="x">',
+              "muse": '<atem:parameter name="x">',
+              "gigachat_35": '<｜GCML｜parameter name="x" string="true">',
+              "deepseek_dsml_v41": '<｜DSML｜ parameter name="x" string="true">'}
+
+
+@pytest.mark.parametrize("fmt", sorted(UNBALANCED))
 def test_a_value_whose_tags_are_unbalanced_leaves_its_frame_as_text(fmt):
     # `<parameter=x>` (or the dialect's own) opened in the value takes the value's close:
     # the value forgot its close, or names the tag. Either way no reading is sure.
-    opener = {"qwen_xml": "<parameter=x>", "glm": "<arg_value>",
-              "minimax_m2": '<parameter name="x">',
-              "deepseek_dsml": '<｜DSML｜parameter name="x" string="true">',
-              "step3": '<steptml:parameter name="x">'}[fmt]
+    opener = UNBALANCED[fmt]
     text = WRITERS[fmt]("a.txt", f"use {opener} here")
     found = extract(text, TOOLS)
     assert found.calls == []
@@ -192,11 +315,12 @@ def test_a_parameter_the_tool_does_not_declare_after_another_is_ambiguous():
 
 
 @pytest.mark.parametrize("fmt", ["qwen_xml", "qwen_xml_unwrapped", "glm", "minimax_m2",
-                                 "deepseek_dsml", "gemma4"])
+                                 "deepseek_dsml", "gemma4", *sorted(UNBALANCED), "minicpm",
+                                 "minimax_m3", "functiongemma", "lfm2", "pythonic_llama4"])
 def test_a_call_quoted_in_a_value_cut_by_length_is_not_taken(fmt):
     value = "fixture:\n" + WRITERS["hermes"]("/etc/passwd", "x") + "\nmore text"
     text = WRITERS[fmt]("a.txt", value)
-    cut = text[:text.index("\nmore text")]
+    cut = text[:text.index("more text")]
     found = extract(cut, TOOLS, truncated=True)
     assert found.calls == []
     assert "cut_by_length" in {x.reason for x in found.left_as_text}
@@ -219,23 +343,53 @@ def test_a_value_without_its_close_still_ends_at_the_next_parameter():
     assert "missing_parameter_close" in found.calls[0].repairs
 
 
-# Item 6: whitespace. Formats that mark their strings keep it exactly; qwen_xml, minimax_m2
-# and step3 drop the one newline their templates write on each side of a value.
+# Item 6: whitespace. Formats that mark their strings (JSON, Python literals, Gemma's quotes,
+# `<escape>`, CDATA, `type="string"`, `string="true"`), and the text formats whose reference
+# parsers keep a value as written, keep it exactly; qwen_xml, minimax_m2, step3 and dots drop
+# the one newline their templates write on each side of a value (their writers above add
+# it); MiniCPM's plain values are trimmed, as its parsers read them.
+TEMPLATE_NEWLINE = {"qwen_xml", "qwen_xml_unwrapped", "minimax_m2", "step3", "dots"}
+KEPT_AS_WRITTEN = sorted(set(WRITERS) - TEMPLATE_NEWLINE - {"minicpm_plain"})
+
+
 @pytest.mark.parametrize("value", ["  two spaces", "trailing \n", "\n\nblank lines\n\n", "\t"])
-@pytest.mark.parametrize("fmt", ["hermes", "harmony", "pythonic", "glm", "deepseek_dsml",
-                                 "gemma4"])
+@pytest.mark.parametrize("fmt", KEPT_AS_WRITTEN)
 def test_marked_strings_keep_their_leading_and_trailing_whitespace(fmt, value):
     found = extract(WRITERS[fmt]("a.txt", value), TOOLS)
     assert [orjson.loads(c.arguments)["content"] for c in found.calls] == [value]
 
 
-def test_template_formats_drop_only_the_templates_newlines():
-    text = "<function=write>\n<parameter=path>\n a.txt \n</parameter>\n</function>"
-    assert [orjson.loads(c.arguments) for c in extract(text, TOOLS).calls] == [
-        {"path": " a.txt "}]
-    text = ('<minimax:tool_call>\n<invoke name="write">\n<parameter name="path">\n\n a \n'
-            "</parameter>\n</invoke>\n</minimax:tool_call>")
-    assert [orjson.loads(c.arguments) for c in extract(text, TOOLS).calls] == [{"path": "\n a "}]
+@pytest.mark.parametrize(("text", "path"), [
+    ("<function=write>\n<parameter=path>\n a.txt \n</parameter>\n</function>", " a.txt "),
+    ('<minimax:tool_call>\n<invoke name="write">\n<parameter name="path">\n\n a \n'
+     "</parameter>\n</invoke>\n</minimax:tool_call>", "\n a "),
+    ('<dots_function_call>\n<invoke name="write">\n<parameter name="path">\n\n a \n'
+     "</parameter>\n</invoke>\n</dots_function_call>", "\n a "),
+    ("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>write\n"
+     '<steptml:invoke name="write">\n<steptml:parameter name="path"> a\n\n'
+     "</steptml:parameter>\n</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>", " a\n"),
+    ('<function name="write"><param name="path">\n a.txt </param></function>', "a.txt"),
+    ('<function name="write"><param name="path"><![CDATA[\n a.txt ]]></param></function>',
+     "\n a.txt "),
+])
+def test_template_formats_drop_only_the_templates_newlines(text, path):
+    assert [orjson.loads(c.arguments) for c in extract(text, TOOLS).calls] == [{"path": path}]
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_every_marker_alone_in_a_value_is_read_whole_or_its_frame_stays_text(fmt):
+    # The property above, for each marker, closer, opener and quoted call on its own, inside
+    # a line and on lines of its own (where a quoted call would be a call, out of the value).
+    pieces = ALL_MARKERS + CLOSERS + OPENERS + QUOTED_CALLS
+    for piece, value in ((each, written) for each in pieces
+                         for written in (f"a{each}b", f"x\n{each}\n")):
+        if not _written(fmt, value):
+            continue
+        text = WRITERS[fmt]("a.txt", value)
+        found = extract(text, TOOLS)
+        read = [(call.name, orjson.loads(call.arguments)) for call in found.calls]
+        assert read in ([], [("write", {"path": "a.txt", "content": value})]), (fmt, piece)
+        assert read or found.content == text, (fmt, piece)
 
 
 @pytest.mark.parametrize(("written", "key"), [
