@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, ends_or_opens, unsure_frame
+from ..framing import Openers, unsure_frame
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame
@@ -38,16 +38,23 @@ _TAGS = ValueTags(
 )
 
 
+def _ends_or_calls(doc: Document, pos: int) -> bool:
+    """Whether only space stands between `pos` and the end of the text or the next GLM call
+    (a name after `<tool_call>`, not another format's `<tool_call>` that a value quotes)."""
+    after = doc.skip_space(pos)
+    return after >= len(doc.text) or _OPENER.match(doc.text, after) is not None
+
+
 def _tail(doc: Document) -> Tail:
     """Where a frame ends after a value's close, when the call ends there: after
-    `</tool_call>`, or (its close missing) where only space or the next frame follows."""
+    `</tool_call>`, or (its close missing) where only space or the next call follows."""
     text = doc.text
 
     def tail(pos: int) -> int | None:
         close = _CLOSE.match(text, pos)
         if close is not None:
             return close.end()
-        return pos if ends_or_opens(doc, pos, _OPEN) else None
+        return pos if _ends_or_calls(doc, pos) else None
     return tail
 
 
@@ -79,7 +86,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if close is not None:
             yield Frame(NAME, start, close.end(), name=match[1], text_args=tuple(args))
             openers.taken_to = close.end()
-        elif ends_or_opens(doc, pos, _OPEN):
+        elif _ends_or_calls(doc, pos):
             yield Frame(NAME, start, pos, closed=False, name=match[1], text_args=tuple(args),
                         repairs=("missing_close_tag",))
             openers.taken_to = pos
