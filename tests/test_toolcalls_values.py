@@ -393,6 +393,41 @@ def test_a_value_quoting_its_close_then_a_call_on_the_next_line_is_not_two_calls
         [], [("write", {"path": "a.txt", "content": value})])
 
 
+GLM_READ = "<tool_call>read\n<arg_key>path</arg_key>\n<arg_value>{}</arg_value>\n"
+
+
+@pytest.mark.parametrize("value", [
+    f"a</arg_value>\n{GLM_READ.format('x')}</tool_call>\nb",
+    f"a</arg_value>\n{GLM_READ.format('x')}</tool_call>",
+    f"a</arg_value>\n{GLM_READ.format('x')}{GLM_READ.format('y')}</tool_call>\nb",
+    f"a</arg_value>{GLM_READ.format('x')}</tool_call>\nb</tool_call>",
+])
+def test_glm_a_value_quoting_its_close_then_a_glm_call_is_not_two_calls(value):
+    # Read as "close missing, next call", the real close after the quoted call is left
+    # standing; read as one value, nothing is. Both fit: the frame and the rest stay text.
+    before = WRITERS["glm"]("b.txt", "kept") + "\n"
+    text = before + WRITERS["glm"]("a.txt", value)
+    found = extract(text, TOOLS)
+    assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [
+        ("write", {"path": "b.txt", "content": "kept"})]
+    assert found.content == text[len(before):]
+    assert [x.reason for x in found.left_as_text] == ["ambiguous_value"]
+
+
+@pytest.mark.parametrize(("after", "paths", "content"), [
+    ("", ["x", "y"], ""),
+    ("\nDone.", ["x", "y"], "Done."),
+    (f"\n{GLM_READ.format('z')}</tool_call>", ["x", "y", "z"], ""),
+])
+def test_glm_calls_missing_their_close_are_still_read_when_nothing_stray_follows(after, paths,
+                                                                                  content):
+    found = extract(f"{GLM_READ.format('x')}{GLM_READ.format('y')}</tool_call>{after}", TOOLS)
+    assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [
+        ("read", {"path": path}) for path in paths]
+    assert "missing_close_tag" in found.calls[0].repairs
+    assert found.content == content
+
+
 @pytest.mark.parametrize("fmt", sorted(WRITERS))
 def test_every_marker_alone_in_a_value_is_read_whole_or_its_frame_stays_text(fmt):
     # The property above, for each marker, closer, opener and quoted call on its own, inside
