@@ -428,6 +428,36 @@ def test_glm_calls_missing_their_close_are_still_read_when_nothing_stray_follows
     assert found.content == content
 
 
+PYTHON_QUOTED = {"llama4": '<|python_start|>[read(path="x")]<|python_end|>',
+                 "olmo3": '<function_calls>\nread(path="x")\n</function_calls>'}
+
+
+@pytest.mark.parametrize("quoted", sorted(PYTHON_QUOTED))
+@pytest.mark.parametrize(("head", "tail"), [
+    ("[write(path='a.txt', content='''", "''')]"),
+    ("<|python_start|>[write(path='a.txt', content='''", "''')]<|python_end|>"),
+])
+def test_pythonic_a_call_quoted_in_a_lists_string_is_the_strings_text(quoted, head, tail):
+    value = f"x\n{PYTHON_QUOTED[quoted]}\ny"
+    found = extract(head + value + tail, TOOLS)
+    assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [
+        ("write", {"path": "a.txt", "content": value})]
+    assert found.content == ""
+
+
+@pytest.mark.parametrize("quoted", sorted(PYTHON_QUOTED))
+@pytest.mark.parametrize("written", [
+    "[write('a.txt', content='''x\n{}\ny''')]",  # a positional argument
+    "[write(path='a.txt', content='x\n{}\ny')]",  # raw newlines in a string: not Python
+])
+def test_pythonic_a_call_quoted_in_a_refused_lists_string_is_not_taken(quoted, written):
+    # The enclosing list is no call: what its string quotes is still its text, not a call.
+    text = written.format(PYTHON_QUOTED[quoted])
+    found = extract(text, TOOLS)
+    assert found.calls == []
+    assert found.content == text
+
+
 @pytest.mark.parametrize("fmt", sorted(WRITERS))
 def test_every_marker_alone_in_a_value_is_read_whole_or_its_frame_stays_text(fmt):
     # The property above, for each marker, closer, opener and quoted call on its own, inside

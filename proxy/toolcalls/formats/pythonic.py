@@ -325,17 +325,24 @@ def _closing_list(doc: Document) -> Iterator[Frame]:
             return
 
 
+def _encloses(outer: Frame, inner: Frame) -> bool:
+    """Whether `inner` stands inside `outer` (text of its strings): it starts there, and ends
+    there too unless it never ends (then it runs to the end of the text)."""
+    return (outer is not inner and outer.complete and outer.start <= inner.start < outer.end
+            and (inner.end <= outer.end or not inner.complete))
+
+
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """OLMo 3's blocks and Llama 4's wrapped lists anywhere; when there are none, the list
-    closing (or making) the content (whose strings may name those tags)."""
-    found = False
-    if doc.has(_BLOCK):
-        for frame in _olmo_blocks(doc):
-            found = True
-            yield frame
-    if not found and doc.has(_WRAP_START):
-        for frame in _wrapped_lists(doc):
-            found = True
-            yield frame
-    if not found:
-        yield from _closing_list(doc)
+    """OLMo 3's blocks, else Llama 4's wrapped lists anywhere, else the list closing (or
+    making) the content. A block or list inside another one's span is text of its strings
+    (a file that quotes a call), whichever kind encloses it and whether or not the
+    enclosing one is read as calls."""
+    tiers = [list(_olmo_blocks(doc)) if doc.has(_BLOCK) else [],
+             list(_wrapped_lists(doc)) if doc.has(_WRAP_START) else [],
+             list(_closing_list(doc))]
+    every = [frame for tier in tiers for frame in tier]
+    for tier in tiers:
+        kept = [frame for frame in tier if not any(_encloses(outer, frame) for outer in every)]
+        if kept:
+            yield from kept
+            return
