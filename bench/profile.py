@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench import load, run
+from bench import load, run, streamed
 
 SCENARIOS: dict[str, tuple[str, bool, bool, int]] = {
     # name: (fake spec, client streams, with tools, concurrency)
@@ -34,6 +34,7 @@ SCENARIOS: dict[str, tuple[str, bool, bool, int]] = {
     "buffered-1m": ("delay_ms=20,size=1m,kind=tool,chunks=256,gap_ms=0", True, True, 8),
     "passthrough-json": ("delay_ms=20,size=1k,kind=text", False, False, 8),
     "passthrough-stream": ("delay_ms=20,size=4k,kind=text,chunks=100,gap_ms=20", True, False, 16),
+    "streamed": ("delay_ms=20,size=4k,kind=tool,chunks=100,gap_ms=20", True, True, 16),
 }
 
 
@@ -90,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                                                   if args.worker_class else [])
                           + (["--threads", str(args.threads)] if args.threads else []))
     spec, stream, tools, concurrency = SCENARIOS[args.scenario]
-    body = run.chat_body(spec, stream=stream, tools=tools)
+    body = (streamed.request_body(spec, run.TOOLS, run.MESSAGES) if args.scenario == "streamed"
+            else run.chat_body(spec, stream=stream, tools=tools))
     stack = run.Stack(opts)
     out_dir = Path(args.out) if args.out else stack.tmp
     out_dir.mkdir(parents=True, exist_ok=True)

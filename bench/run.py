@@ -22,6 +22,9 @@ Scenarios (issue 8):
   call arrives as `tool_calls[0]` named `read`).
 * passthrough stream: no tools, 100 chunks 20 ms apart (and 0 ms): TTFB and inter-chunk gaps.
 * passthrough JSON: no tools, not streamed, 1 KB.
+* streamed mode (`bench/streamed.py`): a tool turn in `stream_mode: stream`, 100 content
+  chunks 20 ms (and 5 ms) apart then a Hermes call: time to the first content token and the
+  gaps between content events, against the fake streaming directly; CPU per streamed token.
 * held streams: N concurrent 30 s streams with a chunk every 500 ms, searched upward; a level
   passes with no errors, TTFB p99 ≤ 1 s and gap p99 ≤ 750 ms; RSS of master + workers.
 * held buffered turns: N concurrent tool turns whose upstream answers after 30 s; the client
@@ -59,13 +62,14 @@ from typing import Any
 
 import orjson
 
-from bench import load
+from bench import load, streamed
 from bench.fake_upstream import READY_MARKER, parse_size, raise_fd_limit
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
-SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf", "messages")
+SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf", "messages",
+            "streamed")
 MESSAGES_PATH = "/v1/messages"
 
 TOOLS: list[dict[str, Any]] = [
@@ -239,6 +243,7 @@ class Stack:
         port = free_port()
         env = dict(os.environ)
         env["TOOLCALL_PROXY_UPSTREAM"] = self.fake_url
+        env.setdefault(*streamed.MODELS_ENV)  # the streamed mode's rows (bench/streamed.py)
         env["PROMETHEUS_MULTIPROC_DIR"] = str(self.tmp / "prometheus")
         env.setdefault("PYTHONUNBUFFERED", "1")
         log_path = self.tmp / "gunicorn.log"
@@ -834,6 +839,8 @@ class Bench:
             await self.json()
         if "messages" in sections:
             await self.messages()
+        if "streamed" in sections:
+            await streamed.section(self, TOOLS, MESSAGES)
         if self.cpu_rows:
             self.section("server CPU per request (utime+stime of master+workers)")
             self.rows.extend(self.cpu_rows)

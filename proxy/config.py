@@ -59,6 +59,12 @@ class Config:
     # The Anthropic Messages front (/v1/messages).
     messages_keep_billing_header: bool = False
     messages_thinking_switch: str = "enable_thinking"
+    # Streamed mode (issue 19): "buffer" answers a tool turn once it is whole; "stream" lets
+    # text and reasoning flow as upstream writes them, holding back what could be a call.
+    stream_mode: str = "buffer"
+    # A leading <think>…</think> in the content (a server without a reasoning parser) is the
+    # reasoning: moved to `reasoning_field` in answers, and out of the history sent upstream.
+    reasoning_from_content: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as plain JSON-able data (as in the config file)."""

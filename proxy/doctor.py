@@ -85,6 +85,19 @@ VLLM_TOOL_PARSERS: dict[str, str | None] = {
     "apertus": "apertus",
     "gemma4": "gemma4",
     "functionary": None,  # llama.cpp reads Functionary v3.2; vLLM has no parser for it
+    "kimi_k3": "kimi_k3",
+    "minimax_m3": "minimax_m3",
+    "lfm2": "lfm2",
+    "gigachat": "gigachat3",
+    "command_r": "cohere_command3",
+    "solar_open": "solar_open2",
+    "k2_horizon": None,  # SGLang's k2_horizon reads it; vLLM has no parser for it
+    "inkling": "inkling",
+    "functiongemma": "functiongemma",
+    "hunyuan": "hy_v3",
+    "minicpm": "minicpm5",
+    "dots": None,  # SGLang's dots reads it; vLLM has no parser for it
+    "muse": None,  # SGLang's muse reads it; vLLM has no parser for it
 }
 # Call markers, and the vLLM parser that reads them: named when the text holds a marker but
 # no format could read a call from it (a broken or unfamiliar call).
@@ -94,6 +107,9 @@ FOREIGN_MARKERS: dict[str, str] = {
     "<｜tool▁calls▁begin｜>": "deepseek_v3",
     "<arg_key>": "glm45",
     "<|python_tag|>": "llama3_json",
+    "<｜DSML｜tool_calls>": "deepseek_v4",
+    "<|open|>tools<|sep|>": "kimi_k3",
+    "<|tool_call_start|>": "lfm2",
 }
 _PARSER_OFF_SIGNS = ("enable-auto-tool-choice", "tool-call-parser")
 _EXCERPT = 300
@@ -369,7 +385,8 @@ def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
                      "vLLM with the flags below")
     # A call recovered from the reasoning is no repair of the call itself: no reason to
     # steady the model.
-    repaired = [r for r in chosen.proxy_repairs if not r.endswith(":from_reasoning")]
+    repaired = [r for r in chosen.proxy_repairs
+                if not r.endswith((":from_reasoning", ":reasoning_from_content"))]
     unsteady = (repaired or chosen.proxy_left_as_text
                 or (auto.text_formats and none.text_formats
                     and auto.text_formats[0] != none.text_formats[0]))

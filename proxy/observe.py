@@ -123,6 +123,7 @@ class RequestLog:
     bodies: dict[str, Any] | None = None  # only with log_bodies on, secrets redacted
     tools: frozenset[str] = frozenset()  # the request's declared tool names
     emitted: bool = False
+    first_text_ms: float | None = None  # streamed mode: when the first live text went out
 
     def as_dict(self) -> dict[str, Any]:
         """The log record's fields."""
@@ -141,8 +142,10 @@ class RequestLog:
             "total_ms": round((time.monotonic() - self.started) * 1000, 1),
             "bytes_out": self.bytes_out,
         }
-        if self.mode == "buffered":
+        if self.mode in ("buffered", "streamed"):
             record["heartbeats"] = self.heartbeats
+        if self.first_text_ms is not None:
+            record["first_text_ms"] = self.first_text_ms
         if self.rewrites:
             record["rewrites"] = self.rewrites
         if self.notes:

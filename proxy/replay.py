@@ -355,11 +355,12 @@ def format_report(replay: Replay) -> str:
                 described.append(f"~{key}={_short(change['to'])}")
         lines.append(f"upstream    {' '.join(described) or 'the request unchanged'}"
                      "  (the whole body: --json)")
-    if d["mode"] == "buffered" and "upstream_error" in d:
+    answered = d["mode"] in ("buffered", "streamed")  # the turn's modes (not passthrough)
+    if answered and "upstream_error" in d:
         error = d["upstream_error"]
         lines.append(f"answer      refused: HTTP {error['status']} {error['code']}: "
                      f"{error['message']}")
-    elif d["mode"] == "buffered" and replay.replayed:
+    elif answered and replay.replayed:
         settings = d["settings"]
         lines.append(f"settings    formats {','.join(settings['formats'])}, "
                      f"upstream_tool_parser {str(settings['upstream_tool_parser']).lower()}")

@@ -62,3 +62,52 @@ class SseEvents:
         self._size = len(data) - end
         self._seam = data[end:][-3:] if end < len(data) else probe[-3:]
         return out
+
+
+class SseDecoder:
+    """Incoming SSE bytes → the `data` of each whole event, as events complete (an upstream's
+    stream read by the proxy). Comments, `event:`/`id:`/`retry:` lines and events without
+    data are skipped; several `data:` lines of one event are joined by newlines (the spec)."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    @property
+    def pending(self) -> bytes:
+        """The bytes of an event not yet whole (at the stream's end: an event cut off)."""
+        return self._buffer
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The data of every event `data` completes, in order."""
+        buffer = self._buffer + data if self._buffer else data
+        out: list[bytes] = []
+        start = 0
+        while True:
+            end, size = _event_end(buffer, start)
+            if end < 0:
+                break
+            payload = _event_data(buffer[start:end])
+            if payload is not None:
+                out.append(payload)
+            start = end + size
+        self._buffer = buffer[start:]
+        return out
+
+
+def _event_end(buffer: bytes, start: int) -> tuple[int, int]:
+    """Where the first event from `start` ends (the blank line's position, its length)."""
+    found = buffer.find(b"\n\n", start)
+    if b"\r" not in buffer:  # the usual stream: lines end in \n only
+        return found, 2
+    ends = [(at, len(blank)) for blank in _EVENT_ENDS
+            if (at := buffer.find(blank, start)) >= 0]
+    return min(ends) if ends else (-1, 0)
+
+
+def _event_data(event: bytes) -> bytes | None:
+    """The data of one event's lines, or None when it has none."""
+    if event.startswith(b"data: ") and b"\n" not in event and b"\r" not in event:
+        return event[6:]  # the usual event: one data line
+    data = [line[5:].removeprefix(b" ") for line in event.splitlines()
+            if line.startswith(b"data:")]
+    return b"\n".join(data) if data else None

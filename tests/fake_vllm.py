@@ -5,6 +5,7 @@ Tests script what it answers (`FakeVLLM.answer`) and read what it received (`.re
 
 from __future__ import annotations
 
+import itertools
 import select
 import socket
 import threading
@@ -97,6 +98,68 @@ def fake_token_count(body: Any) -> int:
     return len(orjson.dumps([body.get("messages"), body.get("tools")])) // 4
 
 
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def vllm_stream_of(completion: dict[str, Any], *, size: int = 4, cumulative: bool = False,
+                   ids: bool = True, indexes: bool = True, usage: bool = True,
+                   done: bool = True, reasoning_key: str = "reasoning") -> list[bytes]:
+    """The stream vLLM sends for the same answer as `completion` (built by vllm_completion):
+    the role chunk, reasoning and content in pieces of `size` characters, each tool call as
+    its own parser streams it (id, name and empty arguments, then the arguments in pieces),
+    each choice's finish, the usage chunk and `[DONE]`; choices interleaved, as with `n`.
+
+    `cumulative`: each arguments chunk is the whole arguments so far, and the name comes
+    again (llama.cpp). `ids`/`indexes` False: calls without their id / index (servers that
+    leave them out). `done` False: the stream ends without `[DONE]`."""
+    ident, created, model = completion["id"], completion["created"], completion["model"]
+
+    def chunk(index: int, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice: dict[str, Any] = {"index": index, "delta": delta, "logprobs": None,
+                                  "finish_reason": finish, "token_ids": None}
+        if finish is not None:
+            choice["stop_reason"] = None
+        return b"data: " + orjson.dumps({"id": ident, "object": "chat.completion.chunk",
+                                         "created": created, "model": model,
+                                         "choices": [choice]}) + b"\n\n"
+
+    lanes: list[list[bytes]] = []
+    for choice in completion["choices"]:
+        index, message = choice["index"], choice["message"]
+        lane = [chunk(index, {"role": "assistant", "content": ""})]
+        lane += [chunk(index, {reasoning_key: part})
+                 for part in _pieces(message.get("reasoning") or "", size)]
+        lane += [chunk(index, {"content": part})
+                 for part in _pieces(message.get("content") or "", size)]
+        for position, call in enumerate(message.get("tool_calls") or ()):
+            head: dict[str, Any] = {"type": "function",
+                                    "function": {"name": call["function"]["name"],
+                                                 "arguments": ""}}
+            head |= {"id": call["id"]} if ids else {}
+            head |= {"index": position} if indexes else {}
+            lane.append(chunk(index, {"tool_calls": [head]}))
+            arguments = call["function"]["arguments"]
+            for end in range(size, len(arguments) + size, size):
+                part = arguments[:end] if cumulative else arguments[end - size:end]
+                delta: dict[str, Any] = {"function": {"arguments": part}}
+                delta |= {"index": position} if indexes else {}
+                if cumulative:
+                    delta["function"]["name"] = call["function"]["name"]
+                    delta |= {"id": call["id"]} if ids else {}
+                lane.append(chunk(index, {"tool_calls": [delta]}))
+        lane.append(chunk(index, {}, choice["finish_reason"]))
+        lanes.append(lane)
+    parts = [part for row in itertools.zip_longest(*lanes) for part in row if part]
+    if usage:
+        parts.append(b"data: " + orjson.dumps({
+            "id": ident, "object": "chat.completion.chunk", "created": created,
+            "model": model, "choices": [], "usage": completion["usage"]}) + b"\n\n")
+    if done:
+        parts.append(b"data: [DONE]\n\n")
+    return parts
+
+
 @dataclass
 class Answer:
     """What the fake sends for one request."""
@@ -109,6 +172,18 @@ class Answer:
     chunks: list[bytes] | None = None  # streamed with chunked encoding when set
     chunk_gap: float = 0.0
     cut_after: int | None = None  # close the connection after this many body bytes / chunks
+    # Streams: after chunk i, wait this many seconds, or until the Event is set (at most 30 s).
+    pauses: dict[int, float | threading.Event] = field(default_factory=dict)
+
+
+def vllm_answer(completion: dict[str, Any], **stream: Any) -> Callable[[Received], Answer]:
+    """vLLM's answer to a request of either kind: `completion` as JSON, or (the request
+    streams) the same answer streamed (`stream` as for vllm_stream_of)."""
+    def answer(received: Received) -> Answer:
+        if received.json.get("stream"):
+            return Answer(chunks=vllm_stream_of(completion, **stream))
+        return Answer(body=completion)
+    return answer
 
 
 @dataclass
@@ -274,6 +349,11 @@ class FakeVLLM:
                     return
                 handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                 handler.wfile.flush()
+                pause = answer.pauses.get(sent)
+                if isinstance(pause, threading.Event):
+                    pause.wait(30)
+                elif pause and not FakeVLLM._wait_unless_closed(handler.connection, pause):
+                    raise ConnectionResetError("client closed mid-stream")
                 if answer.chunk_gap and not FakeVLLM._wait_unless_closed(handler.connection,
                                                                           answer.chunk_gap):
                     raise ConnectionResetError("client closed mid-stream")

@@ -202,3 +202,7 @@ def test_compose_publishes_the_proxy_on_8003_with_keys_and_its_health_check():
     assert int(grace[1]) > 30  # past gunicorn's graceful timeout: a stop drains
     assert proxy["read_only"] is True
     assert "/tmp" in proxy["tmpfs"]
+    # Read-only, but the Responses store writes: its directory is a volume of its own.
+    store = _env()["TOOLCALL_PROXY_RESPONSES_STORE_PATH"]
+    assert any(store.startswith(volume.split(":")[1] + "/") for volume in proxy["volumes"])
+    assert _all("VOLUME") == [str(Path(store).parent)]

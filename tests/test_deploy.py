@@ -53,6 +53,9 @@ def test_systemd_unit_is_hardened():
     assert service["NoNewPrivileges"] == "true"
     assert service["Restart"] == "on-failure"
     assert service["EnvironmentFile"].endswith("/etc/toolcall-proxy/env")
+    # ProtectSystem=strict leaves one writable place: the state directory, for the store.
+    state = f"/var/lib/{service['StateDirectory']}/"
+    assert service["Environment"] == f"TOOLCALL_PROXY_RESPONSES_STORE_PATH={state}responses.sqlite3"
     assert "deploy/gunicorn.conf.py" in service["ExecStart"]
 
 

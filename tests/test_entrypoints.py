@@ -52,6 +52,18 @@ def _stop(process: subprocess.Popen) -> str:
     return err.decode()
 
 
+def _wait_logged(url: str, labels: str, seconds: float = 10) -> None:
+    """Wait until the proxy has counted (and so logged) a request with these metric labels:
+    a line is written when its response closes, just after the client has read it."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        text = requests.get(url + "/proxy/metrics", timeout=5).text
+        if any(line.startswith("toolcall_proxy_requests_total{") and labels in line
+               for line in text.splitlines()):
+            return
+        time.sleep(0.05)
+
+
 def _tool_turn(url: str) -> None:
     client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=20)
     stream = client.chat.completions.create(model="q", messages=[{"role": "user", "content": "?"}],
@@ -87,6 +99,7 @@ def test_python_app_py_serves_with_flags_and_env(fake):
         health = requests.get(url + "/proxy/health", timeout=5).json()
         assert health["upstream"] == fake.url
         _tool_turn(url)
+        _wait_logged(url, 'front="chat"')
     finally:
         log = _stop(process)
     lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
@@ -107,6 +120,7 @@ def test_python_app_py_writes_no_access_line_with_the_query_string(fake, flags, 
         url = f"http://127.0.0.1:{port}"
         _wait_healthy(url, process)
         assert requests.get(url + "/v1/models?api-key=SECRET-123", timeout=5).status_code == 200
+        _wait_logged(url, 'front="none"')
     finally:
         log = _stop(process)
     assert "SECRET-123" not in log

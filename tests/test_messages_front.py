@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 from proxy.config import Config
 from proxy.errors import ProxyError
 from proxy.fronts import messages
-from proxy.fronts.messages_in import estimate_tokens, tokenize_body, translate
+from proxy.fronts.messages.request import estimate_tokens, tokenize_body, translate
 from proxy.turn.normalize import ExtractionSettings, normalize_completion
 from tests.fake_vllm import vllm_completion
 

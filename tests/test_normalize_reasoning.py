@@ -51,12 +51,51 @@ def test_call_drafted_twice_in_reasoning_is_emitted_once():
     assert outcome.tool_calls == 1
 
 
-def test_call_in_think_block_is_recovered_when_nothing_follows_it():
+KEEP_THINKING = ExtractionSettings(tools={"read": {}, "get_weather": {}},
+                                   reasoning_from_content=False)
+
+
+@pytest.mark.parametrize("settings", [SETTINGS, KEEP_THINKING])
+def test_call_in_think_block_is_recovered_when_nothing_follows_it(settings):
     content = f"<think>\nI need the file.\n{CALL}\n</think>\n\n"
-    choice, outcome = _choice(vllm_completion(content))
+    choice, outcome = _choice(vllm_completion(content), settings)
     assert _calls(choice) == [("read", {"path": "/a"})]
-    assert "<tool_call>" not in choice["message"]["content"]
+    assert "<tool_call>" not in (choice["message"]["content"] or "")
     assert Repair("hermes", "from_reasoning", "read") in outcome.repairs
+    if settings.reasoning_from_content:  # the thinking is the reasoning, without the call
+        assert choice["message"]["reasoning_content"] == "I need the file."
+        assert choice["message"]["content"] is None
+
+
+def test_a_leading_think_block_is_the_reasoning_and_the_rest_the_answer():
+    choice, outcome = _choice(vllm_completion("<think>\nTwo and two.\n</think>\n\nIt is 4."))
+    assert choice["message"]["reasoning_content"] == "Two and two."
+    assert choice["message"]["content"] == "It is 4."
+    assert Repair("content", "reasoning_from_content", None) in outcome.repairs
+    kept, _ = _choice(vllm_completion("<think>\nTwo and two.\n</think>\n\nIt is 4."),
+                      KEEP_THINKING)
+    assert kept["message"]["content"] == "<think>\nTwo and two.\n</think>\n\nIt is 4."
+    assert "reasoning_content" not in kept["message"]
+
+
+@pytest.mark.parametrize("content", [
+    "It is 4. <think>a tag in the answer</think>",  # not at the start: the answer's own text
+    "Thinking ends here</think> It is 4.",  # a lone close (the template opened it): kept
+    "`<think>` is a tag.",
+])
+def test_thinking_that_does_not_open_the_content_stays_in_it(content):
+    choice, _ = _choice(vllm_completion(content))
+    assert choice["message"]["content"] == content
+    assert "reasoning_content" not in choice["message"]
+
+
+def test_thinking_cut_by_length_is_all_reasoning_and_upstream_reasoning_wins():
+    choice, _ = _choice(vllm_completion("<think>still going", finish_reason="length"))
+    assert (choice["message"]["reasoning_content"], choice["message"]["content"]) == (
+        "still going", "")
+    both, _ = _choice(vllm_completion("<think>in content</think>answer", reasoning="own"))
+    assert both["message"]["reasoning_content"] == "own"  # a server's own reasoning: as is
+    assert both["message"]["content"] == "<think>in content</think>answer"
 
 
 def test_call_before_a_lone_think_close_is_recovered():
@@ -73,11 +112,15 @@ def test_reasoning_draft_never_joins_a_real_call_in_content():
     assert "<tool_call>" in choice["message"]["reasoning_content"]
 
 
-def test_think_block_draft_never_joins_a_real_call_after_it():
+@pytest.mark.parametrize("settings", [SETTINGS, KEEP_THINKING])
+def test_think_block_draft_never_joins_a_real_call_after_it(settings):
     content = f"<think>Maybe:\n{CALL}</think>\n{OTHER}"
-    choice, _ = _choice(vllm_completion(content))
+    choice, _ = _choice(vllm_completion(content), settings)
     assert _calls(choice) == [("get_weather", {"city": "Paris"})]
-    assert choice["message"]["content"].startswith(f"<think>Maybe:\n{CALL}</think>")
+    if settings.reasoning_from_content:
+        assert choice["message"]["reasoning_content"] == f"Maybe:\n{CALL}"
+    else:
+        assert choice["message"]["content"].startswith(f"<think>Maybe:\n{CALL}</think>")
 
 
 def test_reasoning_draft_never_joins_a_native_call():
@@ -97,11 +140,16 @@ def test_no_recovery_when_the_content_holds_an_answer():
     assert outcome.tool_calls == 0
 
 
-def test_no_recovery_after_a_think_block_followed_by_an_answer():
+@pytest.mark.parametrize("settings", [SETTINGS, KEEP_THINKING])
+def test_no_recovery_after_a_think_block_followed_by_an_answer(settings):
     content = f"<think>{CALL}</think>\nThe answer is 4."
-    choice, _ = _choice(vllm_completion(content))
+    choice, _ = _choice(vllm_completion(content), settings)
     assert "tool_calls" not in choice["message"]
-    assert choice["message"]["content"] == content
+    if settings.reasoning_from_content:
+        assert choice["message"]["content"] == "The answer is 4."
+        assert choice["message"]["reasoning_content"] == CALL
+    else:
+        assert choice["message"]["content"] == content
 
 
 def test_no_recovery_when_the_output_was_cut_by_length():

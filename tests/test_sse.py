@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from proxy.fronts.chat import StreamIdentity, completion_chunks, heartbeat, role_chunks
+from proxy.sse import SseDecoder
 from proxy.turn.normalize import ExtractionSettings, normalize_completion
 from tests.fake_vllm import vllm_completion
 
@@ -77,3 +78,25 @@ def test_every_choice_that_begins_ends_whatever_upstream_returned():
     began = {c["choices"][0]["index"] for c in chunks if c["choices"][0]["delta"].get("role")}
     ended = {c["choices"][0]["index"] for c in chunks if c["choices"][0]["finish_reason"]}
     assert began == ended == {0, 1}
+
+
+def test_decoder_gives_each_event_data_as_it_completes():
+    decoder = SseDecoder()
+    assert decoder.feed(b'data: {"a": 1}\n\ndata: {"b"') == [b'{"a": 1}']
+    assert decoder.pending == b'data: {"b"'
+    assert decoder.feed(b": 2}\n\n") == [b'{"b": 2}']
+    assert decoder.pending == b""
+
+
+def test_decoder_reads_every_line_ending_comments_and_multi_line_data():
+    decoder = SseDecoder()
+    raw = (b": keep-alive\n\nevent: delta\r\ndata:first\r\ndata: second\r\n\r\n"
+           b"data: [DONE]\r\r")
+    assert decoder.feed(raw) == [b"first\nsecond", b"[DONE]"]
+
+
+def test_decoder_is_indifferent_to_where_the_bytes_are_cut():
+    raw = b"data: one\n\ndata: two\r\n\r\nid: 3\ndata: three\n\n"
+    for cut in range(len(raw) + 1):
+        decoder = SseDecoder()
+        assert decoder.feed(raw[:cut]) + decoder.feed(raw[cut:]) == [b"one", b"two", b"three"]

@@ -167,9 +167,12 @@ def test_a_schema_is_not_arguments():
     assert [c.name for c in extract(text, takes_a_schema).calls] == ["define"]
 
 
-def _normalized(content: str | None, reasoning: str | None = None) -> dict:
+def _normalized(content: str | None, reasoning: str | None = None,
+                thinking_as_reasoning: bool = True) -> dict:
     completion, _ = normalize_completion(vllm_completion(content, reasoning=reasoning),
-                                         ExtractionSettings(tools=TOOLS))
+                                         ExtractionSettings(
+                                             tools=TOOLS,
+                                             reasoning_from_content=thinking_as_reasoning))
     return completion["choices"][0]["message"]
 
 
@@ -191,9 +194,14 @@ def test_seed_oss_thinking_is_split_off_like_think():
     thinking = (f"<seed:think>\nThe format is {QWEN.replace('tool_call', 'seed:tool_call')}. "
                 "Wait, fine.</seed:think>")
     call = QWEN.replace("tool_call", "seed:tool_call")
-    message = _normalized(thinking + call)
+    message = _normalized(thinking + call, thinking_as_reasoning=False)
     assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
     assert message["content"] == thinking
+    message = _normalized(thinking + call)  # the default: the thinking is the reasoning
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+    assert message["reasoning_content"] == thinking.removeprefix("<seed:think>\n").removesuffix(
+        "</seed:think>")
+    assert message["content"] is None
 
 
 def test_backticks_inside_frames_are_payload_not_inline_code():
@@ -212,3 +220,53 @@ def test_backticks_inside_frames_are_payload_not_inline_code():
 @pytest.mark.parametrize("frame", [HERMES, QWEN, BARE, PYTHONIC])
 def test_example_words_in_prose_that_does_not_introduce_the_frame_change_nothing(lead_in, frame):
     assert calls(f"{lead_in}\n{frame}") == PARIS
+
+
+# Issue 21, item 5: calls beside prose on one line, and what stays a mention. The rule is
+# README's "What is and is not a call"; every format with markers of its own obeys it.
+BESIDE = {**FRAMES,
+          "gemma4": '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>',
+          "deepseek": ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+                       '{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>'),
+          "minimax_m2": ('<minimax:tool_call><invoke name="get_weather"><parameter name="city">'
+                         "Paris</parameter></invoke></minimax:tool_call>")}
+
+
+@pytest.mark.parametrize("fmt", sorted(BESIDE))
+@pytest.mark.parametrize("layout", [
+    "Checking now.{}", "Checking now. {}", "Let me check the weather{}", "Sure!{}\n",
+    "{}Then I report.", "{} Then I report.", "Checking now.{}Then I report.",
+    "{}\nthen I report.", "Checking now.\n{}\nand then I report.",
+])
+def test_a_frame_directly_beside_prose_is_a_call(fmt, layout):
+    assert calls(layout.format(BESIDE[fmt])) == PARIS
+
+
+@pytest.mark.parametrize("fmt", sorted(BESIDE))
+@pytest.mark.parametrize(("layout", "reason"), [
+    ('He wrote "{}" before.', "quoted"),
+    ("The call was “{}”", "quoted"),
+    ("'{}'", "quoted"),
+    ("Earlier I called {}.", "inline_mention"),
+    ("Last time {}, it returned 21°C.", "inline_mention"),
+    ("{} is how a call looks.", "inline_mention"),
+    ("{} returned 21°C yesterday", "inline_mention"),
+    ("As before (`{}`) I wait.", "inline_code"),
+    ("For example:\n```\n{}\n```", "example_in_prose"),
+])
+def test_a_frame_quoted_or_inside_a_sentence_stays_text(fmt, layout, reason):
+    assert refused(layout.format(BESIDE[fmt])) <= {reason}  # (or its parser passed it over)
+
+
+def test_a_marker_that_is_a_plain_word_must_stand_apart():
+    phi = 'functools[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+    assert calls(f"Checking now. {phi}") == PARIS
+    assert refused(f"import os.{phi}") == set()  # `x.functools[` is Python, not a call
+
+
+def test_each_rule_names_its_reason():
+    assert refused(f'He wrote "{HERMES}" before.') == {"quoted"}
+    assert refused(f"The call was “{QWEN}”") == {"quoted"}
+    assert refused(f"Earlier I called {KIMI}.") == {"inline_mention"}
+    assert refused(f"{HARMONY} is how a call looks.") == {"inline_mention"}
+    assert calls(f"“Sure.” {HERMES}") == PARIS  # quotes that do not enclose the frame

@@ -140,7 +140,7 @@ POSITIVE = [
      [("get_weather", PARIS)], ""),
     ("harmony", "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
      '<|channel|>commentary to=functions.get_weatherjson<|message|>{"city": "Paris"}<|call|>',
-     [("get_weather", PARIS)], "<|channel|>analysis<|message|>Need weather.<|end|>"),
+     [("get_weather", PARIS)], ""),  # the analysis is reasoning (test_toolcalls_cleanup)
     # granite
     ("granite", '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
      [("get_weather", PARIS)], ""),
@@ -351,8 +351,11 @@ def test_format_leaves_non_calls_as_text(fmt, text):
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_every_format_has_positive_and_negative_cases(fmt):
-    assert any(case[0] == fmt for case in POSITIVE)
-    assert any(case[0] == fmt for case in NEGATIVE)
+    from tests.test_toolcalls_formats_current import NEGATIVE as CURRENT_NEGATIVE
+    from tests.test_toolcalls_formats_current import POSITIVE as CURRENT_POSITIVE
+
+    assert any(case[0] == fmt for case in (*POSITIVE, *CURRENT_POSITIVE))
+    assert any(case[0] == fmt for case in (*NEGATIVE, *CURRENT_NEGATIVE))
 
 
 @pytest.mark.parametrize(("fmt", "text", "expected", "content"), POSITIVE,
@@ -420,7 +423,7 @@ def test_harmony_header_tokens_are_cut_with_the_call():
             'to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>')
     found = extract(text, TOOLS)
     assert [c.name for c in found.calls] == ["get_weather"]
-    assert found.content == "Let me check the weather.<|end|>"
+    assert found.content == "Let me check the weather."
 
 
 def test_glm_values_are_coerced_by_schema():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -47,6 +49,16 @@ def _squeeze(text: str) -> str:
     return "".join(text.split())
 
 
+# Markup: tags (a cut one too), fences, and Harmony's headers (`<|start|>assistant`,
+# `<|channel|>final`, `<|constrain|>json`).
+_TAG = re.compile(r"<\|(?:start|channel|constrain)\|>[^<]*|<[^<>\n]*>?|```|~~~|\[TOOL_CALLS")
+
+
+def _words(markup: str) -> bool:
+    """Whether anything but tags, fences and brackets stands in `markup`."""
+    return any(char.isalnum() for char in _TAG.sub("", markup))
+
+
 @BOUNDED
 @given(texts, st.sampled_from([None, "read"]), st.booleans())
 def test_extraction_never_raises_and_keeps_its_promises(text, only, truncated):
@@ -59,9 +71,17 @@ def test_extraction_never_raises_and_keeps_its_promises(text, only, truncated):
         assert 0 <= call.start < call.end <= len(text)
     if not found.calls:
         assert found.content == text
-    else:  # the text outside the frames taken is all still there, in order
-        outside = _outside(text, [(c.start, c.end) for c in found.calls])
+    else:  # the text outside the frames taken and their markup is all still there, in order
+        left_out = [(start, end) for start, end, _ in found.left_out]
+        outside = _outside(text, [(c.start, c.end) for c in found.calls] + left_out)
         assert _squeeze(found.content) == _squeeze(outside)
+        for start, end, kind in found.left_out:  # markup is markup: tags, fences, brackets
+            if kind == "reasoning":
+                assert text[start:end].strip() in found.reasoning
+            elif not (truncated and end == len(text)):  # (else it may be a call cut short)
+                inner = [(c.start - start, c.end - start) for c in found.calls
+                         if start <= c.start and c.end <= end]
+                assert not _words(_outside(text[start:end], inner)), text[start:end]
 
 
 @BOUNDED

@@ -13,12 +13,14 @@ from proxy.turn.normalize import Outcome
 from proxy.turn.waiting import (
     CHECK_SECONDS,
     Abandon,
+    Arrived,
     AskAgain,
     Collect,
     Commit,
     Decided,
     Deliver,
     Fail,
+    Flow,
     Heartbeat,
     Phase,
     Tick,
@@ -134,8 +136,44 @@ def test_a_finished_turn_answers_nothing_more():
         assert waiting.step(state, event) == (state, [])
 
 
+def test_live_text_commits_the_stream_at_once_and_flows():
+    state = waiting.start(0.0, 100.0, commit_after=0.5, beat=5.0)
+    state, actions = waiting.step(state, Arrived(0.1))
+    assert _kinds(actions) == [Commit, Flow]
+    assert state.phase is Phase.STREAMING
+    state, actions = waiting.step(state, Arrived(0.2))
+    assert _kinds(actions) == [Flow]
+
+
+def test_heartbeats_are_sent_only_while_nothing_else_flows():
+    state = waiting.start(0.0, 100.0, commit_after=0.5, beat=5.0)
+    state, _ = waiting.step(state, Tick(0.5))  # committed: next beat at 5.5
+    state, _ = waiting.step(state, Arrived(4.0))  # text flowed: next beat at 9.0
+    state, actions = waiting.step(state, Tick(5.5))
+    assert Heartbeat not in _kinds(actions)
+    state, actions = waiting.step(state, Tick(9.0))
+    assert _kinds(actions) == [Heartbeat, Wait]
+
+
+def test_live_text_for_a_client_that_does_not_stream_waits_for_the_answer():
+    state = waiting.start(0.0, 100.0, beat=1.0)
+    state, actions = waiting.step(state, Arrived(0.1))
+    assert actions == []
+    assert state.phase is Phase.WAITING
+
+
+def test_live_text_does_not_postpone_the_deadline_or_the_looks_at_the_client():
+    state = waiting.start(0.0, 30.0, commit_after=0.5, beat=5.0)
+    state, _ = waiting.step(state, Arrived(29.0))
+    _, actions = waiting.step(state, Tick(31.0))
+    assert _kinds(actions) == [Fail]
+    _, actions = waiting.step(state, Tick(29.5, client_gone=True))
+    assert _kinds(actions) == [Abandon]
+
+
 _EVENTS = st.one_of(
     st.builds(Tick, st.floats(0, 200), st.booleans(), st.booleans()),
+    st.builds(Arrived, st.floats(0, 200)),
     st.builds(UpstreamDone, st.floats(0, 200)),
     st.builds(Decided, st.floats(0, 200), st.sampled_from([ANSWER, MISSING_CALL])),
 )
@@ -158,6 +196,9 @@ def test_any_run_ends_once_commits_at_most_once_and_beats_only_while_streaming(
                 commits += 1
                 assert streaming
                 assert before is Phase.WAITING
+            if isinstance(action, Flow):
+                assert streaming
+                assert state.phase is Phase.STREAMING
             if isinstance(action, Heartbeat):
                 assert before is Phase.STREAMING
             if isinstance(action, AskAgain):

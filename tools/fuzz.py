@@ -93,6 +93,44 @@ SEEDS = [
     '[exec(command="echo \\ude80\\ud83d", timeout=1e308)]',
     "<tool_call>\n<function=write>\n<parameter=path>\n🚀 \\ud83d\\ude80\n</parameter>\n"
     '<parameter=tags>\n["\\ud83d\\ude80", "\\ud83d"]\n</parameter>\n</function>\n</tool_call>',
+    # this year's families
+    '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="read">\n<｜DSML｜parameter name="path" '
+    'string="true">/tmp/a b.txt</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>',
+    f'<｜DSML｜ calls>\n<｜DSML｜ invoke name="write">{NESTED}</｜DSML｜ invoke>\n'
+    "</｜DSML｜ calls>",
+    '<|open|>tools<|sep|><|open|>call tool="read" index="1"<|sep|><|open|>argument key="path" '
+    'type="string"<|sep|>/tmp/a b.txt<|close|>argument<|sep|><|open|>argument key="limit" '
+    'type="number"<|sep|>20<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>',
+    '<|tool_call_start|>[read(path="/tmp/a b.txt", limit=20)]<|tool_call_end|>',
+    f'<|tool_call_start|>[{{"name": "write", "arguments": {NESTED}}}]<|tool_call_end|>',
+    f'<|message_sep|>\n\nfunction call<|role_sep|>\n{{"name": "read", "arguments": {ARGS}}}</s>',
+    f'<|START_ACTION|>[{{"tool_call_id": "0", "tool_name": "read", "parameters": {ARGS}}}]'
+    "<|END_ACTION|>",
+    f'Action: ```json\n[{{"tool_name": "write", "parameters": {NESTED}}}]\n```',
+    ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="write">]<]minimax[>[<path>x'
+    "]<]minimax[>[</path>]<]minimax[>[<tags>]<]minimax[>[<item>a]<]minimax[>[</item>"
+    "]<]minimax[>[</tags>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>",
+    '<function name="get_weather"><param name="city"><![CDATA[Oslo]]></param>'
+    '<param name="days">3</param></function>',
+    f'<TOOLCALL>[{{"name": "read", "arguments": {ARGS}}}]</TOOLCALL>',
+    "<tool_calls>\n<tool_call>get_weather<tool_sep>\n<arg_key>city</arg_key>\n"
+    "<arg_value>Oslo</arg_value>\n</tool_call>\n</tool_calls>",
+    "<|tool_call:start|>read\n<|tool_arg:start|>path<|tool_arg:value|>/tmp/a b.txt"
+    "<|tool_arg:end|>\n<|tool_call:end|>",
+    f"<|tool_calls|><|tool_call:begin|>0<|tool_call:name|>read<|tool_call:args|>{ARGS}"
+    "<|tool_call:end|>",
+    "<ifm|tool_calls><ifm|tool_call>read<ifm|arg_key>path</ifm|arg_key><ifm|arg_value>/a"
+    "</ifm|arg_value></ifm|tool_call></ifm|tool_calls>",
+    '<dots_function_call>\n<invoke name="read">\n<parameter name="path">/a</parameter>\n'
+    "</invoke>\n</dots_function_call>",
+    ' to=read<|message|><atem:function_calls>\n<atem:invoke name="read">\n'
+    '<atem:parameter name="path">/a</atem:parameter>\n</atem:invoke>\n</atem:function_calls>'
+    "<|eom|>",
+    f'<|message_model|>read<|content_invoke_tool_json|>{{"name": "read", "args": {ARGS}}}'
+    "<|end_message|>",
+    "<start_function_call>call:get_weather{city:<escape>Oslo<escape>,days:<escape>3<escape>}"
+    "<end_function_call>",
+    f'{{"tool_calls": [{{"name": "read", "arguments": {ARGS}}}]}}',
 ]
 PROSE = ["", "Sure, let me check.\n", "I'll do that. ", "Here is an example:\n",
          "\n\nDone.", " Then I will summarise.", "`<tool_call>` is the tag. ",

@@ -43,7 +43,9 @@ class StreamWriter(Protocol):
 
     def answer(self, completion: dict[str, Any]) -> bytes:
         """The rest of the turn, through the stream's end: whatever of the finished
-        (normalised) completion `reasoning` and `text` did not already send."""
+        (normalised) completion `reasoning` and `text` did not already send. (The streamed
+        mode's hold-back rule makes each choice's finished content and reasoning begin
+        with exactly what was sent live: the rest is what follows it.)"""
         ...
 
     def error(self, error: ProxyError) -> bytes:

@@ -13,7 +13,7 @@ from ..observe import RequestLog
 from .upstream import Timeouts
 
 if TYPE_CHECKING:
-    from .routes import Proxy
+    from .handlers import Proxy
 
 TOKENIZE_PATH = "/tokenize"
 _TOKENIZE_READ_SECONDS = 30.0  # a tokenizer answers in milliseconds; a stuck one is estimated

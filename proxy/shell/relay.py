@@ -24,7 +24,7 @@ from .turns import Driver
 from .upstream import Timeouts, UpstreamCall, disconnect, response_headers
 
 if TYPE_CHECKING:
-    from .routes import Proxy
+    from .handlers import Proxy
 
 
 def _json_response(payload: Any, status: int = 200) -> Response:

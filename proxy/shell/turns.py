@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flask import Response
@@ -16,17 +17,25 @@ from ..fronts import Front, StreamWriter
 from ..observe import RequestLog
 from ..turn import waiting
 from ..turn.core import Answer, Decision, decide
+from ..turn.live import LiveTurn, written
 from ..turn.plan import TurnPlan
 from .clients import client_gone
-from .upstream import Timeouts, UpstreamCall
+from .upstream import StreamEnd, Timeouts, UpstreamCall, UpstreamStream
 
 if TYPE_CHECKING:
-    from .routes import Proxy
+    from .handlers import Proxy
 
 # What the machine asks of the client's response; the rest (Wait, AskAgain, and Collect
 # when there is a core to decide) the driver carries out itself.
-ClientAction = (waiting.Commit | waiting.Heartbeat | waiting.Deliver | waiting.Fail
-                | waiting.Abandon | waiting.Collect)
+ClientAction = (waiting.Commit | waiting.Flow | waiting.Heartbeat | waiting.Deliver
+                | waiting.Fail | waiting.Abandon | waiting.Collect)
+
+
+@dataclass(frozen=True)
+class _Until:
+    """A Wait under way: until this moment (events that arrive meanwhile do not move it)."""
+
+    at: float
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -36,12 +45,14 @@ class Driver:
     client and the server between waits, and has the core decide when the call ends.
 
     Without `decide` (a relayed request), Collect is handed to the caller, who takes the
-    call's outcome itself."""
+    call's outcome itself. With `feed` (the streamed mode), the call is an UpstreamStream:
+    the events it takes are fed to the turn, which says whether something may flow now."""
 
-    def __init__(self, state: waiting.Waiting, start_call: Callable[[], UpstreamCall[Any]],
+    def __init__(self, state: waiting.Waiting, start_call: Callable[[], Any],
                  environ: dict[str, Any], draining: Callable[[], bool],
                  decide: Callable[[Any], Decision] | None = None,
-                 on_retry: Callable[[], None] = lambda: None) -> None:
+                 on_retry: Callable[[], None] = lambda: None,
+                 feed: Callable[[list[bytes]], bool] | None = None) -> None:
         self.state = state
         self._start_call = start_call
         self.call = start_call()
@@ -49,6 +60,7 @@ class Driver:
         self._draining = draining
         self._decide = decide
         self._on_retry = on_retry
+        self._feed = feed
 
     def _step(self, event: waiting.Event) -> list[waiting.Action]:
         self.state, actions = waiting.step(self.state, event)
@@ -60,13 +72,13 @@ class Driver:
     def actions(self) -> Iterator[ClientAction]:
         """The actions for the client's response, in order, until the turn is over. A Fail
         or an Abandon has cut the upstream call already."""
-        queue = deque(self._step(self._tick()))
+        queue: deque[waiting.Action | _Until] = deque(self._step(self._tick()))
         while queue:
             action = queue.popleft()
             if isinstance(action, waiting.Wait):
-                done = self.call.wait(action.seconds)
-                queue.extend(self._step(waiting.UpstreamDone(time.monotonic()) if done
-                                        else self._tick()))
+                queue.appendleft(_Until(time.monotonic() + action.seconds))
+            elif isinstance(action, _Until):
+                queue.extend(self._waited(action))
             elif isinstance(action, waiting.Collect) and self._decide is not None:
                 decision = self._decide(self.call.outcome())
                 queue.extend(self._step(waiting.Decided(time.monotonic(), decision)))
@@ -77,6 +89,24 @@ class Driver:
                 if isinstance(action, (waiting.Fail, waiting.Abandon)):
                     self.call.cancel()
                 yield action
+
+    def _waited(self, until: _Until) -> list[waiting.Action | _Until]:
+        """Wait on the call until `until`; what the machine says of what happened. Live text
+        is told as it arrives, and the wait goes on to its end, when the machine looks."""
+        ready = self.call.wait(max(0.0, until.at - time.monotonic()))
+        now = time.monotonic()
+        if not ready:
+            return list(self._step(self._tick()))
+        if self._feed is None:
+            return list(self._step(waiting.UpstreamDone(now)))
+        actions: list[waiting.Action | _Until] = []
+        if self._feed(self.call.take()):
+            actions += self._step(waiting.Arrived(now))
+        if self.call.finished:
+            return actions + self._step(waiting.UpstreamDone(now))
+        if now >= until.at:
+            return actions + self._step(self._tick())
+        return [*actions, until]
 
 
 class TurnResponse:
@@ -91,21 +121,36 @@ class TurnResponse:
         self.log = log
         config = plan.config
         upstream = app.upstreams[config.upstream]
-        timeouts = Timeouts(config.connect_timeout_seconds, config.buffered_timeout_seconds)
         state = waiting.start(
             log.started, config.buffered_timeout_seconds,
             commit_after=config.commit_window_seconds if plan.client_stream else None,
             beat=config.heartbeat_seconds,
             retries=config.required_call_retries if plan.tool_call_required else 0)
+        self.live: LiveTurn | None = None
+        start_call: Callable[[], Any]
+        if plan.streamed:
+            live = self.live = LiveTurn(plan)
+            # Between two events upstream may be silent at most read_timeout_seconds.
+            timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
+            headers = {**headers, "Accept": "text/event-stream"}
+            start_call = lambda: UpstreamStream(  # noqa: E731
+                upstream, path, plan.upstream_body, headers, timeouts,
+                config.max_upstream_body_bytes).start()
+            feed: Callable[[list[bytes]], bool] | None = live.feed
+        else:
+            timeouts = Timeouts(config.connect_timeout_seconds, config.buffered_timeout_seconds)
+            start_call = lambda: UpstreamCall.complete(  # noqa: E731
+                upstream, path, plan.upstream_body, headers, timeouts,
+                config.max_upstream_body_bytes)
+            feed = None
         self.driver = Driver(
-            state,
-            lambda: UpstreamCall.complete(upstream, path, plan.upstream_body, headers,
-                                          timeouts, config.max_upstream_body_bytes),
-            environ, app.draining, self._decide,
-            on_retry=lambda: log.notes.append("tool_call_required:asked_again"))
+            state, start_call, environ, app.draining, self._decide,
+            on_retry=lambda: log.notes.append("tool_call_required:asked_again"), feed=feed)
 
     def _decide(self, reply: Any) -> Decision:
         """The core's decision, and what the log line says of it (a turn may decide twice)."""
+        if isinstance(reply, StreamEnd) and self.live is not None:
+            reply = self.live.reply(reply.cut)
         decision = decide(self.plan, reply)
         log = self.log
         log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
@@ -124,15 +169,19 @@ class TurnResponse:
     def respond(self) -> Response:
         """The response, once the turn is over or the client's stream has begun."""
         actions = self.driver.actions()
-        for action in actions:
-            if isinstance(action, waiting.Commit):
-                return self._stream(actions)
-            if isinstance(action, waiting.Deliver):
-                return self._whole(action.answer)
-            if isinstance(action, waiting.Fail):
-                return error_response(self.front, action.error, self.log)
-            if isinstance(action, waiting.Abandon):
-                return error_response(self.front, client_disconnected(), self.log)
+        try:
+            for action in actions:
+                if isinstance(action, waiting.Commit):
+                    return self._stream(actions)
+                if isinstance(action, waiting.Deliver):
+                    return self._whole(action.answer)
+                if isinstance(action, waiting.Fail):
+                    return error_response(self.front, action.error, self.log)
+                if isinstance(action, waiting.Abandon):
+                    return error_response(self.front, client_disconnected(), self.log)
+        except BaseException:
+            self.driver.call.cancel()  # a failure of our own: upstream must not go on for nobody
+            raise
         raise AssertionError("the waiting machine ended without an outcome")
 
     def _keep(self, completion: dict[str, Any]) -> None:
@@ -168,7 +217,9 @@ class TurnResponse:
             try:
                 yield writer.head()
                 for action in actions:
-                    if isinstance(action, waiting.Heartbeat):
+                    if isinstance(action, waiting.Flow):
+                        yield self._flow(writer)
+                    elif isinstance(action, waiting.Heartbeat):
                         log.heartbeats += 1
                         yield writer.heartbeat()
                     elif isinstance(action, waiting.Deliver):
@@ -183,6 +234,7 @@ class TurnResponse:
                 self.app.logger.exception("turn failed (request %s)", log.request_id)
                 log.error = "internal_error"
                 finished = True
+                self.driver.call.cancel()
                 yield writer.error(ProxyError(500, "The proxy failed to render this answer.",
                                               code="internal_error"))
             finally:
@@ -192,6 +244,13 @@ class TurnResponse:
                     log.error = log.error or "client_disconnected"
 
         return self._stream_response(writer, frames())
+
+    def _flow(self, writer: StreamWriter) -> bytes:
+        """The live reasoning and text the turn lets out now, in the front's wire format."""
+        assert self.live is not None
+        if self.log.first_text_ms is None:
+            self.log.first_text_ms = round((time.monotonic() - self.log.started) * 1000, 1)
+        return written(self.live.release(), writer)
 
     def _stream_response(self, writer: StreamWriter, frames: Iterator[bytes]) -> Response:
         log = self.log

@@ -12,6 +12,7 @@ import contextlib
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -23,6 +24,7 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTime
 from urllib3.util import make_headers, parse_url
 
 from ..errors import ProxyError, client_disconnected
+from ..sse import SseDecoder
 from ..turn.core import UpstreamReply
 from .background import new_event, readable_now, run_beside
 
@@ -87,6 +89,12 @@ class _ConnectionTracker:
             connection = self._connection
         if connection is not None:
             self._shutdown(connection)
+
+    def detach(self) -> None:
+        """The call is over: its connection is back in the pool (or closed), and a late
+        cancel must not cut it under the request that uses it next."""
+        with self._lock:
+            self._connection = None
 
     @staticmethod
     def _shutdown(connection: Any) -> None:
@@ -294,6 +302,7 @@ class UpstreamCall(Generic[T]):
         self._value: T | None = None
         self._error: ProxyError | None = None
         self._done: Any = new_event()
+        self._ended = False
 
     @classmethod
     def complete(cls, upstream: Upstream, path: str, body: bytes, headers: dict[str, str],
@@ -322,6 +331,8 @@ class UpstreamCall(Generic[T]):
             self._error = ProxyError(502, f"Upstream call failed: {type(exc).__name__}.",
                                      type_="upstream_error", code="upstream_error")
         finally:
+            self._tracker.detach()
+            self._ended = True
             self._done.set()
 
     def wait(self, timeout: float | None) -> bool:
@@ -337,3 +348,86 @@ class UpstreamCall(Generic[T]):
     def cancel(self) -> None:
         """Cut the upstream connection, so that the server stops generating."""
         self._tracker.cancel()
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """An upstream stream read to its end; `cut`: it ended in the middle of an event."""
+
+    cut: bool = False
+
+
+class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
+    """A streamed upstream POST read beside the request (the streamed mode): the data of each
+    SSE event is queued as it arrives, for the request to `take` between its looks at the
+    client; `wait` returns as soon as there is some. Ends with `StreamEnd`, with the whole
+    reply when upstream did not stream (an error status, or a server that answered with
+    JSON), or with a ProxyError."""
+
+    def __init__(self, upstream: Upstream, path: str, body: bytes, headers: dict[str, str],
+                 timeouts: Timeouts, max_bytes: int = 0) -> None:
+        super().__init__(self._read)
+        self._upstream = upstream
+        self._request = (path, body, headers)
+        self._timeouts = timeouts
+        self._max_bytes = max_bytes
+        self._events: deque[bytes] = deque()
+
+    def _read(self, tracker: _ConnectionTracker) -> StreamEnd | UpstreamReply:
+        path, body, headers = self._request
+        upstream, timeouts = self._upstream, self._timeouts
+        response = upstream.open("POST", path, body, headers, timeouts, tracker)
+        kind = response.headers.get("Content-Type", "")
+        if response.status != 200 or not kind.startswith("text/event-stream"):
+            try:
+                data = upstream._read_all(response, self._max_bytes)
+            except _FAILURES as exc:
+                raise self._broken(exc) from None
+            return UpstreamReply(response.status, dict(response.headers), data)
+        decoder = SseDecoder()
+        size = 0
+        try:
+            while data := response.read1(_PIECE, decode_content=True):
+                size += len(data)
+                if self._max_bytes and size > self._max_bytes:
+                    raise ProxyError(502, f"The upstream's answer is larger than "
+                                     f"max_upstream_body_bytes ({self._max_bytes} bytes).",
+                                     type_="upstream_error", code="upstream_too_large")
+                events = decoder.feed(data)
+                if events:
+                    self._events.extend(events)
+                    self._done.set()
+        except _FAILURES as exc:
+            response.close()
+            raise self._broken(exc) from None
+        except BaseException:
+            response.close()
+            raise
+        response.release_conn()
+        return StreamEnd(cut=bool(decoder.pending.strip()))
+
+    def _broken(self, exc: Exception) -> ProxyError:
+        """Why the stream stopped before its end."""
+        if self._tracker.cancelled:
+            return client_disconnected()
+        if isinstance(exc, (ReadTimeoutError, socket.timeout)):
+            return ProxyError(504, "The upstream went silent for longer than "
+                                   f"{self._timeouts.read:g} s.",
+                              type_="upstream_error", code="upstream_timeout")
+        return ProxyError(502, "The upstream's stream broke off before its end "
+                          f"({type(exc).__name__}).", type_="upstream_error",
+                          code="upstream_stream_cut")
+
+    def take(self) -> list[bytes]:
+        """The data of the events that arrived since the last take, in order."""
+        self._done.clear()
+        events = self._events
+        taken = [events.popleft() for _ in range(len(events))]
+        if self._ended:
+            self._done.set()  # the end stays seen
+        return taken
+
+    @property
+    def finished(self) -> bool:
+        """The call has ended and every event has been taken."""
+        return self._ended and not self._events

@@ -41,6 +41,19 @@ OPENERS = (
     "<｜tool_calls_begin｜><｜tool_call_begin｜>", '<steptml:invoke name="read">',
     '<steptml:parameter name="path">', "<|tool_call>call:read{", 'path:<|"|>', ">>>read\n",
     "read\n{", "all\n",
+    # this year's families
+    "<｜DSML｜tool_calls>", '<｜DSML｜ invoke name="read">', '<｜DSML｜ parameter name="path">',
+    '<|open|>tools<|sep|><|open|>call tool="read" index="1"<|sep|>',
+    '<|open|>argument key="path" type="string"<|sep|>', "<|open|>json<|sep|>",
+    "]<]minimax[>[", ']<]minimax[>[<invoke name="read">', "]<]minimax[>[<path>",
+    "<|tool_call_start|>", "<|tool_call_start|>[read(", "function call<|role_sep|>",
+    "<|function_call|>", '<｜GCML｜invoke name="read">', "<|START_ACTION|>", "Action: ```json\n",
+    "<|tool_call:begin|>0<|tool_call:name|>read<|tool_call:args|>", "<|tool_call:start|>read\n",
+    "<|tool_arg:start|>path<|tool_arg:value|>", "<ifm|tool_call>read", "<ifm|arg_key>path",
+    "<|message_model|>read<|content_invoke_tool_json|>", "<start_function_call>call:read{",
+    "path:<escape>", "<tool_call>read<tool_sep>", "<arg_key:opensource>path", "<TOOLCALL>",
+    '<function name="read"><param name="path">', "<dots_function_call>",
+    ' to=read<|message|><atem:function_calls><atem:invoke name="read">', '{"tool_calls":[',
 )
 SUFFIXES = ("", "{", '{"', '{"name":"read","arguments":{', "[", "[{", "\n", "x")
 
@@ -75,6 +88,14 @@ def _large_calls(size: int) -> Iterator[tuple[str, str]]:
     yield "large_code_fence", f"Writing it.\n```json\n{call}\n```"
     yield "large_bare_json", call
     yield "large_pythonic", f'[write(path="a.py", text={orjson.dumps(body).decode()})]'
+    ns = "]<]minimax[>["
+    yield "large_minimax_m3", (f'{ns}<tool_call>\n{ns}<invoke name="write">{ns}<path>a.py'
+                               f"{ns}</path>{ns}<text>{body}{ns}</text>{ns}</invoke>\n"
+                               f"{ns}</tool_call>")
+    yield "large_kimi_k3", ('<|open|>tools<|sep|><|open|>call tool="write" index="1"<|sep|>'
+                            '<|open|>argument key="text" type="string"<|sep|>'
+                            f"{body}<|close|>argument<|sep|><|close|>call<|sep|>"
+                            "<|close|>tools<|sep|>")
 
 
 def cases(size: int = 1 << 20) -> Iterator[tuple[str, str]]:

@@ -6,8 +6,13 @@ it is told by the prose around it, the same way for every format:
 - inside inline code (`` `<tool_call>{…}</tool_call>` ``): a mention;
 - inside a fenced code block, unless that block ends the text and is not introduced as an
   example: an example shown to the user;
+- in quotation marks ("<tool_call>…</tool_call>"): a mention;
 - in the middle of a line of prose, with words before it and after it on the same line
-  ("Earlier I called <tool_call>…</tool_call> and it returned 21°C"): a mention;
+  ("Earlier I called <tool_call>…</tool_call> and it returned 21°C"), or the punctuation
+  that closes the sentence after it ("Earlier I called <tool_call>…</tool_call>."): a
+  mention, unless the frame has markers of its own and stands between two sentences;
+- at the start of a line whose sentence goes on after it ("<tool_call>…</tool_call> is
+  how a call looks"): a mention;
 - introduced as an example by the line(s) before it ("Here is an example request:"); formats
   recognised by shape alone (bare JSON, pythonic lists) are also refused after a hypothetical
   lead-in ("The call would be:").
@@ -36,7 +41,7 @@ _HYPOTHETICAL_CUE = re.compile(
     r"output|result|response|returns?)\b", re.IGNORECASE)
 # Special tokens and end markers that may sit beside a frame on its line without being prose.
 _SPECIAL = r"<[|｜][^<>\n]{0,64}[|｜]>"  # `<|end|>`, `<｜tool▁sep｜>`: a reserved token
-_TOKEN = re.compile(_SPECIAL + r"|</?s>|<\|?[a-z_:]{1,32}\|?>")
+_TOKEN = re.compile(_SPECIAL + r"|</?\|?[a-z_:]{1,32}\|?>")
 # Fence lines: three or more backticks or tildes after at most three spaces. Counted with
 # str.count (C speed) rather than parsed: inside a block iff an odd number open before it.
 _FENCE_LINES = tuple(f"\n{indent}{mark}" for indent in ("", " ", "  ", "   ")
@@ -188,6 +193,8 @@ class Context:
             return "example_in_prose"  # the frame is the fenced block itself
         if self._in_inline_code(start, end, previous_end, next_start):
             return "inline_code"
+        if self._quoted(start, end):
+            return "quoted"
         if self._mid_line(start, end, previous_end, next_start, by_shape):
             return "inline_mention"
         lead_in = self._lead_in(start)
@@ -195,12 +202,23 @@ class Context:
             return "example_in_prose"
         return None
 
+    def _quoted(self, start: int, end: int) -> bool:
+        """Quotation marks right around the frame (spaces aside): it is quoted, not made."""
+        text = self.text
+        before = len(text[max(0, start - 8):start].rstrip(" \t")) + max(0, start - 8)
+        after = end + len(text[end:end + 8]) - len(text[end:end + 8].lstrip(" \t"))
+        return (before > 0 and after < len(text)
+                and _QUOTES.get(text[before - 1]) is not None
+                and text[after] in _QUOTES[text[before - 1]])
+
     def _mid_line(self, start: int, end: int, previous_end: int, next_start: int,
                   by_shape: bool) -> bool:
-        """Words on the frame's line both before and after it (neighbouring frames aside),
-        unless the frame has markers (or special tokens) of its own and stands between two
-        sentences: one that
-        ends before it and one that starts after it ("Checking Mars. <frame> In this way …")."""
+        """The frame stands inside a sentence on its line (neighbouring frames aside):
+        words before it, and after it more words or the punctuation that closes a sentence
+        ("Earlier I called <frame>."), unless the frame has markers (or special tokens) of
+        its own and stands between two sentences, one that ends before it and one that
+        starts after it ("Checking Mars. <frame> In this way …"); or it begins the line and
+        the sentence goes on after it ("<frame> is how a call looks")."""
         text = self.text
         line_start = text.rfind("\n", max(0, start - _WINDOW), start) + 1
         line_start = max(line_start, previous_end, start - _WINDOW)
@@ -209,7 +227,9 @@ class Context:
         if end <= next_start < line_end:
             line_end = next_start
         before, after = text[line_start:start], text[end:line_end]
-        if not (_is_prose(before) and _is_prose(after)):
+        if not _is_prose(before):
+            return _continues_sentence(after)
+        if not (_is_prose(after) or _closes_sentence(after)):
             return False
         marked = not by_shape or text.startswith(("<|", "<｜"), start)  # Llama 4's <|python_start|>
         return not (marked and _ends_sentence(before) and _starts_sentence(after))
@@ -220,13 +240,36 @@ _SENTENCE_END = re.compile(r"(?:[.!?。！？…]|" + _SPECIAL + r")\s*\Z")
 _SPECIAL_START = re.compile(r"\s*<[|｜]")
 
 
+# Opening quotation marks and the marks that close each.
+_QUOTES = {'"': '"', "'": "'", "“": "”", "‘": "’", "«": "»", "„": "“”", "‚": "‘’", "「": "」",
+           "『": "』"}
+_CLOSING_PUNCTUATION = ".,;!?)。，；！？）"
+
+
+def _closes_sentence(after: str) -> bool:
+    """The text after a frame starts with the punctuation of the sentence it stands in."""
+    return _TOKEN.sub("", after).lstrip()[:1] in tuple(_CLOSING_PUNCTUATION)
+
+
+def _continues_sentence(after: str) -> bool:
+    """The text after a frame goes on with the sentence the frame began: its first word is
+    written in lower case (punctuation such as a dash or a quote before it aside)."""
+    words = _TOKEN.sub("", after[:160]).lstrip()
+    first = next((char for char in words[:4] if char.isalnum()), "")
+    return first.isalpha() and first.islower()
+
+
 def _ends_sentence(before: str) -> bool:
-    return _SENTENCE_END.search(before[-80:]) is not None
+    """A sentence ends right before the frame (wrapper tags such as `<tools>` aside)."""
+    tail = before[-80:]
+    return (_SENTENCE_END.search(tail) is not None
+            or _SENTENCE_END.search(_TOKEN.sub("", tail)) is not None)
 
 
 def _starts_sentence(after: str) -> bool:
-    """A capital (or a letter of a script without case) or a special token starts it."""
+    """A capital (or a letter of a script without case) or a special token starts it
+    (wrapper tags such as `</tools>` aside)."""
     if _SPECIAL_START.match(after):
         return True
-    first = after.lstrip()[:1]
+    first = _TOKEN.sub("", after[:160]).lstrip()[:1]
     return first.isalpha() and not first.islower()

@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 
-from . import schema
+from . import cleanup, schema
 from .context import Context
-from .registry import MARKERS, markers_of, resolve
+from .registry import CONTENT_MARKUP, MARKERS, markers_of, resolve
 from .repair import ORJSON_INTS, NotJson, loads_repaired
 from .scan import Document, Spans
 from .types import Extraction, Frame, LeftAsText, Refusal, ToolCall, ToolSchemas
@@ -94,7 +94,22 @@ def _decoded_calls(frame: Frame, tools: ToolSchemas, truncated: bool, decode: De
         arguments = _arguments_object(value, repairs)
         return [arguments if isinstance(arguments, Refusal) else (frame.name, arguments)], repairs
     name = frame.name or ""
+    if _ambiguous_parameters(frame.text_args, tools.get(name)):
+        return [Refusal("ambiguous_value", name)], []
     return [(name, _coerced_arguments(frame.text_args, tools.get(name, {}), repairs))], repairs
+
+
+def _ambiguous_parameters(text_args: tuple[tuple[str, str], ...], parameters: Any) -> bool:
+    """Parameters written as text that another reading of the frame would make part of the
+    value before them: a key written twice, or, after the first, a key the tool does not
+    declare (a value whose text holds `</parameter>` and `<parameter=K>` reads, structure
+    alone, just like two parameters)."""
+    keys = [key for key, _ in text_args]
+    if len(set(keys)) < len(keys):
+        return True
+    declared = parameters.get("properties") if isinstance(parameters, dict) else None
+    return isinstance(declared, dict) and bool(declared) and any(
+        key not in declared for key in keys[1:])
 
 
 def _coerced_arguments(text_args: tuple[tuple[str, str], ...], parameters: dict[str, Any],
@@ -203,20 +218,40 @@ def _kept_in_context(text: str, taken: list[tuple[Frame, list[ToolCall]]],
     return kept
 
 
-def _without_frames(text: str, frames: Sequence[Frame]) -> str:
-    """`text` without the spans of `frames` (sorted); whitespace at each seam is trimmed."""
-    if not frames:
+def _without(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """`text` without `spans` (they may overlap); whitespace at each seam is trimmed."""
+    if not spans:
         return text
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
     pieces = []
     pos = 0
-    for frame in frames:
-        pieces.append(text[pos:frame.start])
-        pos = frame.end
+    for start, end in merged:
+        pieces.append(text[pos:start])
+        pos = end
     pieces.append(text[pos:])
     trimmed = [pieces[0].rstrip()]
     trimmed += [piece.strip() for piece in pieces[1:-1]]
     trimmed.append(pieces[-1].lstrip())
     return "\n".join(piece for piece in trimmed if piece)
+
+
+def _drop_enclosed(frame: Frame, claims: Spans, doc: Document,
+                   taken: list[tuple[Frame, list[ToolCall]]], left: list[LeftAsText]) -> None:
+    """Forget the frames earlier formats found inside `frame`: they are text of its payload
+    (a file that quotes a call), not calls of their own, whatever `frame` turns out to be."""
+    def inside(start: int, end: int) -> bool:
+        return frame.start <= start and end <= frame.end
+
+    claims.remove_inside(frame.start, frame.end)
+    doc.claimed.remove_inside(frame.start, frame.end)
+    taken[:] = [item for item in taken if not inside(item[0].start, item[0].end)]
+    left[:] = [item for item in left
+               if item.reason == "parser_error" or not inside(item.start, item.end)]
 
 
 def extract(
@@ -236,7 +271,7 @@ def extract(
     if not text or not tools:
         return Extraction(content=text)
     chosen = resolve(formats)
-    doc = Document(text, markers_of(tuple(name for name, _ in chosen)), frozenset(tools))
+    doc = Document(text, markers_of(tuple(name for name, _ in chosen)), frozenset(tools), tools)
     claims = Spans()  # taken by earlier formats: a frame overlapping one is dropped
     taken: list[tuple[Frame, list[ToolCall]]] = []
     left: list[LeftAsText] = []
@@ -248,7 +283,9 @@ def extract(
         try:
             for frame in find_frames(doc):
                 if claims.overlaps(frame.start, frame.end):
-                    continue
+                    if not claims.encloses(frame.start, frame.end):
+                        continue
+                    _drop_enclosed(frame, claims, doc, taken, left)
                 spans.append((frame.start, frame.end))
                 doc.claimed.add(frame.start, frame.end)
                 calls, refusals = read_frame(frame, tools, only, truncated,
@@ -267,9 +304,22 @@ def extract(
         taken = _kept_in_context(text, taken, left)
     if not taken:
         return Extraction(content=text, left_as_text=left, text=text)
+    frames = [(frame.start, frame.end) for frame, _ in taken]
+    left_out = [(start, end, "markup")
+                for start, end in cleanup.around_calls(text, frames, left, truncated)]
+    for name in dict.fromkeys(frame.format for frame, _ in taken):
+        hook = CONTENT_MARKUP.get(name)
+        if hook is not None:
+            markup, reasoning = hook(text, frames)
+            left_out += [(start, end, "markup") for start, end in markup]
+            left_out += [(start, end, "reasoning") for start, end in reasoning]
+    left_out.sort()
     return Extraction(
-        content=_without_frames(text, [frame for frame, _ in taken]),
+        content=_without(text, frames + [(start, end) for start, end, _ in left_out]),
         calls=[call for _, calls in taken for call in calls],
         left_as_text=left,
         text=text,
+        reasoning="\n".join(piece for start, end, kind in left_out
+                            if kind == "reasoning" and (piece := text[start:end].strip())),
+        left_out=left_out,
     )

@@ -6,10 +6,13 @@ and the `<invoke name=…><parameter name=…>` grammar that several model famil
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+from .repair import NotJson, loads_repaired
 from .scan import Document
+from .text_values import Tail, ValueTags, stray_tags, value_end
 from .types import Frame
 
 
@@ -126,6 +129,36 @@ def json_frames(doc: Document, fmt: str, pattern: re.Pattern[str], opener: str, 
             openers.taken_to = frame.end
 
 
+def reshaped(frame: Frame, reshape: Callable[[Any], Any]) -> Frame:
+    """A whole JSON frame decoded here and reshaped into call envelope(s) by `reshape` (a
+    format's own keys turned into `name`/`arguments`; None when the value is not that
+    format's): refused as `invalid_json` or `unrecognised_shape` when it cannot be. An
+    incomplete frame is returned as it is (its text stays)."""
+    if not frame.complete or frame.json_text is None:
+        return frame
+    try:
+        value, repairs = loads_repaired(frame.json_text)
+    except NotJson:
+        return Frame(frame.format, frame.start, frame.end, refused="invalid_json")
+    calls = reshape(value)
+    if calls is None:
+        return Frame(frame.format, frame.start, frame.end, refused="unrecognised_shape")
+    return Frame(frame.format, frame.start, frame.end, closed=frame.closed, listed=frame.listed,
+                 value=calls, repairs=(*frame.repairs, *repairs))
+
+
+def section_start(doc: Document, section_open: re.Pattern[str], start: int, taken_to: int,
+                  in_section: bool) -> int | None:
+    """Where the frame of a call opening at `start` begins: at its section's opening tag (a
+    pattern ending in `\\Z`, searched just before `start`), or at `start` when it follows the
+    previous call of a section still open; None when the call stands outside any section (a
+    mention, not a call)."""
+    section = section_open.search(doc.text, max(taken_to, start - 200), start)
+    if section is not None:
+        return section.start()
+    return start if in_section and doc.skip_space(taken_to) == start else None
+
+
 def json_run(doc: Document, pos: int, *, commas: bool = False,
              ) -> tuple[list[tuple[int, int]], int, bool]:
     """JSON values written one after another from `pos` (separated by space, or by commas when
@@ -174,42 +207,108 @@ class InvokeGrammar:
     block_opened: re.Pattern[str]
     block_closed: re.Pattern[str]
     block_open_len: int
+    tags: ValueTags
+    value: Callable[[str], str]  # a value as the dialect's own parser reads it
+    json_body: bool = False  # an invoke may hold its arguments as one JSON object instead
 
 
-def invoke_grammar(prefix: str, block_open: str, block_close: str) -> InvokeGrammar:
-    """The grammar for tags starting with `<prefix`, inside `block_open … block_close`
-    (built once, at import, by the format module)."""
+def _one_of(spellings: tuple[str, ...]) -> str:
+    """A regex matching any of `spellings` (literals), longest first."""
+    return "(?:" + "|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True)) + ")"
+
+
+def invoke_grammar(prefix: str, block_open: str | tuple[str, ...],
+                   block_close: str | tuple[str, ...], *, exact: bool = False,
+                   json_body: bool = False) -> InvokeGrammar:
+    """The grammar for tags starting with `<prefix`, inside `block_open … block_close` (each
+    one spelling or several), built once, at import, by the format module. `exact`: values
+    are kept as written (a dialect that marks strings as such); else a template's newline on
+    each side is not part of the value. With `json_body`, an invoke may hold a JSON object
+    of arguments instead of parameter tags."""
     tag = re.escape(prefix)
     invoke_open = "<" + prefix + "invoke"
+    opens = (block_open,) if isinstance(block_open, str) else block_open
+    closes = (block_close,) if isinstance(block_close, str) else block_close
+    parameter = re.compile(r"\s*+<" + tag + r'parameter\s++name="([^"<>\n]{1,200}+)"'
+                           r'(?:\s++string="(?:true|false)")?\s*+>')
+    parameter_close = "</" + prefix + "parameter>"
     return InvokeGrammar(
         invoke_open=invoke_open,
         invoke=re.compile(re.escape(invoke_open) + r'\s++name="([^"<>\n]{1,200}+)"\s*+>'),
-        parameter=re.compile(r"\s*+<" + tag + r'parameter\s++name="([^"<>\n]{1,200}+)"'
-                             r'(?:\s++string="(?:true|false)")?\s*+>'),
-        parameter_close="</" + prefix + "parameter>",
+        parameter=parameter,
+        parameter_close=parameter_close,
         invoke_close=re.compile(r"\s*+</" + tag + r"invoke>"),
-        block_opened=re.compile(re.escape(block_open) + r"\s*+\Z"),
-        block_closed=re.compile(r"\s*+" + re.escape(block_close)),
-        block_open_len=len(block_open),
+        block_opened=re.compile(_one_of(opens) + r"\s*+\Z"),
+        block_closed=re.compile(r"\s*+" + _one_of(closes)),
+        block_open_len=max(map(len, opens)),
+        tags=ValueTags(
+            tokens=re.compile(r"<(?:(" + tag + r"parameter\s)|/" + tag + r"parameter>)"),
+            next_item=parameter,
+            stray=stray_tags((parameter_close, "</" + prefix + "invoke>", *closes),
+                             (invoke_open, *opens)),
+        ),
+        value=(lambda value: value) if exact else template_value,
+        json_body=json_body,
     )
 
 
-def invoke_parameters(doc: Document, grammar: InvokeGrammar, pos: int, limit: int,
-                      ) -> tuple[list[tuple[str, str]], int, bool] | None:
-    """The `<parameter name="K">V</parameter>` run of an invoke from `pos` (up to `limit`):
-    the (key, text value) pairs, where they end, and whether the last one closed; None when
-    the document's budget ran out (better no frame than one with parameters missing)."""
+def unsure_frame(doc: Document, fmt: str, start: int, name: str | None,
+                 complete: bool) -> Frame:
+    """The frame from `start` of a call whose text value never ended (cut, or not a value we
+    read: incomplete) or has no sure end (`ambiguous_value`): it takes the rest of the text,
+    which may all be that value and may quote other frames, and stays text."""
+    if not complete:
+        return Frame(fmt, start, len(doc.text), closed=False, complete=False, name=name)
+    return Frame(fmt, start, len(doc.text), name=name, refused="ambiguous_value")
+
+
+def invoke_parameters(doc: Document, grammar: InvokeGrammar, pos: int, tail: Tail,
+                      ) -> tuple[list[tuple[str, str]], int, bool, bool] | None:
+    """The `<parameter name="K">V</parameter>` run of an invoke from `pos`: the (key, text
+    value) pairs, where they end, whether the last one closed, and whether every value's
+    tags were balanced (see text_values; `tail` says where the frame ends after a value's
+    close when the invoke ends there); None when the document's budget ran out (better no
+    frame than one with parameters missing)."""
     text = doc.text
     args: list[tuple[str, str]] = []
-    while (param := grammar.parameter.match(text, pos, limit)) is not None:
+    balanced = True
+    while (param := grammar.parameter.match(text, pos)) is not None:
         if not doc.spend():
             return None
-        value_end = text.find(grammar.parameter_close, param.end(), limit)
-        if value_end < 0:
-            return args, pos, False
-        args.append((param[1], template_value(text[param.end():value_end])))
-        pos = value_end + len(grammar.parameter_close)
-    return args, pos, True
+        found = value_end(doc, param.end(), grammar.tags, tail)
+        if found is None:
+            return None if doc.budget.exhausted else (args, pos, False, balanced)
+        args.append((param[1], grammar.value(text[param.end():found.at])))
+        balanced = balanced and found.balanced
+        pos = found.at + len(grammar.parameter_close)
+    return args, pos, True, balanced
+
+
+def _invoke_tail(doc: Document, grammar: InvokeGrammar) -> Tail:
+    """Where an invoke's frame ends after a value's close, when the invoke ends there: after
+    `</invoke>` (and the block's close, if it follows), or at the end of the text."""
+    text = doc.text
+
+    def tail(pos: int) -> int | None:
+        close = grammar.invoke_close.match(text, pos)
+        if close is None:
+            return pos if doc.skip_space(pos) >= len(text) else None
+        block = grammar.block_closed.match(text, close.end())
+        return close.end() if block is None else block.end()
+    return tail
+
+
+def _json_body(doc: Document, pos: int, limit: int, after: int,
+               ) -> tuple[str | None, int, bool]:
+    """An invoke's arguments written as one JSON object from `pos` (before `limit`): (its
+    text, where it ends, whether it is whole); (None, `after`, True) when none is written."""
+    body = doc.skip_space(pos, limit)
+    if body >= limit or doc.text[body] != "{":
+        return None, after, True
+    end = doc.json_end(body)
+    if end is None or end > limit:
+        return None, limit, False
+    return doc.text[body:end], end, True
 
 
 _INDENT = 4096  # how much space may stand between a block's opening tag and its first invoke
@@ -224,6 +323,7 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
     invoke_open, invoke_close = grammar.invoke_open, grammar.invoke_close
     opened, closed_block = grammar.block_opened, grammar.block_closed
     in_block = False
+    tail = _invoke_tail(doc, grammar)
     openers = Openers(doc, grammar.invoke, invoke_open, keep_backticked=True)
     for match in openers:
         start = match.start()
@@ -235,25 +335,129 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
             start = block.start()
         elif not (in_block and doc.skip_space(cursor) == start):
             continue
-        limit = next_or_end(text, invoke_open, match.end())
-        read = invoke_parameters(doc, grammar, match.end(), limit)
+        read = invoke_parameters(doc, grammar, match.end(), tail)
         if read is None:
             return  # out of budget: better no frame than one with parameters missing
-        args, pos, complete = read
-        if not complete:
-            yield Frame(fmt, start, limit, closed=False, complete=False, name=match[1])
-            openers.taken_to, in_block = limit, True
-            continue
+        args, pos, complete, balanced = read
+        body = None
+        if grammar.json_body and complete and not args:
+            body, pos, complete = _json_body(doc, match.end(), len(text), pos)
+        if not (complete and balanced):
+            yield unsure_frame(doc, fmt, start, match[1], complete)
+            return
         close = invoke_close.match(text, pos)
         if close is not None:
             pos = close.end()
             after = closed_block.match(text, pos)
             in_block = after is None
             pos = after.end() if after is not None else pos
-            yield Frame(fmt, start, pos, name=match[1], text_args=tuple(args))
+            yield Frame(fmt, start, pos, name=match[1], text_args=tuple(args), json_text=body)
             openers.taken_to = pos
         elif doc.skip_space(pos) >= len(text):
             yield Frame(fmt, start, pos, closed=False, name=match[1], text_args=tuple(args),
-                        repairs=("missing_close_tag",))
+                        json_text=body, repairs=("missing_close_tag",))
             return
         # Anything else inside the invoke: not a call we read; it stays text.
+
+
+@dataclass(frozen=True)
+class PairGrammar:
+    """One dialect of `<call>NAME<key>K</key><value>V</value>…</call>` (a name, then its
+    parameters as key/value tags), with the section tags that may wrap a run of calls. A
+    value ends at the closing tag the frame's structure shows to be its own (`tags`, see
+    text_values), so that a value holding the dialect's tags is read whole."""
+
+    marker: str  # a literal every call's opening holds, `offset` characters in
+    offset: int
+    head: re.Pattern[str]  # the opening and the name (group 1), up to the first parameter
+    key: re.Pattern[str]  # space, a key (group 1) and what opens its value
+    tags: ValueTags  # a value's closing tag (`next_item` is `key`)
+    close: re.Pattern[str]  # space and the call's closing tag
+    section_open: re.Pattern[str] | None = None  # matched right before the first call
+    section_close: re.Pattern[str] | None = None  # matched right after the last
+    value: Callable[[str], str] | None = None  # a value's text from what is written (CDATA)
+
+
+def _pair_tail(doc: Document, grammar: PairGrammar) -> Tail:
+    """Where a call's frame ends after a value's close, when the call ends there: after its
+    closing tag (and the section's, if that follows), or at the end of the text."""
+    text = doc.text
+
+    def tail(pos: int) -> int | None:
+        close = grammar.close.match(text, pos)
+        if close is None:
+            return pos if doc.skip_space(pos) >= len(text) else None
+        section = grammar.section_close.match(text, close.end()) if grammar.section_close else None
+        return close.end() if section is None else section.end()
+    return tail
+
+
+def _pair_args(doc: Document, grammar: PairGrammar, pos: int, tail: Tail,
+               ) -> tuple[list[tuple[str, str]], int, bool, bool] | None:
+    """The (key, text value) pairs of a call from `pos`, where they end, whether the last
+    value closed, and whether every value's tags were balanced; None when the document's
+    budget ran out."""
+    text = doc.text
+    args: list[tuple[str, str]] = []
+    balanced = True
+    while (key := grammar.key.match(text, pos)) is not None:
+        if not doc.spend():
+            return None
+        found = value_end(doc, key.end(), grammar.tags, tail)
+        if found is None:
+            return None if doc.budget.exhausted else (args, len(text), False, balanced)
+        value = text[key.end():found.at]
+        args.append((key[1].strip(), value if grammar.value is None else grammar.value(value)))
+        balanced = balanced and found.balanced
+        pos = found.end
+    return args, pos, True, balanced
+
+
+def pair_frames(doc: Document, fmt: str, grammar: PairGrammar) -> Iterator[Frame]:
+    """One frame per call of a key/value grammar (values coerced later by the tool's schema);
+    a section's tags go with its first and last call. A call cut before its close is an
+    incomplete frame (its text stays); one whose values have no sure end stays text
+    (`ambiguous_value`), and so does one holding anything else or setting a parameter twice
+    (which value is meant is a guess)."""
+    text = doc.text
+    tail = _pair_tail(doc, grammar)
+    openers = Openers(doc, grammar.head, grammar.marker, offset=grammar.offset)
+    for match in openers:
+        start = match.start()
+        if grammar.section_open is not None:
+            section = grammar.section_open.search(text, max(openers.taken_to, start - 200),
+                                                  start)
+            start = start if section is None else section.start()
+        name = match[1].strip()
+        read = _pair_args(doc, grammar, match.end(), tail)
+        if read is None:
+            return  # out of budget: better no frame than one with parameters missing
+        args, pos, complete, balanced = read
+        if not (complete and balanced):
+            yield unsure_frame(doc, fmt, start, name, complete)
+            return
+        close = grammar.close.match(text, pos)
+        if close is None:
+            if doc.skip_space(pos) >= len(text):  # cut before its close: its text stays
+                yield Frame(fmt, start, len(text), closed=False, complete=False, name=name)
+                return
+            continue  # anything else inside the call: not one we read; it stays text
+        pos = close.end()
+        after = grammar.section_close.match(text, pos) if grammar.section_close else None
+        pos = after.end() if after is not None else pos
+        twice = len({key for key, _ in args}) < len(args)
+        yield Frame(fmt, start, pos, name=name, text_args=tuple(args),
+                    refused="repeated_parameter" if twice else None)
+        openers.taken_to = pos
+
+
+def outermost(*finds: Iterator[Frame]) -> Iterator[Frame]:
+    """The frames of a format's several spellings, in order, without those that stand inside
+    another one's frame: they are text of its payload (a value that quotes a call)."""
+    frames = sorted((frame for find in finds for frame in find),
+                    key=lambda frame: (frame.start, -frame.end))
+    reach = -1
+    for frame in frames:
+        if frame.end > reach:
+            yield frame
+            reach = frame.end

@@ -10,24 +10,37 @@ from .formats import (
     apertus,
     bare_json,
     code_fence,
+    command_r,
     deepseek,
     deepseek_dsml,
+    dots,
     functionary,
+    functiongemma,
     gemma4,
+    gigachat,
     glm,
     granite,
     granite_20b_fc,
     harmony,
     hermes,
+    hunyuan,
+    inkling,
     internlm,
+    k2_horizon,
     kimi_k2,
+    kimi_k3,
+    lfm2,
     llama3,
     longcat,
+    minicpm,
     minimax_m2,
+    minimax_m3,
     mistral,
+    muse,
     phi4_mini,
     pythonic,
     qwen_xml,
+    solar_open,
     step3,
     tool_calls_tag,
     tools_wrapper,
@@ -41,7 +54,9 @@ FrameFinder = Callable[[Document], Iterator[Frame]]
 # tag formats, then those recognised by shape alone (pythonic, fenced, bare JSON) last.
 _MODULES = (hermes, longcat, qwen_xml, glm, tools_wrapper, granite_20b_fc, tool_calls_tag,
             granite, llama3, mistral, deepseek, deepseek_dsml, step3, kimi_k2, minimax_m2,
-            harmony, internlm, phi4_mini, apertus, gemma4, functionary,
+            kimi_k3, minimax_m3, lfm2, gigachat, command_r, solar_open, k2_horizon, inkling,
+            harmony, internlm, phi4_mini, apertus, gemma4, functiongemma,
+            hunyuan, minicpm, dots, muse, functionary,
             pythonic, code_fence, bare_json)
 FORMATS: dict[str, FrameFinder] = {module.NAME: module.find_frames for module in _MODULES}
 
@@ -49,6 +64,15 @@ FORMATS: dict[str, FrameFinder] = {module.NAME: module.find_frames for module in
 # When none occurs in a text, the format is not run at all (all formats' markers are looked
 # for in one combined search). Empty: the format is recognised by shape and always runs.
 MARKERS: dict[str, tuple[str, ...]] = {module.NAME: module.MARKERS for module in _MODULES}
+
+# Formats whose output holds more structure around a call than its frames (Harmony's other
+# messages): once a call of theirs is taken, the spans of that markup and of the reasoning
+# it holds, given the text and the taken frames' spans.
+ContentMarkup = Callable[[str, Sequence[tuple[int, int]]],
+                         tuple[list[tuple[int, int]], list[tuple[int, int]]]]
+CONTENT_MARKUP: dict[str, ContentMarkup] = {
+    module.NAME: module.content_markup for module in _MODULES
+    if hasattr(module, "content_markup")}
 
 # vLLM's `--tool-call-parser` names (and a few common spellings) → our format names, so that
 # a configuration can name the parser it would have used upstream. A parser that reads shapes
@@ -65,6 +89,22 @@ ALIASES: dict[str, str | tuple[str, ...]] = {
     "phi4_mini_json": "phi4_mini", "seed_oss": "qwen_xml",
     "ernie45": "hermes", "granite-20b-fc": "granite_20b_fc",
     "xlam": ("bare_json", "code_fence", "hermes", "mistral"),
+    # vLLM 0.33's parsers for this year's families
+    "deepseek_v4": "deepseek_dsml", "deepseek_v41": "deepseek_dsml",
+    "cohere_command3": "command_r", "cohere_command4": "command_r", "granite4": "hermes",
+    "poolside_v1": "glm", "hy_v3": "hunyuan", "mimo": "qwen_xml", "step3p5": "qwen_xml",
+    "minicpm5": "minicpm", "gigachat3": "gigachat", "gigachat35": "gigachat",
+    "solar_open2": "solar_open", "nemotron_json": "tool_calls_tag",
+    "nemotron_nano_v2": "tool_calls_tag",
+    "ling3": "glm",
+    # SGLang's spellings of its detectors' names
+    "apertus2509": "apertus", "deepseekv3": "deepseek", "deepseekv31": "deepseek",
+    "deepseekv32": "deepseek_dsml", "deepseekv4": "deepseek_dsml", "deepseekv41": "deepseek_dsml",
+    "gpt-oss": "harmony", "minimax-m2": "minimax_m2", "minimax-m3": "minimax_m3",
+    "qwen25": "hermes", "trinity": "hermes", "interns1": "internlm", "spark25": "glm",
+    # llama.cpp's format names where they differ
+    "apriel": "tool_calls_tag", "firefunction_v2": "phi4_mini", "command_r7b": "command_r",
+    "nemotron_v2": "tool_calls_tag", "generic": "bare_json",
 }
 
 

@@ -72,13 +72,20 @@ class LeftAsText:
 
 @dataclass
 class Extraction:
-    """The result of reading one model output for tool calls."""
+    """The result of reading one model output for tool calls: `content` is the text the
+    model wrote for the user, without the frames taken, the markup around them, nor the
+    reasoning found beside them."""
 
     content: str
     calls: list[ToolCall] = field(default_factory=list)
     left_as_text: list[LeftAsText] = field(default_factory=list)
 
     text: str = ""  # the text given to extract(), which the calls' spans index
+    # The model's reasoning found around the calls (Harmony's analysis channel), for the
+    # reasoning field; and the spans of text left out of `content` besides the frames:
+    # (start, end, "markup" or "reasoning").
+    reasoning: str = ""
+    left_out: list[tuple[int, int, str]] = field(default_factory=list)
 
     def between(self, start: int, end: int) -> bool:
         """Whether the text between two frames holds anything but space."""

@@ -22,11 +22,13 @@ from .plan import TurnPlan
 
 @dataclass(frozen=True)
 class UpstreamReply:
-    """A buffered upstream answer: status, headers and the whole body."""
+    """A buffered upstream answer: status, headers and the whole body (or, `parsed`, the
+    answer already as data: a streamed one, assembled by `turn.live`)."""
 
     status: int
     headers: dict[str, str]
     body: bytes
+    parsed: Any = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def decide(plan: TurnPlan, reply: UpstreamReply | ProxyError) -> Decision:
         return Failure(reply)
     status = reply.status
     try:
-        body: Any = orjson.loads(reply.body)
+        body: Any = reply.parsed if reply.parsed is not None else orjson.loads(reply.body)
     except orjson.JSONDecodeError:
         text = reply.body.decode("utf-8", "replace")
         error = (from_upstream(status, reply.body, reply.headers) if status >= 400

@@ -17,6 +17,7 @@ import orjson
 from ..ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
 from ..toolcalls.repair import NotJson, loads_repaired
+from .thinking import leading_thinking
 
 _TOP_LEVEL = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint",
               "service_tier")
@@ -86,6 +87,8 @@ class ExtractionSettings:
     # vLLM's `stop_reason` (the stop string that ended the choice) kept on each choice, for
     # fronts whose wire tells a stop sequence from a natural end (Anthropic's stop_sequence).
     keep_stop_reason: bool = False
+    # A leading think block in the content is the reasoning (see `turn.thinking`).
+    reasoning_from_content: bool = True
 
 
 def mint_call_id(taken: set[str]) -> str:
@@ -200,6 +203,11 @@ def split_thinking(content: str) -> tuple[str, tuple[int, int] | None, str]:
     return content, (body_start, len(content)), ""
 
 
+def _joined(*texts: str | None) -> str:
+    """Texts one after another, a line apart (the empty ones left out)."""
+    return "\n".join(text for text in texts if text)
+
+
 def _extract(text: str, settings: ExtractionSettings, finish: str | None,
              outcome: Outcome) -> Extraction:
     """Calls written as text in `text`; what stayed text is recorded in `outcome`."""
@@ -250,6 +258,11 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
     reasoning = message.get("reasoning_content")
     if not isinstance(reasoning, str):
         reasoning = message.get("reasoning") if isinstance(message.get("reasoning"), str) else None
+    if settings.reasoning_from_content and content and not reasoning:
+        thinking = leading_thinking(content)
+        if thinking is not None:
+            reasoning, content = thinking
+            outcome.repairs.append(Repair("content", "reasoning_from_content", None))
 
     calls = _native_calls(message.get("tool_calls"), finish, settings, outcome, taken_ids)
     if calls:
@@ -260,19 +273,21 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
         found = _extract(tail, settings, finish, outcome)
         if found.calls:
             content = head + ("\n\n" if head and found.content else "") + found.content
+            reasoning = _joined(reasoning, found.reasoning) or reasoning
             _add_calls(calls, found, outcome, taken_ids)
         elif not tail.strip() and think is not None and finish != "length":
             # Nothing visible (no call, no answer): a call written in the thinking is recovered.
             found = _extract(content[think[0]:think[1]], settings, finish, outcome)
             if found.calls:
-                content = content[:think[0]] + found.content + content[think[1]:]
+                content = (content[:think[0]] + _joined(found.reasoning, found.content)
+                           + content[think[1]:])
                 _add_calls(calls, found, outcome, taken_ids, from_reasoning=True)
     if (not calls and reasoning and settings.tools and finish != "length"
             and not (content and split_thinking(content)[2].strip())):
         # Nothing visible and no call: one written in the reasoning field is recovered, once.
         found = _extract(reasoning, settings, finish, outcome)
         if found.calls:
-            reasoning = found.content
+            reasoning = _joined(found.reasoning, found.content)
             _add_calls(calls, found, outcome, taken_ids, from_reasoning=True)
 
     if calls:

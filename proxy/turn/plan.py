@@ -13,14 +13,15 @@ from ..errors import ProxyError
 from ..toolcalls.repair import loads as exact_loads
 from .compat import rewrite_request
 from .normalize import ExtractionSettings
+from .thinking import move_history_thinking
 
 
 @dataclass(frozen=True)
 class TurnPlan:
-    """A turn the proxy answers itself: upstream asked with `stream: false`, the answer
-    normalised and its calls extracted, then rendered by the front that planned it."""
-
-    mode: ClassVar[str] = "buffered"
+    """A turn the proxy answers itself: upstream asked with `stream: false` (or, `streamed`,
+    with `stream: true`: text and reasoning relayed live, what could be a call held back),
+    the answer normalised and its calls extracted, then rendered by the front that planned
+    it."""
 
     upstream_body: bytes
     config: Config  # the settings in force for this request's model
@@ -33,6 +34,12 @@ class TurnPlan:
     parallel_tool_calls: bool = True
     tool_call_required: bool = False
     front: Any = None  # what the front needs to render its answer; the core never reads it
+    streamed: bool = False  # `stream_mode: stream`: upstream streams, the turn flows live
+
+    @property
+    def mode(self) -> str:
+        """How the turn is answered, for logs and metrics: `buffered` or `streamed`."""
+        return "streamed" if self.streamed else "buffered"
 
 
 @dataclass(frozen=True)
@@ -164,10 +171,17 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
             "or raise loop_guard_max_tool_calls.",
             "messages", "tool_call_loop_guard")
 
+    required = tool_choice == "required" or only is not None
+    streamed = streams_live(config, client_stream=client_stream, tool_call_required=required)
     upstream = dict(body)
-    rewrites = rewrite_request(upstream, config, upstream_streams=False)
-    upstream["stream"] = False
-    upstream.pop("stream_options", None)
+    rewrites = rewrite_request(upstream, config, upstream_streams=streamed)
+    if config.reasoning_from_content and move_history_thinking(messages):
+        rewrites.append("history_thinking_as_reasoning")  # as the proxy's answers had it
+    upstream["stream"] = streamed
+    if streamed:  # usage always, so that the assembled answer has it (sent if asked for)
+        upstream["stream_options"] = {"include_usage": True}
+    else:
+        upstream.pop("stream_options", None)
     if schemas and tool_choice != "none" and not config.upstream_tool_parser:
         # vLLM without --enable-auto-tool-choice refuses any other tool_choice; the tools stay
         # in the prompt, special tokens stay in the text, and the proxy applies the choice.
@@ -187,6 +201,7 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
         orjson.dumps(upstream),
         config,
         ExtractionSettings(tools=schemas, only=only, formats=formats,
+                           reasoning_from_content=config.reasoning_from_content,
                            reasoning_field=config.reasoning_field),
         model=model,
         client_stream=client_stream,
@@ -194,6 +209,16 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
         history_tool_calls=history,
         rewrites=tuple(rewrites),
         parallel_tool_calls=body.get("parallel_tool_calls") is not False,
-        tool_call_required=tool_choice == "required" or only is not None,
+        tool_call_required=required,
         front=front,
+        streamed=streamed,
     )
+
+
+def streams_live(config: Config, *, client_stream: bool, tool_call_required: bool) -> bool:
+    """Whether a turn runs in the streamed mode: `stream_mode: stream` and a client that
+    streams (one that does not gains nothing from it). A turn whose `tool_choice` demands a
+    call is buffered while `required_call_retries` may ask again: an answer without the call
+    is replaced by another generation, and text already shown cannot be taken back."""
+    return (config.stream_mode == "stream" and client_stream
+            and not (tool_call_required and config.required_call_retries > 0))

@@ -1,9 +1,12 @@
 """The waiting of one turn as a small state machine: `step(state, event) -> (state, actions)`.
 
-The shell tells it what happened (time passed, upstream finished, the turn decided) and
-carries out what it answers (wait, send the stream's head or a heartbeat, ask upstream again,
-deliver, fail, give up on a client that left). Every rule of the wait is in this table (in
-the spirit of h11's `_state.py`); the shell has none of its own.
+The shell tells it what happened (time passed, upstream sent text the client may see,
+upstream finished, the turn decided) and carries out what it answers (wait, send the
+stream's head, live text or a heartbeat, ask upstream again, deliver, fail, give up on a
+client that left). In the streamed mode text arrives between the looks at the client: the
+shell keeps to the Wait it was given (its looks stay on time) and tells each arrival as it
+comes; heartbeats are sent only while nothing else flows. Every rule of the wait is in this
+table (in the spirit of h11's `_state.py`); the shell has none of its own.
 
     phase      event                           actions
     any        Tick, deadline passed           Fail(upstream_timeout)              -> done
@@ -11,6 +14,8 @@ the spirit of h11's `_state.py`); the shell has none of its own.
     any        Tick, server stopping           Fail(proxy_restarting)              -> done
     waiting    Tick, commit window passed      Commit (the stream's head), Wait    -> streaming
     streaming  Tick, heartbeat due             Heartbeat, Wait
+    waiting    Arrived (streamed mode)         Commit, Flow                        -> streaming
+    streaming  Arrived                         Flow (the next heartbeat a beat later)
     any        UpstreamDone                    Collect (the shell decides, see core.decide)
     any        Decided(Answer)                 Deliver                             -> done
     any        Decided(Failure ask_again), a retry left
@@ -90,7 +95,14 @@ class Decided:
     decision: Decision
 
 
-Event = Tick | UpstreamDone | Decided
+@dataclass(frozen=True)
+class Arrived:
+    """Upstream sent reasoning or text that the client may see now (the streamed mode)."""
+
+    now: float
+
+
+Event = Tick | UpstreamDone | Decided | Arrived
 
 
 # -- actions ---------------------------------------------------------------------------------
@@ -105,6 +117,11 @@ class Wait:
 @dataclass(frozen=True)
 class Commit:
     """Send the stream's head: from now on the client's response is a stream."""
+
+
+@dataclass(frozen=True)
+class Flow:
+    """Send the reasoning and text that upstream sent and the client may see now."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +158,7 @@ class Abandon:
     """The client left: cut the upstream call, send nothing more."""
 
 
-Action = Wait | Commit | Heartbeat | Collect | AskAgain | Deliver | Fail | Abandon
+Action = Wait | Commit | Flow | Heartbeat | Collect | AskAgain | Deliver | Fail | Abandon
 
 
 def step(state: Waiting, event: Event) -> tuple[Waiting, list[Action]]:
@@ -152,7 +169,21 @@ def step(state: Waiting, event: Event) -> tuple[Waiting, list[Action]]:
         return state, [Collect()]
     if isinstance(event, Decided):
         return _decided(state, event)
+    if isinstance(event, Arrived):
+        return _arrived(state, event)
     return _tick(state, event)
+
+
+def _arrived(state: Waiting, event: Arrived) -> tuple[Waiting, list[Action]]:
+    """Live text goes out at once (committing the stream if it has not begun), and puts off
+    the next heartbeat; a client that does not stream gets it all with the answer."""
+    if state.commit_at is None:
+        return state, []
+    actions: list[Action] = []
+    if state.phase is Phase.WAITING:
+        actions.append(Commit())
+    state = dataclasses.replace(state, phase=Phase.STREAMING, next_beat=event.now + state.beat)
+    return state, [*actions, Flow()]
 
 
 def _done(state: Waiting, action: Action) -> tuple[Waiting, list[Action]]:

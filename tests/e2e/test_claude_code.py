@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_vllm import MODEL, Answer, Received, vllm_completion
+from tests.fake_vllm import MODEL, Answer, Received, vllm_answer, vllm_completion
 
 pytestmark = pytest.mark.e2e
 
@@ -31,15 +31,16 @@ def _script(received: Received) -> Answer:
     results = [m for m in body["messages"] if m["role"] == "tool"]
     if results:
         output = results[-1]["content"]
-        return Answer(body=vllm_completion(f"The command printed: {output.strip()}",
-                                           reasoning="The tool ran; report its output."))
+        return vllm_answer(vllm_completion(f"The command printed: {output.strip()}",
+                                           reasoning="The tool ran; report its output."))(
+            received)
     if "Bash" in _tool_names(body):
         call = {"name": "Bash", "arguments": {"command": f"echo {MARKER}",
                                               "description": "Print the marker"}}
-        return Answer(body=vllm_completion(
+        return vllm_answer(vllm_completion(
             f"I'll run it.\n<tool_call>\n{json.dumps(call)}\n</tool_call>",
-            reasoning="The user wants the command run with Bash."))
-    return Answer(body=vllm_completion("OK"))  # side requests (titles, summaries)
+            reasoning="The user wants the command run with Bash."))(received)
+    return vllm_answer(vllm_completion("OK"))(received)  # side requests (titles, summaries)
 
 
 def _claude_env(proxy_url: str, home: Path) -> dict[str, str]:
@@ -62,10 +63,11 @@ def _claude_env(proxy_url: str, home: Path) -> dict[str, str]:
             "CLAUDE_CODE_MAX_RETRIES": "0"}
 
 
-def test_claude_code_runs_its_bash_tool_through_the_proxy(fake, start_proxy, tmp_path):
+@pytest.mark.parametrize("mode", ["buffer", "stream"])
+def test_claude_code_runs_its_bash_tool_through_the_proxy(fake, start_proxy, tmp_path, mode):
     if not CLAUDE.exists():
-        pytest.skip("Claude Code is not installed: run `make e2e`")
-    proxy = start_proxy(api_keys=["sk-e2e"])
+        pytest.fail("Claude Code is not installed: run `make e2e` (npm install in tests/e2e)")
+    proxy = start_proxy(api_keys=["sk-e2e"], stream_mode=mode)
     fake.answer(_script)
     work = tmp_path / "work"
     work.mkdir()
@@ -83,7 +85,7 @@ def test_claude_code_runs_its_bash_tool_through_the_proxy(fake, start_proxy, tmp
     tool_results = [m for body in turns for m in body["messages"] if m["role"] == "tool"]
     assert any(PRINTED in m["content"] for m in tool_results)  # Bash really ran
     first = turns[0]
-    assert first["stream"] is False
+    assert first["stream"] is (mode == "stream")
     assert all("x-anthropic-billing-header" not in json.dumps(body["messages"])
                for body in turns)  # the per-request line is not in the cached prefix
     calls = [m for m in turns[-1]["messages"] if m.get("tool_calls")]

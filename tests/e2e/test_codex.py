@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_vllm import Answer, Received, vllm_completion
+from tests.fake_vllm import Answer, Received, vllm_answer, vllm_completion
 
 pytestmark = pytest.mark.e2e
 
@@ -57,18 +57,21 @@ def _agent(received: Received) -> Answer:
     body = received.json
     results = [m.get("content") for m in body["messages"] if m.get("role") == "tool"]
     if results:
-        return Answer(body=vllm_completion(f"The file says: {json.dumps(results[-1])}"))
+        return vllm_answer(vllm_completion(f"The file says: {json.dumps(results[-1])}"))(
+            received)
     names = [t["function"]["name"] for t in body.get("tools") or ()]
     name, arguments = _shell_call(names)
     call = json.dumps({"name": name, "arguments": arguments})
-    return Answer(body=vllm_completion(f"I'll read it.\n<tool_call>\n{call}\n</tool_call>",
-                                       reasoning="The user wants the file read."))
+    return vllm_answer(vllm_completion(f"I'll read it.\n<tool_call>\n{call}\n</tool_call>",
+                                       reasoning="The user wants the file read."))(received)
 
 
-def test_codex_exec_runs_a_tool_call_written_as_hermes_text(fake, start_proxy, tmp_path):
+@pytest.mark.parametrize("mode", ["buffer", "stream"])
+def test_codex_exec_runs_a_tool_call_written_as_hermes_text(fake, start_proxy, tmp_path, mode):
     if not CODEX.exists():
         pytest.fail("Codex CLI is not installed: run `make e2e` (npm install in tests/e2e)")
-    proxy = start_proxy(responses_store_path=str(tmp_path / "responses.sqlite3"))
+    proxy = start_proxy(responses_store_path=str(tmp_path / "responses.sqlite3"),
+                        stream_mode=mode)
     fake.answer(_agent)
     home, work = tmp_path / "codex-home", tmp_path / "work"
     home.mkdir()
@@ -90,7 +93,7 @@ def test_codex_exec_runs_a_tool_call_written_as_hermes_text(fake, start_proxy, t
     chats = fake.chat_requests()
     assert len(chats) >= 2
     first, last = chats[0].json, chats[-1].json
-    assert first["stream"] is False  # the proxy buffered the turn Codex streamed
+    assert first["stream"] is (mode == "stream")  # buffered: the whole answer, then a stream
     calls = [m for m in last["messages"] if m.get("tool_calls")]
     assert calls
     assert calls[-1]["tool_calls"][0]["function"]["name"] == _shell_call(

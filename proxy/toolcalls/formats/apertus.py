@@ -12,8 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, json_frame
-from ..repair import NotJson, loads_repaired
+from ..framing import Openers, json_frame, reshaped
 from ..scan import Document
 from ..types import Frame
 
@@ -46,17 +45,4 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if frame is None:
             continue
         openers.taken_to = frame.end
-        if not frame.complete or frame.json_text is None:
-            yield frame
-            continue
-        try:
-            value, repairs = loads_repaired(frame.json_text)
-        except NotJson:
-            yield Frame(NAME, frame.start, frame.end, refused="invalid_json")
-            continue
-        calls = _envelopes(value)
-        if calls is None:
-            yield Frame(NAME, frame.start, frame.end, refused="unrecognised_shape")
-            continue
-        yield Frame(NAME, frame.start, frame.end, closed=frame.closed, listed=True,
-                    value=calls, repairs=(*frame.repairs, *repairs))
+        yield reshaped(frame, _envelopes)

@@ -1,7 +1,9 @@
 """Bare JSON calls: the whole content is a call object or array, or calls one per line.
 
 Line-wise calls are taken only as the closing block of the content (prose may come before
-them, never after), so a JSON example the model shows inside an explanation stays text.
+them, never after), so a JSON example the model shows inside an explanation stays text. The
+whole content may also be the envelope `{"tool_calls": [{…}, …]}` (xLAM's native shape,
+llama.cpp's "Generic" format) or `{"tool_call": {…}}` (llama.cpp's Generic, one call).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..repair import NotJson, loads_repaired
 from ..scan import Document
 from ..types import Frame
 
@@ -16,6 +19,24 @@ NAME = "bare_json"
 MARKERS = ()  # none: recognised by shape, at the start and end of the content
 # What can start a JSON call or list of calls: `{"`, `{'`, `{}`, `[{`, `[]`.
 _CALL_START = re.compile(r"\{\s*+[\"'}]|\[\s*+[{\]]")
+_ENVELOPE = re.compile(r'\{\s*+"tool_calls?"\s*+:')
+
+
+def _envelope(text: str, start: int, end: int) -> Frame | None:
+    """The calls of a `{"tool_calls": [...]}` or `{"tool_call": {...}}` envelope; None when
+    the object is anything else."""
+    try:
+        value, repairs = loads_repaired(text[start:end])
+    except NotJson:
+        return None
+    if not isinstance(value, dict) or len(value) != 1:
+        return None
+    ((key, calls),) = value.items()
+    if key == "tool_calls" and isinstance(calls, list):
+        return Frame(NAME, start, end, value=calls, listed=True, repairs=repairs)
+    if key == "tool_call" and isinstance(calls, dict):
+        return Frame(NAME, start, end, value=calls, repairs=repairs)
+    return None
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
@@ -25,7 +46,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     if _CALL_START.match(text, first):
         end = doc.json_end(first)
         if end is not None and doc.skip_space(end) == len(text):
-            yield Frame(NAME, first, end, json_text=text[first:end])
+            envelope = _envelope(text, first, end) if _ENVELOPE.match(text, first) else None
+            yield envelope or Frame(NAME, first, end, json_text=text[first:end])
             return
     frames: list[Frame] = []
     line_end = len(text)

@@ -27,23 +27,36 @@ _EXAMPLE_CUE = re.compile(r"\b(?:example|e\.g\.|for instance|such as|like this|w
                          re.IGNORECASE)
 
 
+def _fenced_value(doc: Document, closing: int) -> tuple[int, int, int] | None:
+    """(opening fence, JSON start, JSON end) of the fenced block that the fence at `closing`
+    closes, when it holds one JSON value: the opening fence is the nearest one at the start
+    of a line whose JSON ends right before `closing` (a string in the JSON may itself hold a
+    fence)."""
+    text = doc.text
+    line = closing
+    for _ in range(_MAX_FENCES):
+        line = text.rfind("\n" + _FENCE, 0, line)
+        opening = line + 1 if line >= 0 else 0
+        match = _OPENING.match(text, opening)
+        if match is not None:
+            body_end = doc.json_end(match.end())
+            if body_end is not None and doc.skip_space(body_end) == closing:
+                return opening, match.end(), body_end
+        if line < 0 or not doc.spend():
+            return None
+    return None
+
+
 def find_frames(doc: Document) -> Iterator[Frame]:
     """The fenced JSON blocks that end the content, each one JSON value, one fence each."""
     text = doc.text
     end = len(text.rstrip())
     frames: list[Frame] = []
     while len(frames) < _MAX_FENCES and text.endswith(_FENCE, 0, end) and doc.spend():
-        closing = end - len(_FENCE)
-        opening = text.rfind(_FENCE, 0, closing)
-        if opening < 0 or (opening > 0 and text[opening - 1] != "\n"):
-            break
-        match = _OPENING.match(text, opening)
-        if match is None:
-            break
-        body = match.end()
-        body_end = doc.json_end(body)
-        if body_end is None or doc.skip_space(body_end) != closing:
+        found = _fenced_value(doc, end - len(_FENCE))
+        if found is None:
             break  # not one JSON value: code, or an example with prose in it
+        opening, body, body_end = found
         frames.append(Frame(NAME, opening, end, json_text=text[body:body_end],
                             listed=text[body] == "["))
         end = len(text[:opening].rstrip())

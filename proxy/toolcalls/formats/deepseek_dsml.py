@@ -1,12 +1,22 @@
-"""DeepSeek-V3.2 calls, in its DSML markup (full-width bar), parameters as text.
+"""DeepSeek V3.2, V4 and V4.1 calls, in DeepSeek's DSML markup (full-width bar).
 
-    <｜DSML｜function_calls>
+    <｜DSML｜function_calls>                                          (V3.2; V4: tool_calls)
     <｜DSML｜invoke name="get_weather">
     <｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>
     </｜DSML｜invoke>
     </｜DSML｜function_calls>
 
-Values are coerced by the tool's schema (`string="false"` values are JSON, which the schema
+    <｜DSML｜ calls>                                                          (V4.1: spaced)
+    <｜DSML｜ invoke name="get_weather">
+    <｜DSML｜ parameter name="city" string="true">Paris</｜DSML｜ parameter>
+    </｜DSML｜ invoke>
+    </｜DSML｜ calls>
+
+The block tag's spellings the V4 and V4.1 checkpoints are known to write (vLLM's
+`deepseek_v4`/`deepseek_v41` configs: `toolcalls`, `tool`; `calls` without its space,
+`call`) are read too. An invoke may hold its arguments as one JSON object instead of
+parameter tags (SGLang's V4.1 structural tag writes that; the V3.2 parser reads it). Text
+values are coerced by the tool's schema (`string="false"` values are JSON, which the schema
 coercion reads for non-string types).
 """
 
@@ -14,16 +24,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..framing import invoke_frames, invoke_grammar
+from ..framing import invoke_frames, invoke_grammar, outermost
 from ..scan import Document
 from ..types import Frame
 
 NAME = "deepseek_dsml"
-_PREFIX = "｜DSML｜"
-_GRAMMAR = invoke_grammar(_PREFIX, f"<{_PREFIX}function_calls>", f"</{_PREFIX}function_calls>")
-MARKERS = (_GRAMMAR.invoke_open,)
+_BAR = "｜DSML｜"
+_UNSPACED = invoke_grammar(
+    _BAR,
+    tuple(f"<{_BAR}{block}>" for block in ("function_calls", "tool_calls", "toolcalls", "tool")),
+    tuple(f"</{_BAR}{block}>" for block in ("function_calls", "tool_calls", "toolcalls", "tool")),
+    exact=True, json_body=True)
+_SPACED = invoke_grammar(  # V4.1
+    _BAR + " ",
+    tuple(f"<{_BAR}{block}>" for block in (" calls", "calls", " call")),
+    tuple(f"</{_BAR}{block}>" for block in (" calls", "calls", " call")),
+    exact=True, json_body=True)
+MARKERS = (_UNSPACED.invoke_open, _SPACED.invoke_open)
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """Each DSML `invoke` inside a `function_calls` block."""
-    yield from invoke_frames(doc, NAME, _GRAMMAR)
+    """Each DSML `invoke` inside a calls block, in either spelling (a call of one spelling
+    quoted in a value of the other is that value's text)."""
+    yield from outermost(*(invoke_frames(doc, NAME, grammar) for grammar in (_UNSPACED, _SPACED)
+                           if doc.has(grammar.invoke_open)))

@@ -4,8 +4,10 @@
 
 (vLLM's `gemma4` parser.) Keys are bare, strings are delimited by `<|"|>`, objects `{…}` and
 arrays `[…]` nest, and numbers, `true`, `false` and `null` are written bare. A bare value that
-is none of those (a word) is not guessed at: the frame stays text. Calls follow one another
-without a separator.
+is none of those (a word) is not guessed at: the frame stays text. A string is kept exactly as
+written between its quotes (spaces and newlines at its ends included); a bare key may hold
+spaces. Calls follow one another without a separator; `<|tool_response>` after the last
+belongs to the frame.
 """
 
 from __future__ import annotations
@@ -25,13 +27,18 @@ _CLOSE = "<tool_call|>"
 MARKERS = (_OPEN[1:],)  # not `<`-anchored: that group is the one every text is searched for
 _HEAD = re.compile(r"<\|tool_call>\s*+call:([\w.\-]{1,200}+)\{")
 _STRING = '<|"|>'
-_KEY = re.compile(r"\s*+([^\s:{}\[\],<>\"']{1,200}+)\s*+:\s*+")
+# A bare key: anything up to its colon but brackets, commas, tags and quotes; it may hold
+# spaces (`first name:`), not at its ends (vLLM's parser strips them too).
+_KEY = re.compile(r"\s*+([^\s:{}\[\],<>\"'](?:[^:{}\[\],<>\"'\n]{0,198}[^\s:{}\[\],<>\"'])?)"
+                  r"\s*+:\s*+")
 _QUOTED_KEY = re.compile(r'\s*+<\|"\|>([^<]{1,200}+)<\|"\|>\s*+:\s*+')
 _BARE = re.compile(r"\s*+(-?(?:0|[1-9]\d*+)(?:\.\d++)?(?:[eE][+-]?\d++)?|true|false|null)"
                    r"\s*+(?=[,}\]])")
 _SEPARATOR = re.compile(r"\s*+,?\s*+")
 _SPACE = re.compile(r"\s*+")
-_CLOSE_AFTER = re.compile(r"\s*+" + re.escape(_CLOSE))
+# The close, and the `<|tool_response>` the model writes next to hand over to the tool (its
+# stop token, in the text when special tokens are kept).
+_CLOSE_AFTER = re.compile(r"\s*+" + re.escape(_CLOSE) + r"(?:\s*+<\|tool_response>)?")
 _MAX_DEPTH = 64
 
 

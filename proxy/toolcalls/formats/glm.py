@@ -5,8 +5,13 @@
     <arg_value>Paris</arg_value>
     </tool_call>
 
-Values are coerced later by the tool's schema. A call without parameters is
-`<tool_call>NAME</tool_call>`.
+Values are coerced later by the tool's schema; a string keeps its whitespace (vLLM's parser
+keeps it too). A value ends at the `</arg_value>` the frame's structure shows to be its own
+(see text_values): one followed by the next `<arg_key>` or by `</tool_call>`, so that a value
+whose text says `</arg_value>`, `<tool_call>` or `</tool_call>` is read whole. A call without
+parameters is `<tool_call>NAME</tool_call>`. A call whose `</tool_call>` is missing before the
+next call is a repair, refused (`ambiguous_value`) when the calls after it would leave a close
+standing: its last value may as well hold those calls, quoted.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, ends_or_opens, next_or_end
+from ..framing import Openers, unsure_frame
 from ..scan import Document
+from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame
 
 NAME = "glm"
@@ -27,36 +33,96 @@ _OPENER = re.compile(r"<tool_call>\s*+([^\s<>{}\[\]\"'`]{1,200}+)"
 _KEY = re.compile(r"\s*+<arg_key>([^<>]{1,200}+)</arg_key>\s*+<arg_value>")
 _VALUE_CLOSE = "</arg_value>"
 _CLOSE = re.compile(r"\s*+</tool_call>")
+# What a naive reading after a repaired call sees: calls and values opened and closed.
+_STRUCTURE = re.compile(r"<(/?)(tool_call|arg_value)>")
+_TAGS = ValueTags(
+    tokens=re.compile(r"<(?:(arg_value>)|/arg_value>)"),
+    next_item=_KEY,
+    stray=re.compile(r"<(?:(/(?:arg_value|arg_key|tool_call)>)|tool_call>)"),
+)
+
+
+def _ends_or_calls(doc: Document, pos: int) -> bool:
+    """Whether only space stands between `pos` and the end of the text or the next GLM call
+    (a name after `<tool_call>`, not another format's `<tool_call>` that a value quotes)."""
+    after = doc.skip_space(pos)
+    return after >= len(doc.text) or _OPENER.match(doc.text, after) is not None
+
+
+def _leaves_a_close(text: str, pos: int, sure: set[int]) -> bool:
+    """Whether the calls from `pos` on, read as written (each value up to its first
+    `</arg_value>`, each call up to its first `</tool_call>` or the next `<tool_call>`),
+    leave a `</arg_value>` or `</tool_call>` that no call opened. `sure`: call openers from
+    which a reading already found none (the reading from an opener is the same wherever
+    it started), filled in on the way, so that a run of calls is read once."""
+    in_call = in_value = False
+    seen: list[int] = []
+    for tag in _STRUCTURE.finditer(text, pos):
+        closing, kind = tag[1] == "/", tag[2]
+        if in_value:
+            in_value = not (closing and kind == "arg_value")
+        elif not closing:
+            if kind == "tool_call":
+                if tag.start() in sure:
+                    break
+                seen.append(tag.start())
+                in_call = True
+            else:
+                in_value = in_call
+        elif not in_call or kind == "arg_value":
+            return True
+        else:
+            in_call = False
+    sure.update(seen)
+    return False
+
+
+def _tail(doc: Document) -> Tail:
+    """Where a frame ends after a value's close, when the call ends there: after
+    `</tool_call>`, or (its close missing) where only space or the next call follows."""
+    text = doc.text
+
+    def tail(pos: int) -> int | None:
+        close = _CLOSE.match(text, pos)
+        if close is not None:
+            return close.end()
+        return pos if _ends_or_calls(doc, pos) else None
+    return tail
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<tool_call>NAME` followed by `<arg_key>`/`<arg_value>` pairs."""
     text = doc.text
+    tail = _tail(doc)
     openers = Openers(doc, _OPENER, _OPEN)
+    sure: set[int] = set()  # see _leaves_a_close
     for match in openers:
         start = match.start()
         args: list[tuple[str, str]] = []
         pos = match.end()
-        limit = next_or_end(text, _OPEN, pos)
-        complete = True
-        while (key := _KEY.match(text, pos, limit)) is not None:
+        balanced = complete = True
+        while (key := _KEY.match(text, pos)) is not None:
             if not doc.spend():
                 return  # out of budget: better no frame than one with parameters missing
-            value_end = text.find(_VALUE_CLOSE, key.end(), limit)
-            if value_end < 0:
-                complete = False  # the value never closes: cut, or not a frame we read
+            found = value_end(doc, key.end(), _TAGS, tail)
+            if found is None:
+                complete = False
                 break
-            args.append((key[1].strip(), text[key.end():value_end]))
-            pos = value_end + len(_VALUE_CLOSE)
-        if not complete:
-            yield Frame(NAME, start, limit, closed=False, complete=False, name=match[1])
-            openers.taken_to = limit
-            continue
+            args.append((key[1].strip(), text[key.end():found.at]))
+            balanced = balanced and found.balanced
+            pos = found.at + len(_VALUE_CLOSE)
+        if not (complete and balanced):
+            if not doc.budget.exhausted:
+                yield unsure_frame(doc, NAME, start, match[1], complete)
+            return
         close = _CLOSE.match(text, pos)
         if close is not None:
             yield Frame(NAME, start, close.end(), name=match[1], text_args=tuple(args))
             openers.taken_to = close.end()
-        elif ends_or_opens(doc, pos, _OPEN):
+        elif _ends_or_calls(doc, pos):
+            if _leaves_a_close(text, pos, sure):
+                yield unsure_frame(doc, NAME, start, match[1], True)
+                return
             yield Frame(NAME, start, pos, closed=False, name=match[1], text_args=tuple(args),
                         repairs=("missing_close_tag",))
             openers.taken_to = pos

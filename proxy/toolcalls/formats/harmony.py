@@ -6,13 +6,17 @@
     commentary to=functions.NAME json{...}           (tokens dropped by detokenising)
 
 The recipient `to=functions.NAME` anchors the frame; only header words (channel names,
-`json`, the special tokens) may stand between it and the JSON arguments.
+`json`, the special tokens) may stand between it and the JSON arguments. Once a call is taken
+from the raw text, the other messages around it are read too (`content_markup`): the
+analysis channel is the model's reasoning, the final (and commentary) channels its answer,
+and the headers and end tokens are neither.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
 
 from ..framing import Openers, next_or_end
 from ..scan import Document
@@ -77,3 +81,51 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         pos = token.end() if token is not None else end
         yield Frame(NAME, start, pos, name=name, json_text=text[body:end], repairs=repairs)
         openers.taken_to = pos
+
+
+# A message's header (`<|start|>assistant<|channel|>final<|message|>`, a constraint allowed),
+# where its text ends, and the tokens left over between messages.
+_HEADER = re.compile(r"(?:<\|start\|>[ \t]*+(?:assistant\b)?[ \t]*+)?<\|channel\|>[ \t]*+(\w++)"
+                     r"[^<]{0,200}?(?:<\|constrain\|>[^<]{0,64})?<\|message\|>")
+_BODY_END = re.compile(r"<\|(?:end|return|call|start|channel)\|>")
+_END_TOKENS = ("<|end|>", "<|return|>", "<|call|>")
+_STRAY = re.compile(r"<\|start\|>[ \t]*+(?:assistant\b)?|<\|(?:end|return)\|>")
+
+
+def content_markup(text: str, frames: Sequence[tuple[int, int]],
+                   ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Around the taken `frames` (sorted spans): the spans of Harmony's markup (message
+    headers, end tokens) and those of the analysis channel's text, which is reasoning; the
+    text of other channels is the answer."""
+    starts = [start for start, _ in frames]
+
+    def framed(pos: int) -> bool:
+        i = bisect_right(starts, pos) - 1
+        return i >= 0 and frames[i][0] <= pos < frames[i][1]
+
+    def next_frame(pos: int) -> int:
+        i = bisect_right(starts, pos)
+        return starts[i] if i < len(starts) else len(text)
+
+    markup: list[tuple[int, int]] = []
+    reasoning: list[tuple[int, int]] = []
+    pos = 0
+    for header in _HEADER.finditer(text):
+        if header.start() < pos or framed(header.start()):
+            continue
+        body = header.end()
+        stop = next_frame(body)
+        end = _BODY_END.search(text, body, stop)
+        pos = stop if end is None else end.start()
+        markup.append((header.start(), body))
+        if header[1] == "analysis":
+            reasoning.append((body, pos))
+        if end is not None and end.group() in _END_TOKENS:
+            markup.append((pos, end.end()))
+            pos = end.end()
+    covered = sorted(markup + reasoning)
+    for token in _STRAY.finditer(text):
+        i = bisect_right(covered, (token.start(), len(text))) - 1
+        if not framed(token.start()) and (i < 0 or covered[i][1] <= token.start()):
+            markup.append(token.span())
+    return markup, reasoning

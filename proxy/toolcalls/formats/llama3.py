@@ -4,9 +4,12 @@
     {"name": "f", "parameters": {...}}; {"name": "g", "parameters": {...}}   (whole content)
     <function=f>{"a": 1}</function>                                           (Llama 3.1 custom)
     <function name="f">{"a": 1}</function>                   (the same, as llama.cpp reads it)
+    <|python_tag|>brave_search.call(query="…")<|eom_id|>     (a built-in tool, as llama.cpp)
 
 `parameters` is the native key. Calls separated by `;` without the tag are taken only when
-they are the whole content (one object alone is bare JSON, read by that format).
+they are the whole content (one object alone is bare JSON, read by that format). A built-in
+tool's call (Meta's `brave_search`, `wolfram_alpha`) is read when the request declares a tool
+of that name, its keyword arguments as the `pythonic` format reads them (literals only).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Iterator
 from ..framing import Openers, next_or_end
 from ..scan import Document
 from ..types import Frame
+from .pythonic import list_frame
 
 NAME = "llama3"
 _TAG = "<|python_tag|>"
@@ -29,6 +33,8 @@ _END_TOKEN = re.compile(r"\s*+(?:<\|eom_id\|>|<\|eot_id\|>)")
 _FUNCTION = re.compile(r'<function(?:=([A-Za-z0-9_.\-]{1,200}+)| name="([A-Za-z0-9_.\-]{1,200}+)")>'
                        r"(?=\s*+\{)")
 _FUNCTION_CLOSE = re.compile(r"\s*+</function>")
+_BUILT_IN = re.compile(re.escape(_TAG) + r"\s*+([A-Za-z_]\w{0,64}+)\.call(?=\()")
+_CALL_END = re.compile(r"\)\s*+(?:<\|eom_id\|>|<\|eot_id\|>)?\s*+\Z")
 
 
 def _objects_by_semicolons(doc: Document, pos: int) -> tuple[list[tuple[int, int]], int, bool]:
@@ -76,6 +82,17 @@ def _tagged_calls(doc: Document) -> Iterator[Frame]:
         openers.taken_to = end
 
 
+def _built_in_call(doc: Document) -> Iterator[Frame]:
+    """A built-in tool's `NAME.call(…)` after the tag, closing the content."""
+    text = doc.text
+    for match in Openers(doc, _BUILT_IN, _TAG):
+        end = _CALL_END.search(text, match.end())
+        if end is not None:
+            source = f"[{match[1]}{text[match.end():end.start() + 1]}]"
+            yield list_frame(doc, match.start(), end.end(), source, NAME)
+        return
+
+
 def _semicolon_separated_content(doc: Document) -> Iterator[Frame]:
     text = doc.text
     first = doc.skip_space(0)
@@ -118,6 +135,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Tagged calls, `;`-separated calls as the whole content, and `<function=NAME>` calls."""
     if doc.has(_TAG):
         yield from _tagged_calls(doc)
+        yield from _built_in_call(doc)
         return
     whole = list(_semicolon_separated_content(doc))
     if whole:

@@ -4,9 +4,10 @@
     [TOOL_CALLS]f[ARGS]{...}[TOOL_CALLS]g[CALL_ID]a1b2c3d4e[ARGS]{...}     (v11+ tokenizers)
     [TOOL_CALLS]f{...}[TOOL_CALLS]g{...}       (v11+, `[ARGS]` dropped by the detokenizer)
 
-The format has no closing marker: the complete JSON value ends the frame. When the marker
-begins the content or a line, text on the lines after the JSON stays content (vLLM reads the
-call and ignores what trails it); text on the JSON's own line means it is not a call.
+The format has no closing marker: the complete JSON value ends the frame, and text after it
+stays content (vLLM reads the call and ignores what trails it). A frame that text follows
+must begin its line or a sentence; whether the text around it on its line makes it a
+mention is the context rules' to say, as for every format.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ _OPENER = re.compile(
     + r"\s*+(?=\{))"
 )
 _EOS = re.compile(r"\s*+</s>")
-_LINE_END = re.compile(r"[ \t]*+(?:</s>[ \t]*+)?\r?\n")
+_EOS_ON_LINE = re.compile(r"[ \t]*+</s>")
+_SENTENCE_END = re.compile(r"[.!?。！？…][ \t]*+\Z")
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
@@ -41,13 +43,15 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         body = doc.skip_space(match.end())
         frame = json_frame(doc, NAME, start, body, close=_EOS, opener=_OPEN, name=match[1],
                            listed=match[1] is None)
-        if frame is None:
-            end = doc.json_end(body)
-            line_end = _LINE_END.match(text, end) if end is not None else None
-            if line_end is None or not at_line_start(text, start):
-                continue  # prose on the JSON's own line: not a call we read
-            frame = Frame(NAME, start, line_end.end(), json_text=text[body:end], name=match[1],
-                          listed=match[1] is None)
+        if frame is None:  # text follows the JSON: the frame ends with it (the format has
+            end = doc.json_end(body)  # no close); the prose around it says call or mention
+            if end is None or not (at_line_start(text, start)
+                                   or _SENTENCE_END.search(text, max(0, start - 80), start)):
+                continue  # with no close of its own, a frame that text follows must begin
+                # its line or a sentence ("Mistral writes [TOOL_CALLS][…]\nlike that.")
+            eos = _EOS_ON_LINE.match(text, end)
+            frame = Frame(NAME, start, end if eos is None else eos.end(),
+                          json_text=text[body:end], name=match[1], listed=match[1] is None)
         elif "missing_close_tag" in frame.repairs:  # `</s>` is optional: no repair to record
             frame = replace(frame, closed=True, repairs=())
         yield frame

@@ -44,6 +44,11 @@ _STRINGS = re.compile(r'"(?:[^"\\]++|\\.)*+"|\'(?:[^\'\\]++|\\.)*+\'', re.DOTALL
 _MAX_LINES = 400  # lines looked at, from the end, for the one that opens the list
 _DOUBLE = re.compile(r'"(?:[^"\\\n]++|\\.)*+"', re.DOTALL)  # a one-line literal's extent
 _SINGLE = re.compile(r"'(?:[^'\\\n]++|\\.)*+'", re.DOTALL)
+_LITERALS = {'"': _DOUBLE, "'": _SINGLE,
+             '"""': re.compile(r'"""(?:[^"\\]++|\\.|"(?!""))*+"""', re.DOTALL),
+             "'''": re.compile(r"'''(?:[^'\\]++|\\.|'(?!''))*+'''", re.DOTALL)}
+# What the end of a list depends on: brackets, and the strings and comments that hide them.
+_LIST_TOKEN = re.compile(r"[\[\](){}#]|'''|\"\"\"|['\"]")
 _LONG_LITERAL = 1_024  # literals longer than this are decoded apart from ast (see _skeleton)
 _PLACEHOLDER = "_tc_literal_"
 _RAW_SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -194,41 +199,78 @@ def _parsed_list(source: str) -> tuple[list[dict[str, Any]], tuple[str, ...]] | 
     return parsed
 
 
-def _list_frame(doc: Document, start: int, end: int, source: str) -> Frame:
+def list_frame(doc: Document, start: int, end: int, source: str, fmt: str = NAME) -> Frame:
+    """The frame (of format `fmt`) of the pythonic list `source`, written at start:end: its
+    calls decoded, or refused with the reason (formats that wrap such lists use this too)."""
     if len(source) > _MAX_SOURCE or not doc.spend():
-        return Frame(NAME, start, end, refused="too_large")
+        return Frame(fmt, start, end, refused="too_large")
     parsed = _parsed_list(source)
     if isinstance(parsed, str):
-        return Frame(NAME, start, end, refused=parsed)
+        return Frame(fmt, start, end, refused=parsed)
     calls, repairs = parsed  # handed over decoded: the engine checks they serialise
-    return Frame(NAME, start, end, value=calls, listed=True, repairs=repairs)
+    return Frame(fmt, start, end, value=calls, listed=True, repairs=repairs)
+
+
+def _list_end(doc: Document, pos: int) -> int | None:
+    """Where the Python list whose `[` stands at `pos` ends (after its `]`), by Python's own
+    syntax: brackets outside string literals and comments. None when it never ends (cut, an
+    unterminated string) or the document's budget ran out."""
+    text = doc.text
+    depth = 0
+    while (token := _LIST_TOKEN.search(text, pos)) is not None:
+        char = token[0]
+        pos = token.end()
+        if char in "[({":
+            depth += 1
+        elif char in "])}":
+            depth -= 1
+            if depth <= 0:
+                return pos if depth == 0 else None
+        elif char == "#":
+            line_end = text.find("\n", pos)
+            if line_end < 0:
+                return None
+            pos = line_end
+        else:
+            literal = _LITERALS[char].match(text, token.start())
+            if literal is None:
+                return None
+            pos = literal.end()
+        if not doc.budget.fail_attempt():
+            return None
+    return None
+
+
+def wrapped_list(doc: Document, start: int, body: int, close: str, fmt: str = NAME) -> Frame:
+    """The frame of the pythonic list whose `[` stands at `body`, ended by the `close` token
+    (Llama 4's `<|python_end|>`, LFM2's `<|tool_call_end|>`): the list ends where Python's
+    syntax ends it, so a string that names the token is read whole. Without the token, it is
+    a frame when nothing but space follows the list (a repair); a list that never ends is an
+    incomplete frame (its text stays), one followed by anything else is not a list we read."""
+    text = doc.text
+    end = _list_end(doc, body)
+    if end is None:
+        return Frame(fmt, start, len(text), closed=False, complete=False)
+    after = doc.skip_space(end)
+    if text.startswith(close, after):
+        return list_frame(doc, start, after + len(close), text[body:end], fmt)
+    if after < len(text):
+        return Frame(fmt, start, end, refused="unrecognised_shape")
+    frame = list_frame(doc, start, end, text[body:end], fmt)
+    if frame.refused is not None:
+        return frame
+    return Frame(fmt, start, end, closed=False, value=frame.value, listed=True,
+                 repairs=(*frame.repairs, "missing_close_tag"))
 
 
 def _wrapped_lists(doc: Document) -> Iterator[Frame]:
-    text = doc.text
     openers = Openers(doc, _WRAPPED, _WRAP_START, keep_backticked=True)
     for match in openers:
-        close = text.find(_WRAP_END, match.end())
-        if close < 0:  # no end token: taken when the list closes the content
-            yield _unclosed_wrapped_list(doc, match.start(), match.end())
-            return
-        stop = close + len(_WRAP_END)
-        yield _list_frame(doc, match.start(), stop, text[match.end():close])
-        openers.taken_to = stop
-
-
-def _unclosed_wrapped_list(doc: Document, start: int, body: int) -> Frame:
-    """A list after `<|python_start|>` whose end token never came: a frame when the list is
-    whole and nothing but space follows it, else an incomplete one (its text stays)."""
-    text = doc.text
-    end = len(text.rstrip())
-    if end <= body or text[end - 1] != "]" or _WRAP_START in text[body:end]:
-        return Frame(NAME, start, len(text), closed=False, complete=False)
-    frame = _list_frame(doc, start, end, text[body:end])
-    if frame.refused is not None:
-        return frame
-    return Frame(NAME, start, end, closed=False, value=frame.value, listed=True,
-                 repairs=(*frame.repairs, "missing_close_tag"))
+        frame = wrapped_list(doc, match.start(), match.end(), _WRAP_END)
+        yield frame
+        if not frame.complete:
+            return  # a list that never ends: the rest of the text may all be its strings
+        openers.taken_to = frame.end
 
 
 def _lines_as_list(body: str) -> str | None:
@@ -256,7 +298,7 @@ def _olmo_blocks(doc: Document) -> Iterator[Frame]:
         if source is None:
             continue  # prose that names the tag: it stays text
         stop = close + len(_BLOCK_END) if closed else body_end
-        frame = _list_frame(doc, match.start(), stop, source)
+        frame = list_frame(doc, match.start(), stop, source)
         if not closed and frame.refused is None:
             frame = Frame(NAME, frame.start, frame.end, closed=False, value=frame.value,
                           listed=True, repairs=(*frame.repairs, "missing_close_tag"))
@@ -279,16 +321,28 @@ def _closing_list(doc: Document) -> Iterator[Frame]:
         opening = _LINE_START.match(text, line_start)
         if opening is not None:  # the frame takes Llama 3.2's <|python_tag|> when written
             start = opening.start(1) if opening[1] else opening.end() - 1
-            yield _list_frame(doc, start, end, text[opening.end() - 1:end])
+            yield list_frame(doc, start, end, text[opening.end() - 1:end])
             return
 
 
+def _encloses(outer: Frame, inner: Frame) -> bool:
+    """Whether `inner` stands inside `outer` (text of its strings): it starts there, and ends
+    there too unless it never ends (then it runs to the end of the text)."""
+    return (outer is not inner and outer.complete and outer.start <= inner.start < outer.end
+            and (inner.end <= outer.end or not inner.complete))
+
+
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """OLMo 3's blocks and Llama 4's wrapped lists anywhere; else the list closing (or
-    making) the content."""
-    if doc.has(_BLOCK):
-        yield from _olmo_blocks(doc)
-    elif doc.has(_WRAP_END) or doc.has(_WRAP_START):
-        yield from _wrapped_lists(doc)
-    else:
-        yield from _closing_list(doc)
+    """OLMo 3's blocks, else Llama 4's wrapped lists anywhere, else the list closing (or
+    making) the content. A block or list inside another one's span is text of its strings
+    (a file that quotes a call), whichever kind encloses it and whether or not the
+    enclosing one is read as calls."""
+    tiers = [list(_olmo_blocks(doc)) if doc.has(_BLOCK) else [],
+             list(_wrapped_lists(doc)) if doc.has(_WRAP_START) else [],
+             list(_closing_list(doc))]
+    every = [frame for tier in tiers for frame in tier]
+    for tier in tiers:
+        kept = [frame for frame in tier if not any(_encloses(outer, frame) for outer in every)]
+        if kept:
+            yield from kept
+            return

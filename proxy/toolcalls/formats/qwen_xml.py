@@ -10,7 +10,12 @@
 
 The `<tool_call>` wrapper is optional (Seed-OSS writes `<seed:tool_call>`). Values are text,
 coerced later by the tool's schema; one leading and one trailing newline around a value
-belong to the template, not the value.
+belong to the template, not the value (as vLLM's parser reads them). A value ends at the
+`</parameter>` the frame's structure shows to be its own (see text_values): one followed by
+the next `<parameter=` or by `</function>` (and, in a wrapper, `</tool_call>`), so that a
+file whose text says `</parameter>` or `</tool_call>` is read whole. A parameter written
+without its close ends at the next tag only when no `</parameter>` follows it at all and the
+frame goes on from that tag.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, template_value
+from ..framing import Openers, template_value, unsure_frame
 from ..scan import Document
+from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame
 
 NAME = "qwen_xml"
@@ -32,9 +38,64 @@ _FUNCTION = re.compile(r"<function=([^<>\n]{1,200}+)>"
 _WRAP_OPEN = re.compile(r"<(?:seed:)?tool_call>\s*\Z")
 _WRAP_CLOSE = re.compile(r"\s*</(?:seed:)?tool_call>")
 _PARAMETER = re.compile(r"\s*<parameter=([^<>\n]{1,200}+)>")
+_PARAMETER_CLOSE = "</parameter>"
 _FUNCTION_CLOSE = re.compile(r"\s*</function>")
-# Where a parameter value can end: its own close tag, or (when that is missing) the next tag.
-_VALUE_END = re.compile(r"</parameter>|<parameter=|</function>|<function=|</(?:seed:)?tool_call>")
+_TAGS = ValueTags(
+    tokens=re.compile(r"<(?:(parameter=[^<>\n]{1,200}+>)|/parameter>)"),
+    next_item=_PARAMETER,
+    stray=re.compile(r"<(?:(/(?:parameter|function|(?:seed:)?tool_call)>)"
+                     r"|function=|(?:seed:)?tool_call>)"),
+)
+# Where a value without its close tag may end: the call's next tag, when the frame's
+# structure goes on from there.
+_UNCLOSED_END = re.compile(r"<parameter=|</function>|</(?:seed:)?tool_call>")
+
+
+def _tail(doc: Document, wrapped: bool) -> Tail:
+    """Where a frame ends after a value's close, when the call ends there: `</function>`
+    (then the wrapper's close, or the end of the text), or, without `</function>`, the
+    wrapper's close or the end of the text (repairs the frame loop records)."""
+    text = doc.text
+
+    def tail(pos: int) -> int | None:
+        close = _FUNCTION_CLOSE.match(text, pos)
+        if close is not None:
+            pos = close.end()
+            if not wrapped:
+                return pos
+        wrap = _WRAP_CLOSE.match(text, pos) if wrapped else None
+        if wrap is not None:
+            return wrap.end()
+        return pos if close is not None or doc.skip_space(pos) >= len(text) else None
+    return tail
+
+
+def _parameters(doc: Document, pos: int, tail: Tail,
+                ) -> tuple[list[tuple[str, str]], int, bool, list[str], bool] | None:
+    """The parameters from `pos`: (key, value) pairs, where they end, whether the last one
+    ended, repairs, and whether every value's tags were balanced; None out of budget."""
+    text = doc.text
+    args: list[tuple[str, str]] = []
+    repairs: list[str] = []
+    balanced = True
+    while (parameter := _PARAMETER.match(text, pos)) is not None:
+        if not doc.spend():
+            return None
+        found = value_end(doc, parameter.end(), _TAGS, tail)
+        if found is not None:
+            end, pos = found.at, found.at + len(_PARAMETER_CLOSE)
+            balanced = balanced and found.balanced
+        elif doc.budget.exhausted:
+            return None
+        else:  # no close follows at all: the value may end at the call's next tag
+            unclosed = _UNCLOSED_END.search(text, parameter.end())
+            end = -1 if unclosed is None else unclosed.start()
+            if end < 0 or (_PARAMETER.match(text, end) is None and tail(end) is None):
+                return args, len(text), False, repairs, balanced
+            pos = end
+            repairs.append("missing_parameter_close")
+        args.append((parameter.group(1).strip(), template_value(text[parameter.end():end])))
+    return args, pos, True, repairs, balanced
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
@@ -49,30 +110,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             start = wrapper.start()
         elif start > 0 and text[start - 1] == "`":
             continue  # an inline-code mention
-        name = match.group(1).strip()
-        args: list[tuple[str, str]] = []
-        repairs: list[str] = []
-        pos = match.end()
-        complete = True
+        read = _parameters(doc, match.end(), _tail(doc, wrapped))
+        if read is None:
+            return  # out of budget: better no frame than one with parameters missing
+        args, pos, complete, repairs, balanced = read
+        if not balanced:
+            yield unsure_frame(doc, NAME, start, match.group(1).strip(), complete=True)
+            return
         closed = False
-        while True:
-            parameter = _PARAMETER.match(text, pos)
-            if parameter is None:
-                break
-            if not doc.spend():
-                return  # out of budget: better no frame than one with parameters missing
-            value_end = _VALUE_END.search(text, parameter.end())
-            if value_end is None:
-                complete = False
-                pos = len(text)
-                break
-            value = template_value(text[parameter.end():value_end.start()])
-            args.append((parameter.group(1).strip(), value))
-            if value_end.group() == "</parameter>":
-                pos = value_end.end()
-            else:
-                repairs.append("missing_parameter_close")
-                pos = value_end.start()
         if complete:
             function_close = _FUNCTION_CLOSE.match(text, pos)
             if function_close is not None:
@@ -91,6 +136,6 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                 closed = False
                 if complete:
                     repairs.append("missing_close_tag")
-        yield Frame(NAME, start, pos, closed=closed, complete=complete, name=name,
-                    text_args=tuple(args), repairs=tuple(repairs))
+        yield Frame(NAME, start, pos, closed=closed, complete=complete,
+                    name=match.group(1).strip(), text_args=tuple(args), repairs=tuple(repairs))
         openers.taken_to = pos

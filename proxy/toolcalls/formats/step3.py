@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, invoke_grammar, invoke_parameters, next_or_end
+from ..framing import Openers, invoke_grammar, invoke_parameters, unsure_frame
 from ..scan import Document
+from ..text_values import Tail
 from ..types import Frame
 
 NAME = "step3"
@@ -35,9 +36,26 @@ _CALL_END = re.compile(r"\s*+" + _token("tool_call_end") + r"(?:\s*+" + _token("
 _SECTION_END = re.compile(r"\s*+" + _token("tool_calls_end"))
 
 
+def _tail(doc: Document) -> Tail:
+    """Where a call's frame ends after a value's close, when the invoke ends there: after
+    `</steptml:invoke>`, its call-end token and the section's end if that follows; or at the
+    end of the text."""
+    text = doc.text
+
+    def tail(pos: int) -> int | None:
+        close = _GRAMMAR.invoke_close.match(text, pos)
+        call_end = _CALL_END.match(text, close.end()) if close is not None else None
+        if call_end is None:
+            return pos if doc.skip_space(pos) >= len(text) else None
+        section_end = _SECTION_END.match(text, call_end.end())
+        return call_end.end() if section_end is None else section_end.end()
+    return tail
+
+
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `tool_call_begin … steptml:invoke … tool_call_end` call inside a section."""
     text = doc.text
+    tail = _tail(doc)
     openers = Openers(doc, _HEAD, _BEGIN_MARKERS, offset=2)
     for head in openers:
         start = head.start()
@@ -50,15 +68,13 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         invoke = _GRAMMAR.invoke.match(text, head.end())
         if invoke is None:
             continue
-        limit = next_or_end(text, _GRAMMAR.invoke_open, invoke.end())
-        read = invoke_parameters(doc, _GRAMMAR, invoke.end(), limit)
+        read = invoke_parameters(doc, _GRAMMAR, invoke.end(), tail)
         if read is None:
             return  # out of budget
-        args, pos, complete = read
-        if not complete:
-            yield Frame(NAME, start, limit, closed=False, complete=False, name=invoke[1])
-            openers.taken_to = limit
-            continue
+        args, pos, complete, balanced = read
+        if not (complete and balanced):
+            yield unsure_frame(doc, NAME, start, invoke[1], complete)
+            return
         refused = "unrecognised_shape" if head[1] not in (None, invoke[1]) else None
         close = _GRAMMAR.invoke_close.match(text, pos)
         call_end = _CALL_END.match(text, close.end()) if close is not None else None

@@ -1,10 +1,14 @@
 """Calls in `<tool_calls>…</tool_calls>`: a JSON array of calls, or call objects one per line.
 
-    <tool_calls>[{"name": ..., "arguments": {...}}]</tool_calls>          (Jamba, Hunyuan-A13B)
+    <tool_calls>[{"name": ..., "arguments": {...}}]</tool_calls>   (Jamba, Hunyuan-A13B, Apriel)
     <tool_calls>
     {"name": ..., "arguments": {...}}
     {"name": ..., "arguments": {...}}
     </tool_calls>                                                           (MiniMax-M1)
+    <TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>       (NVIDIA Nemotron Nano 2, -H)
+
+(Nemotron's tag as vLLM's `nemotron_json` and llama.cpp's "Nemotron V2" read it; Apriel 1.5's
+list as llama.cpp's "Apriel 1.5" reads it.)
 """
 
 from __future__ import annotations
@@ -17,29 +21,37 @@ from ..scan import Document
 from ..types import Frame
 
 NAME = "tool_calls_tag"
-_OPEN = "<tool_calls>"
-MARKERS = (_OPEN,)
-_OPENER = re.compile(re.escape(_OPEN) + r'(?=\s*+(?:\{\s*+["}]|\[\s*+[{\]]))')
-_CLOSE = re.compile(r"\s*+</tool_calls>")
+_TAGS = ("<tool_calls>", "<TOOLCALL>")
+MARKERS = _TAGS
+_PAYLOAD = r'(?=\s*+(?:\{\s*+["}]|\[\s*+[{\]]))'
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """Each `<tool_calls>` block holding JSON calls, to its close (or to the end of the text)."""
+    """Each `<tool_calls>` (or `<TOOLCALL>`) block holding JSON calls, to its close (or to
+    the end of the text)."""
+    for tag in _TAGS:
+        if doc.has(tag):
+            yield from _blocks(doc, tag, re.compile(re.escape(tag) + _PAYLOAD),
+                               re.compile(r"\s*+" + re.escape("</" + tag[1:])))
+
+
+def _blocks(doc: Document, tag: str, opener: re.Pattern[str], close_tag: re.Pattern[str],
+            ) -> Iterator[Frame]:
     text = doc.text
-    openers = Openers(doc, _OPENER, _OPEN)
+    openers = Openers(doc, opener, tag)
     for match in openers:
         start = match.start()
         spans, stop, unbalanced = json_run(doc, match.end())
         if unbalanced or not spans:
-            end = next_or_end(text, _OPEN, match.end())
+            end = next_or_end(text, tag, match.end())
             yield Frame(NAME, start, end, closed=False, complete=False,
                         json_text=text[match.end():end], listed=True)
             openers.taken_to = end
             continue
-        close = _CLOSE.match(text, stop)
+        close = close_tag.match(text, stop)
         if close is not None:
             frame = Frame(NAME, start, close.end(), json_text=joined(text, spans), listed=True)
-        elif ends_or_opens(doc, stop, _OPEN):
+        elif ends_or_opens(doc, stop, tag):
             frame = Frame(NAME, start, stop, closed=False, json_text=joined(text, spans),
                           listed=True, repairs=("missing_close_tag",))
         else:

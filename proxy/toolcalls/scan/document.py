@@ -4,7 +4,7 @@ have taken, JSON spans, and the budget that keeps all of it linear."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..repair import loads_repaired
@@ -29,9 +29,12 @@ class Document:
     MAX_OCCURRENCES = 25_000
 
     def __init__(self, text: str, markers: frozenset[str] = frozenset(),
-                 tools: frozenset[str] = frozenset()) -> None:
+                 tools: frozenset[str] = frozenset(),
+                 schemas: Mapping[str, Any] | None = None) -> None:
         self.text = text
         self.tools = tools  # the request's function names, for formats that mangle them
+        # The tools' parameter schemas, for formats whose nested values are text (MiniMax-M3)
+        self.schemas: Mapping[str, Any] = {} if schemas is None else schemas
         self.budget = Budget(len(text))
         self.index = MarkerIndex(text, markers)
         self.present = self.index.present  # which of `markers` occur

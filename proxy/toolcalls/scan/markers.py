@@ -140,8 +140,9 @@ class MarkerIndex:
         self._anchor_limit = self.ANCHOR_HITS + len(text) // 2048
         if len(text) > self.COMBINED_SEARCH_FROM:
             self.present = self._present(markers)
-        else:
-            self.present = frozenset(m for m in markers if m in text)
+        else:  # a group whose anchor character is absent is not looked for at all
+            self.present = frozenset(m for group in _by_anchor(markers) if _anchor_char(group)
+                                     in text for m in group if m in text)
 
     def _anchor_hits(self, char: str) -> list[int] | None:
         """Every position of `char`, found by str.find (memchr speed); None when the
@@ -186,8 +187,8 @@ class MarkerIndex:
         present = {m for m in markers if len(m) == 1 and m in self.text}
         unlisted = set()
         for marker in markers:
-            if len(marker) > 1:
-                found = self.occurrences(marker)
+            if len(marker) > 1 and self._anchor_hits(marker[_anchor(marker)]) != []:
+                found = self.occurrences(marker)  # (an absent anchor: not looked for)
                 if found is None:
                     unlisted.add(marker)
                 elif found:

@@ -24,6 +24,26 @@ class Spans:
         i = bisect_right(self.starts, pos)
         return self.ends[i - 1] if i > 0 and self.ends[i - 1] > pos else None
 
+    def encloses(self, start: int, end: int) -> bool:
+        """Whether every span meeting [start, end) lies inside it, and it is wider than each
+        (a frame that holds others in its payload)."""
+        i = bisect_right(self.starts, start - 1)
+        if i > 0 and self.ends[i - 1] > start:
+            return False  # one starts before it and reaches into it
+        j = bisect_right(self.starts, end - 1)
+        return all(self.ends[k] <= end and (self.starts[k], self.ends[k]) != (start, end)
+                   for k in range(i, j))
+
+    def remove_inside(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Remove the spans inside [start, end), and return them."""
+        i = bisect_right(self.starts, start - 1)
+        j = i
+        while j < len(self.starts) and self.ends[j] <= end:
+            j += 1
+        removed = list(zip(self.starts[i:j], self.ends[i:j], strict=True))
+        del self.starts[i:j], self.ends[i:j]
+        return removed
+
     def add(self, start: int, end: int) -> None:
         """Add a span that overlaps none already held."""
         i = bisect_right(self.starts, start)

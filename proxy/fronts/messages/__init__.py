@@ -1,6 +1,6 @@
 """The Anthropic Messages front (`POST /v1/messages`): Claude Code and every Messages client.
 
-Its request is translated to a chat completion (`messages_in`) and answered by the same turn
+Its request is translated to a chat completion (`request`) and answered by the same turn
 as the chat front's; the turn's completion comes back as an Anthropic `message`, or as its
 event stream: `message_start`, per content block `content_block_start` → `content_block_delta`
 (`thinking_delta`, `text_delta`, `input_json_delta` holding the call's arguments JSON) →
@@ -16,13 +16,13 @@ from typing import Any
 
 import orjson
 
-from ..config import Config
-from ..errors import ProxyError
-from ..ids import random_alnum
-from ..sse import named_event
-from ..turn.plan import TurnPlan, parse_body, plan_turn
-from . import ErrorResponse, Front
-from .messages_in import estimate_tokens, tokenize_body, translate
+from ...config import Config
+from ...errors import ProxyError
+from ...ids import random_alnum
+from ...sse import named_event
+from ...turn.plan import TurnPlan, parse_body, plan_turn
+from .. import ErrorResponse, Front
+from .request import estimate_tokens, tokenize_body, translate
 
 NAME = "messages"
 PATH = "/v1/messages"

@@ -1,0 +1,172 @@
+"""What the proxy does with a request that came in: a front's turn, the relay, the proxy's
+health, an answer the store keeps; and the app's objects they share (settings, upstream
+clients, the door, the store, logger and metrics, the server's stopping)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import orjson
+from flask import Response, request
+
+from .. import __version__
+from ..config import Config, mask_url
+from ..errors import ProxyError
+from ..fronts import Front
+from ..metrics import Metrics
+from ..observe import RequestLog, make_logger
+from ..turn.plan import TurnPlan
+from .clients import ClientWatcher
+from .door import Door, read_body
+from .relay import all_models, model_ids, passthrough
+from .store import KeptStore
+from .turns import TurnResponse
+from .upstream import Timeouts, Upstream
+
+REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
+HEALTH_PROBE_SECONDS = 5.0  # /proxy/health?upstream=1 asks the upstreams at most this often
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    """`payload` as a JSON response."""
+    return Response(orjson.dumps(payload), status=status, content_type="application/json")
+
+
+def _model_of(raw: bytes) -> str:
+    """The `model` of a JSON request body, or "" (routing by model only)."""
+    if not raw.lstrip().startswith(b"{"):
+        return ""
+    try:
+        model = orjson.loads(raw).get("model")
+    except orjson.JSONDecodeError:
+        return ""
+    return model if isinstance(model, str) else ""
+
+
+class Proxy:
+    """The app's objects: settings, upstream clients, the door, logger and metrics, and what
+    the server's stopping means for requests still waiting."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.upstreams = {url: Upstream(url) for url in config.upstreams()}
+        self.logger = make_logger(config.log_level)
+        self.metrics = Metrics()
+        self.door = Door(config.api_keys)
+        self.client_watcher = ClientWatcher(self.draining)
+        self.store = KeptStore(config.responses_store_path,
+                               config.responses_store_max_age_seconds,
+                               config.responses_store_max_responses, self.logger)
+        # Set when the server stops (gunicorn's graceful shutdown or reload): requests still
+        # waiting on upstream then are ended, retryably, before the server would cut them.
+        self.drain_at: float | None = None
+        self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
+        self._probing = threading.Lock()
+
+    def drain(self, seconds: float) -> None:
+        """The server is stopping: what still waits on upstream in `seconds` is ended with a
+        503 (in the stream, for one that has started), never cut mid-stream without [DONE]."""
+        self.drain_at = time.monotonic() + max(0.0, seconds)
+
+    def draining(self) -> bool:
+        """Whether waiting requests must end now (the server is stopping)."""
+        return self.drain_at is not None and time.monotonic() >= self.drain_at
+
+    def emit(self, log: RequestLog) -> None:
+        """Write the request's log line and count it (once per request)."""
+        if log.emitted:
+            return
+        log.emit(self.logger, self.config.log_format)
+        self.metrics.finished(log, time.monotonic() - log.started)
+
+    def upstream_headers(self, config: Config, *, buffered: bool) -> dict[str, str]:
+        """This request's headers as they go upstream (see `Door.upstream_headers`)."""
+        return self.door.upstream_headers(request.headers.items(), config,
+                                          request.environ.get(REQUEST_ID), buffered=buffered)
+
+    def health(self, check_upstream: bool) -> Response:
+        """The proxy's status, version and settings (no secrets); with `check_upstream`, each
+        upstream's reachability and models too (503 when one is down)."""
+        body: dict[str, Any] = {"status": "ok", "version": __version__,
+                                "upstream": mask_url(self.config.upstream),
+                                "config": self.config.summary()}
+        if not check_upstream:
+            return json_response(body)
+        body["upstreams"] = reports = self._upstream_reports()
+        if not all(r["ok"] for r in reports):
+            body["status"] = "degraded"
+            return json_response(body, 503)
+        return json_response(body)
+
+    def _upstream_reports(self) -> list[dict[str, Any]]:
+        """Every upstream's report, asked anew at most every HEALTH_PROBE_SECONDS (a burst
+        of health checks costs the upstreams one round of probes)."""
+        with self._probing:
+            if self._probed is None or time.monotonic() - self._probed[0] >= HEALTH_PROBE_SECONDS:
+                reports = [self._upstream_report(url, settings)
+                           for url, settings in self.config.upstream_settings().items()]
+                self._probed = (time.monotonic(), reports)
+            return self._probed[1]
+
+    def _upstream_report(self, url: str, settings: Config) -> dict[str, Any]:
+        """One upstream's reachability, status and models, as /proxy/health reports them."""
+        started = time.monotonic()
+        report: dict[str, Any] = {"url": mask_url(url), "reachable": False, "ok": False}
+        timeouts = Timeouts(settings.connect_timeout_seconds,
+                            min(settings.read_timeout_seconds, 10.0))
+        try:
+            reply = self.upstreams[url].complete_get(
+                "/v1/models", self.upstream_headers(settings, buffered=True), timeouts)
+            report.update(status=reply.status, reachable=True)
+            report["models"] = model_ids(reply)
+            # Reachable but refusing (a wrong key, a base URL ending in /v1): not healthy.
+            report["ok"] = reply.status == 200 and report["models"] is not None
+        except ProxyError as exc:
+            report["error"] = exc.message
+        report["latency_ms"] = round((time.monotonic() - started) * 1000, 1)
+        return report
+
+    def handle(self, front: Front | None, log: RequestLog, target: str) -> Response:
+        """Any request that came in: a front's turn, or relayed."""
+        raw = read_body(request, self.config.max_body_bytes, self.config.body_timeout_seconds)
+        config = self.config
+        environ = request.environ
+        if front is not None:
+            log.front = front.name
+            keeper = front.keeper
+            plan = (keeper.parse(raw, self.config, self.store.recall) if keeper is not None
+                    else front.parse(raw, self.config))
+            log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
+            log.rewrites = list(plan.rewrites)
+            if isinstance(plan, TurnPlan):
+                log.tools = frozenset(plan.extraction.tools)
+                if plan.config.log_bodies:
+                    log.bodies = {"request": orjson.loads(raw)}
+                path = target if front.upstream_path is None else front.upstream_path
+                headers = self.upstream_headers(plan.config, buffered=True)
+                return TurnResponse(self, front, plan, log, path, headers, environ).respond()
+            raw, config = plan.upstream_body, plan.config
+        elif len(self.upstreams) > 1:
+            if request.method == "GET" and request.path.rstrip("/") == "/v1/models":
+                return all_models(self, log, target,
+                                  lambda settings: self.upstream_headers(settings,
+                                                                         buffered=True))
+            config = self.config.for_model(_model_of(raw))
+        return passthrough(self, request.method, raw, log, target, config,
+                           self.upstream_headers(config, buffered=False), environ)
+
+    def kept(self, front: Front, key: str, log: RequestLog) -> Response:
+        """`GET` or `DELETE` of an answer the store keeps, in its front's shapes."""
+        keeper = front.keeper
+        assert keeper is not None
+        log.front, log.mode = front.name, "store"
+        if request.method == "GET":
+            body = self.store.body(key)
+        else:
+            body = keeper.deleted(key) if self.store.delete(key) else None
+        if body is None:
+            raise keeper.missing(key)
+        log.status, log.bytes_out = 200, len(body)
+        return Response(body, status=200, content_type="application/json")

@@ -1,0 +1,71 @@
+"""Cohere Command calls: a JSON list of `{"tool_name", "parameters"}` actions.
+
+    <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather",
+                      "parameters": {"city": "Paris"}}]<|END_ACTION|>    (Command R7B, Command A)
+    Action: ```json
+    [{"tool_name": "get_weather", "parameters": {"city": "Paris"}}]
+    ```                                                                   (Command R, R+)
+
+(vLLM's `cohere_command3`/`cohere_command4`, SGLang's `cohere_command4`, llama.cpp's "Command
+R7B"; Command R's `Action:` block as its template writes it, at the start of a line.) Each
+action becomes a `{"name", "arguments"}` call; an item of any other shape is left out as a
+bad sibling, and a list holding no action stays text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from ..framing import Openers, at_line_start, json_frame, reshaped
+from ..scan import Document
+from ..types import Frame
+
+NAME = "command_r"
+_OPEN = "<|START_ACTION|>"
+_ACTION = "Action: ```"
+MARKERS = (_OPEN[1:], _ACTION)  # not `<`-anchored: the group every text is searched for
+_OPENERS = ((re.compile(r"<\|START_ACTION\|>\s*+(?=[\[{])"), _OPEN[1:], 1),
+            (re.compile(r"Action: ```(?:json)?[ \t]*+\n\s*+(?=[\[{])"), _ACTION, 0))
+_END_ACTION = re.compile(r"\s*+<\|END_ACTION\|>")
+_FENCE_END = re.compile(r"\s*+```")
+_ACTION_KEYS = {"tool_call_id", "tool_name", "parameters"}
+
+
+def _call(item: Any) -> Any:
+    """An action as a call envelope; anything else as it is (the engine refuses it)."""
+    if isinstance(item, dict) and "tool_name" in item and set(item) <= _ACTION_KEYS:
+        call = {"name": item["tool_name"]}
+        if "parameters" in item:
+            call["arguments"] = item["parameters"]
+        return call
+    return item
+
+
+def _calls(value: Any) -> list[Any]:
+    return [_call(item) for item in (value if isinstance(value, list) else [value])]
+
+
+def find_frames(doc: Document) -> Iterator[Frame]:
+    """Each action list, after `<|START_ACTION|>` (to `<|END_ACTION|>`) or in an `Action:`
+    fence at the start of a line."""
+    for pattern, marker, offset in _OPENERS:
+        yield from _frames(doc, pattern, marker, offset)
+
+
+def _frames(doc: Document, pattern: re.Pattern[str], marker: str, offset: int,
+            ) -> Iterator[Frame]:
+    text = doc.text
+    token = offset == 1  # the special token, else the `Action:` fence
+    openers = Openers(doc, pattern, marker, offset=offset, keep_backticked=True)
+    for match in openers:
+        start = match.start()
+        if not token and not at_line_start(text, start):
+            continue  # `Action:` in the middle of a sentence: prose
+        frame = json_frame(doc, NAME, start, match.end(), opener=_OPEN if token else _ACTION,
+                           close=_END_ACTION if token else _FENCE_END, listed=True)
+        if frame is None or (not token and frame.complete and not frame.closed):
+            continue  # a fence must close
+        openers.taken_to = frame.end
+        yield reshaped(frame, _calls)

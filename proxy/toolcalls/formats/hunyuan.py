@@ -1,0 +1,52 @@
+"""Tencent Hunyuan 3 (Hy3) calls: a name and key/value tags, in a `<tool_calls>` section.
+
+    <tool_calls>
+    <tool_call>get_weather<tool_sep>
+    <arg_key>city</arg_key>
+    <arg_value>Paris</arg_value>
+    </tool_call>
+    </tool_calls>
+
+(vLLM's `hy_v3`, SGLang's `hunyuan`.) The shipping tokenizer writes every tag with a suffix
+(`<tool_call:opensource>`, `</arg_value:opensource>`), read the same. A call without
+parameters is `<tool_call>NAME<tool_sep></tool_call>`; values are text, coerced by the tool's
+schema and keep their whitespace (vLLM's parser keeps it). A value ends at the
+`</arg_value>` the frame's structure shows to be its own (see text_values), so that a value
+whose text says `</arg_value>`, `<tool_call>` or `</tool_call>` is read whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from ..framing import PairGrammar, pair_frames
+from ..scan import Document
+from ..text_values import ValueTags
+from ..types import Frame
+
+NAME = "hunyuan"
+_SUFFIX = r"(?::[\w.\-]{1,40}+)?"
+MARKERS = ("<tool_sep",)  # in every call (the calls open with `<tool_call`, as Hermes')
+_KEY = re.compile(r"\s*+<arg_key" + _SUFFIX + r">([^<>]{1,200}+)</arg_key" + _SUFFIX
+                  + r">\s*+<arg_value" + _SUFFIX + ">")
+_GRAMMAR = PairGrammar(
+    marker="<tool_call",
+    offset=0,
+    head=re.compile("<tool_call" + _SUFFIX + r">\s*+([^\s<>{}\[\]\"'`]{1,200}+)\s*+<tool_sep"
+                    + _SUFFIX + ">"),
+    key=_KEY,
+    tags=ValueTags(
+        tokens=re.compile("<(?:(arg_value" + _SUFFIX + ">)|/arg_value" + _SUFFIX + ">)"),
+        next_item=_KEY,
+        stray=re.compile("<(?:(/(?:arg_value|arg_key|tool_calls?)" + _SUFFIX + ">)|tool_call)"),
+    ),
+    close=re.compile(r"\s*+</tool_call" + _SUFFIX + ">"),
+    section_open=re.compile("<tool_calls" + _SUFFIX + r">\s*+\Z"),
+    section_close=re.compile(r"\s*+</tool_calls" + _SUFFIX + ">"),
+)
+
+
+def find_frames(doc: Document) -> Iterator[Frame]:
+    """Each `<tool_call>NAME<tool_sep>` call with its key/value tags."""
+    yield from pair_frames(doc, NAME, _GRAMMAR)

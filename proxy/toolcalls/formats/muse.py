@@ -1,0 +1,40 @@
+"""Muse Glimmer calls: ATEM invokes in a message addressed to the tool.
+
+    <|start|>assistant to=get_weather<|message|><atem:function_calls>
+    <atem:invoke name="get_weather">
+    <atem:parameter name="city">Paris</atem:parameter>
+    </atem:invoke>
+    </atem:function_calls><|eom|>
+
+(SGLang's `muse`.) Values are text, coerced by the tool's schema; a string is kept as written
+(the reference parsers keep it). The message's header and
+its `<|eom|>` go with the call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import replace
+
+from ..framing import invoke_frames, invoke_grammar
+from ..scan import Document
+from ..types import Frame
+
+NAME = "muse"
+_GRAMMAR = invoke_grammar("atem:", "<atem:function_calls>", "</atem:function_calls>",
+                          exact=True)
+MARKERS = (_GRAMMAR.invoke_open,)
+_HEADER = re.compile(r"(?:<\|start\|>assistant)?[ \t]*+to=[^\s<>]{1,200}+<\|message\|>\s*+\Z")
+_EOM = re.compile(r"\s*+<\|(?:eom|eot)\|>")
+
+
+def find_frames(doc: Document) -> Iterator[Frame]:
+    """Each `<atem:invoke>` inside an `<atem:function_calls>` block, with its message's
+    header before the block and its end token after it."""
+    text = doc.text
+    for frame in invoke_frames(doc, NAME, _GRAMMAR):
+        header = _HEADER.search(text, max(0, frame.start - 240), frame.start)
+        eom = _EOM.match(text, frame.end) if frame.closed else None
+        yield replace(frame, start=frame.start if header is None else header.start(),
+                      end=frame.end if eom is None else eom.end())

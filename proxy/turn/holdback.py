@@ -1,0 +1,237 @@
+"""The hold-back rule of the streamed mode: how much of a text written so far may go out
+before the turn ends, so that the finished answer still starts with what was sent.
+
+Extraction (at the end, on the whole text) takes tool-call frames out and trims the space at
+each seam. So a text flows until the first character that could open a frame in the
+configured formats — an opening tag or special token (whole, or its start at the end of the
+text), and for the formats recognised by shape a call object, a list or a code fence at the
+start of a line — and from there on everything waits for the end. Space is never released
+at the end of what went out (a seam would trim it), and a `</think>` not followed by exactly
+one blank line holds what comes after it (the thinking's seam is rewritten to one when a
+call is taken from the rest).
+
+Each format lists where its frames can begin (`OPENERS`); a test checks that every format of
+the registry is listed, and the property that the finished content always starts with what
+was released (tests/test_turn_holdback.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..toolcalls.registry import resolve
+from .openers import OPENERS, Opener, Pattern, alt, seq
+
+# A think block's tags: what follows one begins a text of its own (the thinking, or the
+# visible answer after it), and a close is joined back to the answer with one blank line when
+# a call is taken from it (`normalize.split_thinking`).
+_THINK_CLOSE = ("</think>", "</seed:think>")
+_THINK_TAGS = ("<think>", "<seed:think>", *_THINK_CLOSE)
+_LINE_START = re.compile(r"(?:\A|(?<=\n)|"
+                         + "|".join(f"(?<={re.escape(tag)})" for tag in _THINK_TAGS) + r")\s*")
+_SEAM_HELD = re.compile(r"[^\n]|\n[^\n]|\n\n\s")  # after a close: not exactly one blank line
+_SEAM_OPEN = re.compile(r"\n\n?\Z")  # … or not yet known
+_WHOLE = "whole"
+
+
+def _either(patterns: list[Pattern]) -> re.Pattern[str]:
+    """Whole openers (group `whole`), or a proper prefix of one ending the text."""
+    pattern = alt(*patterns)
+    return re.compile(f"(?P<{_WHOLE}>{pattern.full})|(?=[\\s\\S]){pattern.prefix}\\Z")
+
+
+@dataclass(frozen=True)
+class HoldRule:
+    """The compiled openers of a set of formats. Those that stand anywhere: their first
+    characters, then for each one a regex of the openers it begins, the leads that may stand
+    before an opener, and one regex for the unfinished end of a text.
+    Those that stand at a line's start, or at the text's."""
+
+    first: re.Pattern[str] | None
+    anywhere: dict[str, re.Pattern[str]]
+    # (an opener, what may stand before it): the longest such lead before a whole opener
+    # goes with it (two formats may share an opener, each with a header of its own)
+    leads: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...]
+    unfinished: re.Pattern[str] | None  # a proper prefix of an opener (with its lead) ending
+    line: re.Pattern[str] | None
+    start: re.Pattern[str] | None
+
+
+@lru_cache(maxsize=32)
+def hold_rule(formats: tuple[str, ...]) -> HoldRule | None:
+    """The rule for the configured formats (names as in the config, "auto" for all); None
+    when there is nothing to hold (no format)."""
+    names = [name for name, _ in resolve(formats)]
+    if not names:
+        return None
+    by_where: dict[str, list[Opener]] = {"anywhere": [], "line": [], "start": []}
+    for name in names:
+        for opener in OPENERS[name]:
+            if opener not in by_where[opener.where]:
+                by_where[opener.where].append(opener)
+    anywhere = by_where["anywhere"]
+    by_char: dict[str, list[str]] = {}
+    for i, opener in enumerate(anywhere):
+        assert opener.pattern.first is not None, "an opener found anywhere begins with a literal"
+        for char in opener.pattern.first:
+            by_char.setdefault(char, []).append(f"(?P<o{i}>{opener.pattern.full})")
+    whole = [seq(o.lead, o.pattern) if o.lead else o.pattern for o in anywhere]
+    unfinished = [pattern.prefix for pattern in whole]
+    assert all(pattern.first is not None for pattern in whole), "openers begin with literals"
+    starts = sorted({char for pattern in whole for char in pattern.first or ()})
+    line, start = ([o.pattern for o in by_where[where]] for where in ("line", "start"))
+    return HoldRule(
+        re.compile("[" + "".join(re.escape(char) for char in sorted(by_char)) + "]")
+        if by_char else None,
+        {char: re.compile("|".join(groups)) for char, groups in by_char.items()},
+        tuple((re.compile(o.pattern.full), re.compile(f"(?:{o.lead.full})\\Z"))
+              for o in anywhere if o.lead),
+        re.compile("(?=[" + "".join(map(re.escape, starts)) + "])(?:" + "|".join(unfinished)
+                   + ")\\Z") if unfinished else None,
+        _either(line) if line else None,
+        _either(start) if start else None)
+
+
+Candidate = tuple[int, bool]  # where a frame may begin; True: a whole opener (final)
+_LEAD_REACH = 320  # the longest lead (header pieces, each followed by at most 64 spaces)
+_UNFINISHED_REACH = 400  # the longest proper prefix of an opener with its lead
+
+
+def _anywhere(text: str, rule: HoldRule, pos: int) -> Candidate | None:
+    """The first whole opener from `pos` (moved back over its lead), or the unfinished end of
+    the text if that comes first."""
+    found: Candidate | None = None
+    search = pos
+    while rule.first is not None and (hit := rule.first.search(text, search)) is not None:
+        at = hit.start()
+        match = rule.anywhere[text[at]].match(text, at)
+        if match is not None:
+            begins = at
+            for opener, lead in rule.leads:
+                if opener.match(text, at) and (header := lead.search(
+                        text, max(0, at - _LEAD_REACH), at)) is not None:
+                    begins = min(begins, header.start())
+            found = (begins, True)
+            break
+        search = at + 1
+    unfinished = (rule.unfinished.search(text, max(pos, len(text) - _UNFINISHED_REACH))
+                  if rule.unfinished is not None else None)
+    if unfinished is not None and (found is None or unfinished.start() < found[0]):
+        return unfinished.start(), False
+    return found
+
+
+def _at_line_start(text: str, rule: HoldRule, pos: int) -> tuple[Candidate | None, int]:
+    """The first opener at the start of a line (or of the text) from `pos`, and where the
+    next look must begin: at that line's start (a line begun with only space so far may
+    still get an opener; one with an unfinished opener may still turn to prose)."""
+    while (found := _LINE_START.search(text, pos)) is not None:
+        at = found.end()
+        if at == len(text):
+            return None, found.start()
+        before = found.start()
+        while before > 0 and text[before - 1].isspace():
+            before -= 1
+        starts_text = before == 0 or text.endswith(_THINK_TAGS, 0, before)
+        for regex in (rule.line, rule.start if starts_text else None):
+            match = regex.match(text, at) if regex is not None else None
+            if match is not None:
+                return (at, match.lastgroup == _WHOLE), found.start()
+        pos = at + 1
+    return None, len(text)
+
+
+def _seam(text: str, pos: int) -> Candidate | None:
+    found: list[Candidate] = []
+    for tag in _THINK_CLOSE:
+        at = text.find(tag, max(0, pos - len(tag)))
+        while at >= 0:
+            end = at + len(tag)
+            if _SEAM_HELD.match(text, end):
+                found.append((end, True))
+                break
+            if _SEAM_OPEN.match(text, end):
+                found.append((end, False))
+                break
+            at = text.find(tag, end)
+    return min(found, default=None)
+
+
+def hold_point(text: str, rule: HoldRule, start: int = 0) -> tuple[int, bool, int]:
+    """Where the first possible frame in `text` begins, looking from `start` (len(text)
+    when none); whether that is final (a whole opener, not an unfinished end that more text
+    may turn into prose); and where the next look, with more text, must begin."""
+    line, resume = _at_line_start(text, rule, start)
+    found = [c for c in (_anywhere(text, rule, start), line, _seam(text, start)) if c]
+    if not found:
+        return len(text), False, resume
+    at, final = min(found, key=lambda c: (c[0], not c[1]))
+    return at, final, min(at, resume)
+
+
+def releasable(text: str, rule: HoldRule | None) -> int:
+    """How many leading characters of `text` may go out: up to the first possible frame,
+    without the space before it."""
+    if rule is None:
+        return len(text)
+    end = hold_point(text, rule)[0]
+    while end > 0 and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
+class Held:
+    """One text as it streams in (a choice's content or reasoning): each push says what of
+    it may go out now. It keeps only the unsent tail (and a few characters before it, for
+    the think tags): once a whole opener is seen, the rest waits for the end."""
+
+    _BEHIND = max(map(len, _THINK_TAGS))
+
+    def __init__(self, rule: HoldRule | None) -> None:
+        self._rule = rule
+        self._base = 0  # where `_tail` begins in the whole text
+        self._tail = ""
+        self._sent = 0  # characters released so far
+        self._scan = 0  # before this, no frame can begin
+        self._closed = rule is None  # True: nothing to look for (no rule, or a frame seen)
+
+    @property
+    def sent(self) -> int:
+        """How many characters have been released."""
+        return self._sent
+
+    def push(self, piece: str) -> str:
+        """Add `piece`; the text that may go out now (possibly empty)."""
+        if self._rule is None:
+            self._sent += len(piece)
+            return piece
+        if self._closed:
+            return ""
+        self._tail += piece
+        base, tail = self._base, self._tail
+        at, final, resume = hold_point_in(tail, self._rule, self._scan - base, base)
+        end = at
+        while end > self._sent - base and tail[end - 1].isspace():
+            end -= 1
+        out = tail[self._sent - base:end] if end > self._sent - base else ""
+        self._sent = max(self._sent, base + end)
+        self._scan = base + resume
+        if final:
+            self._closed = True
+            self._tail = ""
+            return out
+        keep = max(0, self._sent - self._BEHIND - base)
+        self._tail, self._base = tail[keep:], base + keep
+        return out
+
+
+def hold_point_in(tail: str, rule: HoldRule, start: int, base: int,
+                  ) -> tuple[int, bool, int]:
+    """`hold_point` on a tail of the text that begins at `base` in the whole (the start of
+    the whole text is only where `base` is 0)."""
+    if base == 0:
+        return hold_point(tail, rule, start)
+    at, final, resume = hold_point("\0" + tail, rule, start + 1)  # a sentinel: not the start
+    return at - 1, final, resume - 1

@@ -1,0 +1,137 @@
+"""A streamed turn as its upstream events come (the streamed mode): each event's chunk is
+added to the completion the stream adds up to, and the reasoning and content that the hold-
+back rule lets out are ready to send. At the end the assembled completion is the reply that
+`core.decide` reads, exactly as a buffered one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+import orjson
+
+from ..errors import ProxyError, from_upstream
+from .assemble import CONTENT, REASONING, Piece, StreamAssembler
+from .core import UpstreamReply
+from .holdback import Held, hold_rule
+from .plan import TurnPlan
+from .thinking import ThinkRouter
+
+DONE = b"[DONE]"
+
+
+def stream_cut(detail: str) -> ProxyError:
+    """An upstream stream that did not come to its end: never a silently short answer."""
+    return ProxyError(502, f"The upstream's stream {detail}.", type_="upstream_error",
+                      code="upstream_stream_cut")
+
+
+class LiveWriter(Protocol):
+    """What live text needs of a front's StreamWriter."""
+
+    def reasoning(self, text: str, choice: int = 0) -> bytes: ...
+
+    def text(self, text: str, choice: int = 0) -> bytes: ...
+
+
+def written(pieces: Iterable[Piece], writer: LiveWriter) -> bytes:
+    """Live pieces in a front's wire format."""
+    return b"".join(writer.reasoning(piece.text, piece.choice) if piece.kind == REASONING
+                    else writer.text(piece.text, piece.choice) for piece in pieces)
+
+
+class LiveTurn:
+    """One streamed turn's upstream events: `feed` them as they come, `release` what may be
+    sent now, `reply` at the end."""
+
+    def __init__(self, plan: TurnPlan) -> None:
+        extraction = plan.extraction
+        self._rule = (hold_rule(tuple(extraction.formats))
+                      if extraction.tools and extraction.formats else None)
+        self._reasoning = extraction.reasoning_field != "drop"
+        # A leading think block in the content flows as reasoning, as normalize will have it.
+        self._thinking: dict[int, ThinkRouter | None] | None = (
+            {} if extraction.reasoning_from_content else None)
+        self.assembler = StreamAssembler()
+        self._held: dict[tuple[int, str], Held] = {}
+        self._ready: list[Piece] = []
+        self.done = False  # `[DONE]` came
+        self._not_json: bytes | None = None
+        self.first_text = False  # something visible has been released
+
+    def feed(self, events: Iterable[bytes]) -> bool:
+        """Take the data of upstream events; whether there is now something to release."""
+        for data in events:
+            if self.done:
+                continue  # nothing counts after the end
+            if data == DONE or data.strip() == DONE:
+                self.done = True
+                continue
+            try:
+                chunk = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                self._not_json = self._not_json or data[:200]
+                continue
+            for piece in self._routed(self.assembler.feed(chunk)):
+                if piece.kind == REASONING and not self._reasoning:
+                    continue
+                self._hold(piece)
+        return bool(self._ready)
+
+    def _routed(self, pieces: Iterable[Piece]) -> Iterable[Piece]:
+        """`pieces`, the content's leading think block turned into reasoning (a choice whose
+        upstream sends reasoning of its own keeps its content as it is, as normalize does)."""
+        routers = self._thinking
+        for piece in pieces:
+            if routers is None or piece.kind != CONTENT:
+                if routers is not None and piece.kind == REASONING:
+                    routers.setdefault(piece.choice, None)
+                yield piece
+                continue
+            if piece.choice not in routers:
+                routers[piece.choice] = ThinkRouter()
+            router = routers[piece.choice]
+            if router is None:
+                yield piece
+                continue
+            for kind, text in router.push(piece.text):
+                yield Piece(piece.choice, kind, text)
+
+    def _hold(self, piece: Piece) -> None:
+        key = (piece.choice, piece.kind)
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = Held(self._rule)
+        text = held.push(piece.text)
+        if not text:
+            return
+        ready = self._ready
+        if ready and (ready[-1].choice, ready[-1].kind) == key:
+            ready[-1] = Piece(piece.choice, piece.kind, ready[-1].text + text)
+        else:
+            ready.append(Piece(piece.choice, piece.kind, text))
+
+    def release(self) -> list[Piece]:
+        """The reasoning and content that may be sent now, in the order they came."""
+        ready, self._ready = self._ready, []
+        if ready:
+            self.first_text = True
+        return ready
+
+    def reply(self, cut: bool = False) -> UpstreamReply | ProxyError:
+        """The stream's answer once it has ended (`cut`: it broke off mid-event): the
+        assembled completion, or the error that takes its place."""
+        error = self.assembler.error
+        if error is not None:
+            inner = error.get("error") if isinstance(error.get("error"), dict) else error
+            code = inner.get("code") if isinstance(inner, dict) else None
+            status = code if isinstance(code, int) and 400 <= code < 600 else 502
+            return from_upstream(status, orjson.dumps(error), {})
+        if self._not_json is not None:
+            return ProxyError(502, "The upstream's stream holds an event that is not JSON: "
+                              f"{self._not_json.decode('utf-8', 'replace')!r}.",
+                              type_="upstream_error", code="upstream_invalid_json")
+        if not self.done:
+            return stream_cut("broke off in the middle of an event" if cut
+                              else "ended without [DONE]")
+        return UpstreamReply(200, {}, b"", parsed=self.assembler.completion())

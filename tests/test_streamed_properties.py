@@ -1,0 +1,81 @@
+"""The streamed mode's promise, as a property (issue 19): for every case of the test corpus
+and for fuzzed outputs, the message the OpenAI SDK assembles is identical in both modes —
+the same content, reasoning, calls and finish_reason, whatever was sent live on the way."""
+
+from __future__ import annotations
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.fake_vllm import vllm_completion, vllm_stream_of
+from tests.streamed_cases import (
+    TOOL_NAMES,
+    answers_for,
+    assembled,
+    both_modes,
+    buffered_stream,
+    corpus,
+    fuzzed,
+    plans,
+    streamed_stream,
+)
+
+
+def _same_in_both_modes(texts: list[str], size: int) -> tuple[int, int]:
+    """Every answer of every text gives the same message; (answers, answers with live text)."""
+    buffered, streamed = plans()
+    answers = live = 0
+    for text in texts:
+        for completion in answers_for(text):
+            raw, flowed = streamed_stream(streamed, vllm_stream_of(completion, size=size))
+            expected = assembled(buffered_stream(buffered, completion))
+            assert assembled(raw) == expected, (text, completion["choices"][0]["message"])
+            answers += 1
+            live += bool(flowed)
+    return answers, live
+
+
+def test_every_corpus_text_gives_the_same_message_in_both_modes():
+    answers, live = _same_in_both_modes(corpus(), size=4)
+    assert answers > 5000
+    assert live > answers // 2  # not vacuous: most answers did flow before their end
+
+
+def test_fuzzed_outputs_give_the_same_message_in_both_modes():
+    answers, live = _same_in_both_modes(fuzzed(300), size=3)
+    assert answers > 1000
+    assert live > 0
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
+_ARGUMENTS = st.dictionaries(st.sampled_from(["path", "city", "n", "q"]),
+                             st.one_of(st.integers(-1000, 1000), _TEXT, st.none()),
+                             max_size=3).map(lambda d: orjson.dumps(d).decode())
+_CALL = st.builds(lambda i, name, args: {"id": f"chatcmpl-tool-{i}", "type": "function",
+                                         "function": {"name": name, "arguments": args}},
+                  st.integers(0, 10**6), st.sampled_from([*TOOL_NAMES, "not_offered"]),
+                  _ARGUMENTS)
+
+
+@settings(max_examples=150, deadline=None)
+@given(content=st.one_of(st.none(), _TEXT), reasoning=st.one_of(st.none(), _TEXT),
+       calls=st.lists(_CALL, max_size=3, unique_by=lambda c: c["id"]),
+       finish=st.sampled_from(["stop", "length", "tool_calls"]), choices=st.integers(1, 2),
+       size=st.integers(1, 9), cumulative=st.booleans(), ids=st.booleans(),
+       indexes=st.booleans())
+def test_upstreams_own_calls_give_the_same_message_in_both_modes(
+        content, reasoning, calls, finish, choices, size, cumulative, ids, indexes):
+    """vLLM's own parsed calls, streamed as deltas or as llama.cpp's snapshots, with or
+    without their ids and indices: accumulated whole, they come out as the buffered ones."""
+    if not (ids or indexes) and len({c["function"]["name"] for c in calls}) < len(calls):
+        calls = calls[:1]  # neither id nor index: only a new name tells a new call apart
+    completion = vllm_completion(content, reasoning=reasoning, tool_calls=calls,
+                                 finish_reason=finish, choices=choices)
+    buffered, streamed = both_modes(completion, size=size, cumulative=cumulative, ids=ids,
+                                    indexes=indexes)
+    if not ids and "choices" in buffered:
+        for choice in streamed["choices"] + buffered["choices"]:
+            for call in choice["message"].get("tool_calls") or ():
+                call["id"] = "…"  # upstream's ids left out: minted ones in their place
+    assert streamed == buffered

@@ -1,0 +1,139 @@
+"""Thinking written into the content (issue 21, item 4): a leading think block is the
+reasoning — in a finished answer, as it streams, and in the history sent back upstream."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.config import Config
+from proxy.turn.plan import plan_chat
+from proxy.turn.thinking import ThinkRouter, leading_thinking, move_history_thinking
+from tests.conftest import TOOLS
+from tests.fake_vllm import vllm_answer, vllm_completion, vllm_stream_of
+from tests.test_streamed_mode import Reader, _delta, _paused_after
+
+FRAGMENTS = ["<think>", "</think>", "<seed:think>", "</seed:think>", " ", "\n", "\n\n", "a",
+             "b c", "<", "</", "th", "ink>", "</thi", "x<think>y", "<tool_call>", "{",
+             "<|channel|>", "analysis", "<|message|>", "<|end|>", "<|start|>assistant", "<|"]
+
+
+@pytest.mark.parametrize(("content", "split"), [
+    ("<think>\nTwo and two.\n</think>\n\nIt is 4.", ("Two and two.", "It is 4.")),
+    ("  <seed:think>s</seed:think>answer", ("s", "answer")),
+    ("<think>cut while thinking", ("cut while thinking", "")),
+    ("<think></think>", ("", "")),
+    ("It is 4.<think>x</think>", None),
+    ("x</think>y", None),
+    ("<seed:think>a</think>b", ("a</think>b", "")),  # its own close only
+    # gpt-oss's analysis channel, raw (a server without the Harmony reasoning parser)
+    ("<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>final"
+     "<|message|>Sunny.", ("Need the weather.",
+                           "<|start|>assistant<|channel|>final<|message|>Sunny.")),
+    ("<|start|>assistant<|channel|>analysis<|message|>a<|end|>b", ("a", "b")),
+    ("<|channel|>analysis<|message|>cut while thinking", ("cut while thinking", "")),
+    ("<|channel|>final<|message|>Sunny.", None),
+    ("<|channel|>commentary to=functions.f <|message|>{}<|call|>", None),
+    ("Sunny.<|channel|>analysis<|message|>a<|end|>", None),
+    ("<|channel|>analysis<|message|>a</think>b", ("a</think>b", "")),
+])
+def test_a_leading_block_is_split_off(content, split):
+    assert leading_thinking(content) == split
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=10), st.data())
+def test_what_streams_out_agrees_with_the_whole_text_however_it_is_cut(fragments, data):
+    text = "".join(fragments)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    router = ThinkRouter()
+    out = [item for piece in pieces for item in router.push(piece)]
+    reasoning = "".join(text for kind, text in out if kind == "reasoning")
+    content = "".join(text for kind, text in out if kind == "content")
+    split = leading_thinking(text)
+    want_reasoning, want_content = split if split is not None else ("", text)
+    assert want_reasoning.startswith(reasoning)
+    assert want_content.startswith(content)
+    if split is None:
+        assert reasoning == ""
+
+
+def test_most_of_a_think_block_flows_before_it_closes():
+    router = ThinkRouter()
+    out = router.push("<think>\nFirst I add") + router.push(" two and two.\n</thi")
+    assert out == [("reasoning", "First I add"), ("reasoning", " two and two.")]
+    assert router.push("nk>\n\nIt is") == [("content", "It is")]
+
+
+def test_harmony_analysis_flows_as_reasoning_and_a_near_miss_as_content():
+    router = ThinkRouter()
+    assert router.push("<|channel|>analy") == []
+    assert router.push("sis<|message|>Need it.<|e") == [("reasoning", "Need it.")]
+    assert router.push("nd|>Sunny.") == [("content", "Sunny.")]
+    other = ThinkRouter()
+    assert other.push("<|channel|>final<|message|>Sunny.") == [
+        ("content", "<|channel|>final<|message|>Sunny.")]
+
+
+def _history(content: str) -> list[dict]:
+    return [{"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": "and 3+3?"}]
+
+
+def test_history_sent_back_with_thinking_in_the_content_goes_upstream_as_reasoning():
+    body = {"model": "m", "tools": TOOLS, "messages": _history(
+        "<think>\nadd them\n</think>\n\nIt is 4.")}
+    plan = plan_chat(orjson.dumps(body), Config())
+    sent = orjson.loads(plan.upstream_body)["messages"][1]
+    assert (sent["reasoning_content"], sent["content"]) == ("add them", "It is 4.")
+    assert "history_thinking_as_reasoning" in plan.rewrites
+    kept = plan_chat(orjson.dumps(body), Config(reasoning_from_content=False))
+    assert orjson.loads(kept.upstream_body)["messages"][1] == body["messages"][1]
+    assert "history_thinking_as_reasoning" not in kept.rewrites
+
+
+@pytest.mark.parametrize("message", [
+    {"role": "assistant", "content": "It is 4. <think>not leading</think>"},
+    {"role": "assistant", "content": "<think>a</think>b", "reasoning_content": "its own"},
+    {"role": "user", "content": "<think>a user's text</think>"},
+])
+def test_history_without_a_leading_block_of_its_own_is_left_as_it_is(message):
+    messages = [dict(message)]
+    assert not move_history_thinking(messages)
+    assert messages == [message]
+
+
+THOUGHT = "<think>\nThe user wants 2+2; that is simple arithmetic, four.\n</think>\n\nIt is 4."
+
+
+@pytest.mark.integration
+def test_over_http_the_thinking_is_the_reasoning_in_both_modes_and_flows_live(
+        fake, start_proxy):
+    messages = [{"role": "user", "content": "2+2?"}]
+    buffered = start_proxy().client()
+    fake.answer(vllm_answer(vllm_completion(THOUGHT)))
+    message = buffered.chat.completions.create(model="m", messages=messages,
+                                               tools=TOOLS).choices[0].message
+    assert (message.content, message.model_extra["reasoning_content"]) == (
+        "It is 4.", "The user wants 2+2; that is simple arithmetic, four.")
+
+    streamed = start_proxy(stream_mode="stream").client()
+    answer, resume = _paused_after(vllm_stream_of(vllm_completion(THOUGHT), size=5), "simple")
+    fake.answer(answer)
+    try:
+        reader = Reader(streamed.chat.completions.create(model="m", messages=messages,
+                                                         tools=TOOLS, stream=True))
+        first = reader.next_where(lambda chunk: _delta(chunk).get("reasoning_content"))
+        assert first is not None
+        assert not resume.is_set()  # the thinking flowed while upstream was still writing
+        assert not any(_delta(chunk).get("content") for chunk in reader.seen)
+    finally:
+        resume.set()
+    chunks = reader.rest()
+    assert "".join(_delta(c).get("reasoning_content", "") for c in chunks) == (
+        "The user wants 2+2; that is simple arithmetic, four.")
+    assert "".join(_delta(c).get("content", "") for c in chunks) == "It is 4."
