@@ -4,6 +4,7 @@ touched."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from proxy.toolcalls import extract
@@ -47,6 +48,7 @@ def cleaned(text: str, truncated: bool = False) -> str:
     (f"Sure.\n```\n{QWEN}\n```", "Sure."),
     (f"Both:\n```xml\n{HERMES}\n{QWEN}\n```", "Both:"),
     (f"```\ncode\n```\nChecking.\n```\n{HERMES}\n```", "```\ncode\n```\nChecking."),
+    (f"Sure.\n~~~\n{HERMES}\n\n\n   ~~~", "Sure."),  # indented ≤ 3, after blank lines
     # Gemma 4 hands over to the tool with a token of its own
     (f"Let me check.{GEMMA}<|tool_response>", "Let me check."),
 ])
@@ -109,6 +111,8 @@ def test_text_is_byte_identical_when_no_call_is_taken(text):
     (f"{HERMES}\n<b>not a call tag</b>", "<b>not a call tag</b>"),
     (f"I use <json> often.\n{HERMES}", "I use <json> often."),
     (f"{ANALYSIS}\n{HERMES}", ANALYSIS),  # Harmony's messages are read around its own calls
+    (f"Sure.\n```\n{HERMES}\n    ```", "Sure.\n```\n```"),  # indented 4: not a close
+    (f"Sure.\n```\n{HERMES} ```", "Sure.\n```\n```"),  # not on a line of its own
 ])
 def test_text_beside_a_call_that_is_not_its_markup_is_untouched(text, content):
     assert cleaned(text) == content
@@ -149,3 +153,12 @@ def test_left_out_says_what_left_the_content():
     assert found.content == "Sure."
     assert [(text[a:b], kind) for a, b, kind in found.left_out] == [
         (f"<response>\n{HERMES}\n</response>", "markup")]
+
+
+def test_harmony_tokens_inside_a_calls_arguments_are_its_text():
+    value = "<|channel|>analysis<|message|>quoted<|end|> and <|start|>assistant"
+    found = extract(HARMONY.replace('"Paris"', orjson.dumps(value).decode())
+                    + "\n<|start|>assistant<|channel|>final<|message|>Done.<|return|>", TOOLS)
+    assert [orjson.loads(c.arguments) for c in found.calls] == [{"city": value}]
+    assert found.content == "Done."
+    assert found.reasoning in ("", None)

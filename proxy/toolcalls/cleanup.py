@@ -27,7 +27,9 @@ _BEFORE = re.compile(r"(?:<(" + _NAMES + r")>|<(" + _NAMES + r")>\s*+</\2>)\s*+\
 _LOOK_BACK = 256  # how far back one piece of markup before a frame is looked for
 _SPACE = " \t\r\n"
 _FENCE_OPEN = re.compile(r"(?:^|\n)[ \t]{0,3}(```|~~~)[\w+.-]*[ \t]*\n\s*\Z")
-_FENCE_CLOSE = re.compile(r"\s*\n[ \t]{0,3}(```|~~~)[ \t]*(?:\n|\Z)")
+_FENCE_AT = re.compile(r"(```|~~~)[ \t]*+(?:\n|\Z)")
+_NOT_SPACE = re.compile(r"[^ \t\r\n]")
+_REST_OF_LINE = re.compile(r"[ \t\r]*+(?:\n|\Z)")
 _FENCE_LINE = re.compile(r"(?m)^[ \t]{0,3}(?:```|~~~)")
 # What an unfinished call cut by `length` starts with: a tag of a call format, or a special
 # token; then only more tags, a tag cut in the middle, or an opening bracket.
@@ -40,28 +42,35 @@ Span = tuple[int, int]
 
 
 def _skip(text: str, pos: int, limit: int) -> int:
-    while pos < limit and text[pos] in _SPACE:
-        pos += 1
-    return pos
+    """The first position from `pos` (up to `limit`) that is not space."""
+    found = _NOT_SPACE.search(text, pos, limit)
+    return limit if found is None else found.start()
+
+
+def _back_over(text: str, pos: int, floor: int, chars: str) -> int:
+    """The position after the last character before `pos` (down to `floor`) not in `chars`:
+    read back in windows, so that a long run of space costs C speed, not a step each."""
+    while pos > floor:
+        low = max(floor, pos - 4096)
+        kept = text[low:pos].rstrip(chars)
+        if kept:
+            return low + len(kept)
+        pos = low
+    return floor
 
 
 def _back(text: str, pos: int, floor: int) -> int:
-    while pos > floor and text[pos - 1] in _SPACE:
-        pos -= 1
-    return pos
+    return _back_over(text, pos, floor, _SPACE)
 
 
 def _line_ends(text: str, pos: int, limit: int) -> bool:
     """Only spaces or tabs between `pos` and the end of its line (or `limit`)."""
-    while pos < limit and text[pos] in " \t\r":
-        pos += 1
-    return pos >= limit or text[pos] == "\n"
+    return _REST_OF_LINE.match(text, pos, limit) is not None
 
 
 def _line_starts(text: str, pos: int, floor: int) -> bool:
     """Only spaces or tabs between the start of its line (or `floor`) and `pos`."""
-    while pos > floor and text[pos - 1] in " \t":
-        pos -= 1
+    pos = _back_over(text, pos, floor, " \t")
     return pos <= floor or text[pos - 1] == "\n"
 
 
@@ -118,8 +127,13 @@ def _fenced(text: str, start: int, end: int) -> Span | None:
     """The fenced code block that holds nothing but [start, end), when there is one: its
     opening fence is an opening one (an even number of fence lines stand before it)."""
     opening = _FENCE_OPEN.search(text, max(0, start - 64), start)
-    closing = _FENCE_CLOSE.match(text, end)
-    if opening is None or closing is None or opening[1] != closing[1]:
+    if opening is None:
+        return None
+    at = _skip(text, end, len(text))  # the closing fence: after a line break, indented ≤ 3
+    closing = _FENCE_AT.match(text, at)
+    line = text.rfind("\n", end, at)
+    if (closing is None or line < 0 or at - line - 1 > 3 or "\r" in text[line:at]
+            or opening[1] != closing[1]):
         return None
     fence = opening.start(1)
     if len(_FENCE_LINE.findall(text, 0, fence)) % 2:

@@ -99,19 +99,17 @@ def content_markup(text: str, frames: Sequence[tuple[int, int]],
     text of other channels is the answer."""
     starts = [start for start, _ in frames]
 
-    def framed(pos: int) -> bool:
-        i = bisect_right(starts, pos) - 1
-        return i >= 0 and frames[i][0] <= pos < frames[i][1]
-
     def next_frame(pos: int) -> int:
         i = bisect_right(starts, pos)
         return starts[i] if i < len(starts) else len(text)
 
+    # Only the text between frames is looked at (a frame may hold a megabyte of arguments).
+    gaps = list(zip([0, *(end for _, end in frames)], [*starts, len(text)], strict=True))
     markup: list[tuple[int, int]] = []
     reasoning: list[tuple[int, int]] = []
     pos = 0
-    for header in _HEADER.finditer(text):
-        if header.start() < pos or framed(header.start()):
+    for header in (h for low, high in gaps for h in _HEADER.finditer(text, low, high)):
+        if header.start() < pos:
             continue
         body = header.end()
         stop = next_frame(body)
@@ -124,8 +122,8 @@ def content_markup(text: str, frames: Sequence[tuple[int, int]],
             markup.append((pos, end.end()))
             pos = end.end()
     covered = sorted(markup + reasoning)
-    for token in _STRAY.finditer(text):
+    for token in (t for low, high in gaps for t in _STRAY.finditer(text, low, high)):
         i = bisect_right(covered, (token.start(), len(text))) - 1
-        if not framed(token.start()) and (i < 0 or covered[i][1] <= token.start()):
+        if i < 0 or covered[i][1] <= token.start():
             markup.append(token.span())
     return markup, reasoning
