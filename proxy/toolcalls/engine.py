@@ -4,7 +4,7 @@ against the request's tools, coerced by schema and assembled. Text that is not a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -22,6 +22,8 @@ _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 Call = tuple[str, dict[str, Any]]
 """A call's name and decoded arguments, before they are checked against the tools."""
+Decode = Callable[[str], tuple[Any, tuple[str, ...]]]
+"""Reads a frame's JSON payload: its value and the repairs that took (see loads_repaired)."""
 
 
 def _arguments_object(value: Any, repairs: list[str]) -> dict[str, Any] | Refusal:
@@ -68,7 +70,7 @@ def _calls_from_json(value: Any, repairs: list[str], frame: Frame) -> list[Call 
     return [_call_from_item(item, repairs, frame) for item in items]
 
 
-def _decoded_calls(frame: Frame, tools: ToolSchemas, truncated: bool,
+def _decoded_calls(frame: Frame, tools: ToolSchemas, truncated: bool, decode: Decode,
                    ) -> tuple[list[Call | Refusal], list[str]]:
     """The calls (or refusals) a frame's payload decodes to, and the repairs that took; a
     frame that holds no call at all gives one refusal."""
@@ -83,7 +85,7 @@ def _decoded_calls(frame: Frame, tools: ToolSchemas, truncated: bool,
         return _calls_from_json(frame.value, repairs, frame), repairs
     if frame.json_text is not None:
         try:
-            value, applied = loads_repaired(frame.json_text)
+            value, applied = decode(frame.json_text)
         except NotJson:
             return [Refusal("invalid_json", frame.name)], []
         repairs.extend(applied)
@@ -175,10 +177,11 @@ def _checked_arguments(name: str, arguments: dict[str, Any], tools: ToolSchemas,
 
 
 def read_frame(frame: Frame, tools: ToolSchemas, only: str | None, truncated: bool,
-               ) -> tuple[list[ToolCall], list[Refusal]]:
+               decode: Decode = loads_repaired) -> tuple[list[ToolCall], list[Refusal]]:
     """The calls a frame holds and the refusals of its other items (a list may hold bad
-    siblings); when it holds no call, the one refusal that says why it stays text."""
-    items, repairs = _decoded_calls(frame, tools, truncated)
+    siblings); when it holds no call, the one refusal that says why it stays text. `decode`
+    reads a JSON payload: the frame's document's, which reuses what its scan decoded."""
+    items, repairs = _decoded_calls(frame, tools, truncated, decode)
     calls: list[ToolCall] = []
     refusals: list[Refusal] = []
     for item in items:
@@ -285,7 +288,8 @@ def extract(
                     _drop_enclosed(frame, claims, doc, taken, left)
                 spans.append((frame.start, frame.end))
                 doc.claimed.add(frame.start, frame.end)
-                calls, refusals = read_frame(frame, tools, only, truncated)
+                calls, refusals = read_frame(frame, tools, only, truncated,
+                                             doc.loads_repaired)
                 if calls:
                     taken.append((frame, calls))
                 left.extend(LeftAsText(frame.format, frame.start, frame.end, refusal.reason,

@@ -28,6 +28,10 @@ ORJSON_INTS = range(-(1 << 63), 1 << 64)
 # shortest integer orjson may read as a float, is then one substring search away.
 _DIGIT_RUNS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
 _LONG_RUN = b"0" * 19
+# Every this many characters of a long text are sampled first: 19 digits in a row hold two
+# multiples of 9, so the sample of a text with such a run holds two digits in a row.
+_SAMPLE_STEP = 9
+_SAMPLED_FROM = 4_096
 
 
 def exact_int(value: int) -> Any:
@@ -44,9 +48,20 @@ def _int_literal(literal: str) -> Any:
     return orjson.Fragment(literal)
 
 
-def _has_long_digit_run(text: str) -> bool:
-    """Whether `text` holds 19 digits in a row (at C speed: translate, then search)."""
-    return _LONG_RUN in text.encode("utf-8", "surrogatepass").translate(_DIGIT_RUNS)
+def _digit_classes(text: str) -> bytes:
+    """`text` with each ASCII digit as "0" and anything else as one or more spaces."""
+    return text.encode("utf-8", "surrogatepass").translate(_DIGIT_RUNS)
+
+
+def has_long_digit_run(text: str) -> bool:
+    """Whether `text` holds 19 digits in a row (at C speed: translate, then search). It holds
+    none when no digit occurs, which a one-character search per digit tells sooner, or when a
+    long text's every ninth character shows no two digits in a row (a ninth of the work)."""
+    if not any(digit in text for digit in "0123456789"):
+        return False
+    if len(text) > _SAMPLED_FROM and b"00" not in _digit_classes(text[::_SAMPLE_STEP]):
+        return False
+    return _LONG_RUN in _digit_classes(text)
 
 
 def loads(text: str) -> Any:
@@ -60,11 +75,10 @@ def loads(text: str) -> Any:
         if not (number and error.msg.startswith("number is infinity")):
             raise
     else:
-        if not _has_long_digit_run(text):
+        if not has_long_digit_run(text):
             return value
     try:
-        return json.loads(text, parse_int=_int_literal, parse_float=_finite_float,
-                          parse_constant=_refuse_constant)
+        return _EXACT_DECODER.decode(text)
     except (ValueError, RecursionError):
         raise orjson.JSONDecodeError("not readable exactly", text, 0) from None
 
@@ -152,6 +166,19 @@ _BAD_UNICODE_ESCAPE = re.compile(r"\\u(?![0-9a-fA-F]{4})")
 _ANY_INVALID_ESCAPE = re.compile(r'\\(?![\\"/bfnrt]|u[0-9a-fA-F]{4})')
 
 
+# A backslash as a backslash, each character that may follow one in a JSON escape as "v", any
+# other byte as a space: a JSON escape (or an escaped backslash) is then one of two searches.
+_ESCAPE_CLASSES = bytes(92 if b == 92 else 118 if chr(b) in '"/bfnrtu' else 32
+                        for b in range(256))
+
+
+def _no_json_escape(text: str) -> bool:
+    """Whether no backslash of `text` starts a JSON escape or is escaped (`\\n`, `\\\\`,
+    `\\u…` however it goes on), at C speed: one table lookup, two searches."""
+    classes = text.encode("utf-8", "surrogatepass").translate(_ESCAPE_CLASSES)
+    return b"\\v" not in classes and b"\\\\" not in classes
+
+
 def _invalid_escapes(text: str) -> str:
     r"""Each backslash that does not start a JSON escape made a literal backslash: the model
     wrote `C:\Users` for the characters C, :, \, U… Valid escapes are left as JSON reads
@@ -161,6 +188,8 @@ def _invalid_escapes(text: str) -> str:
     every other backslash doubled, the doubling undone where a valid escape follows."""
     if "\\" not in text or _ANY_INVALID_ESCAPE.search(text) is None:
         return text
+    if _no_json_escape(text):  # every backslash starts an invalid escape: each one doubled
+        return text.replace("\\", "\\\\")
     if "\x00" in text:  # the placeholder below: edit by regex instead (pairs read as a unit)
         edited = re.sub(r'\\\\|\\(?![\\"/bfnrt]|u[0-9a-fA-F]{4})',
                         lambda m: m[0] if len(m[0]) == 2 else "\\\\", text)
@@ -325,23 +354,43 @@ def _escape_raw_control(match: re.Match[str]) -> str:
     return match[0] if match[0] == "\x00" else _escape_control(match)
 
 
+# The escapes of a single-quoted literal that its quotes' swap would misread, in the order they
+# are rewritten (escaped backslashes first: a backslash pair is read from the left), each as
+# the JSON escape of the same character, which holds no quote.
+_QUOTE_ESCAPES = (("\\\\", "\\u005c"), ("\\'", "\\u0027"), ('\\"', "\\u0022"))
+
+
+def single_quotes_as_json(source: str) -> str | None:
+    """A literal whose strings are all single-quoted, with JSON's quotes: its escaped
+    backslashes and quotes written as JSON escapes, each `"` escaped, each `'` made `"` (a
+    string's brackets and ends stay where they were; only `"` and escapes change length).
+    None when `source` holds what this rewrite cannot mark or does not read as Python does (a
+    carriage return, `\\/`)."""
+    if "\r" in source or ("\\" in source and "\\/" in source):
+        return None
+    text = source
+    if "\\" in text:
+        for escape, json_escape in _QUOTE_ESCAPES:
+            text = text.replace(escape, json_escape)
+    return text.replace('"', '\\"').replace("'", '"')
+
+
 def _single_quoted_at_once(source: str) -> Any:
     """The value of a literal whose strings are all single-quoted, rewritten as JSON by
     str.replace over the whole text (no string is handled alone, so a megabyte of short
-    strings costs as little as one long one), or _MISSING. Quotes are swapped, escaped
-    backslashes and quotes set aside first; True/False/None and `,]`/`,}` are replaced with
-    a carriage return after them, which in a string makes the strict decoder refuse it (the
-    text must hold none). Whatever else Python reads otherwise (a `"` string, `\\/`, a raw
-    line break or an escape JSON does not define inside a string, `[,]`) fails to decode or
-    is refused here, and the string-by-string rewrite (_python_parts) decides."""
-    if any(c in source for c in "\r\x01\x02\x03") or "\\/" in source:
+    strings costs as little as one long one), or _MISSING. Quotes are made JSON's (see
+    single_quotes_as_json), then the repairs the decoder asks for are made (RepairedText),
+    else True/False/None and `,]`/`,}` are all replaced with a carriage return after them,
+    which in a string makes the strict decoder refuse it. Whatever else Python reads otherwise
+    (a `"` string, `\\/`, a raw line break or an escape JSON does not define inside a string,
+    `[,]`) fails to decode or is refused here, and the string-by-string rewrite
+    (_python_parts) decides."""
+    text = single_quotes_as_json(source)
+    if text is None:
         return _MISSING
-    text = source
-    if "\\" in text:
-        text = text.replace("\\\\", "\x01").replace("\\'", "\x02").replace('\\"', "\x03")
-    text = text.replace('"', '\\"').replace("'", '"')
-    if "\\" in source:
-        text = text.replace("\x03", '\\"').replace("\x02", "'").replace("\x01", "\\\\")
+    repaired = RepairedText(text, escapes=False).value()
+    if repaired is not None:
+        return repaired[0]
     text = _names_as_json(text, "\r")
     marked = text.replace(",]", "\r]").replace(",}", "\r}") if "," in text else text
     try:
@@ -411,8 +460,7 @@ def _names_as_json(code: str, mark: str = "") -> str:
     str.replace; the same object when it holds none. A name inside a longer word (`Truex`)
     is replaced too, and stays invalid."""
     for word, json_word in PY_NAMES_AS_JSON.items():
-        if word in code:
-            code = code.replace(word, json_word + mark)
+        code = code.replace(word, json_word + mark)  # the same object when the word is absent
     return code
 
 
@@ -589,11 +637,16 @@ def _finite_float(literal: str) -> float:
     return number
 
 
+# The stdlib decoder reading JSON as orjson does, but every integer exactly (see loads).
+_EXACT_DECODER = json.JSONDecoder(parse_int=_int_literal, parse_float=_finite_float,
+                                  parse_constant=_refuse_constant)
+
+
 def _loads_lenient(text: str) -> Any:
     """`text` decoded with raw control characters allowed in strings (the stdlib decoder, not
     strict), and nothing else orjson refuses: NaN and infinities are refused, an integer past
     64 bits kept exact, a lone surrogate refused (found by writing the value back)."""
-    exact = _has_long_digit_run(text)
+    exact = has_long_digit_run(text)
     decoder = json.JSONDecoder(strict=False, parse_constant=_refuse_constant,
                                parse_float=_finite_float if "e" in text or "E" in text else float,
                                parse_int=_int_literal if exact else int)
@@ -607,10 +660,106 @@ def _loads_lenient(text: str) -> Any:
 
 # A whitespace character outside strings and, raw, an error inside them (orjson, strict) or a
 # character found when the value is written back (the lenient decoder): the marker below.
-_MARK = "\r"
+MARK = "\r"
+# How far a trailing comma before the text's last closing brackets is looked for (see
+# RepairedText.final_comma), and the last characters of a value it may follow.
+_FINAL_COMMA_REACH = 64
+_VALUE_ENDS = frozenset('"0123456789el]}')
+
+
+class RepairedText:
+    """A text repaired where the strict decoder reports each error, by the repair of REPAIRS
+    that the error calls for, made over the whole text at once: a Python name at the error
+    makes every such name JSON's, followed by MARK (one str.replace); a backslash that starts
+    no JSON escape runs the escape repair over the whole text (unless `escapes` is False, for
+    a caller that maps positions: it moves what follows); a trailing comma, reported as one,
+    becomes MARK itself (the text keeps its length). A replacement that fell inside a string
+    left a raw MARK there, which the strict decoder refuses; that error, and any other kind
+    (a raw control character, a comma the regex repairs read otherwise, a name already
+    replaced), ends the repairs (`fix` gives None) and the whole-text repairs decide. So a
+    value read from the repaired text is the one the regex repairs give, with the same names,
+    at the cost of one decode per kind of error rather than one pass per repair."""
+
+    def __init__(self, text: str, *, escapes: bool = True) -> None:
+        self.text = text
+        self.words: list[str] = []  # the Python names replaced, in order
+        self.applied: set[str] = set()
+        self._escapes = escapes
+        self._spent = 0  # characters copied and parsed for commas (one by one: a few only)
+
+    def fix(self, pos: int, message: str) -> str | None:
+        """Repair the error the decoder reports at `pos` with `message`: the name of the repair
+        made, or None when the error is not one these repairs make (or make again)."""
+        text = self.text
+        if message.startswith("trailing comma") and text.startswith(",", pos):
+            # orjson says so only of a comma after a value, before space and a bracket
+            self._spent += pos + len(text)
+            if self._spent > 2 * len(text) + 262_144:
+                return None  # many: the whole-text repair is cheaper
+            return self._comma(pos)
+        literal = _PY_LITERAL.match(text, pos)
+        if literal is not None and literal[0] not in self.words:
+            self.words.append(literal[0])
+            self.text = text.replace(literal[0], PY_NAMES_AS_JSON[literal[0]] + MARK)
+            return self._made("python_literals")
+        if self._escapes and message.startswith("invalid escape") \
+                and "invalid_escape" not in self.applied:
+            escaped = _invalid_escapes(text)
+            if escaped is not text:
+                self.text = escaped
+                return self._made("invalid_escape")
+        return None
+
+    def final_comma(self) -> int | None:
+        """Repair the comma among the text's last closing brackets (`…, ]}}`), when it follows
+        a value as a trailing comma the decoder reports does: where a payload's one trailing
+        comma usually stands (after its last item or argument), and where a read of a long
+        value would fail after reading all of it, to be made again. Its position, or None."""
+        text = self.text
+        last = max(text.rfind("]"), text.rfind("}"))
+        floor = max(0, last - _FINAL_COMMA_REACH)
+        head = text[floor:last].rstrip(" \t\n\r]}") if last > 0 else ""
+        pos = floor + len(head) - 1
+        if not head.endswith(","):
+            return None
+        if text[max(0, pos - _FINAL_COMMA_REACH):pos].rstrip(" \t\n\r")[-1:] not in _VALUE_ENDS:
+            return None  # `[1,,]`, `[,]`: not what the decoder calls a trailing comma
+        self._comma(pos)
+        return pos
+
+    def _comma(self, pos: int) -> str:
+        self.text = self.text[:pos] + MARK + self.text[pos + 1:]
+        return self._made("trailing_comma")
+
+    def _made(self, name: str) -> str:
+        self.applied.add(name)
+        return name
+
+    @property
+    def repairs(self) -> tuple[str, ...]:
+        """The names of the repairs made, in the order of REPAIRS."""
+        return tuple(sorted(self.applied, key=_ORDER.__getitem__))
+
+    def value(self) -> tuple[Any, tuple[str, ...]] | None:
+        """The value of the whole text, repaired, and the repairs' names; or None."""
+        for _ in range(_MAX_LOCAL_FIXES + len(REPAIRS)):
+            try:
+                return loads(self.text), self.repairs
+            except orjson.JSONDecodeError as error:
+                if self.fix(error.pos, error.msg) is None:
+                    return None
+        return None
 
 
 def _repaired_at_once(text: str) -> tuple[Any, tuple[str, ...]] | None:
+    """The repairs of REPAIRS made where the decoder reports errors (see RepairedText), or
+    else every one at once (see _repaired_all_at_once); None when neither reads the text as
+    the regex repairs would."""
+    repaired = RepairedText(text).value()
+    return repaired if repaired is not None else _repaired_all_at_once(text)
+
+
+def _repaired_all_at_once(text: str) -> tuple[Any, tuple[str, ...]] | None:
     """Every repair of REPAIRS made at once over the whole text by str.replace, which costs
     milliseconds on a megabyte where the regex repairs pay per match; raw control characters
     in strings read by the lenient decoder instead of escaped. True/False/None become JSON's
@@ -623,14 +772,14 @@ def _repaired_at_once(text: str) -> tuple[Any, tuple[str, ...]] | None:
         return None
     applied: list[str] = []
     edited = text
-    if _MARK not in text and "\\r" not in text:
-        named = _names_as_json(edited, _MARK)
+    if MARK not in text and "\\r" not in text:
+        named = _names_as_json(edited, MARK)
         if named is not edited:
             applied.append("python_literals")
             edited = named
         commas = [comma for comma in (",]", ",}") if comma in edited]
         for comma in commas:
-            edited = edited.replace(comma, _MARK + comma[1])
+            edited = edited.replace(comma, MARK + comma[1])
         if commas:
             applied.append("trailing_comma")
     escaped = _invalid_escapes(edited)
@@ -642,14 +791,14 @@ def _repaired_at_once(text: str) -> tuple[Any, tuple[str, ...]] | None:
             return loads(edited), tuple(applied)
         except orjson.JSONDecodeError as error:
             char = edited[error.pos] if error.pos < len(edited) else ""
-            if char == "," and _MARK not in text and "\\r" not in text:
+            if char == "," and MARK not in text and "\\r" not in text:
                 # a trailing comma with space before its bracket: all such, by one regex pass
-                edited = _TRAILING_COMMA_ANY.sub(_MARK, edited)
+                edited = _TRAILING_COMMA_ANY.sub(MARK, edited)
                 if "trailing_comma" not in applied:
                     applied.insert(len(applied) - ("invalid_escape" in applied),
                                    "trailing_comma")
                 return _decoded_at_once(text, edited, applied)
-            if not (char and char < " " and char != _MARK):
+            if not (char and char < " " and char != MARK):
                 return None  # not a raw control character the model wrote
     return _lenient_at_once(text, edited, applied)
 
@@ -661,7 +810,7 @@ def _decoded_at_once(text: str, edited: str, applied: list[str],
         return loads(edited), tuple(applied)
     except orjson.JSONDecodeError as error:
         char = edited[error.pos] if error.pos < len(edited) else ""
-        if not (char and char < " " and char != _MARK):
+        if not (char and char < " " and char != MARK):
             return None
     return _lenient_at_once(text, edited, applied)
 
@@ -674,7 +823,7 @@ def _lenient_at_once(text: str, edited: str, applied: list[str],
         value = _loads_lenient(edited)
     except orjson.JSONDecodeError:
         return None
-    if _MARK in edited and _MARK not in text and "\\r" in orjson.dumps(value).decode():
+    if MARK in edited and MARK not in text and "\\r" in orjson.dumps(value).decode():
         return None  # a replacement fell inside a string
     return value, (*applied, "raw_control_chars_in_string")
 

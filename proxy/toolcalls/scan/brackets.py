@@ -163,11 +163,11 @@ class BracketScanner:
 
     def _single_end(self, pos: int) -> int | None:
         """End of the single-quoted string whose content starts at `pos`, or None: by the C
-        string decoder on the copy with quotes swapped (see Decoders.python_copy), where it is a
-        double-quoted string of the same length, else by str.find."""
+        string decoder on the copy with quotes swapped (see Decoders.quotes_swapped), where it
+        is a double-quoted string of the same length, else by str.find."""
         if self._budget.string_failures > 0:
             try:
-                return int(scanstring(self._decoders.python_copy(), pos, False)[1])
+                return int(scanstring(self._decoders.quotes_swapped(), pos, False)[1])
             except ValueError as error:
                 if str(error).startswith("Unterminated string"):
                     return None

@@ -94,6 +94,41 @@ def value_end(text: str, start: int) -> tuple[int | None, int | None]:
         return None, start + at
 
 
+def strict_read(text: str, start: int, width: int = _WINDOW,
+                ) -> tuple[int | None, object, tuple[int, str] | None, int]:
+    """The strict decoder (orjson) on windows of `text` growing from `start`, as value_end
+    reads them: (end, value, error, width). `end` is where the value opening at `start`
+    ends, and `value` its value when a window held exactly it (else UNKNOWN); `error` the
+    first error met instead (its position in `text`, its message); neither when the text ends
+    inside a valid prefix. `width` is the last window's, for the next read of the same value.
+
+    A window that would reach past the text's last closing bracket ends there instead: a
+    long value that is the last of its text (a call's payload before its closing tag) is
+    then decoded in the read that finds its end."""
+    size = len(text)
+    last = max(text.rfind("}"), text.rfind("]")) + 1
+    while True:
+        stop = min(size, start + width)
+        slack = _EDGE_SLACK  # a window cut after a bracket cuts no token but a string
+        if start < last < stop:
+            stop, last, slack = last, -1, 0  # once: a window read again ends where windows do
+        window = text[start:stop]
+        partial = stop < size  # the window holds only part of the text
+        try:
+            value = orjson.loads(window)
+        except orjson.JSONDecodeError as error:
+            if error.msg.startswith("unexpected content after document"):
+                return start + len(window[:error.pos].rstrip(" \t\n\r")), UNKNOWN, None, width
+            if error.msg.startswith("unexpected end of data") or (
+                    partial and error.pos >= len(window) - slack):
+                if not partial:
+                    return None, UNKNOWN, None, width
+                width *= 8
+                continue
+            return None, UNKNOWN, (start + error.pos, error.msg), width
+        return start + len(window.rstrip(" \t\n\r")), value, None, width
+
+
 class Decoders:
     """The C decoders over one document: their failures capped by the budget, its patched
     copies made once."""
@@ -106,6 +141,7 @@ class Decoders:
         self._budget = budget
         self._bulk: tuple[str | None] | None = None  # see _same_length_copy
         self._py_copy: str | None = None  # see python_copy
+        self._swapped: str | None = None  # see quotes_swapped
 
     def decode(self, text: str, start: int) -> tuple[int | None, int | None] | object:
         """value_end, or UNKNOWN. Failures are capped per document: each one may have read
@@ -167,14 +203,24 @@ class Decoders:
         None when there is nothing to change, or so much that the text is not a payload needing
         repairs but a flood of them (decoding it would cost more than the scanner's budget)."""
         if self._bulk is None:
-            pairs = (*PY_NAMES_AS_JSON.items(), (",]", " ]"), (",}", " }"))
-            count = sum(self.text.count(old) for old, _ in pairs)
+            text = self.text  # (a name whose capital is absent is not counted, nor a comma
+            pairs = [(old, new)  # before a bracket that is)
+                     for old, new in (*PY_NAMES_AS_JSON.items(), (",]", " ]"), (",}", " }"))
+                     if old[old[0] == ","] in text]
+            count = sum(text.count(old) for old, _ in pairs)
             bulk = self.text
             if 0 < count <= 64 + len(self.text) // 16:  # a repair per row, not per value
                 for old, new in pairs:
                     bulk = bulk.replace(old, new)
             self._bulk = (bulk,) if bulk is not self.text else (None,)
         return self._bulk[0]
+
+    def quotes_swapped(self) -> str:
+        """The document with single and double quotes swapped, where a single-quoted string
+        is a double-quoted one of the same length (for the C string decoder). Made once."""
+        if self._swapped is None:
+            self._swapped = self.text.translate(_SWAP_QUOTES)
+        return self._swapped
 
     def python_copy(self) -> str:
         """The document with single and double quotes swapped, and the changes of
@@ -183,5 +229,7 @@ class Decoders:
         (a `"` inside such a string becomes `'`, only content). Any other style fails to
         decode, and the bracket scanner reads it. Made once per document."""
         if self._py_copy is None:
-            self._py_copy = (self._same_length_copy() or self.text).translate(_SWAP_QUOTES)
+            bulk = self._same_length_copy()
+            self._py_copy = self.quotes_swapped() if bulk is None else bulk.translate(
+                _SWAP_QUOTES)
         return self._py_copy

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..repair import loads_repaired
 from .budget import Budget
 from .json_spans import JsonSpans
 from .markers import MarkerIndex
@@ -103,6 +104,13 @@ class Document:
         """End (exclusive) of the balanced JSON value opening at `start`, or None (see
         JsonSpans.end)."""
         return self._json.end(start)
+
+    def loads_repaired(self, payload: str) -> tuple[Any, tuple[str, ...]]:
+        """repair.loads_repaired(payload): for the text of a value this document's scan read
+        in its repaired copy (a large value needing repairs), the value decoded from there,
+        without repairing and decoding the payload again."""
+        found = self._json.repaired.value(payload)
+        return found if found is not None else loads_repaired(payload)
 
     def skip_space(self, pos: int, end: int | None = None) -> int:
         """First position at or after `pos` (and before `end`, default the end of the text)

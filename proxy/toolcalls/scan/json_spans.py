@@ -7,6 +7,7 @@ import re
 from .brackets import BracketScanner
 from .budget import Budget
 from .decode import UNKNOWN, Decoders
+from .repaired import RepairedSpans
 
 # A payload in Python-literal style: brackets, then a single quote.
 _PYTHON_STYLE = re.compile(r"[\[{][\s\[{]{0,32}+'")
@@ -24,6 +25,7 @@ class JsonSpans:
         self._budget = budget
         self._decoders = Decoders(text, budget)
         self._scanner = BracketScanner(text, budget, self._decoders)
+        self.repaired = RepairedSpans(text, budget)
         self._ends: dict[int, int | None] = {}
         self._py_ends: dict[int, int | None] = {}  # the same, for Python-literal payloads
 
@@ -33,14 +35,16 @@ class JsonSpans:
         The C decoders are tried first: orjson on growing windows of the text (fast on valid
         JSON, and its errors cost only the window), then the stdlib decoder, which allows raw
         control characters (its failures are capped per document, because each one costs
-        time in proportion to the text before it: the error's line number), then copies
-        patched where the value needs a repair that moves no bracket (see
-        Decoders.patched_end). Then the bracket scanner, on a budget; what the decoder read
-        before it failed was valid JSON, and the budget grows with it (see Budget.credit),
+        time in proportion to the text before it: the error's line number), then the copy of
+        the document repaired where the strict decoder reports errors, which keeps the value
+        for the engine (see RepairedSpans), then copies patched where the value needs a
+        repair that moves no bracket (see Decoders.patched_end). Then the bracket scanner,
+        on a budget; what the decoder read before it failed was valid JSON, and the budget
+        grows with it (see Budget.credit),
         so that a large payload is found while a pathological text, which fails the decoder
         at once, gains nothing. A payload in Python-literal style (`{'name': …`) is decoded
-        in a copy with its quotes swapped (see Decoders.python_copy), and single-quoted
-        strings are strings to the scanner.
+        in a copy with its quotes made JSON's (see RepairedSpans) or swapped (see
+        Decoders.python_copy), and single-quoted strings are strings to the scanner.
         """
         python = _PYTHON_STYLE.match(self.text, start) is not None
         memo = self._py_ends if python else self._ends
@@ -64,9 +68,11 @@ class JsonSpans:
         if found is not UNKNOWN:
             return found  # type: ignore[return-value]
         end: object = UNKNOWN
-        if python:
+        if python or error_at is not None:  # repaired where the decoder fails, and kept
+            end = self.repaired.end(start, python)
+        if end is UNKNOWN and python:
             end = self._decoders.decoded_end(self._decoders.python_copy(), start, 0, 0)
-        elif error_at is not None:
+        elif end is UNKNOWN and error_at is not None:
             end = self._decoders.patched_end(text, start, error_at, 0, 0)
         if end is not UNKNOWN:
             memo[start] = end  # type: ignore[assignment]

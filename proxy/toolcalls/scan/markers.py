@@ -63,8 +63,9 @@ def markers_present(text: str, markers: frozenset[str]) -> frozenset[str]:
     for on its own by str.find, whose cost does not depend on what the text holds."""
     ascii_only = text.isascii()  # O(1): then a marker with other characters cannot occur
     found = {m for m in markers if len(m) == 1 and m in text}
+    occurs = _CharsOccur(text)
     for group in _by_anchor(frozenset(m for m in markers if len(m) > 1)):
-        remaining = {m for m in group if m.isascii() or not ascii_only}
+        remaining = {m for m in group if (m.isascii() or not ascii_only) and occurs.all(m)}
         if len(remaining) <= _ALONE_UP_TO or (
                 text.count(_anchor_char(group)) * _ATTEMPT_COST > len(text) * len(remaining)):
             found.update(m for m in remaining if m in text)
@@ -80,6 +81,28 @@ def markers_present(text: str, markers: frozenset[str]) -> frozenset[str]:
             found |= hits
             remaining -= hits
     return frozenset(found)
+
+
+class _CharsOccur:
+    """Which characters occur in one text, each found once by a one-character search (memchr
+    speed, and it stops at the first occurrence): a marker one of whose characters does not
+    occur is not searched for at all (a search for a longer string costs about a millisecond
+    per megabyte, found or not)."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._known: dict[str, bool] = {}
+
+    def all(self, marker: str) -> bool:
+        """Whether every character of `marker` occurs in the text."""
+        known = self._known
+        for char in marker:
+            occurs = known.get(char)
+            if occurs is None:
+                occurs = known[char] = char in self._text
+            if not occurs:
+                return False
+        return True
 
 
 # A long text's first this many characters tell whether a character is too common to list.
@@ -113,6 +136,7 @@ class MarkerIndex:
         self._occurrences: dict[str, list[int] | None] = {}
         self._other: dict[str, bool] = {}
         self._counts: dict[str, int] = {}
+        self._chars = _CharsOccur(text)  # a marker with a character the text lacks is absent
         self._anchor_limit = self.ANCHOR_HITS + len(text) // 2048
         if len(text) > self.COMBINED_SEARCH_FROM:
             self.present = self._present(markers)
@@ -180,8 +204,9 @@ class MarkerIndex:
             return marker in self.present
         known = self._other.get(marker)
         if known is None:
-            found = (self.occurrences(marker)
-                     if len(marker) > 1 and len(self.text) > self.COMBINED_SEARCH_FROM else None)
+            found = None  # a short text or marker: searched for
+            if len(marker) > 1 and len(self.text) > self.COMBINED_SEARCH_FROM:
+                found = self.occurrences(marker) if self._chars.all(marker) else []
             known = self._other[marker] = bool(found) if found is not None else (
                 marker in self.text)
         return known
