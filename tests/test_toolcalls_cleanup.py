@@ -49,6 +49,7 @@ def cleaned(text: str, truncated: bool = False) -> str:
     (f"Both:\n```xml\n{HERMES}\n{QWEN}\n```", "Both:"),
     (f"```\ncode\n```\nChecking.\n```\n{HERMES}\n```", "```\ncode\n```\nChecking."),
     (f"Sure.\n~~~\n{HERMES}\n\n\n   ~~~", "Sure."),  # indented ≤ 3, after blank lines
+    (f"Sure.\n```python\n{HERMES}\n```", "Sure."),  # whatever its language
     # Gemma 4 hands over to the tool with a token of its own
     (f"Let me check.{GEMMA}<|tool_response>", "Let me check."),
 ])

@@ -96,8 +96,9 @@ _SPACE = run(r"\s", 0, 64)
 _WORD = run(r"\w", 1, 200)
 _CALL_OBJECT = Opener(seq("{", _SPACE, alt('"', "'", "}")), "line")  # `{"name": …}`
 _CALL_LIST = Opener(seq("[", _SPACE, alt("{", "]")), "line")
-_FENCE = Opener(seq(alt("```", "~~~"), opt(alt("json", "xml", "tool_call", "tool_calls", "function_call")),
-                    run(r"[ \t\r]", 0, 64), "\n", _SPACE, alt("{", "[", "<")), "line")
+# A fence of any language (the content cleanup takes any fence that held only calls).
+_FENCE = Opener(seq(alt("```", "~~~"), run(r"[\w+.-]", 0, 32), run(r"[ \t\r]", 0, 64), "\n",
+                    _SPACE, alt("{", "[", "<")), "line")
 # `<｜tool▁calls▁begin｜>`, `<|tool_call_begin|>` and the other spellings of DeepSeek's tokens.
 _DEEPSEEK = Opener(seq("<", alt("｜", "|"), "tool", alt("▁", "_", " ", "\\_"), "call"))
 # gpt-oss: the recipient, and the header pieces before it, which belong to the frame.
