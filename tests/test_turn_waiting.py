@@ -49,7 +49,7 @@ def test_a_client_that_does_not_stream_is_never_sent_a_head_or_a_heartbeat():
 
 def test_waits_are_never_longer_than_a_look_at_the_client():
     state = waiting.start(0.0, 1000.0, commit_after=10.0, beat=30.0)
-    for now in [0.0, 3.0, 10.0, 20.0]:
+    for now in [0.0, 3.0, 10.0, 20.0, 127.74954963355445]:  # the last: `now + 0.5 - now` > 0.5
         state, actions = waiting.step(state, Tick(now))
         wait = actions[-1]
         assert isinstance(wait, Wait)

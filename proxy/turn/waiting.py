@@ -228,4 +228,4 @@ def _wait(state: Waiting, now: float) -> Wait:
         wake = min(wake, state.commit_at)
     if state.phase is Phase.STREAMING and state.beat:
         wake = min(wake, state.next_beat)
-    return Wait(max(0.0, wake - now))
+    return Wait(min(CHECK_SECONDS, max(0.0, wake - now)))  # `now + CHECK - now` may round up
