@@ -293,6 +293,14 @@ class FakeVLLM:
         with self._lock:
             self.disconnects.append((received, time.monotonic()))
 
+    def first_disconnect(self, within: float = 5.0) -> float | None:
+        """When (time.monotonic) the first client of this server left before its answer's
+        end, waiting up to `within` seconds for one; None if none did."""
+        deadline = time.monotonic() + within
+        while not self.disconnects and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.disconnects[0][1] if self.disconnects else None
+
     def answer(self, answer: Answer | Callable[[Received], Answer]) -> None:
         """Script the next answers: one fixed Answer, or a function of the request."""
         self._answer = answer if callable(answer) else (lambda r: answer)

@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from tests.fake_vllm import Answer, vllm_completion, vllm_error
+from tests.test_long_waits import _read_until
 from tests.test_observability import _metric, _settled_metrics, log_lines  # noqa: F401
 
 pytestmark = pytest.mark.integration
@@ -235,16 +236,11 @@ def test_a_client_that_leaves_closes_the_upstream_request(fake, start_proxy):
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
                      b"\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
-        received = b""
-        while b"message_start" not in received:  # the head and the first event may come apart
-            chunk = sock.recv(65536)
-            assert chunk, received
-            received += chunk
+        assert b"message_start" in _read_until(sock, b"message_start")  # may come after the head
     left = time.monotonic()
-    while not fake.disconnects and time.monotonic() < left + 5:
-        time.sleep(0.02)
-    assert fake.disconnects, "the upstream call outlived its client"
-    assert fake.disconnects[0][1] - left < 2
+    gone = fake.first_disconnect(within=5)
+    assert gone is not None, "the upstream call outlived its client"
+    assert gone - left < 2
 
 
 def test_count_tokens_uses_the_upstream_tokenizer(fake, claude):
