@@ -103,7 +103,13 @@ def test_one_sweep_runs_while_relays_are_watched_and_stops_after():
     """The sweep is shared (not a timer per stream), calls on_gone once, and ends when the
     last watch stops; a later watch starts it again."""
     watcher = ClientWatcher(period=0.02)
-    before = threading.active_count()
+    before = set(threading.enumerate())
+
+    def sweeps() -> list[threading.Thread]:
+        """Sweep threads started since the test began (other tests' threads may end meanwhile)."""
+        return [t for t in threading.enumerate()
+                if t not in before and t.name == "client-watch" and t.is_alive()]
+
     for _round in range(2):
         with _pair(False) as (end, client):
             left = threading.Event()
@@ -114,7 +120,7 @@ def test_one_sweep_runs_while_relays_are_watched_and_stops_after():
 
             watch = watcher.watch({"gunicorn.socket": end}, on_gone)
             others = [watcher.watch({}, lambda: None) for _ in range(50)]
-            assert threading.active_count() == before + 1
+            assert len(sweeps()) == 1
             client.close()
             assert left.wait(2)
             time.sleep(0.1)
@@ -124,6 +130,6 @@ def test_one_sweep_runs_while_relays_are_watched_and_stops_after():
             for other in others:
                 other.stop()
         deadline = time.monotonic() + 2
-        while threading.active_count() > before and time.monotonic() < deadline:
+        while sweeps() and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert threading.active_count() == before
+        assert sweeps() == []
