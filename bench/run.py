@@ -816,11 +816,11 @@ class Bench:
         t0 = time.perf_counter()
         timings_by_case = engine_bench.measure(1 << 20, tools=tools, repeat=repeat)
         spent = time.perf_counter() - t0
-        realistic = dict(timings_by_case).get("realistic")
+        realistic = {t.label: t.median for t in timings_by_case}.get("realistic")
         if realistic is not None:
             self.rows.append(_limit_row("extract: 1 MB realistic (prose, code, 2 calls)",
                                         realistic / 1000, 0.020))
-        worst = [(label, t) for label, t in timings_by_case if label != "realistic"][:3]
+        worst = [(t.label, t.median) for t in timings_by_case if t.label != "realistic"][:3]
         for label, t in worst:
             self.rows.append(_limit_row(f"extract: 1 MB case {label}", t / 1000, 0.020))
         n = len(timings_by_case)

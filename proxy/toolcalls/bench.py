@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
+from typing import NamedTuple
 
 import orjson
 
@@ -147,21 +148,32 @@ def _reviewed(size: int) -> Iterator[tuple[str, str]]:
                                  f"'text':{_repeat(code, size)!r}}}}}</tool_call>")
 
 
+class Timing(NamedTuple):
+    """One case's milliseconds over its runs: the median keeps a busy machine's hiccups out;
+    the slowest shows the collector's full sweeps, which a large heap makes costly."""
+
+    label: str
+    median: float
+    slowest: float
+
+
 def measure(size: int = 1 << 20, tools: ToolSchemas | None = None,
             run: Callable[[str, ToolSchemas], object] | None = None, repeat: int = 3,
-            ) -> list[tuple[str, float]]:
-    """(label, median milliseconds of `repeat` runs of `extract(text, tools)`) per case,
-    slowest first. The median keeps a busy machine's hiccups out of the numbers."""
+            only: Collection[str] = ()) -> list[Timing]:
+    """The timing of `repeat` runs of `extract(text, tools)` per case (those labelled in
+    `only`, when given), slowest median first."""
     chosen = TOOLS if tools is None else tools
     call = run or (lambda text, schemas: extract(text, schemas))
     timings = []
     for label, text in cases(size):
+        if only and label not in only:
+            continue
         runs = []
         for _ in range(max(1, repeat)):
             started = time.perf_counter()
             call(text, chosen)
             runs.append((time.perf_counter() - started) * 1000)
-        timings.append((label, statistics.median(runs)))
+        timings.append(Timing(label, statistics.median(runs), max(runs)))
     return sorted(timings, key=lambda item: -item[1])
 
 
@@ -171,11 +183,17 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1 << 20)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", action="append", default=[], metavar="LABEL",
+                        help="measure only this case (repeatable)")
+    parser.add_argument("--resident", type=int, default=0, metavar="N",
+                        help="keep N small containers alive meanwhile, as a worker's heap does")
     args = parser.parse_args()
-    timings = measure(args.size, repeat=args.repeat)
-    for label, ms in timings[:args.top]:
-        print(f"{ms:9.2f} ms  {label}")
-    print(f"{len(timings)} cases; slowest {timings[0][1]:.2f} ms")
+    heap = [{"id": [i]} for i in range(args.resident)]
+    timings = measure(args.size, repeat=args.repeat, only=args.only)
+    for label, median, slowest in timings[:args.top]:
+        print(f"{median:9.2f} ms  (slowest {slowest:7.2f})  {label}")
+    print(f"{len(timings)} cases; slowest median {timings[0][1]:.2f} ms"
+          f" ({len(heap)} containers resident)")
 
 
 if __name__ == "__main__":

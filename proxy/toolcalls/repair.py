@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from .. import bulk_decode
+
 # --- numbers kept exact -----------------------------------------------------------------------
 
 # The integers orjson reads as integers and writes: int64 and uint64. It reads a longer one as
@@ -68,7 +70,7 @@ def loads(text: str) -> Any:
     exact_int) instead of becoming a float: such text is read again by the stdlib decoder,
     which orjson has just shown accepts it the same way. Raises orjson.JSONDecodeError."""
     try:
-        value = orjson.loads(text)
+        value = bulk_decode.loads(text)
     except orjson.JSONDecodeError as error:  # an integer past 308 digits is "infinity" to it
         number = error.pos < len(text) and (text[error.pos].isdigit() or text[error.pos] == "-")
         if not (number and error.msg.startswith("number is infinity")):

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from .. import bulk_decode
 from ..errors import (
     ProxyError,
     answer_empty,
@@ -65,7 +66,7 @@ def decide(plan: TurnPlan, reply: UpstreamReply | ProxyError) -> Decision:
         return Failure(reply)
     status = reply.status
     try:
-        body: Any = reply.parsed if reply.parsed is not None else orjson.loads(reply.body)
+        body: Any = reply.parsed if reply.parsed is not None else bulk_decode.loads(reply.body)
     except orjson.JSONDecodeError:
         text = reply.body.decode("utf-8", "replace")
         error = (from_upstream(status, reply.body, reply.headers) if status >= 400

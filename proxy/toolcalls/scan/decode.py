@@ -9,6 +9,7 @@ import re
 
 import orjson
 
+from ...bulk_decode import loads
 from ..repair import PY_NAMES_AS_JSON
 from .budget import Budget
 
@@ -75,7 +76,7 @@ def value_end(text: str, start: int) -> tuple[int | None, int | None]:
                 unterminated = str(error).startswith("Unterminated string")
         else:
             try:
-                orjson.loads(window)
+                loads(window)
             except orjson.JSONDecodeError as error:
                 if error.msg.startswith("unexpected content after document"):
                     return start + len(window[:error.pos].rstrip(" \t\n\r")), None
@@ -115,7 +116,7 @@ def strict_read(text: str, start: int, width: int = _WINDOW,
         window = text[start:stop]
         partial = stop < size  # the window holds only part of the text
         try:
-            value = orjson.loads(window)
+            value = loads(window)
         except orjson.JSONDecodeError as error:
             if error.msg.startswith("unexpected content after document"):
                 return start + len(window[:error.pos].rstrip(" \t\n\r")), UNKNOWN, None, width
