@@ -135,6 +135,9 @@ def _reviewed(size: int) -> Iterator[tuple[str, str]]:
                                        + _repeat("\\q", size) + '"}}</tool_call>')
     yield "pythonic_long_list", "[read(path=[" + _repeat("1,", size) + "])]"
     row = '{"id": 1, "ok": True, "tags": ["a", "b"], "meta": {"x": None}}, '
+    yield "rows_as_valid_json", ('<tool_call>{"name":"read","arguments":{"path":['  # the floor
+                                 + _repeat(row, size).replace("True", "true")
+                                 .replace("None", "null")[:-2] + "]}}</tool_call>")
     yield "rows_needing_repairs", ('<tool_call>{"name":"read","arguments":{"path":['
                                    + _repeat(row, size) + "]}}</tool_call>")
     yield "single_quoted_rows", ("<tool_call>{'name':'read','arguments':{'path':["
