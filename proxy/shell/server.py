@@ -168,6 +168,9 @@ def _post_worker_init(worker: Any) -> None:
     def watch() -> None:
         while worker.alive:
             time.sleep(0.5)
+        close_idle = getattr(worker, "close_idle", None)
+        if close_idle is not None:
+            close_idle()
         proxy.drain(max(1.0, worker.cfg.graceful_timeout - 5))
 
     # A greenlet under the gevent worker (threading is patched by then), a thread otherwise.
@@ -256,11 +259,68 @@ class EnvelopeErrors:
             self.log.debug("Failed to send error message.")
 
 
+class _IdleWait:
+    """A connection's wait for its next request (gunicorn's keep-alive timeout, a gevent
+    Timeout that ends the wait quietly), which a stopping worker can end at once."""
+
+    def __init__(self, seconds: float, waits: set[_IdleWait]) -> None:
+        import gevent
+
+        self._timeout = gevent.Timeout(seconds, False)
+        self._waits = waits
+        self._greenlet = gevent.getcurrent()
+
+    def __enter__(self) -> None:
+        self._timeout.__enter__()
+        self._waits.add(self)
+
+    def __exit__(self, *exc: Any) -> bool:
+        self._waits.discard(self)
+        return bool(self._timeout.__exit__(*exc))
+
+    def end(self) -> None:
+        """End the wait as its timeout would, from the hub, if it is still waiting then."""
+        import gevent
+
+        def fire() -> None:
+            if self in self._waits:
+                self._greenlet.throw(self._timeout)
+
+        gevent.get_hub().loop.run_callback(fire)
+
+
+class IdleClosesOnStop:
+    """Mixed into gunicorn's gevent worker: when the worker stops, a keep-alive connection
+    idle between requests (every SDK pools one) is closed at once, as nginx does, instead of
+    holding the stop until the graceful timeout kills the worker (and every stream with it)."""
+
+    alive: bool
+    cfg: Any
+
+    # A connection accepted while the worker stops has sent its request within this long.
+    STOPPING_WAIT_SECONDS = 2.0
+
+    def timeout_ctx(self) -> _IdleWait:
+        waits: set[_IdleWait] = self.__dict__.setdefault("_idle_waits", set())
+        keepalive = float(self.cfg.keepalive)
+        return _IdleWait(keepalive if self.alive else min(keepalive, self.STOPPING_WAIT_SECONDS),
+                         waits)
+
+    def close_idle(self) -> None:
+        """End every wait for a next request; their connections close without a word."""
+        for wait in list(self.__dict__.get("_idle_waits", ())):
+            wait.end()
+
+
 def _worker_class(name: str) -> type:
     """gunicorn's worker class `name` (`gevent`, `gthread`, `sync` or a dotted path) with
-    `EnvelopeErrors` mixed in."""
+    `EnvelopeErrors` mixed in, and for gevent's `IdleClosesOnStop` (gthread closes idle
+    connections on stop itself; sync keeps none)."""
     base = gunicorn_util.load_class(name)
-    return type(f"Proxy{base.__name__}", (EnvelopeErrors, base), {"__module__": __name__})
+    mixins: tuple[type, ...] = (EnvelopeErrors,)
+    if base.__module__ == "gunicorn.workers.ggevent":
+        mixins += (IdleClosesOnStop,)
+    return type(f"Proxy{base.__name__}", (*mixins, base), {"__module__": __name__})
 
 
 # -- serving -------------------------------------------------------------------------------------
