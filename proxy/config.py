@@ -32,6 +32,7 @@ class Config:
     upstream_tool_parser: bool = True
     tool_temperature: float | None = None
     required_call_retries: int = 1
+    fit_max_tokens: bool = True
     drop_store: bool = True
     max_completion_tokens_as_max_tokens: bool = True
     developer_role_as_system: bool = True

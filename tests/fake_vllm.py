@@ -98,6 +98,29 @@ def fake_token_count(body: Any) -> int:
     return len(orjson.dumps([body.get("messages"), body.get("tools")])) // 4
 
 
+def vllm_context_window(window: int, then: Callable[[Received], Answer],
+                        prompt_tokens: Callable[[Any], int] = fake_token_count,
+                        ) -> Callable[[Received], Answer]:
+    """vLLM's check of a request against `--max-model-len` `window`, in its words (current
+    release): a prompt that does not fit, or a `max_tokens` longer than the window leaves, is
+    refused with a 400; anything else is answered by `then`."""
+    def answer(received: Received) -> Answer:
+        body = received.json
+        prompt = prompt_tokens(body)
+        asked = body.get("max_tokens", body.get("max_completion_tokens"))
+        head = f"This model's maximum context length is {window} tokens."
+        if prompt >= window:
+            return vllm_error(400, f"{head} However, your request has {prompt} input tokens. "
+                              "Please reduce the length of the input messages.")
+        if asked is not None and asked > window - prompt:
+            return vllm_error(400, f"'max_tokens' or 'max_completion_tokens' is too large: "
+                              f"{asked}. This model's maximum context length is {window} "
+                              f"tokens and your request has {prompt} input tokens "
+                              f"({asked} > {window} - {prompt}).")
+        return then(received)
+    return answer
+
+
 def _pieces(text: str, size: int) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)]
 

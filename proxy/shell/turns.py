@@ -16,6 +16,7 @@ from ..errors import ProxyError, client_disconnected
 from ..fronts import Front, StreamWriter
 from ..observe import RequestLog
 from ..turn import waiting
+from ..turn.context_window import with_max_tokens
 from ..turn.core import Answer, Decision, decide
 from ..turn.live import LiveTurn, written
 from ..turn.plan import TurnPlan
@@ -51,7 +52,7 @@ class Driver:
     def __init__(self, state: waiting.Waiting, start_call: Callable[[], Any],
                  environ: dict[str, Any], draining: Callable[[], bool],
                  decide: Callable[[Any], Decision] | None = None,
-                 on_retry: Callable[[], None] = lambda: None,
+                 on_retry: Callable[[waiting.AskAgain], None] = lambda action: None,
                  feed: Callable[[list[bytes]], bool] | None = None) -> None:
         self.state = state
         self._start_call = start_call
@@ -83,7 +84,7 @@ class Driver:
                 decision = self._decide(self.call.outcome())
                 queue.extend(self._step(waiting.Decided(time.monotonic(), decision)))
             elif isinstance(action, waiting.AskAgain):
-                self._on_retry()
+                self._on_retry(action)
                 self.call = self._start_call()
             else:
                 if isinstance(action, (waiting.Fail, waiting.Abandon)):
@@ -127,6 +128,7 @@ class TurnResponse:
             beat=config.heartbeat_seconds,
             retries=config.required_call_retries if plan.tool_call_required else 0)
         self.live: LiveTurn | None = None
+        self.upstream_body = plan.upstream_body  # what the next upstream call sends
         start_call: Callable[[], Any]
         if plan.streamed:
             live = self.live = LiveTurn(plan)
@@ -134,18 +136,26 @@ class TurnResponse:
             timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
             headers = {**headers, "Accept": "text/event-stream"}
             start_call = lambda: UpstreamStream(  # noqa: E731
-                upstream, path, plan.upstream_body, headers, timeouts,
+                upstream, path, self.upstream_body, headers, timeouts,
                 config.max_upstream_body_bytes).start()
             feed: Callable[[list[bytes]], bool] | None = live.feed
         else:
             timeouts = Timeouts(config.connect_timeout_seconds, config.buffered_timeout_seconds)
             start_call = lambda: UpstreamCall.complete(  # noqa: E731
-                upstream, path, plan.upstream_body, headers, timeouts,
+                upstream, path, self.upstream_body, headers, timeouts,
                 config.max_upstream_body_bytes)
             feed = None
         self.driver = Driver(
             state, start_call, environ, app.draining, self._decide,
-            on_retry=lambda: log.notes.append("tool_call_required:asked_again"), feed=feed)
+            on_retry=self._asking_again, feed=feed)
+
+    def _asking_again(self, action: waiting.AskAgain) -> None:
+        """Before the next upstream call: what it asks, and the log's word for why."""
+        if action.max_tokens is None:
+            self.log.notes.append("tool_call_required:asked_again")
+            return
+        self.upstream_body = with_max_tokens(self.upstream_body, action.max_tokens)
+        self.log.notes.append(f"max_tokens_fitted:{action.max_tokens}")
 
     def _decide(self, reply: Any) -> Decision:
         """The core's decision, and what the log line says of it (a turn may decide twice)."""

@@ -17,6 +17,7 @@ from ..errors import (
     answer_not_json,
     from_upstream,
 )
+from .context_window import MIN_ROOM, overflow_of
 from .normalize import EmptyAnswerError, Outcome, UpstreamShapeError, normalize_completion
 from .plan import TurnPlan
 
@@ -47,7 +48,9 @@ class Answer:
 @dataclass(frozen=True)
 class Failure:
     """The error the client gets instead. `ask_again`: the answer broke the request's
-    `tool_choice` (no call came), and another generation may keep it."""
+    `tool_choice` (no call came), and another generation may keep it. `fit_max_tokens`:
+    upstream refused a completion longer than its context window leaves, and would take
+    this many tokens."""
 
     error: ProxyError
     outcome: Outcome | None = None
@@ -55,6 +58,7 @@ class Failure:
     upstream_status: int | None = None
     received: Any = field(default=None, repr=False)
     ask_again: bool = False
+    fit_max_tokens: int | None = None
 
 
 Decision = Answer | Failure
@@ -73,8 +77,9 @@ def decide(plan: TurnPlan, reply: UpstreamReply | ProxyError) -> Decision:
                  else answer_not_json())
         return Failure(error, upstream_status=status, received=text)
     if status >= 400:
-        return Failure(from_upstream(status, reply.body, reply.headers), upstream_status=status,
-                       received=body)
+        error = from_upstream(status, reply.body, reply.headers)
+        return Failure(error, upstream_status=status, received=body,
+                       fit_max_tokens=_fitting(plan, error))
     try:
         completion, outcome = normalize_completion(body, plan.extraction)
     except EmptyAnswerError as exc:
@@ -91,6 +96,17 @@ def decide(plan: TurnPlan, reply: UpstreamReply | ProxyError) -> Decision:
         return Failure(required_call_unmet(plan.config.required_call_retries), outcome,
                        tuple(notes), status, body, ask_again=True)
     return Answer(completion, outcome, tuple(notes), status, body, dropped)
+
+
+def _fitting(plan: TurnPlan, error: ProxyError) -> int | None:
+    """The max_tokens to ask again with, when `error` is upstream refusing a completion
+    longer than the context window leaves and the room left is worth a generation."""
+    if not plan.config.fit_max_tokens or error.status != 400:
+        return None
+    overflow = overflow_of(error.message)
+    if overflow is None or overflow.asked is None:
+        return None
+    return overflow.room if MIN_ROOM <= overflow.room < overflow.asked else None
 
 
 def required_call_unmet(retries: int) -> ProxyError:

@@ -20,6 +20,8 @@ table (in the spirit of h11's `_state.py`); the shell has none of its own.
     any        Decided(Answer)                 Deliver                             -> done
     any        Decided(Failure ask_again), a retry left
                                                AskAgain, Wait
+    any        Decided(Failure fit_max_tokens), not yet fitted
+                                               AskAgain(max_tokens), Wait
     any        Decided(Failure)                Fail                                -> done
 """
 
@@ -54,6 +56,7 @@ class Waiting:
     beat: float  # seconds between heartbeats once streaming; 0: none
     next_beat: float
     retries_left: int
+    fitted: bool = False  # asked again once with the max_tokens the window leaves
 
     @property
     def deadline(self) -> float:
@@ -136,7 +139,10 @@ class Collect:
 
 @dataclass(frozen=True)
 class AskAgain:
-    """Start a new upstream call with the same body."""
+    """Start a new upstream call with the same body (asking at most `max_tokens`, if set,
+    from now on)."""
+
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +200,9 @@ def _decided(state: Waiting, event: Decided) -> tuple[Waiting, list[Action]]:
     decision = event.decision
     if isinstance(decision, Answer):
         return _done(state, Deliver(decision))
+    if decision.fit_max_tokens is not None and not state.fitted:
+        state = dataclasses.replace(state, fitted=True)
+        return state, [AskAgain(decision.fit_max_tokens), _wait(state, event.now)]
     if decision.ask_again and state.retries_left > 0:
         state = dataclasses.replace(state, retries_left=state.retries_left - 1)
         return state, [AskAgain(), _wait(state, event.now)]

@@ -20,6 +20,7 @@ from ...config import Config
 from ...errors import ProxyError
 from ...ids import random_alnum
 from ...sse import named_event
+from ...turn.context_window import overflow_of
 from ...turn.plan import TurnPlan, parse_body, plan_turn
 from .. import ErrorResponse, Front
 from .request import estimate_tokens, tokenize_body, translate
@@ -248,7 +249,20 @@ def error_body(error: ProxyError) -> tuple[int, dict[str, Any]]:
         kind = "invalid_request_error"
     else:
         status, kind = max(status, 500), "api_error"
-    return status, {"type": "error", "error": {"type": kind, "message": error.message}}
+    return status, {"type": "error", "error": {"type": kind, "message": _message(error)}}
+
+
+def _message(error: ProxyError) -> str:
+    """The error's message; a context window's refusal in Anthropic's words, which Claude
+    Code acts on (it lowers `max_tokens`, or compacts the conversation, by the numbers)."""
+    overflow = overflow_of(error.message) if error.status == 400 else None
+    if overflow is None:
+        return error.message
+    if overflow.asked is None or overflow.room <= 0:
+        return f"prompt is too long: {overflow.prompt} tokens > {overflow.window} maximum"
+    return (f"input length and `max_tokens` exceed context limit: {overflow.prompt} + "
+            f"{overflow.asked} > {overflow.window}, decrease input length or `max_tokens` "
+            "and try again")
 
 
 def error_response(error: ProxyError) -> ErrorResponse:
