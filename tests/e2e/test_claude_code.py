@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_vllm import MODEL, Answer, Received, vllm_answer, vllm_completion
+from tests.fake_vllm import (
+    MODEL,
+    Answer,
+    Received,
+    fake_token_count,
+    vllm_answer,
+    vllm_completion,
+    vllm_context_window,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -90,3 +98,35 @@ def test_claude_code_runs_its_bash_tool_through_the_proxy(fake, start_proxy, tmp
                for body in turns)  # the per-request line is not in the cached prefix
     calls = [m for m in turns[-1]["messages"] if m.get("tool_calls")]
     assert calls[-1]["tool_calls"][0]["function"]["name"] == "Bash"
+
+
+def test_claude_code_s_32000_tokens_fit_a_small_context_window(fake, start_proxy, tmp_path):
+    """The model's window leaves 8,192 tokens beside Claude Code's prompt, and Claude Code asks
+    32,000: vLLM refuses, the proxy asks again for what fits (`fit_max_tokens`), and the
+    session goes on as if the window were big enough."""
+    if not CLAUDE.exists():
+        pytest.fail("Claude Code is not installed: run `make e2e` (npm install in tests/e2e)")
+    proxy = start_proxy(api_keys=["sk-e2e"])
+    window: list[int] = []
+
+    def model(received: Received) -> Answer:
+        if not window:  # fixed at the first request: the prompt plus 8,192 tokens
+            window.append(fake_token_count(received.json) + 8192)
+        return vllm_context_window(window[0], _script)(received)
+
+    fake.answer(model)
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(
+        [str(CLAUDE), "-p", "Print the marker with the Bash tool.", "--output-format", "json",
+         "--allowedTools", "Bash"],
+        cwd=work, env=_claude_env(proxy.url, tmp_path), capture_output=True, text=True,
+        timeout=240, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    result = json.loads(done.stdout)
+    assert result["is_error"] is False
+    assert PRINTED in result["result"]
+    asked = [r.json.get("max_tokens") for r in fake.chat_requests()
+             if "Bash" in _tool_names(r.json)]
+    assert asked[0] == 32000  # refused by the window, then fitted
+    assert all(tokens < 32000 for tokens in asked[1:])
