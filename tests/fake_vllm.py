@@ -100,24 +100,34 @@ def fake_token_count(body: Any) -> int:
 
 def vllm_context_window(window: int, then: Callable[[Received], Answer],
                         prompt_tokens: Callable[[Any], int] = fake_token_count,
-                        ) -> Callable[[Received], Answer]:
-    """vLLM's check of a request against `--max-model-len` `window`, in its words (current
-    release): a prompt that does not fit, or a `max_tokens` longer than the window leaves, is
-    refused with a 400; anything else is answered by `then`."""
+                        wording: str = "current") -> Callable[[Received], Answer]:
+    """vLLM's check of a request against `--max-model-len` `window`: a prompt plus the
+    completion's `max_tokens` (at least 1) that does not fit is refused with a 400 in vLLM's
+    words, `current` ones (the prompt counted only up to where it overflows: a floor) or
+    `earlier` ones (counted whole); anything else is answered by `then`."""
     def answer(received: Received) -> Answer:
         body = received.json
         prompt = prompt_tokens(body)
         asked = body.get("max_tokens", body.get("max_completion_tokens"))
+        wanted = asked or 0
+        if prompt + max(wanted, 1) <= window:
+            return then(received)
+        if wording == "current":
+            counted = max(1, min(prompt, window - wanted + 1))
+            return vllm_error(400, f"This model's maximum context length is {window} tokens. "
+                              f"However, you requested {wanted} output tokens and your prompt "
+                              f"contains at least {counted} input tokens, for a total of at "
+                              f"least {counted + wanted} tokens. Please reduce the length of "
+                              "the input prompt or the number of requested output tokens. "
+                              f"(parameter=input_tokens, value={counted})")
         head = f"This model's maximum context length is {window} tokens."
-        if prompt >= window:
+        if asked is None or prompt >= window:
             return vllm_error(400, f"{head} However, your request has {prompt} input tokens. "
                               "Please reduce the length of the input messages.")
-        if asked is not None and asked > window - prompt:
-            return vllm_error(400, f"'max_tokens' or 'max_completion_tokens' is too large: "
-                              f"{asked}. This model's maximum context length is {window} "
-                              f"tokens and your request has {prompt} input tokens "
-                              f"({asked} > {window} - {prompt}).")
-        return then(received)
+        return vllm_error(400, f"'max_tokens' or 'max_completion_tokens' is too large: "
+                          f"{asked}. This model's maximum context length is {window} "
+                          f"tokens and your request has {prompt} input tokens "
+                          f"({asked} > {window} - {prompt}).")
     return answer
 
 

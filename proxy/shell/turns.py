@@ -151,11 +151,12 @@ class TurnResponse:
 
     def _asking_again(self, action: waiting.AskAgain) -> None:
         """Before the next upstream call: what it asks, and the log's word for why."""
-        if action.max_tokens is None:
+        if action.fit is None:
             self.log.notes.append("tool_call_required:asked_again")
             return
-        self.upstream_body = with_max_tokens(self.upstream_body, action.max_tokens)
-        self.log.notes.append(f"max_tokens_fitted:{action.max_tokens}")
+        tokens = action.fit.max_tokens
+        self.upstream_body = with_max_tokens(self.upstream_body, tokens)
+        self.log.notes.append(f"max_tokens_fitted:{'window' if tokens is None else tokens}")
 
     def _decide(self, reply: Any) -> Decision:
         """The core's decision, and what the log line says of it (a turn may decide twice)."""

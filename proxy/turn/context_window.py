@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from ..toolcalls.repair import loads as exact_loads
+
 # Below this many tokens of room a completion is cut before it says anything of use (a tool
 # call's arguments alone take more): the client is told the prompt is too long instead.
 MIN_ROOM = 256
@@ -16,52 +18,89 @@ MIN_ROOM = 256
 
 @dataclass(frozen=True)
 class Overflow:
-    """The context window (tokens), the prompt's tokens, and the completion's `max_tokens`
-    asked (None: the prompt alone does not fit)."""
+    """The context window (tokens), the prompt's tokens, and the completion's tokens asked
+    (None: the prompt alone does not fit). `exact`: the prompt was counted whole; current
+    vLLM stops counting where the window overflows, so its count is only a floor."""
 
     window: int
     prompt: int
     asked: int | None
+    exact: bool = True
 
     @property
     def room(self) -> int:
-        """The completion tokens that fit beside the prompt (0 or less: none)."""
+        """The completion tokens that fit beside the prompt (0 or less: none); a bound
+        from above when the prompt's count is a floor."""
         return self.window - self.prompt
 
 
-# (pattern, the groups' meaning): vLLM's current and earlier messages, SGLang's.
-_MESSAGES: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
-    (re.compile(r"is too large: (\d+)\. This model's maximum context length is (\d+) tokens "
-                r"and your request has (\d+) input tokens"), ("asked", "window", "prompt")),
-    (re.compile(r"maximum context length is (\d+) tokens\. However, you requested \d+ tokens "
-                r"\((\d+) in the messages, (\d+) in the completion\)"),
-     ("window", "prompt", "asked")),
-    (re.compile(r"maximum context length of (\d+) tokens\. You requested a total of \d+ "
-                r"tokens: (\d+) tokens from the input messages and (\d+) tokens for the "
-                r"completion"), ("window", "prompt", "asked")),
-    (re.compile(r"maximum context length is (\d+) tokens\. However, your request has (\d+) "
-                r"input tokens"), ("window", "prompt")),
-    (re.compile(r"prompt \(length (\d+)\) is longer than the maximum model length of (\d+)"),
-     ("prompt", "window")),
-)
+@dataclass(frozen=True)
+class Refit:
+    """How to ask again: for at most `max_tokens` completion tokens, or (None) naming none,
+    so that the upstream gives the completion all its window leaves (vLLM's default)."""
+
+    max_tokens: int | None
+
+
+_N = r"(\d+)"
+# (pattern, what its groups are, whether it counts the prompt whole): vLLM's current words,
+# vLLM's earlier ones, SGLang's.
+_MESSAGES: tuple[tuple[re.Pattern[str], tuple[str, ...], bool], ...] = tuple(
+    (re.compile(pattern), names, exact) for pattern, names, exact in (
+        (rf"maximum context length is {_N} tokens\. However, you requested {_N} output tokens "
+         rf"and your prompt contains at least {_N} input tokens", ("window", "asked", "prompt"),
+         False),
+        (rf"You passed {_N} input tokens and requested {_N} output tokens\. However, the "
+         rf"model's context length is only {_N} tokens", ("prompt", "asked", "window"), False),
+        (rf"is too large: {_N}\. This model's maximum context length is {_N} tokens and your "
+         rf"request has {_N} input tokens", ("asked", "window", "prompt"), True),
+        (rf"maximum context length is {_N} tokens\. However, you requested \d+ tokens \({_N} "
+         rf"in the messages, {_N} in the completion\)", ("window", "prompt", "asked"), True),
+        (rf"maximum context length is {_N} tokens\. However, your request has {_N} input "
+         r"tokens", ("window", "prompt"), True),
+        (rf"prompt \(length {_N}\) (?:plus the number of requested output tokens \(at least "
+         rf"\d+\) )?is longer than the maximum model length of {_N}", ("prompt", "window"), True),
+        (rf"maximum context length of {_N} tokens\. You requested a total of \d+ tokens: {_N} "
+         rf"tokens from the input messages and {_N} tokens for the completion",
+         ("window", "prompt", "asked"), True),
+        (rf"The input \({_N} tokens\) is longer than the model's context length \({_N} "
+         r"tokens\)", ("prompt", "window"), True),
+    ))
 
 
 def overflow_of(message: str) -> Overflow | None:
     """The overflow an upstream's error message reports, or None when it reports none."""
-    for pattern, names in _MESSAGES:
+    for pattern, names, exact in _MESSAGES:
         found = pattern.search(message)
         if found is not None:
             values = dict(zip(names, map(int, found.groups()), strict=True))
-            return Overflow(values["window"], values["prompt"], values.get("asked"))
+            return Overflow(values["window"], values["prompt"], values.get("asked") or None,
+                            exact)
     return None
 
 
-def with_max_tokens(body: bytes, tokens: int) -> bytes:
-    """The upstream request `body` asking at most `tokens` completion tokens, in whichever of
-    `max_tokens` / `max_completion_tokens` it names."""
-    request = orjson.loads(body)
-    named = [key for key in ("max_tokens", "max_completion_tokens") if key in request]
-    for key in named or ["max_tokens"]:
-        request[key] = tokens
-    return orjson.dumps(request)
+def refit(overflow: Overflow) -> Refit | None:
+    """How to ask again so that the completion fits, or None when nothing worth a generation
+    fits (the prompt alone overflows, or fewer than MIN_ROOM tokens are left). A prompt
+    counted whole leaves its room less one (SGLang refuses a window filled exactly); one
+    counted only to a floor leaves an unknown room, which the upstream fills itself."""
+    if overflow.asked is None:
+        return None
+    if not overflow.exact:
+        return Refit(None)
+    room = overflow.room - 1
+    return Refit(room) if MIN_ROOM <= room < overflow.asked else None
 
+
+def with_max_tokens(body: bytes, tokens: int | None) -> bytes:
+    """The upstream request `body` asking at most `tokens` completion tokens, in whichever of
+    `max_tokens` / `max_completion_tokens` it names (None: naming neither). The rest of the
+    body is kept as it was, integers past 64 bits included."""
+    request = exact_loads(body.decode("utf-8"))
+    named = [key for key in ("max_tokens", "max_completion_tokens") if key in request]
+    for key in named:
+        del request[key]
+    if tokens is not None:
+        for key in named or ["max_tokens"]:
+            request[key] = tokens
+    return orjson.dumps(request)

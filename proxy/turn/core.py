@@ -17,7 +17,7 @@ from ..errors import (
     answer_not_json,
     from_upstream,
 )
-from .context_window import MIN_ROOM, overflow_of
+from .context_window import Refit, overflow_of, refit
 from .normalize import EmptyAnswerError, Outcome, UpstreamShapeError, normalize_completion
 from .plan import TurnPlan
 
@@ -48,9 +48,8 @@ class Answer:
 @dataclass(frozen=True)
 class Failure:
     """The error the client gets instead. `ask_again`: the answer broke the request's
-    `tool_choice` (no call came), and another generation may keep it. `fit_max_tokens`:
-    upstream refused a completion longer than its context window leaves, and would take
-    this many tokens."""
+    `tool_choice` (no call came), and another generation may keep it. `fit`: upstream
+    refused a completion longer than its context window leaves; asked so, it would fit."""
 
     error: ProxyError
     outcome: Outcome | None = None
@@ -58,7 +57,7 @@ class Failure:
     upstream_status: int | None = None
     received: Any = field(default=None, repr=False)
     ask_again: bool = False
-    fit_max_tokens: int | None = None
+    fit: Refit | None = None
 
 
 Decision = Answer | Failure
@@ -79,7 +78,7 @@ def decide(plan: TurnPlan, reply: UpstreamReply | ProxyError) -> Decision:
     if status >= 400:
         error = from_upstream(status, reply.body, reply.headers)
         return Failure(error, upstream_status=status, received=body,
-                       fit_max_tokens=_fitting(plan, error))
+                       fit=_fitting(plan, error))
     try:
         completion, outcome = normalize_completion(body, plan.extraction)
     except EmptyAnswerError as exc:
@@ -98,15 +97,13 @@ def decide(plan: TurnPlan, reply: UpstreamReply | ProxyError) -> Decision:
     return Answer(completion, outcome, tuple(notes), status, body, dropped)
 
 
-def _fitting(plan: TurnPlan, error: ProxyError) -> int | None:
-    """The max_tokens to ask again with, when `error` is upstream refusing a completion
-    longer than the context window leaves and the room left is worth a generation."""
+def _fitting(plan: TurnPlan, error: ProxyError) -> Refit | None:
+    """How to ask again, when `error` is upstream refusing a completion longer than the
+    context window leaves and what it leaves is worth a generation."""
     if not plan.config.fit_max_tokens or error.status != 400:
         return None
     overflow = overflow_of(error.message)
-    if overflow is None or overflow.asked is None:
-        return None
-    return overflow.room if MIN_ROOM <= overflow.room < overflow.asked else None
+    return None if overflow is None else refit(overflow)
 
 
 def required_call_unmet(retries: int) -> ProxyError:

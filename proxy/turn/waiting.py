@@ -20,8 +20,8 @@ table (in the spirit of h11's `_state.py`); the shell has none of its own.
     any        Decided(Answer)                 Deliver                             -> done
     any        Decided(Failure ask_again), a retry left
                                                AskAgain, Wait
-    any        Decided(Failure fit_max_tokens), not yet fitted
-                                               AskAgain(max_tokens), Wait
+    any        Decided(Failure fit), not yet fitted
+                                               AskAgain(fit), Wait
     any        Decided(Failure)                Fail                                -> done
 """
 
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ..errors import ProxyError, proxy_restarting
+from .context_window import Refit
 from .core import Answer, Decision
 
 CHECK_SECONDS = 0.5  # how often a waiting turn looks at its client and the server
@@ -139,10 +140,10 @@ class Collect:
 
 @dataclass(frozen=True)
 class AskAgain:
-    """Start a new upstream call with the same body (asking at most `max_tokens`, if set,
-    from now on)."""
+    """Start a new upstream call with the same body (from now on asking the completion
+    tokens `fit` says, when set)."""
 
-    max_tokens: int | None = None
+    fit: Refit | None = None
 
 
 @dataclass(frozen=True)
@@ -200,9 +201,9 @@ def _decided(state: Waiting, event: Decided) -> tuple[Waiting, list[Action]]:
     decision = event.decision
     if isinstance(decision, Answer):
         return _done(state, Deliver(decision))
-    if decision.fit_max_tokens is not None and not state.fitted:
+    if decision.fit is not None and not state.fitted:
         state = dataclasses.replace(state, fitted=True)
-        return state, [AskAgain(decision.fit_max_tokens), _wait(state, event.now)]
+        return state, [AskAgain(decision.fit), _wait(state, event.now)]
     if decision.ask_again and state.retries_left > 0:
         state = dataclasses.replace(state, retries_left=state.retries_left - 1)
         return state, [AskAgain(), _wait(state, event.now)]
