@@ -29,6 +29,7 @@ from werkzeug.serving import WSGIRequestHandler
 from ..config import Config, mask_url
 from ..config_load import ConfigError, load_config
 from ..errors import ProxyError
+from .background import readable_now
 
 _PROM_DIR_PREFIX = "toolcall-proxy-prom-"
 _SERVER_HELP = """
@@ -263,11 +264,12 @@ class _IdleWait:
     """A connection's wait for its next request (gunicorn's keep-alive timeout, a gevent
     Timeout that ends the wait quietly), which a stopping worker can end at once."""
 
-    def __init__(self, seconds: float, waits: set[_IdleWait]) -> None:
+    def __init__(self, seconds: float, waits: set[_IdleWait], sock: Any) -> None:
         import gevent
 
         self._timeout = gevent.Timeout(seconds, False)
         self._waits = waits
+        self._sock = sock
         self._greenlet = gevent.getcurrent()
 
     def __enter__(self) -> None:
@@ -279,14 +281,21 @@ class _IdleWait:
         return bool(self._timeout.__exit__(*exc))
 
     def end(self) -> None:
-        """End the wait as its timeout would, from the hub, if it is still waiting then."""
+        """End the wait as its timeout would, from the hub, if it is still waiting then with
+        nothing to read (a request already arriving is served, then its connection closed)."""
         import gevent
 
         def fire() -> None:
-            if self in self._waits:
+            if self in self._waits and not self._arriving():
                 self._greenlet.throw(self._timeout)
 
         gevent.get_hub().loop.run_callback(fire)
+
+    def _arriving(self) -> bool:
+        try:
+            return self._sock is not None and readable_now(self._sock)
+        except (OSError, ValueError):  # closed under us: nothing is arriving
+            return False
 
 
 class IdleClosesOnStop:
@@ -300,11 +309,24 @@ class IdleClosesOnStop:
     # A connection accepted while the worker stops has sent its request within this long.
     STOPPING_WAIT_SECONDS = 2.0
 
+    def handle(self, listener: Any, client: Any, addr: Any) -> None:
+        import gevent
+
+        sockets: dict[Any, Any] = self.__dict__.setdefault("_client_sockets", {})
+        sockets[gevent.getcurrent()] = client
+        try:
+            super().handle(listener, client, addr)  # type: ignore[misc]
+        finally:
+            sockets.pop(gevent.getcurrent(), None)
+
     def timeout_ctx(self) -> _IdleWait:
+        import gevent
+
         waits: set[_IdleWait] = self.__dict__.setdefault("_idle_waits", set())
+        sock = self.__dict__.get("_client_sockets", {}).get(gevent.getcurrent())
         keepalive = float(self.cfg.keepalive)
         return _IdleWait(keepalive if self.alive else min(keepalive, self.STOPPING_WAIT_SECONDS),
-                         waits)
+                         waits, sock)
 
     def close_idle(self) -> None:
         """End every wait for a next request; their connections close without a word."""
@@ -314,11 +336,11 @@ class IdleClosesOnStop:
 
 def _worker_class(name: str) -> type:
     """gunicorn's worker class `name` (`gevent`, `gthread`, `sync` or a dotted path) with
-    `EnvelopeErrors` mixed in, and for gevent's `IdleClosesOnStop` (gthread closes idle
-    connections on stop itself; sync keeps none)."""
+    `EnvelopeErrors` mixed in, and for the gevent worker `IdleClosesOnStop` (gthread closes
+    idle connections on stop itself; sync keeps none; gevent_pywsgi is gevent's own server)."""
     base = gunicorn_util.load_class(name)
     mixins: tuple[type, ...] = (EnvelopeErrors,)
-    if base.__module__ == "gunicorn.workers.ggevent":
+    if base.__module__ == "gunicorn.workers.ggevent" and base.server_class is None:
         mixins += (IdleClosesOnStop,)
     return type(f"Proxy{base.__name__}", (*mixins, base), {"__module__": __name__})
 
