@@ -20,11 +20,13 @@ PAUSE_FROM = 1 << 16
 
 def loads(data: str | bytes) -> Any:
     """`orjson.loads(data)`, with the collector paused while a large document decodes.
-    The collector is started again only if it ran before (an operator's gc.disable stands)."""
+    The collector is started again only if it ran before (an operator's gc.disable stands).
+    The switch is the process's: under threads, decodes that overlap start it again when the
+    first ends, which costs only the pause; no code here pauses it any other way."""
     if len(data) < PAUSE_FROM or not gc.isenabled():
         return orjson.loads(data)
-    gc.disable()
     try:
+        gc.disable()
         return orjson.loads(data)
     finally:
         gc.enable()
