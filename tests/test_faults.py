@@ -259,13 +259,17 @@ def test_fifty_megabyte_answer(fake, start_proxy, path):
     _assert_next_request_works(fake, proxy)
 
 
-def _leave_while_waiting(proxy, body: dict) -> float:
+def _leave_while_waiting(fake: FakeVLLM, proxy, body: dict) -> float:
+    """Send `body`, wait until upstream has the call (the proxy is waiting on it), leave."""
     host, port = proxy.url.removeprefix("http://").split(":")
     payload = json.dumps(body).encode()
     sock = socket.create_connection((host, int(port)), timeout=5)
     sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
                  b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
-    time.sleep(0.4)
+    # Not a fixed sleep alone: on a loaded machine the call may not have reached upstream yet,
+    # and a client leaving before it does is another case (no upstream call to cut).
+    assert fake.wait_chat_requests(), "the call never reached upstream"
+    time.sleep(0.4)  # then waits a while (a buffered stream: past the commit window, begun)
     sock.close()
     return time.monotonic()
 
@@ -274,7 +278,7 @@ def _leave_while_waiting(proxy, body: dict) -> float:
 def test_client_disconnects_while_waiting(fake, start_proxy, path):
     proxy = start_proxy(**{**FAST, "buffered_timeout_seconds": 60, "read_timeout_seconds": 60})
     fake.answer(Answer(body=vllm_completion("never read"), delay=20))
-    left = _leave_while_waiting(proxy, _body(path))
+    left = _leave_while_waiting(fake, proxy, _body(path))
     deadline = left + 5
     while not fake.disconnects and time.monotonic() < deadline:
         time.sleep(0.02)
