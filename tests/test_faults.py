@@ -77,10 +77,12 @@ def _assert_next_request_works(fake: FakeVLLM, proxy) -> None:
 
 
 @pytest.fixture
-def closed_port() -> int:
+def closed_port() -> Iterator[int]:
+    """A loopback port that refuses connections: bound, never listening, and held for the
+    test (released, it could be the port the proxy started next binds)."""
     with socket.socket() as spare:
         spare.bind(("127.0.0.1", 0))
-        return spare.getsockname()[1]
+        yield spare.getsockname()[1]
 
 
 @pytest.fixture
