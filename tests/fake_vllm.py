@@ -334,6 +334,14 @@ class FakeVLLM:
             time.sleep(0.02)
         return self.disconnects[0][1] if self.disconnects else None
 
+    def wait_chat_requests(self, count: int = 1, within: float = 10.0) -> bool:
+        """Wait up to `within` seconds until this server has received `count` chat completion
+        requests (a client's request may take a while to get through a loaded machine)."""
+        deadline = time.monotonic() + within
+        while len(self.chat_requests()) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return len(self.chat_requests()) >= count
+
     def answer(self, answer: Answer | Callable[[Received], Answer]) -> None:
         """Script the next answers: one fixed Answer, or a function of the request."""
         self._answer = answer if callable(answer) else (lambda r: answer)

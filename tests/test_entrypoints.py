@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import openai
@@ -62,6 +63,15 @@ def _wait_logged(url: str, labels: str, seconds: float = 10) -> None:
                for line in text.splitlines()):
             return
         time.sleep(0.05)
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float) -> None:
+    """Wait until `condition()` holds, polling; AssertionError after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds} s: {condition.__doc__ or condition}")
+        time.sleep(0.02)
 
 
 def _tool_turn(url: str) -> None:
@@ -209,10 +219,13 @@ def test_stopping_ends_waiting_streams_with_a_retryable_error(fake, command, ctr
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, start_new_session=True)
     results: dict[str, bytes] = {}
+    started: dict[str, threading.Event] = {"buffered": threading.Event(),
+                                           "passthrough": threading.Event()}
 
     def stream(name: str, body: dict) -> None:
         with requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body,
                            stream=True, timeout=30) as response:
+            started[name].set()  # the head has come: the client's stream has begun
             results[name] = b"".join(response.iter_content(None))
 
     try:
@@ -223,7 +236,10 @@ def test_stopping_ends_waiting_streams_with_a_retryable_error(fake, command, ctr
             ("passthrough", {"model": "q", "messages": user, "stream": True}))]
         for reader in readers:
             reader.start()
-        time.sleep(1.5)  # both are waiting on upstream now
+        # Both are waiting on upstream now: each stream has begun and upstream has both calls
+        # (a fixed sleep was not enough on a loaded machine).
+        _wait_for(lambda: all(event.is_set() for event in started.values())
+                  and len(fake.chat_requests()) == 2, seconds=20)
         stopped = time.monotonic()
         if ctrl_c:
             os.killpg(process.pid, signal.SIGINT)
@@ -239,7 +255,10 @@ def test_stopping_ends_waiting_streams_with_a_retryable_error(fake, command, ctr
         events = [e for e in results[name].split(b"\n\n") if e.startswith(b"data: ")]
         assert json.loads(events[-2][6:])["error"]["code"] == "proxy_restarting", name
         assert events[-1] == b"data: [DONE]", name
-    assert len(fake.disconnects) == 2  # both upstream calls were cut, vLLM stops generating
+    # Both upstream calls were cut, so vLLM stops generating. The fake notices a cut on its own
+    # threads (every 20 ms): wait for it rather than read the list at once.
+    _wait_for(lambda: len(fake.disconnects) >= 2, seconds=10)
+    assert len(fake.disconnects) == 2
 
 
 def _one_response(sock: socket.socket) -> bytes:

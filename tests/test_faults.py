@@ -77,10 +77,12 @@ def _assert_next_request_works(fake: FakeVLLM, proxy) -> None:
 
 
 @pytest.fixture
-def closed_port() -> int:
+def closed_port() -> Iterator[int]:
+    """A loopback port that refuses connections: bound, never listening, and held for the
+    test (released, it could be the port the proxy started next binds)."""
     with socket.socket() as spare:
         spare.bind(("127.0.0.1", 0))
-        return spare.getsockname()[1]
+        yield spare.getsockname()[1]
 
 
 @pytest.fixture
@@ -250,7 +252,9 @@ def test_fifty_megabyte_answer(fake, start_proxy, path):
             b"data: [DONE]\n\n"]))
     else:
         fake.answer(Answer(body=vllm_completion(text)))
-    proxy = start_proxy(**FAST)
+    # No fault here, so not FAST's upstream limits: 50 MB do not always come through in 1.2 s
+    # on a loaded machine (a 504 upstream_timeout).
+    proxy = start_proxy(**{**FAST, "read_timeout_seconds": 30, "buffered_timeout_seconds": 60})
     seen = _call(proxy, path)
     assert seen.status == 200
     assert len(seen.body) > 50 * 1024 * 1024
@@ -259,13 +263,17 @@ def test_fifty_megabyte_answer(fake, start_proxy, path):
     _assert_next_request_works(fake, proxy)
 
 
-def _leave_while_waiting(proxy, body: dict) -> float:
+def _leave_while_waiting(fake: FakeVLLM, proxy, body: dict) -> float:
+    """Send `body`, wait until upstream has the call (the proxy is waiting on it), leave."""
     host, port = proxy.url.removeprefix("http://").split(":")
     payload = json.dumps(body).encode()
     sock = socket.create_connection((host, int(port)), timeout=5)
     sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
                  b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
-    time.sleep(0.4)
+    # Not a fixed sleep alone: on a loaded machine the call may not have reached upstream yet,
+    # and a client leaving before it does is another case (no upstream call to cut).
+    assert fake.wait_chat_requests(), "the call never reached upstream"
+    time.sleep(0.4)  # then waits a while (a buffered stream: past the commit window, begun)
     sock.close()
     return time.monotonic()
 
@@ -274,7 +282,7 @@ def _leave_while_waiting(proxy, body: dict) -> float:
 def test_client_disconnects_while_waiting(fake, start_proxy, path):
     proxy = start_proxy(**{**FAST, "buffered_timeout_seconds": 60, "read_timeout_seconds": 60})
     fake.answer(Answer(body=vllm_completion("never read"), delay=20))
-    left = _leave_while_waiting(proxy, _body(path))
+    left = _leave_while_waiting(fake, proxy, _body(path))
     deadline = left + 5
     while not fake.disconnects and time.monotonic() < deadline:
         time.sleep(0.02)

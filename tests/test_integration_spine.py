@@ -287,17 +287,18 @@ def test_passthrough_other_paths_with_status_headers_and_body(fake, proxy):
 
 
 def test_upstream_refused_is_502(start_proxy):
+    # A port bound and never listening refuses connections; held for the test, so that the
+    # proxy started next cannot be given it.
     with socket.socket() as spare:
         spare.bind(("127.0.0.1", 0))
-        port = spare.getsockname()[1]
-    proxy = start_proxy(upstream=f"http://127.0.0.1:{port}")
-    for stream in (True, False):
-        with pytest.raises(openai.APIStatusError) as caught:
-            proxy.client().chat.completions.create(model="q", messages=MESSAGES, tools=TOOLS,
-                                                   stream=stream)
-        assert caught.value.status_code == 502
-        assert caught.value.body["code"] == "upstream_unreachable"
-    response = requests.get(proxy.url + "/v1/models", timeout=10)
+        proxy = start_proxy(upstream=f"http://127.0.0.1:{spare.getsockname()[1]}")
+        for stream in (True, False):
+            with pytest.raises(openai.APIStatusError) as caught:
+                proxy.client().chat.completions.create(model="q", messages=MESSAGES,
+                                                       tools=TOOLS, stream=stream)
+            assert caught.value.status_code == 502
+            assert caught.value.body["code"] == "upstream_unreachable"
+        response = requests.get(proxy.url + "/v1/models", timeout=10)
     assert response.status_code == 502
     assert response.json()["error"]["type"] == "upstream_error"
 

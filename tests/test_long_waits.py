@@ -147,6 +147,9 @@ def test_client_leaving_cuts_the_upstream_call_within_a_heartbeat(fake, start_pr
     fake.answer(Answer(body=vllm_completion(CALL_TEXT), delay=20))
     sock = _raw_request(proxy.url, _body())
     assert b"data: " in _read_until(sock, b"data: ")
+    # The role chunk goes out after the commit window, whether or not the call has reached
+    # upstream yet (on a loaded machine it may not have): leave once it has.
+    assert fake.wait_chat_requests(), "the call never reached upstream"
     sock.close()
     left = time.monotonic()
     deadline = left + 5

@@ -285,6 +285,9 @@ def test_a_client_leaving_closes_the_upstream_request(fake, start_proxy, tmp_pat
     while b"response.in_progress" not in data and time.monotonic() < deadline:
         data += sock.recv(65536)
     assert b"event: response.created" in data
+    # The stream begins after the commit window, whether or not the call has reached upstream
+    # yet (on a loaded machine it may not have): leave once it has.
+    assert fake.wait_chat_requests(), "the call never reached upstream"
     sock.close()
     left = time.monotonic()
     gone = fake.first_disconnect(within=5)

@@ -122,14 +122,14 @@ def test_one_sweep_runs_while_relays_are_watched_and_stops_after():
             others = [watcher.watch({}, lambda: None) for _ in range(50)]
             assert len(sweeps()) == 1
             client.close()
-            assert left.wait(2)
+            assert left.wait(10)  # the sweep runs every 20 ms; a loaded machine may delay it
             time.sleep(0.1)
             assert calls == [1]
             assert watch.fired
             assert len(watcher) == 50
             for other in others:
                 other.stop()
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 10
         while sweeps() and time.monotonic() < deadline:
             time.sleep(0.01)
         assert sweeps() == []
