@@ -56,6 +56,8 @@ PROMPT_ALONE = [
     "1) is longer than the maximum model length of 32768. Make sure that `max_model_len` is "
     "no smaller than the number of text tokens plus the number of requested output tokens.",
     "The input (40000 tokens) is longer than the model's context length (32768 tokens).",
+    "request (40000 tokens) exceeds the available context size (32768 tokens), try "
+    "increasing it",  # llama.cpp's server
 ]
 
 
@@ -87,6 +89,7 @@ def test_vllm_s_prompt_alone_overflowing_is_read() -> None:
     "max_tokens=140000 cannot be greater than max_model_len=max_total_tokens=131072.",
     "max_tokens is too large: 32000 for this deployment",
     "Please reduce the length of the messages or completion.",
+    "the request exceeds the available context size, try increasing it",  # no counts
     "",
 ])
 def test_other_refusals_are_no_overflow(message: str) -> None:
@@ -194,6 +197,7 @@ def test_fitting_leaves_the_required_call_retry_in_place() -> None:
 @pytest.mark.parametrize(("message", "expected"), [
     (PROMPT_ALONE[0], "prompt is too long: 40000 tokens > 32768 maximum"),
     (PROMPT_ALONE[3], "prompt is too long: 40000 tokens > 32768 maximum"),
+    (PROMPT_ALONE[4], "prompt is too long: 40000 tokens > 32768 maximum"),
     (VLLM_PROMPT_ALONE, "prompt is too long: 32769 tokens > 32768 maximum"),
     (VLLM, "input length and `max_tokens` exceed context limit: 769 + 32000 > 32768, "
            "decrease input length or `max_tokens` and try again"),

@@ -44,7 +44,8 @@ class Refit:
 
 _N = r"(\d+)"
 # (pattern, what its groups are, whether it counts the prompt whole): vLLM's current words,
-# vLLM's earlier ones, SGLang's.
+# vLLM's earlier ones, SGLang's, llama.cpp's (which refuses only a prompt that fills its
+# context: it cuts a completion short instead).
 _MESSAGES: tuple[tuple[re.Pattern[str], tuple[str, ...], bool], ...] = tuple(
     (re.compile(pattern), names, exact) for pattern, names, exact in (
         (rf"maximum context length is {_N} tokens\. However, you requested {_N} output tokens "
@@ -65,6 +66,8 @@ _MESSAGES: tuple[tuple[re.Pattern[str], tuple[str, ...], bool], ...] = tuple(
          ("window", "prompt", "asked"), True),
         (rf"The input \({_N} tokens\) is longer than the model's context length \({_N} "
          r"tokens\)", ("prompt", "window"), True),
+        (rf"request \({_N} tokens\) exceeds the available context size \({_N} tokens\)",
+         ("prompt", "window"), True),
     ))
 
 
