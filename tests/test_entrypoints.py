@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -261,19 +262,6 @@ def test_stopping_ends_waiting_streams_with_a_retryable_error(fake, command, ctr
     assert len(fake.disconnects) == 2
 
 
-def _one_response(sock: socket.socket) -> bytes:
-    """One whole HTTP response with a Content-Length, read from a kept-alive connection."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += sock.recv(65536)
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:]
-                  if line.lower().startswith(b"content-length:"))
-    while len(body) < length:
-        body += sock.recv(65536)
-    return data
-
-
 @pytest.mark.parametrize(("command", "worker"), [(_GUNICORN, "gevent"), (_APP, "gevent"),
                                                (_APP, "gthread")],
                          ids=["gunicorn", "app.py", "app.py-gthread"])
@@ -288,20 +276,23 @@ def test_an_idle_keep_alive_connection_does_not_hold_a_stop(fake, command, worke
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, start_new_session=True)
-    health = f"GET /proxy/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    idle = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         _wait_healthy(f"http://127.0.0.1:{port}", process, seconds=30)
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as idle:
-            idle.sendall(health)
-            assert b" 200 " in _one_response(idle).split(b"\r\n", 1)[0]
-            stopped = time.monotonic()
-            process.terminate()
-            closed_by_server = idle.recv(65536)  # the server's EOF, or a timeout after 30 s
-            process.wait(timeout=45)
-            took = time.monotonic() - stopped
+        idle.request("GET", "/proxy/health")  # HTTP/1.1: the connection is kept alive
+        response = idle.getresponse()
+        response.read()
+        assert response.status == 200
+        assert idle.sock is not None
+        stopped = time.monotonic()
+        process.terminate()
+        closed_by_server = idle.sock.recv(65536)  # the server's EOF, or a timeout after 30 s
+        process.wait(timeout=45)
+        took = time.monotonic() - stopped
     finally:
-        _stop(process)
+        idle.close()
+        log = _stop(process)
     assert closed_by_server == b""  # closed, with no error page written on it
     assert took < 20  # well before the graceful timeout (40 s) would have killed the worker
     assert process.returncode == 0
-    assert "graceful timeout" not in _stop(process)
+    assert "graceful timeout" not in log

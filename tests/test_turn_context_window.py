@@ -205,6 +205,11 @@ def test_fitting_leaves_the_required_call_retry_in_place() -> None:
                    "32768, decrease input length or `max_tokens` and try again"),
     (SGLANG.replace("20110", str(32768 - MIN_ROOM + 1)),  # too little room to lower into
      f"prompt is too long: {32768 - MIN_ROOM + 1} tokens > 32768 maximum"),
+    (SGLANG.replace("20110", str(32768 - MIN_ROOM)),  # the least room the proxy still refuses
+     f"prompt is too long: {32768 - MIN_ROOM} tokens > 32768 maximum"),
+    (SGLANG.replace("20110", str(32768 - MIN_ROOM - 1)),  # the least it asks again for
+     f"input length and `max_tokens` exceed context limit: {32768 - MIN_ROOM - 1} + 32000 > "
+     "32768, decrease input length or `max_tokens` and try again"),
     ("context too long", "context too long"),
 ])
 def test_anthropic_clients_are_told_in_anthropic_s_words(message: str, expected: str) -> None:

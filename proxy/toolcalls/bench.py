@@ -178,7 +178,7 @@ def measure(size: int = 1 << 20, tools: ToolSchemas | None = None,
             runs.append((time.perf_counter() - started) * 1000)
         p90 = statistics.quantiles(runs, n=10, method="inclusive")[-1] if len(runs) > 1 else runs[0]
         timings.append(Timing(label, statistics.median(runs), p90))
-    return sorted(timings, key=lambda item: -item[1])
+    return sorted(timings, key=lambda timing: -timing.median)
 
 
 def main() -> None:
@@ -194,9 +194,11 @@ def main() -> None:
     args = parser.parse_args()
     heap = [{"id": [i]} for i in range(args.resident)]
     timings = measure(args.size, repeat=args.repeat, only=args.only)
+    if not timings:
+        parser.error(f"no case is labelled {' or '.join(args.only)}")
     for label, median, p90 in timings[:args.top]:
         print(f"{median:9.2f} ms  (p90 {p90:7.2f})  {label}")
-    print(f"{len(timings)} cases; slowest median {timings[0][1]:.2f} ms"
+    print(f"{len(timings)} cases; slowest median {timings[0].median:.2f} ms"
           f" ({len(heap)} containers resident)")
 
 

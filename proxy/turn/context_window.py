@@ -33,6 +33,13 @@ class Overflow:
         from above when the prompt's count is a floor."""
         return self.window - self.prompt
 
+    @property
+    def leaves_no_room(self) -> bool:
+        """Whether nothing worth a generation fits: the prompt alone overflows, or, counted
+        whole, it leaves fewer than MIN_ROOM tokens beside it (its last one kept free:
+        SGLang refuses a window filled exactly)."""
+        return self.asked is None or (self.exact and self.room - 1 < MIN_ROOM)
+
 
 @dataclass(frozen=True)
 class Refit:
@@ -87,12 +94,12 @@ def refit(overflow: Overflow) -> Refit | None:
     fits (the prompt alone overflows, or fewer than MIN_ROOM tokens are left). A prompt
     counted whole leaves its room less one (SGLang refuses a window filled exactly); one
     counted only to a floor leaves an unknown room, which the upstream fills itself."""
-    if overflow.asked is None:
+    if overflow.leaves_no_room:
         return None
     if not overflow.exact:
         return Refit(None)
     room = overflow.room - 1
-    return Refit(room) if MIN_ROOM <= room < overflow.asked else None
+    return Refit(room) if room < overflow.asked else None
 
 
 def with_max_tokens(body: bytes, tokens: int | None) -> bytes:

@@ -72,23 +72,29 @@ def _claude_env(proxy_url: str, home: Path) -> dict[str, str]:
             "CLAUDE_CODE_MAX_RETRIES": "0"}
 
 
-@pytest.mark.parametrize("mode", ["buffer", "stream"])
-def test_claude_code_runs_its_bash_tool_through_the_proxy(fake, start_proxy, tmp_path, mode):
+def _print_the_marker(proxy_url: str, tmp_path: Path) -> None:
+    """`claude -p` asked to print the marker with its Bash tool; it must finish the turn and
+    report the marker from the tool's output."""
     if not CLAUDE.exists():
         pytest.fail("Claude Code is not installed: run `make e2e` (npm install in tests/e2e)")
-    proxy = start_proxy(api_keys=["sk-e2e"], stream_mode=mode)
-    fake.answer(_script)
     work = tmp_path / "work"
     work.mkdir()
     done = subprocess.run(
         [str(CLAUDE), "-p", "Print the marker with the Bash tool.", "--output-format", "json",
          "--allowedTools", "Bash"],
-        cwd=work, env=_claude_env(proxy.url, tmp_path), capture_output=True, text=True,
+        cwd=work, env=_claude_env(proxy_url, tmp_path), capture_output=True, text=True,
         timeout=240, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
     result = json.loads(done.stdout)
     assert result["is_error"] is False
     assert PRINTED in result["result"]
+
+
+@pytest.mark.parametrize("mode", ["buffer", "stream"])
+def test_claude_code_runs_its_bash_tool_through_the_proxy(fake, start_proxy, tmp_path, mode):
+    proxy = start_proxy(api_keys=["sk-e2e"], stream_mode=mode)
+    fake.answer(_script)
+    _print_the_marker(proxy.url, tmp_path)
 
     turns = [r.json for r in fake.chat_requests() if "Bash" in _tool_names(r.json)]
     tool_results = [m for body in turns for m in body["messages"] if m["role"] == "tool"]
@@ -105,8 +111,6 @@ def test_claude_code_s_32000_tokens_fit_a_small_context_window(fake, start_proxy
     """The model's window leaves 8,192 tokens beside Claude Code's prompt, and Claude Code asks
     32,000: vLLM refuses, the proxy asks again for what fits (`fit_max_tokens`), and the
     session goes on as if the window were big enough."""
-    if not CLAUDE.exists():
-        pytest.fail("Claude Code is not installed: run `make e2e` (npm install in tests/e2e)")
     proxy = start_proxy(api_keys=["sk-e2e"])
     window: list[int] = []
 
@@ -116,17 +120,7 @@ def test_claude_code_s_32000_tokens_fit_a_small_context_window(fake, start_proxy
         return vllm_context_window(window[0], _script)(received)
 
     fake.answer(model)
-    work = tmp_path / "work"
-    work.mkdir()
-    done = subprocess.run(
-        [str(CLAUDE), "-p", "Print the marker with the Bash tool.", "--output-format", "json",
-         "--allowedTools", "Bash"],
-        cwd=work, env=_claude_env(proxy.url, tmp_path), capture_output=True, text=True,
-        timeout=240, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
-    result = json.loads(done.stdout)
-    assert result["is_error"] is False
-    assert PRINTED in result["result"]
+    _print_the_marker(proxy.url, tmp_path)
     asked = [r.json.get("max_tokens") for r in fake.chat_requests()
              if "Bash" in _tool_names(r.json)]
     # Each turn: 32,000 refused by the window (vLLM's words: the prompt counted to a floor),

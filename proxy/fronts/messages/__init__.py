@@ -20,7 +20,7 @@ from ...config import Config
 from ...errors import ProxyError
 from ...ids import random_alnum
 from ...sse import named_event
-from ...turn.context_window import MIN_ROOM, overflow_of
+from ...turn.context_window import overflow_of
 from ...turn.plan import TurnPlan, parse_body, plan_turn
 from .. import ErrorResponse, Front
 from .request import estimate_tokens, tokenize_body, translate
@@ -258,7 +258,7 @@ def _message(error: ProxyError) -> str:
     overflow = overflow_of(error.message) if error.status == 400 else None
     if overflow is None:
         return error.message
-    if overflow.asked is None or (overflow.exact and overflow.room < MIN_ROOM):
+    if overflow.leaves_no_room:
         return f"prompt is too long: {overflow.prompt} tokens > {overflow.window} maximum"
     return (f"input length and `max_tokens` exceed context limit: {overflow.prompt} + "
             f"{overflow.asked} > {overflow.window}, decrease input length or `max_tokens` "
