@@ -95,7 +95,8 @@ def turn_record(log: RequestLog, now: float, total_ms: float) -> TurnRecord:
     """The record of one finished request (`now`: wall-clock seconds at its end)."""
     status = log.status or 0
     kind = upstream_error_kind(log) or ""
-    error = log.error or (f"http_{status}" if status >= 400 else "")
+    # An upstream failure by the proxy's name for it (upstream's own code may be anything).
+    error = kind or log.error or (f"http_{status}" if status >= 400 else "")
     record = TurnRecord(
         now, log.request_id[:_ID_CHARS], log.front or "", log.mode,
         (log.model or "")[:_MODEL_CHARS], bool(log.client_stream), status,

@@ -41,12 +41,12 @@ margin:1px 3px 1px 0;font-size:12px;white-space:nowrap}
 .state.unknown{color:var(--mute)}
 .dot{display:inline-block;width:9px;height:9px;border-radius:50%;margin-right:6px;background:var(--mute)}
 .up .dot{background:var(--ok)}.down .dot{background:var(--bad)}
-.bad{color:var(--bad)}.mute{color:var(--mute)}
+.bad{color:var(--bad)}tr.failed td{background:#fff6f6}.mute{color:var(--mute)}
 .url{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;word-break:break-all}
 .scroll{max-height:520px;overflow:auto}
 #banner{display:none;grid-column:1/-1;background:#fde8e8;color:#9b1c1c;border-radius:8px;
 padding:8px 12px}
-svg text{font-size:10px;fill:var(--mute)}
+svg text{font-size:11px;fill:var(--mute)}#chart{overflow:hidden}
 .legend{font-size:12px;color:var(--mute)}.legend i{display:inline-block;width:10px;height:10px;
 margin:0 4px 0 12px;vertical-align:-1px}
 a{color:var(--acc)}.k-turns{background:#3b6fd8}.k-failed{background:#d64545}
@@ -119,11 +119,12 @@ function turns(doc) {
     "no turn yet", 12);
 }
 function chart(doc) {
-  const box = document.getElementById("chart"), W = 720, H = 180, L = 34, B = 20, T = 8;
+  const box = document.getElementById("chart"), H = 180, L = 34, B = 20, T = 8;
+  const W = Math.max(360, box.clientWidth || 720);
   const data = doc.per_minute, n = data.length;
   const top = Math.max(1, ...data.map(d => d.turns));
   const scale = v => H - B - (H - B - T) * v / top, bw = (W - L - 4) / n;
-  const root = svg("svg", {viewBox: "0 0 " + W + " " + H, width: "100%%", role: "img",
+  const root = svg("svg", {viewBox: "0 0 " + W + " " + H, width: W, height: H, role: "img",
     "aria-label": "turns and failures per minute, last hour", id: "chart-svg"});
   for (const f of [0, 0.5, 1]) {
     const y = scale(top * f);
@@ -143,7 +144,8 @@ function chart(doc) {
       width: Math.max(1, bw - 2), height: H - B - scale(d.failures), fill: "#d64545",
       class: "failures"}));
     if (i %% 10 === 0 || i === n - 1) {
-      const label = svg("text", {x: x + bw / 2, y: H - 6, "text-anchor": "middle"});
+      const label = svg("text", {x: i === n - 1 ? x + bw : x + bw / 2, y: H - 6,
+        "text-anchor": i === n - 1 ? "end" : "middle"});
       label.textContent = clock(d.minute).slice(0, 5); root.append(label);
     }
   });
