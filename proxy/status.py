@@ -7,6 +7,7 @@ and hands them here; the page itself (`proxy/status_page.py`) draws this documen
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -144,7 +145,8 @@ def percentile(values: Sequence[float], fraction: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered) + 0.5) - 1))]
+    rank = math.ceil(round(fraction * len(ordered), 9))  # 0.95 * 100 is 95.00000000000001
+    return ordered[min(len(ordered), max(1, rank)) - 1]
 
 
 def _upstream_row(label: str, turns: list[TurnRecord], data: StatusInput) -> dict[str, Any]:
