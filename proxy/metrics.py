@@ -109,6 +109,10 @@ class Metrics:
                                         "Requests waiting on or streaming from each upstream "
                                         "(its URL, credentials masked)", ["upstream"],
                                         registry=registry, multiprocess_mode="livesum")
+        self.upstream_up = Gauge(prefix + "upstream_up",
+                                 "1 when the last request to the upstream did not fail on its "
+                                 "side, 0 when it did", ["upstream"], registry=registry,
+                                 multiprocess_mode="mostrecent")
 
     def started(self) -> None:
         """A request began."""
@@ -132,6 +136,8 @@ class Metrics:
         kind = upstream_error_kind(log)
         if kind is not None:
             self.upstream_errors.labels(kind).inc()
+        if log.upstream is not None and kind != "client_disconnected":
+            self.upstream_up.labels(log.upstream).set(0 if kind else 1)
         for rewrite in log.rewrites:
             self.rewrites.labels(rewrite).inc()
         outcome = log.outcome

@@ -300,6 +300,7 @@ def test_status_json_and_the_page(fake, proxy):
     assert "status.json" in page.text
     metrics = requests.get(proxy.url + "/proxy/metrics", timeout=5).text
     assert f'toolcall_proxy_upstream_in_flight_requests{{upstream="{fake.url}"}} 0.0' in metrics
+    assert f'toolcall_proxy_upstream_up{{upstream="{fake.url}"}} 1.0' in metrics
 
 
 @pytest.mark.integration
@@ -378,6 +379,8 @@ def test_an_upstream_error_shows_as_down_until_it_answers_again(fake, start_prox
                                        messages=[{"role": "user", "content": "?"}])
     [row] = _settled(proxy.url, 1)["upstreams"]
     assert (row["state"], row["last_error"]["code"]) == ("down", "upstream_http_500")
+    metrics = requests.get(proxy.url + "/proxy/metrics", timeout=5).text
+    assert f'toolcall_proxy_upstream_up{{upstream="{fake.url}"}} 0.0' in metrics
     _hermes(fake)
     client.chat.completions.create(model="q", tools=TOOLS,
                                    messages=[{"role": "user", "content": "?"}])

@@ -15,6 +15,7 @@ import threading
 import time
 import zlib
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -116,8 +117,9 @@ class RingFileRecorder:
     """This worker's ring file in `directory` (0600), beside those of the other workers."""
 
     def __init__(self, directory: str, capacity: int = RING_TURNS,
-                 captures: int = CAPTURES_KEPT) -> None:
+                 captures: int = CAPTURES_KEPT, worker: Callable[[], int] = os.getpid) -> None:
         self.directory = Path(directory)
+        self._worker = worker  # this worker's id (its pid): names its ring
         self.capacity = capacity
         self._captures_kept = captures
         self._pid = 0
@@ -127,9 +129,9 @@ class RingFileRecorder:
 
     def _ring(self) -> mmap.mmap:
         """This process's ring, opened (or made) on first use after a fork."""
-        if self._map is not None and self._pid == os.getpid():
+        if self._map is not None and self._pid == self._worker():
             return self._map
-        self._pid = os.getpid()
+        self._pid = self._worker()
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         (self.directory / "captures").mkdir(mode=0o700, exist_ok=True)
         self._prune()
