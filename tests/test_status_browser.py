@@ -5,6 +5,7 @@ playwright), with every request the page makes held to loopback."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -63,13 +64,15 @@ def _answer(received: Received) -> Answer:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    """`python app.py` (gunicorn, two gevent workers) before the fake vLLM; its URL."""
+    """`python app.py` (gunicorn, two gevent workers) before the fake vLLM; its URL. The run
+    directory the workers share is the test's (`tmp_path/run`)."""
     fake = FakeVLLM()
     fake.answer(_answer)
     port = _free_port()
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TOOLCALL_PROXY_", "GUNICORN_", "PROMETHEUS_"))}
-    env.update(GUNICORN_WORKERS="2", TOOLCALL_PROXY_LOG_LEVEL="warning")
+    env.update(GUNICORN_WORKERS="2", TOOLCALL_PROXY_LOG_LEVEL="warning",
+               PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "run"))
     process = subprocess.Popen(
         [sys.executable, "app.py", "--port", str(port), "--upstream", fake.url],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -115,6 +118,12 @@ def test_the_status_page_shows_what_the_proxy_did_in_a_real_browser(server, tmp_
     model = next(m for m in document["models"] if m["model"] == "qwen-test")
     assert (model["turns"], model["passthrough"], model["tool_turns"]) == (5, 1, 4)
     assert model["formats"] == {"hermes": 1, "qwen_xml": 1}
+    rings = list((tmp_path / "run" / "status").glob("*.ring"))  # one per worker that served
+    assert rings
+    assert all(stat.S_IMODE(ring.stat().st_mode) == 0o600 for ring in rings)
+    for _ in range(6):  # whichever worker answers (a new connection each), the same numbers
+        again = requests.get(server + "/proxy/status.json", timeout=10).json()
+        assert again["held"]["turns"] == document["held"]["turns"]
 
     left_loopback: list[str] = []
     console_errors: list[str] = []
