@@ -179,10 +179,11 @@ def _model_row(model: str, turns: list[TurnRecord]) -> dict[str, Any]:
     repairs: Counter[str] = Counter()
     left: Counter[str] = Counter()
     errors: Counter[str] = Counter()
-    for turn in turns:
-        formats.update(turn.formats)
-        repairs.update(turn.repairs)
-        left.update(turn.left)
+    for turn in turns:  # (Counter.update of a dict is several times slower than this)
+        for counts, add in ((formats, turn.formats), (repairs, turn.repairs),
+                            (left, turn.left)):
+            for name, count in add.items():
+                counts[name] += count
         if turn.error:
             errors[turn.error] += 1
     modes = Counter(t.mode for t in turns)
