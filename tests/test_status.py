@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import stat
+import threading
 
 import openai
 import pytest
@@ -388,3 +389,27 @@ def test_an_upstream_error_shows_as_down_until_it_answers_again(fake, start_prox
     assert row["state"] == "up"
     assert row["last_error"]["code"] == "upstream_http_500"
     assert os.environ.get("PROMETHEUS_MULTIPROC_DIR") is None  # these ran in memory
+
+
+@pytest.mark.integration
+def test_a_turn_waiting_on_upstream_is_in_flight_there(fake, proxy):
+    release = threading.Event()
+
+    def held(received):
+        release.wait(20)
+        return Answer(body=vllm_completion("done"))
+
+    fake.answer(held)
+    client = proxy.client()
+    waiting = threading.Thread(target=lambda: client.chat.completions.create(
+        model="q", tools=TOOLS, messages=[{"role": "user", "content": "?"}]))
+    waiting.start()
+    try:
+        assert fake.wait_chat_requests(1)
+        [row] = requests.get(proxy.url + "/proxy/status.json", timeout=5).json()["upstreams"]
+        assert row["in_flight"] == 1
+    finally:
+        release.set()
+        waiting.join(20)
+    [row] = _settled(proxy.url, 1)["upstreams"]
+    assert row["in_flight"] == 0
