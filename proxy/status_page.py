@@ -110,7 +110,8 @@ function models(doc) {
 }
 function turns(doc) {
   fill("turns", doc.turns.map(t => el("tr", {class: t.failed ? "failed" : ""},
-    cell(clock(t.ts)), cell(t.front || "relay"), cell(t.model || "–"),
+    cell(clock(t.ts)), el("td", {}, t.front || "relay", el("span", {class: "mute"},
+      " " + t.mode + (t.stream ? " · sse" : ""))), cell(t.model || "–"),
     cell(t.status, t.status >= 400 ? "num bad" : "num"), cell(t.calls, "num"),
     el("td", {}, chips(t.formats)), el("td", {}, chips(t.repairs, "repair")),
     el("td", {}, chips(t.left_as_text, "left"), t.error ? chips({[t.error]: 1}, "err") : null),
@@ -197,7 +198,7 @@ _BODY = """<!doctype html>
 <div class="legend"><i class="k-turns"></i>turns<i class="k-failed"></i>failed</div>
 <div id="chart"></div></section>
 <section class="wide"><h2>Last turns</h2><div class="scroll"><table>
-<thead><tr><th>time</th><th>front</th><th>model</th><th class="num">status</th>
+<thead><tr><th>time</th><th>front, mode</th><th>model</th><th class="num">status</th>
 <th class="num">calls</th><th>formats</th><th>repairs</th><th>left as text / error</th>
 <th>upstream</th><th class="num">upstream</th><th class="num">total</th><th></th></tr></thead>
 <tbody id="turns"></tbody></table></div></section>

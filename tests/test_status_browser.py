@@ -18,6 +18,8 @@ import openai
 import pytest
 import requests
 
+from proxy.config import Config
+from proxy.replay import parse_exchanges, replay_exchange
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, FakeVLLM, Received, vllm_completion, vllm_error
 from tests.test_entrypoints import ROOT, _free_port, _stop, _wait_healthy
@@ -72,7 +74,7 @@ def server(tmp_path: Path) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TOOLCALL_PROXY_", "GUNICORN_", "PROMETHEUS_"))}
     env.update(GUNICORN_WORKERS="2", TOOLCALL_PROXY_LOG_LEVEL="warning",
-               PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "run"))
+               PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "run"), TOOLCALL_PROXY_LOG_BODIES="true")
     process = subprocess.Popen(
         [sys.executable, "app.py", "--port", str(port), "--upstream", fake.url],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -152,11 +154,24 @@ def test_the_status_page_shows_what_the_proxy_did_in_a_real_browser(server, tmp_
             expect(row.locator("td").nth(1)).to_have_text("10", timeout=30000)
             assert page.evaluate("window.sameDocument") is True
             page.screenshot(path=str(tmp_path / "status.png"), full_page=True)
+            _download_a_capture(page, tmp_path)
         finally:
             browser.close()
     assert not console_errors
     assert not left_loopback
     assert (tmp_path / "status.png").stat().st_size > 10_000
+
+
+def _download_a_capture(page: Any, tmp_path: Path) -> None:
+    """With log_bodies on, a turn's link downloads its capture, which `replay` reads."""
+    qwen = page.locator("#turns tr", has_text="qwen_xml").first
+    with page.expect_download() as download:
+        qwen.locator("a", has_text="capture").click()
+    saved = tmp_path / "capture.json"
+    download.value.save_as(saved)
+    [exchange] = parse_exchanges(saved.read_bytes(), str(saved))
+    replayed = replay_exchange(exchange, Config())
+    assert replayed.diagnostics["formats"] == ["qwen_xml"]
 
 
 def _check_what_a_person_sees(page: Any, row: Any) -> None:
