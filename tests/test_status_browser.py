@@ -194,3 +194,30 @@ def _check_what_a_person_sees(page: Any, row: Any) -> None:
     assert page.locator("#turns tr").count() >= 5
     assert "CUDA" not in page.content()  # upstream's message is not shown, only its code
 
+
+
+@pytest.mark.timeout(300)
+def test_a_browser_given_the_key_as_its_login_sees_the_keyed_page(fake, start_proxy):
+    """protect_proxy_endpoints: the browser's login (the key as its password) opens the page,
+    and the page's own requests for status.json carry it too."""
+    sync_playwright, expect = _browser_or_skip()
+    from playwright.sync_api import Error as PlaywrightError
+
+    proxy = start_proxy(api_keys=["sk-test"], protect_proxy_endpoints=True)
+    fake.answer(Answer(body=vllm_completion(HERMES)))
+    proxy.client().chat.completions.create(model="keyed", tools=TOOLS,
+                                           messages=[{"role": "user", "content": "?"}])
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            with pytest.raises(PlaywrightError, match="AUTH"):  # no login: no page
+                browser.new_page().goto(proxy.url + "/proxy/status")
+            context = browser.new_context(http_credentials={"username": "ops",
+                                                            "password": "sk-test"})
+            page = context.new_page()
+            assert page.goto(proxy.url + "/proxy/status").status == 200
+            expect(page.locator('#models tr[data-model="keyed"] td').nth(5)).to_have_text(
+                "hermes", timeout=30000)
+            assert not page.locator("#banner").is_visible()
+        finally:
+            browser.close()
