@@ -36,7 +36,15 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: $(STAMP) $(WHEELS_STAMP)
+# Debian's chromium, for the status page's browser test (playwright drives it through its
+# executable_path; playwright's own browser download is never used).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+$(CHROMIUM):
+	$(SUDO) apt-get update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+
+test: $(STAMP) $(WHEELS_STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 

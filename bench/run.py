@@ -63,13 +63,14 @@ from typing import Any
 import orjson
 
 from bench import load, streamed
+from bench import status as status_rows
 from bench.fake_upstream import READY_MARKER, parse_size, raise_fd_limit
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf", "messages",
-            "streamed")
+            "streamed", "status")
 MESSAGES_PATH = "/v1/messages"
 
 TOOLS: list[dict[str, Any]] = [
@@ -390,6 +391,7 @@ class Bench:
         self.batch_s = opts.batch_seconds or (0.4 if q else 1.0)
         self.held_s = opts.held_seconds or (6 if q else 30)
         self.cpu_rows: list[Row] = []
+        self.turn_cpu: float | None = None  # server CPU per buffered 1 KB turn, when measured
 
     # -- plumbing ---------------------------------------------------------------------------
     def section(self, title: str) -> None:
@@ -503,6 +505,8 @@ class Bench:
                                              f"{ratio_of(d['rps'], p['rps']):.2f}×"))
                         target = "≤ 4 ms" if delay == 20 else "—"
                         cpu = proxy.cpu_per_request()
+                        if delay == 20:
+                            self.turn_cpu = cpu  # beside it, what recording the turn costs
                         cpu_rows.append(Row(
                             f"server CPU per buffered 1KB turn (c8, {delay} ms)",
                             f"{ms(direct.cpu_per_request())} (fake)", ms(cpu), "—", target,
@@ -1031,7 +1035,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if "extract" in sections:
                 bench.extract()
-            network = [s for s in sections if s != "extract"]
+            network = [s for s in sections if s not in ("extract", "status")]
             if network:
                 stack.start_fake()
                 stack.start_proxy()
@@ -1040,6 +1044,8 @@ def main(argv: list[str] | None = None) -> int:
                 if problems:
                     bench.notes.append(f"gunicorn log: {len(problems)} problem lines, e.g. "
                                        f"`{problems[0][:160]}`")
+            if "status" in sections:
+                status_rows.section(bench, Row)
         except KeyboardInterrupt:
             log("interrupted: stopping what was started")
             stack.stop()

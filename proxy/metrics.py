@@ -105,14 +105,28 @@ class Metrics:
                                        ["mode"], buckets=_LATENCY_BUCKETS, registry=registry)
         self.in_flight = Gauge(prefix + "in_flight_requests", "Requests being handled",
                                registry=registry, multiprocess_mode="livesum")
+        self.upstream_in_flight = Gauge(prefix + "upstream_in_flight_requests",
+                                        "Requests waiting on or streaming from each upstream "
+                                        "(its URL, credentials masked)", ["upstream"],
+                                        registry=registry, multiprocess_mode="livesum")
+        self.upstream_up = Gauge(prefix + "upstream_up",
+                                 "1 when the last request to the upstream did not fail on its "
+                                 "side, 0 when it did", ["upstream"], registry=registry,
+                                 multiprocess_mode="mostrecent")
 
     def started(self) -> None:
         """A request began."""
         self.in_flight.inc()
 
+    def calling(self, upstream: str) -> None:
+        """A request is going to `upstream` (a masked URL; `finished` ends it)."""
+        self.upstream_in_flight.labels(upstream).inc()
+
     def finished(self, log: RequestLog, total_seconds: float) -> None:
         """A request ended: count everything its log record says."""
         self.in_flight.dec()
+        if log.upstream is not None:
+            self.upstream_in_flight.labels(log.upstream).dec()
         self.requests.labels(log.mode, str(log.status or 0), log.front or "none").inc()
         self.total_latency.labels(log.mode).observe(total_seconds)
         if log.upstream_ms is not None:
@@ -122,6 +136,8 @@ class Metrics:
         kind = upstream_error_kind(log)
         if kind is not None:
             self.upstream_errors.labels(kind).inc()
+        if log.upstream is not None and kind != "client_disconnected":
+            self.upstream_up.labels(log.upstream).set(0 if kind else 1)
         for rewrite in log.rewrites:
             self.rewrites.labels(rewrite).inc()
         outcome = log.outcome
@@ -137,10 +153,21 @@ class Metrics:
             if before != after:
                 self.finish_corrections.labels(finish_label(before), finish_label(after)).inc()
 
+    def _whole(self) -> CollectorRegistry:
+        """This process's registry, or one reading every worker's figures."""
+        if not self.multiprocess:
+            return self.registry
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return registry
+
     def exposition(self) -> bytes:
         """The Prometheus text format: this process's figures, or every worker's."""
-        if self.multiprocess:
-            registry = CollectorRegistry()
-            multiprocess.MultiProcessCollector(registry)
-            return generate_latest(registry)
-        return generate_latest(self.registry)
+        return generate_latest(self._whole())
+
+    def upstreams_in_flight(self) -> dict[str, float]:
+        """Requests in flight to each upstream now, the whole server's."""
+        name = self.upstream_in_flight._name  # the family's sample name
+        return {sample.labels["upstream"]: sample.value
+                for family in self._whole().collect() if family.name == name
+                for sample in family.samples if sample.name == name}

@@ -112,6 +112,7 @@ class RequestLog:
     model: str | None = None
     client_stream: bool | None = None
     status: int | None = None
+    upstream: str | None = None  # the upstream (or replica) asked, its URL masked
     upstream_status: int | None = None
     upstream_ms: float | None = None
     bytes_out: int = 0
@@ -137,6 +138,7 @@ class RequestLog:
             "model": self.model,
             "stream": self.client_stream,
             "status": self.status,
+            "upstream": self.upstream,
             "upstream_status": self.upstream_status,
             "upstream_ms": self.upstream_ms,
             "total_ms": round((time.monotonic() - self.started) * 1000, 1),
@@ -168,13 +170,15 @@ class RequestLog:
             record["bodies"] = redact(self.bodies)
         return record
 
-    def emit(self, logger: logging.Logger, fmt: str) -> None:
-        """Write the line (once, however many code paths end the request)."""
+    def emit(self, logger: logging.Logger, fmt: str) -> dict[str, Any] | None:
+        """Write the line (once, however many code paths end the request): its record, or
+        None when it was written already."""
         if self.emitted:
-            return
+            return None
         self.emitted = True
         record = self.as_dict()
         if fmt == "json":
             logger.info(orjson.dumps(record).decode())
         else:
             logger.info(logfmt(record))
+        return record

@@ -3,6 +3,7 @@ and which of its headers go on upstream."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hmac
 import socket
@@ -36,13 +37,13 @@ class Door:
 
     def authorize(self, method: str, headers: Mapping[str, str]) -> None:
         """With `api_keys` set, the request must carry one of them (compared in constant
-        time, every key tried): `Authorization: Bearer KEY` or `api-key`/`x-api-key`.
+        time, every key tried): `Authorization: Bearer KEY`, `api-key`/`x-api-key`, or
+        Basic auth with the key as its password (what a browser asked for one sends).
         Raises a 401 ProxyError otherwise. (CORS preflights, which carry no key, never get
         here: the proxy answers them itself, see `preflight`.)"""
         if not self._keys:
             return
-        offered = headers.get("Authorization", "")
-        offered = offered[7:] if offered[:7].lower() == "bearer " else ""
+        offered = _offered_key(headers.get("Authorization", ""))
         offered = offered or headers.get("X-Api-Key", "") or headers.get("Api-Key", "")
         candidate = offered.strip().encode()
         matched = False
@@ -69,6 +70,19 @@ class Door:
             headers = {k: v for k, v in headers.items() if k.lower() != "x-request-id"}
             headers["X-Request-Id"] = request_id
         return headers
+
+
+def _offered_key(authorization: str) -> str:
+    """The key an Authorization header offers: Bearer's token, or Basic's password."""
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() == "bearer":
+        return value
+    if scheme.lower() != "basic":
+        return ""
+    try:
+        return base64.b64decode(value.strip(), validate=True).decode().partition(":")[2]
+    except (ValueError, UnicodeDecodeError):
+        return ""
 
 
 # What a preflight may ask for: any method a client sends, and the headers it sends them with.

@@ -17,9 +17,11 @@ from ..errors import ProxyError
 from ..fronts import Front
 from ..metrics import Metrics
 from ..observe import RequestLog, make_logger
+from ..status import StatusInput, document, turn_record
 from ..turn.plan import TurnPlan
 from .clients import ClientWatcher
 from .door import Door, read_body
+from .recorder import make_recorder
 from .relay import all_models, model_ids, passthrough
 from .store import KeptStore
 from .turns import TurnResponse
@@ -54,6 +56,8 @@ class Proxy:
         self.upstreams = {url: Upstream(url) for url in config.upstreams()}
         self.logger = make_logger(config.log_level)
         self.metrics = Metrics()
+        self.recorder = make_recorder()  # what /proxy/status shows, every worker's
+        self.upstream_labels = {url: mask_url(url) for url in config.upstreams()}
         self.door = Door(config.api_keys)
         self.client_watcher = ClientWatcher(self.draining)
         self.store = KeptStore(config.responses_store_path,
@@ -75,11 +79,39 @@ class Proxy:
         return self.drain_at is not None and time.monotonic() >= self.drain_at
 
     def emit(self, log: RequestLog) -> None:
-        """Write the request's log line and count it (once per request)."""
+        """Write the request's log line, count it and keep its status record (once per
+        request)."""
         if log.emitted:
             return
-        log.emit(self.logger, self.config.log_format)
-        self.metrics.finished(log, time.monotonic() - log.started)
+        record = log.emit(self.logger, self.config.log_format)
+        total = time.monotonic() - log.started
+        self.metrics.finished(log, total)
+        if log.mode == "preflight":
+            return
+        try:
+            capture = orjson.dumps(record) if log.bodies is not None else None
+            self.recorder.record(turn_record(log, time.time(), total * 1000), capture)
+        except OSError as exc:  # a full disk must not fail the request: the page misses it
+            self.logger.warning("status record of %s not kept: %s", log.request_id, exc)
+
+    def calling(self, log: RequestLog, url: str) -> None:
+        """The request goes to the upstream (or replica) at `url`: named in its log line and
+        status record (masked), and counted in flight there until it ends."""
+        label = self.upstream_labels.get(url) or mask_url(url)
+        log.upstream = label
+        self.metrics.calling(label)
+
+    def status(self, probe: bool) -> dict[str, Any]:
+        """The status document, the whole server's; with `probe`, each upstream's health
+        probe too (asked at most every HEALTH_PROBE_SECONDS)."""
+        recorder = self.recorder
+        probes = {r["url"]: r for r in self._upstream_reports()} if probe else {}
+        return document(StatusInput(
+            turns=recorder.turns(), minutes=recorder.minutes(),
+            upstreams=list(self.upstream_labels.values()),
+            in_flight=self.metrics.upstreams_in_flight(), probes=probes,
+            captures=self.config.log_bodies, version=__version__,
+            kept_per_worker=recorder.capacity))
 
     def upstream_headers(self, config: Config, *, buffered: bool) -> dict[str, str]:
         """This request's headers as they go upstream (see `Door.upstream_headers`)."""

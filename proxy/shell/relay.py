@@ -46,6 +46,7 @@ def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: s
                 config: Config, headers: dict[str, str], environ: dict[str, Any]) -> Response:
     """Relay the request; the answer streams back as upstream sends it."""
     upstream = app.upstreams[config.upstream]
+    app.calling(log, config.upstream)
     timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
     limit = config.connect_timeout_seconds + config.read_timeout_seconds
     # Until the headers come, only a silent client can be noticed: the machine looks for it.

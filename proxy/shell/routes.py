@@ -5,6 +5,7 @@ record, the body a refused request still sends, CORS); decisions are the core's
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable
 
@@ -19,6 +20,7 @@ from ..fronts.messages import COUNT_TOKENS_PATH
 from ..fronts.messages import FRONT as MESSAGES
 from ..fronts.registry import front_for, kept_for
 from ..observe import RequestLog
+from ..status_page import CONTENT_SECURITY_POLICY, page
 from .count_tokens import count_tokens
 from .door import (
     body_unread,
@@ -31,10 +33,13 @@ from .door import (
     request_target,
     shut_reading,
 )
-from .handlers import REQUEST_ID, Proxy
+from .handlers import REQUEST_ID, Proxy, json_response
 from .turns import error_response
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+_CAPTURE_KEY = re.compile(r"\d{1,10}-\d{1,19}")  # a recorder's key: worker, sequence
+# A browser asked for a key on the status page offers it as Basic auth's password.
+_BASIC_CHALLENGE = 'Basic realm="toolcall-proxy", charset="UTF-8"'
 
 
 def _http_error(exc: HTTPException, config: Config) -> ProxyError:
@@ -87,15 +92,60 @@ class Routes:
         response.call_on_close(lambda: self.proxy.emit(log))
         return response
 
-    def own_endpoint(self, render: Callable[[], Response], *, keyed: bool = False) -> Response:
+    def own_endpoint(self, render: Callable[[], Response], *, keyed: bool = False,
+                     browser: bool = False) -> Response:
         """One of the proxy's own endpoints, keyed when `protect_proxy_endpoints` (or
-        `keyed`) says so."""
+        `keyed`) says so; a `browser` page's refusal asks the browser for the key."""
         try:
             if keyed or self.config.protect_proxy_endpoints:
                 self.proxy.door.authorize(request.method, request.headers)
             return self.settled(render())
         except ProxyError as error:
-            return self.settled(error_response(CHAT, error))
+            response = self.settled(error_response(CHAT, error))
+            if browser and error.status == 401:
+                response.headers["WWW-Authenticate"] = _BASIC_CHALLENGE
+            return response
+
+    def _has_key(self) -> bool:
+        """Whether this request may make the proxy call upstream (no keys, or it has one)."""
+        try:
+            self.proxy.door.authorize(request.method, request.headers)
+        except ProxyError:
+            return False
+        return True
+
+    def status_page(self) -> Response:
+        """`/proxy/status`: the page (it fetches `status.json` beside it)."""
+        headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY,
+                   "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+                   "Referrer-Policy": "no-referrer"}
+        return self.own_endpoint(lambda: Response(page(), headers=headers,
+                                                  content_type="text/html; charset=utf-8"),
+                                 browser=True)
+
+    def status_json(self) -> Response:
+        """`/proxy/status.json`: the whole server's status document; the upstreams are probed
+        only for a request that could ask `/proxy/health?upstream=1`."""
+        def render() -> Response:
+            response = json_response(self.proxy.status(probe=self._has_key()))
+            response.headers["Cache-Control"] = "no-store"
+            return response
+        return self.own_endpoint(render, browser=True)
+
+    def status_capture(self, key: str) -> Response:
+        """`/proxy/status/capture/KEY`: one turn's capture (log_bodies), for `replay`; it
+        holds prompt text, so it always needs a key when keys are set."""
+        def render() -> Response:
+            capture = (self.proxy.recorder.capture(key)
+                       if self.config.log_bodies and _CAPTURE_KEY.fullmatch(key) else None)
+            if capture is None:
+                raise ProxyError(404, f"No capture {key!r} is kept (log_bodies off, or "
+                                      "an older turn's).", type_="invalid_request_error",
+                                 code="capture_not_found")
+            return Response(capture, content_type="application/json", headers={
+                "Content-Disposition": f'attachment; filename="turn-{key}.json"',
+                "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
+        return self.own_endpoint(render, keyed=True, browser=True)
 
     def health(self) -> Response:
         """`/proxy/health`; `?upstream=1` calls the upstreams, so it needs a key when keys
@@ -178,6 +228,9 @@ def create_app(config: Config) -> Flask:
     routes = Routes(proxy)
     app.get("/proxy/health")(routes.health)
     app.get("/proxy/metrics")(routes.metrics)
+    app.get("/proxy/status")(routes.status_page)
+    app.get("/proxy/status.json")(routes.status_json)
+    app.get("/proxy/status/capture/<key>")(routes.status_capture)
     app.before_request(routes.answer_preflight)
     app.after_request(routes.allow_origin)
     app.route("/", defaults={"path": ""}, methods=ALL_METHODS)(routes.relay)

@@ -122,6 +122,7 @@ class TurnResponse:
         self.log = log
         config = plan.config
         upstream = app.upstreams[config.upstream]
+        app.calling(log, config.upstream)
         state = waiting.start(
             log.started, config.buffered_timeout_seconds,
             commit_after=config.commit_window_seconds if plan.client_stream else None,
