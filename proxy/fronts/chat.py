@@ -15,12 +15,14 @@ from ..config import Config
 from ..errors import ProxyError
 from ..ids import random_alnum
 from ..sse import event
+from ..turn.context_window import refuses_window
 from ..turn.plan import PassthroughPlan, TurnPlan, plan_chat
 from . import ErrorResponse, Front
 
 NAME = "chat"
 PATH = "/v1/chat/completions"
 DONE = b"data: [DONE]\n\n"
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 COMMENT_HEARTBEAT = b": ping\n\n"
 
 
@@ -193,7 +195,7 @@ class ChatStream:
 
     def error(self, error: ProxyError) -> bytes:
         """OpenAI's in-stream error (`data: {"error": …}`), then `[DONE]`."""
-        return error_event(error.body()) + DONE
+        return error_event(worded(error, "messages").body()) + DONE
 
 
 def parse(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
@@ -206,9 +208,27 @@ def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
     return orjson.dumps(completion)
 
 
-def error_response(error: ProxyError) -> ErrorResponse:
+def worded(error: ProxyError, param: str) -> ProxyError:
+    """`error` as OpenAI's APIs word it: a refusal for the context window (any phrasing
+    `refuses_window` reads) gets the code `context_length_exceeded`, which OpenAI's clients
+    act on (Codex stops retrying and says the context is full), with the upstream's message
+    kept; `param` names the request field that holds the prompt. Any other error as it is."""
+    if not refuses_window(error.status, error.message):
+        return error
+    return ProxyError(error.status, error.message, type_="invalid_request_error", param=param,
+                      code=CONTEXT_LENGTH_EXCEEDED, headers=error.headers)
+
+
+def openai_error(error: ProxyError, param: str) -> ErrorResponse:
     """OpenAI's error envelope with the error's own status (and `Retry-After`, if any)."""
+    error = worded(error, param)
     return ErrorResponse(error.status, error.json_bytes(), error.headers)
+
+
+def error_response(error: ProxyError) -> ErrorResponse:
+    """The error before any stream started, in OpenAI's envelope (the prompt is in
+    `messages`)."""
+    return openai_error(error, "messages")
 
 
 FRONT = Front(NAME, parse, render_json, ChatStream.for_plan, error_response, upstream_path=None)

@@ -17,8 +17,8 @@ import orjson
 from ...config import Config
 from ...errors import ProxyError
 from ...turn.plan import PassthroughPlan, TurnPlan, parse_body, plan_turn
-from .. import Front, Keeper, Kept, Recall
-from ..chat import error_response
+from .. import ErrorResponse, Front, Keeper, Kept, Recall
+from ..chat import openai_error
 from .output import ResponsesTurn, final_response, output_items
 from .request import previous_missing, translate
 from .stream import ResponsesStream
@@ -97,6 +97,12 @@ def keep(plan: TurnPlan, completion: dict[str, Any]) -> Kept | None:
     output = output_items(turn, completion)
     body = orjson.dumps(final_response(turn, completion, output))
     return Kept(turn.id, turn.previous, [*turn.items, *output], body)
+
+
+def error_response(error: ProxyError) -> ErrorResponse:
+    """The error before any stream started, in OpenAI's envelope (the prompt is in
+    `input`)."""
+    return openai_error(error, "input")
 
 
 def deleted(response_id: str) -> bytes:
