@@ -68,7 +68,8 @@ def test_streamed_capture_renders_the_designed_sse_sequence(capsys):
     # One identity for the whole stream, minted as the server mints it (not upstream's).
     [(ident, kind, model)] = {(c["id"], c["object"], c["model"]) for c in chunks}
     assert (kind, model) == ("chat.completion.chunk", "Qwen/Qwen3.6-27B-FP8")
-    assert ident.startswith("chatcmpl-") and ident != "chatcmpl-replay0001"
+    assert ident.startswith("chatcmpl-")
+    assert ident != "chatcmpl-replay0001"
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
     assert deltas[0] == {"role": "assistant", "content": ""}
     assert deltas[1] == {"reasoning_content": "The user wants the weather; call get_weather."}
