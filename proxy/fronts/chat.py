@@ -17,7 +17,7 @@ from ..ids import random_alnum
 from ..sse import event
 from ..turn.context_window import refuses_window
 from ..turn.plan import PassthroughPlan, TurnPlan, plan_chat
-from . import ErrorResponse, Front
+from . import ErrorResponse, Front, Sample
 
 NAME = "chat"
 PATH = "/v1/chat/completions"
@@ -231,4 +231,22 @@ def error_response(error: ProxyError) -> ErrorResponse:
     return openai_error(error, "messages")
 
 
-FRONT = Front(NAME, parse, render_json, ChatStream.for_plan, error_response, upstream_path=None)
+def sample_request(model: str, tool: dict[str, Any], prompt: str,
+                   max_tokens: int) -> dict[str, Any]:
+    """A chat client's tool turn (for `doctor`)."""
+    return {"model": model, "messages": [{"role": "user", "content": prompt}],
+            "tools": [{"type": "function", "function": tool}], "tool_choice": "auto",
+            "stream": False, "max_tokens": max_tokens}
+
+
+def sample_calls(answer: Any) -> list[dict[str, str]]:
+    """The calls of a completion's first choice (for `doctor`)."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    message = choices[0].get("message") if isinstance(choices, list) and choices else None
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    return [{"name": call["function"]["name"], "arguments": call["function"]["arguments"]}
+            for call in calls or ()]
+
+
+FRONT = Front(NAME, parse, render_json, ChatStream.for_plan, error_response, upstream_path=None,
+              sample=Sample(sample_request, sample_calls))

@@ -22,8 +22,9 @@ from ...ids import random_alnum
 from ...sse import named_event
 from ...turn.context_window import overflow_of, refuses_window
 from ...turn.plan import TurnPlan, parse_body, plan_turn
-from .. import ErrorResponse, Front
+from .. import ErrorResponse, Front, Sample
 from .request import estimate_tokens, tokenize_body, translate
+from .sample import sample_calls, sample_request
 
 NAME = "messages"
 PATH = "/v1/messages"
@@ -312,4 +313,5 @@ def count_response(count: int) -> bytes:
     return orjson.dumps({"input_tokens": count})
 
 
-FRONT = Front(NAME, parse, render_json, MessagesStream.for_plan, error_response)
+FRONT = Front(NAME, parse, render_json, MessagesStream.for_plan, error_response,
+              sample=Sample(sample_request, sample_calls))
