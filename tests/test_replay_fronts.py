@@ -19,9 +19,7 @@ from pydantic import TypeAdapter
 import app
 from tests.fake_vllm import Answer, vllm_answer, vllm_completion, vllm_error
 from tests.test_observability import log_lines  # noqa: F401
-from tests.test_turn_context_window import PROMPT_ALONE
-
-pytestmark = pytest.mark.integration
+from tests.test_turn_context_window import PROMPT_ALONE, VLLM_EARLIER
 
 CALL = '<tool_call>{"name": "read", "arguments": {"path": "/etc/hosts",}}</tool_call>'
 ANSWER = vllm_completion("Let me look." + CALL, reasoning="The user wants a file.")
@@ -90,6 +88,7 @@ def _assembled(sse: str) -> Message:
 # -- Messages (Claude Code) -------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_messages_turn_replays_to_the_message_the_client_got(
         capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
     proxy = _proxy(start_proxy, tmp_path)
@@ -112,6 +111,7 @@ def test_a_messages_turn_replays_to_the_message_the_client_got(
     assert replay["diagnostics"]["upstream_changes"] is None
 
 
+@pytest.mark.integration
 def test_a_streamed_messages_turn_replays_to_the_events_the_client_got(
         capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
     proxy = _proxy(start_proxy, tmp_path)
@@ -129,6 +129,7 @@ def test_a_streamed_messages_turn_replays_to_the_events_the_client_got(
     assert _masked(_assembled(replay["output"]).model_dump()) == _masked(got.model_dump())
 
 
+@pytest.mark.integration
 def test_a_streamed_mode_messages_turn_replays_to_the_same_message(
         capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
     """The streamed mode sends text live; the capture holds the completion it added up to,
@@ -148,6 +149,7 @@ def test_a_streamed_mode_messages_turn_replays_to_the_same_message(
     assert _masked(_assembled(replay["output"]).model_dump()) == _masked(got.model_dump())
 
 
+@pytest.mark.integration
 def test_a_refusal_replays_in_anthropic_s_envelope_and_words(
         capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
     proxy = _proxy(start_proxy, tmp_path)
@@ -166,6 +168,7 @@ def test_a_refusal_replays_in_anthropic_s_envelope_and_words(
 # -- Responses (Codex) -----------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_responses_turn_replays_to_the_response_the_client_got(
         capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
     proxy = _proxy(start_proxy, tmp_path)
@@ -182,6 +185,7 @@ def test_a_responses_turn_replays_to_the_response_the_client_got(
     assert replay["diagnostics"]["front"] == "responses"
 
 
+@pytest.mark.integration
 def test_a_streamed_responses_turn_replays_to_the_events_the_client_got(
         capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
     proxy = _proxy(start_proxy, tmp_path)
@@ -196,6 +200,7 @@ def test_a_streamed_responses_turn_replays_to_the_events_the_client_got(
     assert _masked(events) == _masked([e.model_dump(exclude_unset=True) for e in got])
 
 
+@pytest.mark.integration
 def test_a_continued_conversation_replays_from_what_the_store_recalled(
         capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
     proxy = _proxy(start_proxy, tmp_path)
@@ -270,3 +275,20 @@ def test_the_human_report_names_the_front(capsys, tmp_path):
     body = json.loads(lines[-1])
     assert body["object"] == "response"
     assert body["output"][-1]["type"] == "function_call"
+
+
+def test_a_captured_context_window_refusal_says_the_server_asks_again(capsys, tmp_path):
+    """The capture's last answer is a refusal the server would ask again for; what it sends
+    if that is refused too is the front's word for it (OpenAI's code on chat)."""
+    refusal = {"error": {"message": VLLM_EARLIER, "type": "BadRequestError", "param": None,
+                         "code": 400}}
+    line = {"front": "chat", "status": 400, "upstream_status": 400, "bodies": {
+        "request": {"model": "q", "max_tokens": 32000, "tools": [{
+            "type": "function", "function": {"name": "read", "parameters": {}}}],
+            "messages": [{"role": "user", "content": "hi"}]},
+        "response": refusal}}
+    status, [replay], _ = _replay(capsys, tmp_path, line)
+    assert (status, replay["status"]) == (0, 400)
+    assert json.loads(replay["output"])["error"]["code"] == "context_length_exceeded"
+    assert replay["diagnostics"]["notes"][0].startswith(
+        "the context window refused the completion asked: the server asks again")
