@@ -66,7 +66,8 @@ class Replay:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form (`--json`): the output as text, the diagnostics as data."""
-        return {"exchange": self.where, "replayed": self.replayed, "status": self.status,
+        return {"exchange": self.where, "replayed": self.replayed,
+                "unsupported": self.unsupported, "status": self.status,
                 "content_type": self.content_type,
                 "output": self.output.decode("utf-8", "replace"),
                 "diagnostics": self.diagnostics}

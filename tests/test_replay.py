@@ -357,6 +357,7 @@ def test_log_lines_without_an_upstream_response_are_reported_and_the_rest_replay
                     jsonl=True)
     first, second, third = _replay_json(capsys, path)
     assert first["replayed"] is False
+    assert first["unsupported"] is False  # nothing to replay, which is no failure of replay
     assert (first["status"], first["output"]) == (502, "")
     assert first["diagnostics"]["not_replayable"] == {
         "reason": "no upstream response captured", "status": 502,

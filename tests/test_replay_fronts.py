@@ -249,7 +249,8 @@ def test_a_capture_naming_no_front_this_proxy_serves_exits_3(capsys, tmp_path, n
         "response": vllm_completion("Hello!")}}
     status, (first, second), err = _replay(capsys, tmp_path, line, good)
     assert status == 3
-    assert first["replayed"] is False
+    assert (first["replayed"], first["unsupported"]) == (False, True)
+    assert (second["replayed"], second["unsupported"]) == (True, False)
     said = first["diagnostics"]["not_replayable"]["reason"]
     assert said.startswith(reason)
     assert err.splitlines() == [f"toolcall-proxy replay: {tmp_path / 'proxy.jsonl'}:1: "
