@@ -27,7 +27,7 @@ READ_ANTHROPIC = {"name": "read", "input_schema": {
     "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}
 READ_RESPONSES = {"type": "function", "name": "read", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}
-MINTED = {"id", "call_id", "created_at", "item_id"}  # what the server mints on each turn
+MINTED = {"id", "call_id", "created", "created_at", "item_id"}  # minted on each turn
 STREAM_EVENT = TypeAdapter(RawMessageStreamEvent)
 
 
@@ -83,6 +83,28 @@ def _assembled(sse: str) -> Message:
             snapshot = accumulate_event(event=STREAM_EVENT.validate_python(event),
                                         current_snapshot=snapshot, json_bufs=buffers)
     return snapshot
+
+
+# -- Chat Completions -------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_a_streamed_chat_turn_replays_to_the_chunks_the_client_got(
+        capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
+    proxy = _proxy(start_proxy, tmp_path)
+    fake.answer(Answer(body=ANSWER))
+    got = list(proxy.client().chat.completions.create(
+        model="qwen", messages=[{"role": "user", "content": "Read /etc/hosts"}],
+        tools=[{"type": "function", "function": {k: v for k, v in READ_RESPONSES.items()
+                                                 if k != "type"}}], stream=True))
+    (line,) = log_lines(1)
+    assert line["front"] == "chat"
+    status, [replay], _ = _replay(capsys, tmp_path, line)
+    assert (status, replay["content_type"]) == (0, "text/event-stream")
+    frames = replay["output"].split("\n\n")[:-1]
+    assert frames[-1] == "data: [DONE]"
+    replayed = [json.loads(frame.removeprefix("data: ")) for frame in frames[:-1]]
+    assert _masked(replayed) == _masked([c.model_dump(exclude_unset=True) for c in got])
 
 
 # -- Messages (Claude Code) -------------------------------------------------------------------
