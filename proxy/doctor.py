@@ -28,6 +28,7 @@ import orjson
 
 from .config import Config, mask_url
 from .config_load import ConfigError, load_config
+from .doctor_fronts import Turn, front_line, front_settings, probe_fronts
 from .errors import ProxyError
 from .shell.upstream import Timeouts, Upstream
 from .toolcalls import FORMATS, extract
@@ -526,7 +527,26 @@ def run_doctor(url: str, model: str | None, *, api_key: str = "", max_tokens: in
     none = run_probe(upstream, "none",
                      plan_probe(model, max_tokens, upstream_tool_parser=False),
                      headers, timeouts)
-    return diagnose(upstream.base, models, model, auto, none)
+    report = diagnose(upstream.base, models, model, auto, none)
+    report["fronts"] = _front_probes(report, upstream, headers, timeouts, max_tokens)
+    return report
+
+
+def _front_probes(report: dict[str, Any], upstream: Upstream, headers: dict[str, str],
+                  timeouts: Timeouts, max_tokens: int) -> list[dict[str, Any]]:
+    """Each front's tool turn with the recommended settings (none when nothing is
+    recommended); a front whose turn fails is a failed probe too."""
+    recommended = report["recommended"]
+    if recommended is None:
+        return []
+    proxy = recommended["proxy"]
+    turn = Turn(report["model"], WEATHER_TOOL["function"], PROMPT, max_tokens)
+    probes = [probe.as_dict() for probe in probe_fronts(
+        turn, front_settings(proxy["upstream_tool_parser"], proxy["formats"]), upstream,
+        headers, timeouts)]
+    report["failed"] += [{"probe": f"front {probe['front']}", "status": probe["status"],
+                          "error": probe["error"]} for probe in probes if probe["error"]]
+    return probes
 
 
 # -- output ----------------------------------------------------------------------------------
@@ -597,6 +617,10 @@ def render(report: dict[str, Any]) -> str:
         if probe["content"] and not (probe["text_formats"] or probe["native_calls"]
                                      or probe["reasoning_formats"]):
             lines.append(f"  {probe['name']} content: {probe['content']!r}")
+    if report.get("fronts"):
+        lines += ["", "each front, as the proxy answers its clients with the recommended "
+                      "settings:"]
+        lines += [f"  {front_line(probe)}" for probe in report["fronts"]]
     if recommended is None:
         failures = ", ".join(f"probe {f['probe']} failed ({_failure(f)})"
                              for f in report["failed"])

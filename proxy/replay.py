@@ -1,12 +1,17 @@
 """`python app.py replay FILE`: what the proxy would send for a captured exchange, and why.
 
-A capture is `{"request": <the client's chat completion body>, "response": <the upstream's
-non-streaming chat completion>}`: one JSON object, a JSON list of them, or JSONL. Each one
-runs through the server's own turn core (plan → decide → the chat front's JSON or SSE), so
-a bad model output can be reported, reproduced and fixed from one file, without a GPU. An
-answer the server refuses (empty, not a completion, not JSON, an upstream error) replays as
-the error the server sends; a proxy log line with no upstream response in it (upstream
-unreachable) is reported as not replayable, and the rest of the file still replays.
+A capture is `{"request": <the client's body>, "response": <the upstream's non-streaming
+chat completion>}`: one JSON object, a JSON list of them, or JSONL, such as the proxy's own
+log lines written with `log_bodies`. The front that answered is the log line's `front` (or
+`path`; a capture may name either too; none: chat), found through the fronts' registry, so
+a turn from `/v1/messages` or `/v1/responses` replays to what that front sent its client.
+Each one runs through the front's own parse and rendering and the server's turn core (plan
+→ decide → the front's JSON or stream), so a bad model output can be reported, reproduced
+and fixed from one file, without a GPU. An answer the server refuses (empty, not a
+completion, not JSON, an upstream error) replays as the error the server sends; a log line
+with no upstream response in it (upstream unreachable) is reported as having nothing to
+replay, and one replay cannot reproduce (an unknown front, a conversation the store held
+and the capture does not) as not replayable; the rest of the file still replays.
 
 Everything here is pure (no HTTP); `main` is the command line.
 """
@@ -17,7 +22,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -25,38 +29,27 @@ import orjson
 from .config import Config
 from .config_load import ConfigError, load_config
 from .errors import ProxyError
-from .fronts.chat import ChatStream, StreamIdentity
+from .fronts import Front
+from .fronts.registry import front_for, front_named
+from .replay_capture import (
+    LOGGED_FACTS,
+    Exchange,
+    ReplayError,
+    parse_exchanges,
+    read_exchanges,
+)
 from .turn.core import Answer, UpstreamReply, decide
-from .turn.plan import PassthroughPlan, TurnPlan, plan_chat
+from .turn.plan import PassthroughPlan, TurnPlan
+
+__all__ = ["Exchange", "Replay", "ReplayError", "format_report", "main", "parse_exchanges",
+           "read_exchanges", "replay_exchange", "replay_file"]
 
 EXIT_OK = 0
 EXIT_CORE_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_NOT_REPLAYABLE = 3
+DEFAULT_FRONT = "chat"  # a capture that names no front: a chat completion
 _SHOWN_CHARS = 300  # of a changed upstream value, in the human report
-
-
-class ReplayError(ValueError):
-    """An input that cannot be replayed; the message is one line for a person."""
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """One captured exchange and where it came from (`file`, or `file:line` for JSONL).
-
-    `response` is the upstream's body: decoded JSON, its raw text (a string), or None when
-    none was captured. `logged` holds a proxy log line's `status`, `error` and
-    `upstream_status` (an upstream status >= 400 makes the response an upstream error)."""
-
-    request: dict[str, Any]
-    response: Any
-    where: str
-    logged: dict[str, Any] | None = None
-
-    @property
-    def upstream_status(self) -> int | None:
-        """The upstream's HTTP status as the log line recorded it (None: not known)."""
-        status = (self.logged or {}).get("upstream_status")
-        return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
 @dataclass
@@ -68,97 +61,79 @@ class Replay:
     content_type: str
     output: bytes
     diagnostics: dict[str, Any] = field(default_factory=dict)
-    replayed: bool = True  # False: reported as not replayable (`diagnostics.not_replayable`)
+    replayed: bool = True  # False: reported as not replayed (`diagnostics.not_replayable`)
+    unsupported: bool = False  # not replayed for want of what the capture does not hold
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form (`--json`): the output as text, the diagnostics as data."""
-        return {"exchange": self.where, "replayed": self.replayed, "status": self.status,
+        return {"exchange": self.where, "replayed": self.replayed,
+                "unsupported": self.unsupported, "status": self.status,
                 "content_type": self.content_type,
                 "output": self.output.decode("utf-8", "replace"),
                 "diagnostics": self.diagnostics}
 
 
-# -- reading captures ------------------------------------------------------------------------
-
-
-def _error_message(response: dict[str, Any]) -> str | None:
-    """The message of an error envelope (OpenAI's or vLLM's flat one), or None."""
-    inner = response.get("error")
-    if isinstance(inner, dict):
-        return str(inner.get("message") or "no message")
-    if isinstance(inner, str):
-        return inner
-    if response.get("object") == "error":
-        return str(response.get("message") or "no message")
-    return None
-
-
-_LOGGED_FACTS = ("status", "error", "upstream_status")
-
-
-def _exchange(value: Any, where: str) -> Exchange:
-    """Check one decoded capture's shape (a proxy log line written with `log_bodies` is one;
-    its `response` may be missing, when the proxy got none)."""
-    logged = None
-    if isinstance(value, dict) and isinstance(value.get("bodies"), dict):
-        logged = {key: value.get(key) for key in _LOGGED_FACTS}
-        value = value["bodies"]
-    if not isinstance(value, dict) or "request" not in value or (
-            "response" not in value and logged is None):
-        raise ReplayError(f'{where}: expected an object {{"request": {{…}}, "response": {{…}}}}')
-    request, response = value["request"], value.get("response")
-    if not isinstance(request, dict):
-        raise ReplayError(f"{where}: 'request' must be the client's chat completion body "
-                          "(a JSON object)")
-    if not isinstance(response, (dict, str)) and not (response is None and logged is not None):
-        raise ReplayError(f"{where}: 'response' must be the upstream's chat completion "
-                          "(a JSON object)")
-    exchange = Exchange(request, response, where, logged)
-    message = _error_message(response) if isinstance(response, dict) else None
-    if message is not None and exchange.upstream_status is None:
-        raise ReplayError(f"{where}: 'response' is an error envelope, not a completion "
-                          f"(upstream said: {' '.join(message.split())[:200]})")
-    return exchange
-
-
-def parse_exchanges(data: bytes, label: str) -> list[Exchange]:
-    """The exchanges in a capture's bytes: one JSON object, a JSON list, or JSONL."""
-    data = data.removeprefix(b"\xef\xbb\xbf")  # a BOM some editors write
-    if not data.strip():
-        raise ReplayError(f"{label}: the file is empty")
-    try:
-        whole = orjson.loads(data)
-    except orjson.JSONDecodeError as whole_error:
-        exchanges = []
-        for number, line in enumerate(data.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                value = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                if not exchanges:  # not JSONL either: the whole file's error says more
-                    raise ReplayError(f"{label}: not valid JSON or JSONL "
-                                      f"({whole_error})") from None
-                raise ReplayError(f"{label}:{number}: not valid JSON ({exc})") from None
-            exchanges.append(_exchange(value, f"{label}:{number}"))
-        return exchanges
-    if isinstance(whole, list):
-        if not whole:
-            raise ReplayError(f"{label}: the list holds no exchange")
-        return [_exchange(value, f"{label}[{i}]") for i, value in enumerate(whole)]
-    return [_exchange(whole, label)]
-
-
-def read_exchanges(path: str) -> list[Exchange]:
-    """The exchanges in the capture file at `path`."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise ReplayError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return parse_exchanges(data, path)
-
-
 # -- replaying -------------------------------------------------------------------------------
+
+
+class _NotReplayable(Exception):
+    """What the capture does not hold for a replay; the message is one line for a person."""
+
+
+def _front_of(exchange: Exchange) -> Front:
+    """The front that answered the captured request: by name, else by path, else chat."""
+    if exchange.front is not None:
+        front = front_named(exchange.front)
+        if front is None:
+            raise _NotReplayable(f"the front {exchange.front!r} is not one this proxy serves")
+        return front
+    if exchange.path is not None:
+        front = front_for("POST", exchange.path)
+        if front is None:
+            raise _NotReplayable(f"{exchange.path} is no front's path (a relayed request: "
+                                 "the proxy sends it upstream unchanged)")
+        return front
+    front = front_named(DEFAULT_FRONT)
+    assert front is not None
+    return front
+
+
+class _Recall:
+    """The store as the capture saw it: the items it gave the front for each answer id
+    (None where it held none); an id the capture does not hold is noted, not invented."""
+
+    def __init__(self, recalled: dict[str, Any] | None) -> None:
+        self.recalled = recalled or {}
+        self.missing: list[str] = []
+
+    def __call__(self, key: str) -> list[dict[str, Any]] | None:
+        if key not in self.recalled:
+            self.missing.append(key)
+            return None
+        items = self.recalled[key]
+        return items if isinstance(items, list) else None
+
+
+def _plan(front: Front, exchange: Exchange, config: Config,
+          recall: _Recall) -> TurnPlan | PassthroughPlan:
+    """The front's plan for the captured request, as the server makes it (ProxyError: the
+    request is refused; _NotReplayable: it continues a conversation the capture lacks)."""
+    raw = orjson.dumps(exchange.request)
+    keeper = front.keeper
+    try:
+        plan = (keeper.parse(raw, config, recall) if keeper is not None
+                else front.parse(raw, config))
+    except ProxyError:
+        if not recall.missing:
+            raise
+        plan = None
+    if recall.missing:
+        raise _NotReplayable(
+            f"the request continues the stored answer {recall.missing[0]!r}, whose "
+            "conversation the capture does not hold (a log line written by a proxy older "
+            "than this one, or a capture without 'recalled')")
+    assert plan is not None
+    return plan
 
 
 def _upstream_changes(request: dict[str, Any], upstream: dict[str, Any]) -> dict[str, Any]:
@@ -181,11 +156,10 @@ def _settings(config: Config) -> dict[str, Any]:
             "reasoning_field": config.reasoning_field}
 
 
-def _refused(where: str, error: ProxyError, diagnostics: dict[str, Any]) -> Replay:
-    """The proxy's answer when it refuses the request before calling upstream."""
-    diagnostics.update(refused={"status": error.status, "code": error.code,
-                                "message": error.message})
-    return Replay(where, error.status, "application/json", error.json_bytes(), diagnostics)
+def _error(where: str, front: Front, error: ProxyError, diagnostics: dict[str, Any]) -> Replay:
+    """The error as the front answers it before any stream has started."""
+    rendered = front.error_response(error)
+    return Replay(where, rendered.status, "application/json", rendered.body, diagnostics)
 
 
 def _raw_body(response: Any) -> bytes:
@@ -199,88 +173,92 @@ def upstream_reply(exchange: Exchange) -> UpstreamReply:
     return UpstreamReply(exchange.upstream_status or 200, {}, _raw_body(exchange.response))
 
 
-def _stream_identity(response: Any, model: str) -> StreamIdentity:
-    """The upstream's `id` and `created` when it has them (replays stay comparable), else
-    fresh ones as the server mints."""
-    if (isinstance(response, dict) and isinstance(response.get("id"), str)
-            and isinstance(response.get("created"), int)):
-        return StreamIdentity(response["id"], response["created"], model)
-    return StreamIdentity.new(model)
-
-
-def _upstream_refused(exchange: Exchange, plan: TurnPlan, error: ProxyError,
+def _upstream_refused(where: str, front: Front, plan: TurnPlan, error: ProxyError,
                       diagnostics: dict[str, Any]) -> Replay:
     """What the server sends when it cannot use the upstream's answer: the error with its
-    status, or for a streaming client the role chunk, the error in the stream, `[DONE]`."""
+    status, or for a streaming client the stream's head, then the error in the stream."""
     diagnostics.update(upstream_error={"status": error.status, "code": error.code,
                                        "message": error.message}, tool_calls=0, calls=[])
     if not plan.client_stream:
-        return Replay(exchange.where, error.status, "application/json", error.json_bytes(),
-                      diagnostics)
+        return _error(where, front, error, diagnostics)
     diagnostics["notes"] = [
         "the server sends this once the stream has started (upstream answered after "
         f"commit_window_seconds, {plan.config.commit_window_seconds:g} s); an answer within "
-        f"it gets HTTP {error.status} with the error envelope instead"]
-    writer = ChatStream(_stream_identity(exchange.response, plan.model))
-    output = writer.head() + writer.error(error)
-    return Replay(exchange.where, 200, "text/event-stream", output, diagnostics)
+        f"it gets HTTP {front.error_response(error).status} with the error envelope instead"]
+    writer = front.stream_writer(plan)
+    return Replay(where, 200, writer.content_type, writer.head() + writer.error(error),
+                  diagnostics)
 
 
-def _not_captured(exchange: Exchange, diagnostics: dict[str, Any]) -> Replay:
-    """A log line whose request got no upstream response (unreachable, timed out): nothing
-    to replay; what the line recorded is reported."""
+def _not_replayed(exchange: Exchange, diagnostics: dict[str, Any], reason: str, *,
+                  unsupported: bool = False) -> Replay:
+    """An exchange reported instead of replayed: nothing to replay (no upstream response
+    captured) or, `unsupported`, not what replay can reproduce from the capture."""
     logged = exchange.logged or {}
-    diagnostics["not_replayable"] = {"reason": "no upstream response captured",
-                                     **{key: logged.get(key) for key in _LOGGED_FACTS}}
+    diagnostics["not_replayable"] = {"reason": reason,
+                                     **{key: logged.get(key) for key in LOGGED_FACTS}}
     status = logged.get("status")
     return Replay(exchange.where, status if isinstance(status, int) else None, "", b"",
-                  diagnostics, replayed=False)
+                  diagnostics, replayed=False, unsupported=unsupported)
 
 
 def replay_exchange(exchange: Exchange, config: Config) -> Replay:
-    """Run one exchange through the proxy's core, as the server does for a chat completion.
-
-    The stream's `id` and `created` are the upstream's (the server mints fresh ones), so that
-    only the minted call ids differ between two replays of the same capture.
-    """
+    """Run one exchange through its front and the proxy's core, as the server does. Ids the
+    server mints (a stream's, a response's, a message's, the calls') are minted afresh."""
     where = exchange.where
     diagnostics: dict[str, Any] = {"exchange": where}
     try:
-        plan = plan_chat(orjson.dumps(exchange.request), config)
+        front = _front_of(exchange)
+        diagnostics["front"] = front.name
+        plan = _plan(front, exchange, config, _Recall(exchange.recalled))
+    except _NotReplayable as exc:
+        return _not_replayed(exchange, diagnostics, str(exc), unsupported=True)
     except ProxyError as error:
-        diagnostics.update(mode="refused", rewrites=[], upstream_body=None)
-        return _refused(where, error, diagnostics)
+        diagnostics.update(mode="refused", rewrites=[], upstream_body=None,
+                           refused={"status": error.status, "code": error.code,
+                                    "message": error.message})
+        return _error(where, front, error, diagnostics)
     upstream_body = orjson.loads(plan.upstream_body)
     diagnostics.update(
         mode=plan.mode, model=plan.model, client_stream=plan.client_stream,
         include_usage=isinstance(plan, TurnPlan) and plan.include_usage,
         rewrites=list(plan.rewrites),
         upstream_body=upstream_body,
-        upstream_changes=_upstream_changes(exchange.request, upstream_body),
+        # A front whose request is not a chat completion translates it: no diff to show.
+        upstream_changes=(_upstream_changes(exchange.request, upstream_body)
+                          if front.upstream_path is None else None),
         settings=_settings(plan.config),
     )
     if exchange.response is None:
-        return _not_captured(exchange, diagnostics)
+        return _not_replayed(exchange, diagnostics, "no upstream response captured")
     if isinstance(plan, PassthroughPlan):
-        diagnostics["notes"] = ["passthrough: no tools (or tool_choice none), so the proxy "
-                                "relays the upstream's answer unchanged"]
+        diagnostics["notes"] = ["passthrough: the proxy relays the upstream's answer "
+                                "unchanged (no tools, tool_choice none, or a relayed front)"]
         return Replay(where, exchange.upstream_status or 200, "application/json",
                       _raw_body(exchange.response), diagnostics)
 
     decision = decide(plan, upstream_reply(exchange))
     if not isinstance(decision, Answer):
-        refused = _upstream_refused(exchange, plan, decision.error, diagnostics)
-        if decision.ask_again:
-            retries = plan.config.required_call_retries
-            refused.diagnostics["notes"] = [
-                "tool_call_required_but_none_found: the server asks upstream again "
-                f"(required_call_retries: {retries}); if every answer is like this one, it "
-                "sends this", *refused.diagnostics.get("notes", ())]
+        refused = _upstream_refused(where, front, plan, decision.error, diagnostics)
+        if decision.ask_again or decision.fit is not None:
+            refused.diagnostics["notes"] = [_asked_again(plan, decision.ask_again),
+                                            *refused.diagnostics.get("notes", ())]
         return refused
-    return _answered(where, plan, decision, diagnostics)
+    return _answered(where, front, plan, decision, diagnostics)
 
 
-def _answered(where: str, plan: TurnPlan, answer: Answer,
+def _asked_again(plan: TurnPlan, for_a_call: bool) -> str:
+    """The note for an answer the server does not send at once: it asks upstream again."""
+    if for_a_call:
+        retries = plan.config.required_call_retries
+        return ("tool_call_required_but_none_found: the server asks upstream again "
+                f"(required_call_retries: {retries}); if every answer is like this one, it "
+                "sends this")
+    return ("the context window refused the completion asked: the server asks again for what "
+            "fits (fit_max_tokens), and sends this only if that is refused too")
+
+
+def _answered(where: str, front: Front, plan: TurnPlan, answer: Answer,
               diagnostics: dict[str, Any]) -> Replay:
     """The replay of an answer the server sends: its calls and repairs, then the output."""
     completion, outcome = answer.completion, answer.outcome
@@ -304,11 +282,11 @@ def _answered(where: str, plan: TurnPlan, answer: Answer,
         notes=notes,
     )
     if not plan.client_stream:
-        return Replay(where, 200, "application/json", orjson.dumps(completion), diagnostics)
-    writer = ChatStream(StreamIdentity(completion["id"], completion["created"], plan.model),
-                        include_usage=plan.include_usage)
+        return Replay(where, 200, "application/json", front.render_json(plan, completion),
+                      diagnostics)
+    writer = front.stream_writer(plan)
     output = writer.head() + writer.answer(completion)
-    return Replay(where, 200, "text/event-stream", output, diagnostics)
+    return Replay(where, 200, writer.content_type, output, diagnostics)
 
 
 def replay_file(path: str, config: Config) -> list[Replay]:
@@ -333,6 +311,11 @@ def format_report(replay: Replay) -> str:
     """One exchange for a person: the diagnostics, then exactly what the client would get."""
     d = replay.diagnostics
     lines = [f"== exchange {replay.where} =="]
+    if "front" in d:
+        lines.append(f"front       {d['front']}")
+    if replay.unsupported:
+        lines.append(f"replay      not replayable: {d['not_replayable']['reason']}")
+        return "\n".join(lines) + "\n"
     if d["mode"] == "refused":
         refused = d["refused"]
         lines.append(f"refused     HTTP {refused['status']} {refused['code']}: "
@@ -343,8 +326,9 @@ def format_report(replay: Replay) -> str:
         lines.append(f"request     {d['mode']}, model {d['model'] or '(none)'}, {streamed}")
         lines.append(f"rewrites    {', '.join(d['rewrites']) or 'none'}")
         changes = d["upstream_changes"]
-        described = []
-        for key, change in changes.items():
+        described = [] if changes is not None else ["the request translated to a chat "
+                                                    "completion"]
+        for key, change in (changes or {}).items():
             if "removed" in change:
                 described.append(f"-{key}")
             elif "added" in change:
@@ -394,7 +378,8 @@ def _config(path: str | None) -> Config:
 
 
 def main(argv: Sequence[str]) -> int:
-    """`python app.py replay FILE [--config FILE] [--json]`; exit 0, or 2 on unusable input."""
+    """`python app.py replay FILE [--config FILE] [--json]`: exit 0; 2 on unusable input;
+    3 when an exchange could not be replayed (one line on stderr each, the rest printed)."""
     parser = argparse.ArgumentParser(
         prog="app.py replay",
         description="Print what the proxy would send the client for a captured exchange "
@@ -420,4 +405,8 @@ def main(argv: Sequence[str]) -> int:
             sys.stdout.write(orjson.dumps(replay.as_dict()).decode() + "\n")
         else:
             sys.stdout.write(("\n" if number else "") + format_report(replay))
-    return EXIT_OK
+    unsupported = [replay for replay in replays if replay.unsupported]
+    for replay in unsupported:
+        print(f"toolcall-proxy replay: {replay.where}: cannot replay: "
+              f"{replay.diagnostics['not_replayable']['reason']}", file=sys.stderr)
+    return EXIT_NOT_REPLAYABLE if unsupported else EXIT_OK

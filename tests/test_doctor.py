@@ -74,7 +74,7 @@ def test_parser_on_with_native_calls(start_fake):
     assert auto["proxy_finish_reason"] == "tool_calls"
 
     # The two probes are what the proxy itself sends with upstream_tool_parser true / false.
-    first, second = (r.json for r in fake.chat_requests())
+    first, second, *_fronts = (r.json for r in fake.chat_requests())
     assert first["tool_choice"] == "auto"
     assert first["stream"] is False
     assert first["tools"][0]["function"]["name"] == "get_weather"
@@ -373,3 +373,113 @@ def test_every_format_names_its_vllm_parser_and_the_names_are_known():
     assert set(VLLM_TOOL_PARSERS) == set(FORMATS)
     for parser in filter(None, VLLM_TOOL_PARSERS.values()):
         assert resolve([parser])  # a vLLM parser name the `formats` setting also accepts
+
+
+# -- each front ------------------------------------------------------------------------------
+
+
+FRONT_PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses",
+               "messages": "/v1/messages"}
+
+
+def test_each_front_is_probed_with_the_recommended_settings(start_fake):
+    fake = start_fake(tool_parser=False)  # parser off: the fronts' turns say tool_choice none
+    fake.answer(Answer(body=vllm_completion(QWEN_XML)))
+    report = _report(fake.url)
+
+    assert report["recommended"]["proxy"]["upstream_tool_parser"] is False
+    fronts = {probe["front"]: probe for probe in report["fronts"]}
+    assert {name: probe["path"] for name, probe in fronts.items()} == FRONT_PATHS
+    for probe in fronts.values():
+        assert (probe["status"], probe["error"], probe["relayed"]) == (200, None, False)
+        assert probe["calls"] == [{"name": "get_weather", "arguments": '{"city":"Paris"}'}]
+        assert probe["recovered"] is True
+    # Each front translated its own clients' turn: what went upstream is a chat turn with the
+    # get_weather tool and the recommended tool_choice, whatever the API.
+    probes, sent = fake.chat_requests()[:2], fake.chat_requests()[2:]
+    assert len(probes) == 2
+    assert len(sent) == 3
+    for request in sent:
+        assert request.path == "/v1/chat/completions"
+        assert request.json["tool_choice"] == "none"
+        assert [t["function"]["name"] for t in request.json["tools"]] == ["get_weather"]
+    assert sent[2].json["max_tokens"] == 512  # Anthropic's max_tokens, as Claude Code sends it
+
+
+def test_a_front_without_the_call_is_reported_and_is_no_failure(start_fake):
+    fake = start_fake(tool_parser=True)
+    native = vllm_completion(None, tool_calls=[vllm_tool_call("get_weather", '{"city": "Paris"}')],
+                             finish_reason="tool_calls")
+    asked = []
+
+    def answer(received: Received) -> Answer:
+        asked.append(received)
+        return Answer(body=native if len(asked) != 4 else vllm_completion("Sunny, I guess."))
+
+    fake.answer(answer)
+    report = _report(fake.url)
+    fronts = {probe["front"]: probe for probe in report["fronts"]}
+    assert fronts["responses"]["calls"] == []
+    assert fronts["responses"]["recovered"] is False
+    assert fronts["chat"]["recovered"] is fronts["messages"]["recovered"] is True
+
+
+def test_a_front_whose_turn_fails_is_a_failed_probe(start_fake):
+    fake = start_fake(tool_parser=True)
+    native = vllm_completion(None, tool_calls=[vllm_tool_call("get_weather", '{"city": "Paris"}')],
+                             finish_reason="tool_calls")
+    asked = []
+
+    def answer(received: Received) -> Answer:
+        asked.append(received)
+        if len(asked) == 5:  # the Messages front's turn, the last one
+            return vllm_error(400, "request (9000 tokens) exceeds the available context size "
+                                   "(4096 tokens), try increasing it")
+        return Answer(body=native)
+
+    fake.answer(answer)
+    done = _doctor("--upstream", fake.url, "--json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["recommended"] is not None  # the server was judged; one API's turn failed
+    assert report["failed"] == [{"probe": "front messages", "status": 400, "error":
+                                 "request (9000 tokens) exceeds the available context size "
+                                 "(4096 tokens), try increasing it"}]
+    assert done.stderr.splitlines() == [
+        "toolcall-proxy doctor: probe front messages: HTTP 400: request (9000 tokens) exceeds "
+        "the available context size (4096 tokens), try increasing it"]
+
+
+def test_the_human_report_has_a_line_per_front(start_fake):
+    fake = start_fake(tool_parser=False)
+    fake.answer(Answer(body=vllm_completion(HERMES)))
+    done = _doctor("--upstream", fake.url)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert ("each front, as the proxy answers its clients with the recommended settings:"
+            in lines)
+    for name, path in FRONT_PATHS.items():
+        line = next(line for line in lines if line.startswith(f"  front {name} "))
+        assert f" {path}: HTTP 200 in " in line
+        assert line.endswith('the client gets get_weather({"city":"Paris"})')
+
+
+def test_nothing_recommended_means_no_front_is_probed(start_fake):
+    fake = start_fake(tool_parser=True)
+    fake.answer(vllm_error(500, "boom"))
+    done = _doctor("--upstream", fake.url, "--json")
+    assert json.loads(done.stdout)["fronts"] == []
+    assert len(fake.chat_requests()) == 2
+
+
+def test_a_relayed_front_is_not_probed():
+    from proxy.config import Config
+    from proxy.doctor import PROMPT, WEATHER_TOOL
+    from proxy.doctor_fronts import Turn, probe_front
+    from proxy.fronts.registry import FRONTS
+
+    turn = Turn("m", WEATHER_TOOL["function"], PROMPT, 64)
+    probe = probe_front("/v1/responses", FRONTS["/v1/responses"], turn,
+                        Config(responses_mode="relay"), None, {}, None)  # type: ignore[arg-type]
+    assert probe.relayed is True
+    assert probe.status is None

@@ -327,7 +327,8 @@ def test_upstream_errors_keep_status_and_message(fake, client, status, error_cla
     assert caught.value.status_code == status
     body = caught.value.body
     assert body["message"] == f"This model's maximum context length is 32768 ({status})"
-    assert body["code"] == str(status)
+    # A 400 in the words of a context window's refusal is OpenAI's context_length_exceeded.
+    assert body["code"] == ("context_length_exceeded" if status == 400 else str(status))
     assert isinstance(body["type"], str)
     assert caught.value.response.headers["Retry-After"] == "7"
 

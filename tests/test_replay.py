@@ -65,8 +65,11 @@ def test_streamed_capture_renders_the_designed_sse_sequence(capsys):
     events = _events(replay["output"])
     assert events[-1] == "[DONE]"
     chunks = events[:-1]
-    assert {(c["id"], c["object"], c["model"]) for c in chunks} == {
-        ("chatcmpl-replay0001", "chat.completion.chunk", "Qwen/Qwen3.6-27B-FP8")}
+    # One identity for the whole stream, minted as the server mints it (not upstream's).
+    [(ident, kind, model)] = {(c["id"], c["object"], c["model"]) for c in chunks}
+    assert (kind, model) == ("chat.completion.chunk", "Qwen/Qwen3.6-27B-FP8")
+    assert ident.startswith("chatcmpl-")
+    assert ident != "chatcmpl-replay0001"
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
     assert deltas[0] == {"role": "assistant", "content": ""}
     assert deltas[1] == {"reasoning_content": "The user wants the weather; call get_weather."}
@@ -354,6 +357,7 @@ def test_log_lines_without_an_upstream_response_are_reported_and_the_rest_replay
                     jsonl=True)
     first, second, third = _replay_json(capsys, path)
     assert first["replayed"] is False
+    assert first["unsupported"] is False  # nothing to replay, which is no failure of replay
     assert (first["status"], first["output"]) == (502, "")
     assert first["diagnostics"]["not_replayable"] == {
         "reason": "no upstream response captured", "status": 502,

@@ -101,11 +101,24 @@ class Keeper:
 
 
 @dataclass(frozen=True)
+class Sample:
+    """A tool turn as the front's clients send it, for `doctor`'s probe of each front.
+
+    `request(model, tool, prompt, max_tokens)` is the body of such a turn (`tool`: a chat
+    function's `name`, `description` and `parameters`, offered with the choice left to the
+    model), and `calls(answer)` the calls (`name`, `arguments` as JSON text) in the front's
+    decoded answer to it."""
+
+    request: Callable[[str, dict[str, Any], str, int], dict[str, Any]]
+    calls: Callable[[Any], list[dict[str, str]]]
+
+
+@dataclass(frozen=True)
 class Front:
     """One agent API: its name (for logs and metrics), its two pure halves, and where its
     turns go upstream (None: the client's own path and query, as the chat front relays
     them). `keeper`: the hooks of an API that keeps answers on the server (None, the
-    default: a stateless API such as chat)."""
+    default: a stateless API such as chat). `sample`: the front's tool turn for `doctor`."""
 
     name: str
     parse: Callable[[bytes, Config], TurnPlan | PassthroughPlan]
@@ -114,3 +127,4 @@ class Front:
     error_response: Callable[[ProxyError], ErrorResponse]
     upstream_path: str | None = "/v1/chat/completions"
     keeper: Keeper | None = None
+    sample: Sample | None = None

@@ -15,12 +15,14 @@ from ..config import Config
 from ..errors import ProxyError
 from ..ids import random_alnum
 from ..sse import event
+from ..turn.context_window import refuses_window
 from ..turn.plan import PassthroughPlan, TurnPlan, plan_chat
-from . import ErrorResponse, Front
+from . import ErrorResponse, Front, Sample
 
 NAME = "chat"
 PATH = "/v1/chat/completions"
 DONE = b"data: [DONE]\n\n"
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 COMMENT_HEARTBEAT = b": ping\n\n"
 
 
@@ -193,7 +195,7 @@ class ChatStream:
 
     def error(self, error: ProxyError) -> bytes:
         """OpenAI's in-stream error (`data: {"error": …}`), then `[DONE]`."""
-        return error_event(error.body()) + DONE
+        return error_event(worded(error, "messages").body()) + DONE
 
 
 def parse(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
@@ -206,9 +208,45 @@ def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
     return orjson.dumps(completion)
 
 
-def error_response(error: ProxyError) -> ErrorResponse:
+def worded(error: ProxyError, param: str) -> ProxyError:
+    """`error` as OpenAI's APIs word it: a refusal for the context window (any phrasing
+    `refuses_window` reads) gets the code `context_length_exceeded`, which OpenAI's clients
+    act on (Codex stops retrying and says the context is full), with the upstream's message
+    kept; `param` names the request field that holds the prompt. Any other error as it is."""
+    if not refuses_window(error.status, error.message):
+        return error
+    return ProxyError(error.status, error.message, type_="invalid_request_error", param=param,
+                      code=CONTEXT_LENGTH_EXCEEDED, headers=error.headers)
+
+
+def openai_error(error: ProxyError, param: str) -> ErrorResponse:
     """OpenAI's error envelope with the error's own status (and `Retry-After`, if any)."""
+    error = worded(error, param)
     return ErrorResponse(error.status, error.json_bytes(), error.headers)
 
 
-FRONT = Front(NAME, parse, render_json, ChatStream.for_plan, error_response, upstream_path=None)
+def error_response(error: ProxyError) -> ErrorResponse:
+    """The error before any stream started, in OpenAI's envelope (the prompt is in
+    `messages`)."""
+    return openai_error(error, "messages")
+
+
+def sample_request(model: str, tool: dict[str, Any], prompt: str,
+                   max_tokens: int) -> dict[str, Any]:
+    """A chat client's tool turn (for `doctor`)."""
+    return {"model": model, "messages": [{"role": "user", "content": prompt}],
+            "tools": [{"type": "function", "function": tool}], "tool_choice": "auto",
+            "stream": False, "max_tokens": max_tokens}
+
+
+def sample_calls(answer: Any) -> list[dict[str, str]]:
+    """The calls of a completion's first choice (for `doctor`)."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    message = choices[0].get("message") if isinstance(choices, list) and choices else None
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    return [{"name": call["function"]["name"], "arguments": call["function"]["arguments"]}
+            for call in calls or ()]
+
+
+FRONT = Front(NAME, parse, render_json, ChatStream.for_plan, error_response, upstream_path=None,
+              sample=Sample(sample_request, sample_calls))

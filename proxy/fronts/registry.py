@@ -20,6 +20,11 @@ def front_for(method: str, path: str) -> Front | None:
     return FRONTS.get(path.rstrip("/"))
 
 
+def front_named(name: str) -> Front | None:
+    """The front of that name (as a log line's `front` names it), or None."""
+    return next((front for front in FRONTS.values() if front.name == name), None)
+
+
 def kept_for(method: str, path: str, config: Config) -> tuple[Front, str] | None:
     """The front and answer id of a `GET` or `DELETE {path}/{id}` that a front's keeper
     answers from the store (None: any other request, or one the settings relay)."""

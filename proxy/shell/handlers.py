@@ -168,14 +168,21 @@ class Proxy:
         if front is not None:
             log.front = front.name
             keeper = front.keeper
-            plan = (keeper.parse(raw, self.config, self.store.recall) if keeper is not None
+            recalled: dict[str, Any] = {}  # what the store gave the front, for `log_bodies`
+
+            def recall(key: str) -> list[dict[str, Any]] | None:
+                recalled[key] = items = self.store.recall(key)
+                return items
+
+            plan = (keeper.parse(raw, self.config, recall) if keeper is not None
                     else front.parse(raw, self.config))
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
             if isinstance(plan, TurnPlan):
                 log.tools = frozenset(plan.extraction.tools)
-                if plan.config.log_bodies:
-                    log.bodies = {"request": orjson.loads(raw)}
+                if plan.config.log_bodies:  # a capture `replay` reads: the store's part too
+                    log.bodies = {"request": orjson.loads(raw),
+                                  **({"recalled": recalled} if recalled else {})}
                 path = target if front.upstream_path is None else front.upstream_path
                 headers = self.upstream_headers(plan.config, buffered=True)
                 return TurnResponse(self, front, plan, log, path, headers, environ).respond()

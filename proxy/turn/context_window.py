@@ -89,6 +89,21 @@ def overflow_of(message: str) -> Overflow | None:
     return None
 
 
+# A refusal for the window in words that give no counts (a server's shorter message, a proxy
+# in between): nothing to ask again for, but the client is told its prompt is too long.
+_WITHOUT_COUNTS = re.compile(r"context length|maximum model length|context window|"
+                             r"context size", re.IGNORECASE)
+
+
+def refuses_window(status: int, message: str) -> bool:
+    """Whether an upstream's error refuses the request for the context window: a 400 whose
+    message `overflow_of` reads, or one that says so without counts. Every front words such a
+    refusal its own way (Anthropic's "prompt is too long", OpenAI's
+    `context_length_exceeded`), from this one reading."""
+    return status == 400 and (overflow_of(message) is not None
+                              or _WITHOUT_COUNTS.search(message) is not None)
+
+
 def refit(overflow: Overflow) -> Refit | None:
     """How to ask again so that the completion fits, or None when nothing worth a generation
     fits (the prompt alone overflows, or fewer than MIN_ROOM tokens are left). A prompt

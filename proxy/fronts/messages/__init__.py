@@ -20,10 +20,11 @@ from ...config import Config
 from ...errors import ProxyError
 from ...ids import random_alnum
 from ...sse import named_event
-from ...turn.context_window import overflow_of
+from ...turn.context_window import overflow_of, refuses_window
 from ...turn.plan import TurnPlan, parse_body, plan_turn
-from .. import ErrorResponse, Front
+from .. import ErrorResponse, Front, Sample
 from .request import estimate_tokens, tokenize_body, translate
+from .sample import sample_calls, sample_request
 
 NAME = "messages"
 PATH = "/v1/messages"
@@ -255,9 +256,11 @@ def error_body(error: ProxyError) -> tuple[int, dict[str, Any]]:
 def _message(error: ProxyError) -> str:
     """The error's message; a context window's refusal in Anthropic's words, which Claude
     Code acts on (it lowers `max_tokens`, or compacts the conversation, by the numbers)."""
-    overflow = overflow_of(error.message) if error.status == 400 else None
-    if overflow is None:
+    if not refuses_window(error.status, error.message):
         return error.message
+    overflow = overflow_of(error.message)
+    if overflow is None:  # said without counts: the upstream's words after Anthropic's
+        return f"prompt is too long: {error.message}"
     if overflow.leaves_no_room:
         return f"prompt is too long: {overflow.prompt} tokens > {overflow.window} maximum"
     return (f"input length and `max_tokens` exceed context limit: {overflow.prompt} + "
@@ -310,4 +313,5 @@ def count_response(count: int) -> bytes:
     return orjson.dumps({"input_tokens": count})
 
 
-FRONT = Front(NAME, parse, render_json, MessagesStream.for_plan, error_response)
+FRONT = Front(NAME, parse, render_json, MessagesStream.for_plan, error_response,
+              sample=Sample(sample_request, sample_calls))

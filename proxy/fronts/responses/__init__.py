@@ -17,10 +17,11 @@ import orjson
 from ...config import Config
 from ...errors import ProxyError
 from ...turn.plan import PassthroughPlan, TurnPlan, parse_body, plan_turn
-from .. import Front, Keeper, Kept, Recall
-from ..chat import error_response
+from .. import ErrorResponse, Front, Keeper, Kept, Recall, Sample
+from ..chat import openai_error
 from .output import ResponsesTurn, final_response, output_items
 from .request import previous_missing, translate
+from .sample import sample_calls, sample_request
 from .stream import ResponsesStream
 from .tools import bad
 
@@ -99,6 +100,12 @@ def keep(plan: TurnPlan, completion: dict[str, Any]) -> Kept | None:
     return Kept(turn.id, turn.previous, [*turn.items, *output], body)
 
 
+def error_response(error: ProxyError) -> ErrorResponse:
+    """The error before any stream started, in OpenAI's envelope (the prompt is in
+    `input`)."""
+    return openai_error(error, "input")
+
+
 def deleted(response_id: str) -> bytes:
     """The body of a successful DELETE."""
     return orjson.dumps({"id": response_id, "object": "response", "deleted": True})
@@ -113,4 +120,5 @@ def missing(response_id: str) -> ProxyError:
 FRONT = Front(NAME, parse, render_json, ResponsesStream.for_plan, error_response,
               keeper=Keeper(PATH, parse_kept, keep,
                             lambda config: config.responses_mode == "translate",
-                            deleted, missing))
+                            deleted, missing),
+              sample=Sample(sample_request, sample_calls))

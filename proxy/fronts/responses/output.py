@@ -7,18 +7,17 @@ rendering of one answer (the stream, `GET` from the store) names its items alike
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ProxyError
+from ..chat import worded
 from .tools import ToolRef, call_item
 
 _PREFIX = {"reasoning": "rs", "message": "msg", "function_call": "fc",
            "custom_tool_call": "ctc"}
-_CONTEXT_LENGTH = re.compile(r"context length|maximum model length|context window", re.I)
 
 
 @dataclass(frozen=True)
@@ -152,12 +151,11 @@ def failure_detail(error: ProxyError) -> dict[str, Any]:
     """An error as `response.failed` carries it: its code and message, with the codes
     agents act on (Codex backs off on `rate_limit_exceeded`, reading "try again in Ns" from
     the message, and stops retrying on `context_length_exceeded`)."""
+    error = worded(error, "input")  # a refusal for the window: `context_length_exceeded`
     code, message = error.code, error.message
     if error.status == 429:
         code = "rate_limit_exceeded"
         retry = next((v for k, v in error.headers.items() if k.lower() == "retry-after"), "")
         if retry.isdigit():
             message = f"{message} Please try again in {retry}s."
-    elif error.status == 400 and _CONTEXT_LENGTH.search(message):
-        code = "context_length_exceeded"
     return {"code": code or error.type, "message": message}
