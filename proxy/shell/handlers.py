@@ -14,14 +14,14 @@ from flask import Response, request
 from .. import __version__
 from ..config import Config, mask_url
 from ..errors import ProxyError
-from ..fronts import Front
+from ..fronts import Front, Recall
 from ..metrics import Metrics
 from ..observe import RequestLog, make_logger
 from ..turn.plan import TurnPlan
 from .clients import ClientWatcher
 from .door import Door, read_body
 from .relay import all_models, model_ids, passthrough
-from .store import KeptStore
+from .store import open_store
 from .turns import TurnResponse
 from .upstream import Timeouts, Upstream
 
@@ -56,9 +56,7 @@ class Proxy:
         self.metrics = Metrics()
         self.door = Door(config.api_keys)
         self.client_watcher = ClientWatcher(self.draining)
-        self.store = KeptStore(config.responses_store_path,
-                               config.responses_store_max_age_seconds,
-                               config.responses_store_max_responses, self.logger)
+        self.store = open_store(config, self.logger)
         # Set when the server stops (gunicorn's graceful shutdown or reload): requests still
         # waiting on upstream then are ended, retryably, before the server would cut them.
         self.drain_at: float | None = None
@@ -136,7 +134,7 @@ class Proxy:
         if front is not None:
             log.front = front.name
             keeper = front.keeper
-            plan = (keeper.parse(raw, self.config, self.store.recall) if keeper is not None
+            plan = (keeper.parse(raw, self.config, self._recall(None)) if keeper is not None
                     else front.parse(raw, self.config))
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
@@ -157,15 +155,23 @@ class Proxy:
         return passthrough(self, request.method, raw, log, target, config,
                            self.upstream_headers(config, buffered=False), environ)
 
+    def _recall(self, api_key: str | None) -> Recall:
+        """The store's recall for the requests of `api_key`: its own answers only, and no
+        conversation larger than a request body may be (`max_body_bytes`)."""
+        store = self.store
+        return lambda response_id: store.recall(store.owner(api_key), response_id,
+                                                self.config.max_body_bytes)
+
     def kept(self, front: Front, key: str, log: RequestLog) -> Response:
         """`GET` or `DELETE` of an answer the store keeps, in its front's shapes."""
         keeper = front.keeper
         assert keeper is not None
         log.front, log.mode = front.name, "store"
+        owner = self.store.owner(None)
         if request.method == "GET":
-            body = self.store.body(key)
+            body = self.store.get(owner, key)
         else:
-            body = keeper.deleted(key) if self.store.delete(key) else None
+            body = keeper.deleted(key) if self.store.delete(owner, key) else None
         if body is None:
             raise keeper.missing(key)
         log.status, log.bytes_out = 200, len(body)

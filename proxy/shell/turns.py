@@ -200,7 +200,7 @@ class TurnResponse:
         request asked it to (before the client sees the end: a GET right after finds it)."""
         keeper = self.front.keeper
         kept = keeper.keep(self.plan, completion) if keeper is not None else None
-        if kept is not None and not self.app.store.put(kept):
+        if kept is not None and not self.app.store.put(self.app.store.owner(None), kept):
             self.log.notes.append("answer_not_kept")
 
     def _whole(self, answer: Answer) -> Response:
