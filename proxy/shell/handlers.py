@@ -126,15 +126,17 @@ class Proxy:
         report["latency_ms"] = round((time.monotonic() - started) * 1000, 1)
         return report
 
-    def handle(self, front: Front | None, log: RequestLog, target: str) -> Response:
-        """Any request that came in: a front's turn, or relayed."""
+    def handle(self, front: Front | None, log: RequestLog, target: str,
+               api_key: str | None = None) -> Response:
+        """Any request that came in: a front's turn, or relayed. `api_key`: the key that
+        let it in, whose answers it may continue and keep."""
         raw = read_body(request, self.config.max_body_bytes, self.config.body_timeout_seconds)
         config = self.config
         environ = request.environ
         if front is not None:
             log.front = front.name
             keeper = front.keeper
-            plan = (keeper.parse(raw, self.config, self._recall(None)) if keeper is not None
+            plan = (keeper.parse(raw, self.config, self._recall(api_key)) if keeper is not None
                     else front.parse(raw, self.config))
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
@@ -144,7 +146,8 @@ class Proxy:
                     log.bodies = {"request": orjson.loads(raw)}
                 path = target if front.upstream_path is None else front.upstream_path
                 headers = self.upstream_headers(plan.config, buffered=True)
-                return TurnResponse(self, front, plan, log, path, headers, environ).respond()
+                return TurnResponse(self, front, plan, log, path, headers, environ,
+                                    api_key=api_key).respond()
             raw, config = plan.upstream_body, plan.config
         elif len(self.upstreams) > 1:
             if request.method == "GET" and request.path.rstrip("/") == "/v1/models":
@@ -162,12 +165,14 @@ class Proxy:
         return lambda response_id: store.recall(store.owner(api_key), response_id,
                                                 self.config.max_body_bytes)
 
-    def kept(self, front: Front, key: str, log: RequestLog) -> Response:
-        """`GET` or `DELETE` of an answer the store keeps, in its front's shapes."""
+    def kept(self, front: Front, key: str, log: RequestLog,
+             api_key: str | None = None) -> Response:
+        """`GET` or `DELETE` of an answer the store keeps, in its front's shapes: of the
+        answers of `api_key` only (another key's answer is not found, as if never kept)."""
         keeper = front.keeper
         assert keeper is not None
         log.front, log.mode = front.name, "store"
-        owner = self.store.owner(None)
+        owner = self.store.owner(api_key)
         if request.method == "GET":
             body = self.store.get(owner, key)
         else:

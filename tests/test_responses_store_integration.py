@@ -1,0 +1,112 @@
+"""The response store end to end, as clients see it: the official openai SDK → the proxy (real
+HTTP) → the fake vLLM. Answers belong to the API key that stored them; the store's limits
+and failures are answered in the Responses envelope before upstream is called."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+import requests
+
+from tests.fake_vllm import Answer, vllm_completion
+
+pytestmark = pytest.mark.integration
+
+KEY_A, KEY_B = "sk-alpha-0123456789", "sk-beta-9876543210"
+
+
+@pytest.fixture
+def keyed(start_proxy, tmp_path):
+    return start_proxy(api_keys=[KEY_A, KEY_B],
+                       responses_store_path=str(tmp_path / "responses.sqlite3"))
+
+
+def _client(proxy, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=proxy.url + "/v1", api_key=key, max_retries=0, timeout=20)
+
+
+def _raw(proxy, method: str, path: str, key: str, body: dict | None = None):
+    return requests.request(method, proxy.url + path, json=body, timeout=20,
+                            headers={"Authorization": f"Bearer {key}"})
+
+
+def test_another_keys_answer_is_not_found_on_get_delete_and_continue(fake, keyed):
+    alice, bob = _client(keyed, KEY_A), _client(keyed, KEY_B)
+    fake.answer(Answer(body=vllm_completion("Alice's secret answer.")))
+    kept = alice.responses.create(model="qwen", input="Hello")
+    for attempt in (lambda: bob.responses.retrieve(kept.id),
+                    lambda: bob.responses.delete(kept.id),
+                    lambda: bob.responses.create(model="qwen", input="more",
+                                                 previous_response_id=kept.id)):
+        with pytest.raises(openai.NotFoundError):
+            attempt()
+    assert len(fake.chat_requests()) == 1  # Bob's continuation never went upstream
+    assert alice.responses.retrieve(kept.id).output_text == "Alice's secret answer."
+    fake.answer(Answer(body=vllm_completion("Go on.")))
+    alice.responses.create(model="qwen", input="more", previous_response_id=kept.id)
+    assert fake.chat_requests()[-1].json["messages"][0] == {"role": "user", "content": "Hello"}
+    alice.responses.delete(kept.id)
+    with pytest.raises(openai.NotFoundError):
+        alice.responses.retrieve(kept.id)
+
+
+def test_another_keys_id_answers_exactly_as_an_id_never_kept(fake, keyed):
+    fake.answer(Answer(body=vllm_completion("ok")))
+    kept = _client(keyed, KEY_A).responses.create(model="qwen", input="x")
+    never = "resp_" + "0" * 48
+    for method, path, body in (("GET", "/v1/responses/{}", None),
+                               ("DELETE", "/v1/responses/{}", None),
+                               ("POST", "/v1/responses", {"model": "qwen", "input": "y",
+                                                          "previous_response_id": "{}"})):
+        def call(response_id: str, method=method, path=path, body=body):
+            filled = None if body is None else {
+                **body, "previous_response_id": response_id}
+            return _raw(keyed, method, path.format(response_id), KEY_B, filled)
+        theirs, missing = call(kept.id), call(never)
+        assert theirs.status_code == missing.status_code == 404
+        assert theirs.text.replace(kept.id, "ID") == missing.text.replace(never, "ID")
+        assert theirs.headers.get("Content-Type") == missing.headers.get("Content-Type")
+
+
+def test_without_api_keys_every_client_shares_one_owner(fake, start_proxy, tmp_path):
+    proxy = start_proxy(responses_store_path=str(tmp_path / "r.sqlite3"))
+    fake.answer(Answer(body=vllm_completion("shared")))
+    kept = _client(proxy, "anything").responses.create(model="qwen", input="x")
+    assert _client(proxy, "something-else").responses.retrieve(kept.id).output_text == "shared"
+
+
+def test_item_ids_say_nothing_of_the_response_id(fake, keyed):
+    alice = _client(keyed, KEY_A)
+    fake.answer(Answer(body=vllm_completion("Hi.", reasoning="Greet.")))
+    first = alice.responses.create(model="qwen", input="hello")
+    fake.answer(Answer(body=vllm_completion("Hi.", reasoning="Greet.")))
+    with alice.responses.stream(model="qwen", input="hello") as stream:
+        second = stream.get_final_response()
+    for response in (first, second):
+        ids = [item.id for item in response.output]
+        assert len(ids) == 2
+        assert len(set(ids)) == 2
+        assert all(response.id[5:] not in item_id and response.id[5:15] not in item_id
+                   for item_id in ids)
+        # The store answers with the ids the client saw.
+        assert [item.id for item in alice.responses.retrieve(response.id).output] == ids
+    assert not {item.id for item in first.output} & {item.id for item in second.output}
+
+
+def test_a_store_that_cannot_be_read_is_a_503_in_the_responses_envelope(fake, start_proxy,
+                                                                          tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    proxy = start_proxy(api_keys=[KEY_A], responses_store_path=str(blocker / "r.sqlite3"))
+    alice = _client(proxy, KEY_A)
+    for attempt in (lambda: alice.responses.retrieve("resp_x"),
+                    lambda: alice.responses.create(model="qwen", input="y",
+                                                   previous_response_id="resp_x")):
+        with pytest.raises(openai.InternalServerError) as caught:
+            attempt()
+        assert caught.value.status_code == 503
+        assert caught.value.body["code"] == "store_unavailable"
+    assert fake.chat_requests() == []
+    fake.answer(Answer(body=vllm_completion("still answered")))  # store: false needs no store
+    assert alice.responses.create(model="qwen", input="y",
+                                  store=False).output_text == "still answered"
