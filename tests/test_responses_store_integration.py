@@ -8,6 +8,8 @@ import openai
 import pytest
 import requests
 
+from proxy.shell.store import StoreLimits
+from proxy.shell.store_sqlite import SqliteStore
 from tests.fake_vllm import Answer, vllm_completion
 
 pytestmark = pytest.mark.integration
@@ -110,3 +112,95 @@ def test_a_store_that_cannot_be_read_is_a_503_in_the_responses_envelope(fake, st
     fake.answer(Answer(body=vllm_completion("still answered")))  # store: false needs no store
     assert alice.responses.create(model="qwen", input="y",
                                   store=False).output_text == "still answered"
+
+
+def _status_error(attempt) -> openai.APIStatusError:
+    with pytest.raises(openai.APIStatusError) as caught:
+        attempt()
+    return caught.value
+
+
+def test_one_keys_answers_never_evict_anothers(fake, start_proxy, tmp_path):
+    proxy = start_proxy(api_keys=[KEY_A, KEY_B], responses_store_max_responses=2,
+                        responses_store_path=str(tmp_path / "r.sqlite3"))
+    alice, bob = _client(proxy, KEY_A), _client(proxy, KEY_B)
+    fake.answer(Answer(body=vllm_completion("kept")))
+    bobs = bob.responses.create(model="qwen", input="x")
+    alices = [alice.responses.create(model="qwen", input=f"q{i}") for i in range(3)]
+    assert bob.responses.retrieve(bobs.id).output_text == "kept"
+    with pytest.raises(openai.NotFoundError):  # Alice's oldest made room for her newest
+        alice.responses.retrieve(alices[0].id)
+    assert [alice.responses.retrieve(r.id).id for r in alices[1:]] == [r.id for r in alices[1:]]
+
+
+def test_an_input_over_the_keys_budget_is_a_413_before_upstream(fake, start_proxy, tmp_path):
+    proxy = start_proxy(api_keys=[KEY_A], responses_store_max_bytes_per_key=2000,
+                        responses_store_path=str(tmp_path / "r.sqlite3"))
+    alice = _client(proxy, KEY_A)
+    error = _status_error(lambda: alice.responses.create(model="qwen", input="x" * 3000))
+    assert error.status_code == 413
+    assert error.body["code"] == "store_budget_exceeded"
+    assert error.body["param"] == "store"
+    assert fake.chat_requests() == []
+    fake.answer(Answer(body=vllm_completion("fine")))
+    assert alice.responses.create(model="qwen", input="x" * 3000,
+                                  store=False).output_text == "fine"
+    assert alice.responses.create(model="qwen", input="x" * 500).output_text == "fine"
+
+
+def test_a_full_store_refuses_a_key_with_nothing_to_let_go(fake, start_proxy, tmp_path):
+    proxy = start_proxy(api_keys=[KEY_A, KEY_B], responses_store_max_bytes=6000,
+                        responses_store_path=str(tmp_path / "r.sqlite3"))
+    alice, bob = _client(proxy, KEY_A), _client(proxy, KEY_B)
+    fake.answer(Answer(body=vllm_completion("ok")))
+    bobs = [bob.responses.create(model="qwen", input="b" * 1500) for _ in range(4)]
+    asked = len(fake.chat_requests())
+    error = _status_error(lambda: alice.responses.create(model="qwen", input="a" * 1500))
+    assert (error.status_code, error.body["code"]) == (413, "store_full")
+    assert len(fake.chat_requests()) == asked  # refused before upstream
+    assert bob.responses.retrieve(bobs[-1].id).id == bobs[-1].id  # Bob's newest stays
+    assert alice.responses.create(model="qwen", input="a", store=False).output_text == "ok"
+
+
+def test_metadata_beyond_the_apis_limits_is_a_400_naming_it(fake, keyed):
+    alice = _client(keyed, KEY_A)
+    cases = [({f"k{i}": "v" for i in range(17)}, "metadata"),
+             ({"k" * 65: "v"}, "metadata"),
+             ({"note": "v" * 513}, "metadata.note"),
+             ({"count": 3}, "metadata.count")]
+    for metadata, param in cases:
+        with pytest.raises(openai.BadRequestError) as caught:
+            alice.responses.create(model="qwen", input="x", metadata=metadata)
+        assert caught.value.body["param"] == param
+    assert fake.chat_requests() == []
+    fake.answer(Answer(body=vllm_completion("ok")))
+    at_limits = {f"{i:02d}" + "k" * 62: "v" * 512 for i in range(16)}
+    assert alice.responses.create(model="qwen", input="x",
+                                  metadata=at_limits).metadata == at_limits
+
+
+def test_an_unknown_input_item_type_is_a_400_naming_the_item(fake, keyed):
+    alice = _client(keyed, KEY_A)
+    message = {"type": "message", "role": "user", "content": "hi"}
+    for bad_item in ({"type": "telepathy", "thought": "x"}, {"content": "no type, no role"}):
+        with pytest.raises(openai.BadRequestError) as caught:
+            alice.responses.create(model="qwen", input=[message, message, message, bad_item])
+        assert caught.value.body["param"] == "input[3].type"
+    assert fake.chat_requests() == []
+
+
+def test_the_store_keeps_only_the_items_a_later_turn_reads(fake, start_proxy, tmp_path):
+    path = tmp_path / "r.sqlite3"
+    proxy = start_proxy(responses_store_path=str(path))
+    fake.answer(Answer(body=vllm_completion("Done.", reasoning="Think.")))
+    response = proxy.client().responses.create(model="qwen", input=[
+        {"type": "message", "role": "user", "content": "search"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed",
+         "action": {"type": "search", "query": "q"}},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text",
+                                                         "text": "old thoughts"}]},
+        {"id": "msg_ref_only"}])  # an item reference: known, not read
+    store = SqliteStore(str(path), StoreLimits())
+    items = store.recall(store.owner(None), response.id)
+    assert [item["type"] for item in items] == ["message", "message"]
+    assert "old thoughts" not in str(items)

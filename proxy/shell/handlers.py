@@ -21,7 +21,7 @@ from ..turn.plan import TurnPlan
 from .clients import ClientWatcher
 from .door import Door, read_body
 from .relay import all_models, model_ids, passthrough
-from .store import open_store
+from .store import StoreLimits, open_store, refusal
 from .turns import TurnResponse
 from .upstream import Timeouts, Upstream
 
@@ -141,6 +141,8 @@ class Proxy:
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
             if isinstance(plan, TurnPlan):
+                if keeper is not None:
+                    self._admit(keeper.keeping(plan), api_key)
                 log.tools = frozenset(plan.extraction.tools)
                 if plan.config.log_bodies:
                     log.bodies = {"request": orjson.loads(raw)}
@@ -164,6 +166,18 @@ class Proxy:
         store = self.store
         return lambda response_id: store.recall(store.owner(api_key), response_id,
                                                 self.config.max_body_bytes)
+
+    def _admit(self, incoming: int | None, api_key: str | None) -> None:
+        """Refuse (413) a turn whose answer the store would have no room for, before
+        upstream is called: never an answer silently not kept."""
+        if incoming is None:
+            return
+        limits = StoreLimits.of(self.config)
+        store = self.store
+        usage = store.usage(store.owner(api_key)) if limits.max_bytes else None
+        error = refusal(usage, incoming, limits)
+        if error is not None:
+            raise error
 
     def kept(self, front: Front, key: str, log: RequestLog,
              api_key: str | None = None) -> Response:

@@ -127,6 +127,24 @@ def conversation_too_large(size: int, limit: int) -> ProxyError:
                       code="conversation_too_large")
 
 
+def refusal(usage: Usage | None, incoming: int, limits: StoreLimits) -> ProxyError | None:
+    """Why a turn that will keep `incoming` bytes (before its answer) cannot be kept, or None.
+    An owner's own cap is kept by letting its oldest answers go; the total by letting go of
+    the owner's own too, so only what other owners hold can leave no room. (`usage` None:
+    not read, for no limit needs it.)"""
+    per_key, total = limits.max_bytes_per_key, limits.max_bytes
+    if per_key and incoming > per_key:
+        return ProxyError(413, f"This request's input ({incoming} bytes) is larger than one API "
+                               f"key may keep (responses_store_max_bytes_per_key, {per_key}); "
+                               "send it with store: false.", param="store",
+                          code="store_budget_exceeded")
+    if total and usage is not None and usage.total_bytes - usage.bytes + incoming > total:
+        return ProxyError(413, "The response store is full (responses_store_max_bytes, "
+                               f"{total} bytes, held by other keys); send the request with "
+                               "store: false.", param="store", code="store_full")
+    return None
+
+
 def default_path() -> str:
     """Where the SQLite store lives unless configured: the user's state directory."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
