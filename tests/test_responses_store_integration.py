@@ -204,3 +204,22 @@ def test_the_store_keeps_only_the_items_a_later_turn_reads(fake, start_proxy, tm
     items = store.recall(store.owner(None), response.id)
     assert [item["type"] for item in items] == ["message", "message"]
     assert "old thoughts" not in str(items)
+
+
+def test_a_conversation_larger_than_a_request_may_be_is_a_413_before_upstream(fake, start_proxy,
+                                                                              tmp_path):
+    proxy = start_proxy(api_keys=[KEY_A], max_body_bytes=5000,
+                        responses_store_path=str(tmp_path / "r.sqlite3"))
+    alice = _client(proxy, KEY_A)
+    fake.answer(Answer(body=vllm_completion("ok")))
+    previous = None
+    for turn in range(3):  # each request is small; the conversation grows past the limit
+        previous = alice.responses.create(model="qwen", input=f"{turn}" + "x" * 2000,
+                                          previous_response_id=previous).id
+    asked = len(fake.chat_requests())
+    error = _status_error(lambda: alice.responses.create(model="qwen", input="more",
+                                                         previous_response_id=previous))
+    assert error.status_code == 413
+    assert error.body["code"] == "conversation_too_large"
+    assert error.body["param"] == "previous_response_id"
+    assert len(fake.chat_requests()) == asked

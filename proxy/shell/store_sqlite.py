@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from typing import Any, TypeVar
 import orjson
 
 from ..fronts import Kept
+from . import background
 from .store import (
     MAX_CHAIN,
     StoreLimits,
@@ -69,7 +69,8 @@ DELETE FROM answers WHERE rowid IN (
 
 class SqliteStore:
     """Kept answers in SQLite, by owner and id. Opened on first use (a proxy that never
-    keeps anything never creates the file)."""
+    keeps anything never creates the file). Every call runs off gevent's hub
+    (`background.off_the_hub`): SQLite's waits and reads never stall the worker."""
 
     backend = "sqlite"
 
@@ -79,7 +80,7 @@ class SqliteStore:
         self.limits = limits
         self.logger = logger or logging.getLogger(__name__)
         self.busy_timeout = busy_timeout
-        self._lock = threading.Lock()
+        self._lock = background.native_lock()  # the :memory: connection's
         self._memory: sqlite3.Connection | None = None
         self._ready = False
         self._secret: bytes | None = None
@@ -112,7 +113,10 @@ class SqliteStore:
             db.close()
 
     def _read(self, operation: Callable[[sqlite3.Connection], T]) -> T:
-        """`operation` on a connection; a store that fails is a 503."""
+        """`operation` on a connection, off the hub; a store that fails is a 503."""
+        return background.off_the_hub(self._read_here, operation)
+
+    def _read_here(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         try:
             with self._db() as db:
                 return operation(db)
@@ -137,6 +141,9 @@ class SqliteStore:
 
     def put(self, owner: str, kept: Kept) -> bool:
         """Keep an answer, then let go of what is past the limits (this owner's only)."""
+        return background.off_the_hub(self._put_here, owner, kept)
+
+    def _put_here(self, owner: str, kept: Kept) -> bool:
         items = orjson.dumps(kept.items)
         try:
             with self._db() as db:
