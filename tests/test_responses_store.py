@@ -4,6 +4,10 @@ the factory that reads `responses_store_url`."""
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import stat
+
 import pytest
 
 from proxy.config_load import ConfigError, build_config
@@ -90,3 +94,71 @@ def test_the_store_url_comes_from_the_url_or_the_path(settings, url):
 def test_a_bad_store_setting_stops_the_proxy(settings):
     with pytest.raises(ConfigError):
         build_config({"upstream": "http://127.0.0.1:1", **settings})
+
+
+@pytest.fixture
+def open_umask():
+    """A umask that would let anyone read new files (so the store's own care shows)."""
+    old = os.umask(0o002)
+    yield
+    os.umask(old)
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def _another_worker(path) -> sqlite3.Connection:
+    """A connection holding the file open with a write done: its -wal and -shm exist (SQLite
+    removes them when the last connection closes)."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    with db:
+        db.execute("CREATE TABLE IF NOT EXISTS scratch (x)")
+        db.execute("INSERT INTO scratch VALUES (1)")
+    return db
+
+
+def test_the_store_file_and_its_wal_are_private_in_a_private_folder(tmp_path, open_umask):
+    path = tmp_path / "state" / "toolcall-proxy" / "r.sqlite3"
+    store = SqliteStore(str(path), LIMITS)
+    store.put(store.owner("sk-a"), kept("a"))
+    assert _mode(path.parent) == 0o700
+    assert _mode(path) == 0o600
+    held = _another_worker(path)
+    try:
+        store.put(store.owner("sk-a"), kept("b"))
+        for name in ("r.sqlite3-wal", "r.sqlite3-shm"):
+            assert _mode(path.parent / name) == 0o600, name
+    finally:
+        held.close()
+
+
+def test_an_existing_store_file_is_narrowed_to_its_owner(tmp_path, open_umask):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    folder.chmod(0o775)
+    path = folder / "r.sqlite3"
+    SqliteStore(str(path), LIMITS).put("o", kept("a"))
+    held = _another_worker(path)
+    try:
+        for name in ("r.sqlite3", "r.sqlite3-wal", "r.sqlite3-shm"):
+            os.chmod(folder / name, 0o644)  # as an earlier version left them
+        store = SqliteStore(str(path), LIMITS)  # the next start
+        assert store.get("o", "a") == b'{"id": "a"}'
+        for name in ("r.sqlite3", "r.sqlite3-wal", "r.sqlite3-shm"):
+            assert _mode(folder / name) == 0o600, name
+    finally:
+        held.close()
+    assert _mode(folder) == 0o775  # a folder the user made: left as it is
+
+
+def test_the_default_folder_is_made_private_even_when_it_exists(tmp_path, monkeypatch,
+                                                                open_umask):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    folder = tmp_path / "toolcall-proxy"
+    folder.mkdir(mode=0o755)
+    store = SqliteStore(default_path(), LIMITS)
+    store.put("o", kept("a"))
+    assert _mode(folder) == 0o700
+    assert _mode(folder / "responses.sqlite3") == 0o600

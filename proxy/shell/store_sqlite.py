@@ -4,7 +4,9 @@ its size before any item is read."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +23,7 @@ from .store import (
     StoreLimits,
     Usage,
     conversation_too_large,
+    default_path,
     owner_hash,
     store_unavailable,
 )
@@ -67,6 +70,23 @@ DELETE FROM answers WHERE rowid IN (
 """
 
 
+def private_file(path: str, *, create: bool = True) -> None:
+    """`path` readable by this user only (0600; with `create`, made so before SQLite opens
+    it, in a folder made 0700): kept answers are prompts and answers. An existing file is
+    narrowed to 0600 too; its folder, when not the proxy's own making, is left as it is."""
+    if create:
+        folder = Path(path).parent
+        if not folder.exists():
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        elif path == default_path():
+            folder.chmod(0o700)
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    with contextlib.suppress(FileNotFoundError):
+        if os.stat(path).st_mode & 0o077:
+            os.chmod(path, 0o600)
+
+
 class SqliteStore:
     """Kept answers in SQLite, by owner and id. Opened on first use (a proxy that never
     keeps anything never creates the file). Every call runs off gevent's hub
@@ -100,12 +120,14 @@ class SqliteStore:
                     yield self._memory
             return
         if not self._ready:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
         db = sqlite3.connect(self.path, timeout=self.busy_timeout)
         try:
             if not self._ready:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.executescript(_SCHEMA)
+                for suffix in ("-wal", "-shm"):  # made with the file's mode; made sure of
+                    private_file(self.path + suffix, create=False)
                 self._ready = True
             with db:
                 yield db
