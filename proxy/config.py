@@ -93,6 +93,7 @@ class Config:
         without their `user:password@` (per-model overrides included)."""
         out = self.as_dict()
         out["api_keys"] = len(self.api_keys)
+        out["responses_store_url"] = mask_url(self.responses_store_url)  # a password in it
         out.update(_public_settings({"upstream": self.upstream,
                                      "upstream_api_key": self.upstream_api_key}))
         out["models"] = {glob: _public_settings(values) for glob, values in self.models}

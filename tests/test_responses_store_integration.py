@@ -8,6 +8,7 @@ import openai
 import pytest
 import requests
 
+from proxy.config import Config
 from proxy.shell.store import StoreLimits
 from proxy.shell.store_sqlite import SqliteStore
 from tests.fake_vllm import Answer, vllm_completion
@@ -223,3 +224,21 @@ def test_a_conversation_larger_than_a_request_may_be_is_a_413_before_upstream(fa
     assert error.body["code"] == "conversation_too_large"
     assert error.body["param"] == "previous_response_id"
     assert len(fake.chat_requests()) == asked
+
+
+def test_the_deep_health_check_tells_whether_the_store_can_be_read(fake, start_proxy, tmp_path):
+    good = start_proxy(responses_store_path=str(tmp_path / "r.sqlite3"))
+    assert requests.get(good.url + "/proxy/health?upstream=1", timeout=20).json()["store"] == {
+        "backend": "sqlite", "ok": True}
+    corrupt = tmp_path / "corrupt.sqlite3"
+    corrupt.write_bytes(b"not a database" * 100)
+    bad = start_proxy(responses_store_path=str(corrupt))
+    health = requests.get(bad.url + "/proxy/health?upstream=1", timeout=20)
+    assert health.status_code == 200  # the upstream answers: chat and Messages still work
+    assert health.json()["store"]["ok"] is False
+    assert "store" not in requests.get(bad.url + "/proxy/health", timeout=20).json()
+
+
+def test_a_store_url_password_never_shows_on_the_health_page():
+    summary = Config(responses_store_url="redis://:hunter2@cache:6379/0").summary()
+    assert "hunter2" not in str(summary)

@@ -92,11 +92,22 @@ class Proxy:
                                 "config": self.config.summary()}
         if not check_upstream:
             return json_response(body)
+        body["store"] = self._store_report()
         body["upstreams"] = reports = self._upstream_reports()
         if not all(r["ok"] for r in reports):
             body["status"] = "degraded"
             return json_response(body, 503)
         return json_response(body)
+
+    def _store_report(self) -> dict[str, Any]:
+        """Whether the response store can be read (told, not counted in the status: only the
+        Responses front's kept answers need it)."""
+        report: dict[str, Any] = {"backend": self.store.backend, "ok": True}
+        try:
+            self.store.check()
+        except ProxyError as exc:
+            report.update(ok=False, error=exc.message)
+        return report
 
     def _upstream_reports(self) -> list[dict[str, Any]]:
         """Every upstream's report, asked anew at most every HEALTH_PROBE_SECONDS (a burst

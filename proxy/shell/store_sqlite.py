@@ -37,12 +37,23 @@ CREATE TABLE IF NOT EXISTS answers (
 CREATE UNIQUE INDEX IF NOT EXISTS answers_id ON answers (owner, id);
 CREATE INDEX IF NOT EXISTS answers_owner_created ON answers (owner, created);
 CREATE INDEX IF NOT EXISTS answers_created ON answers (created);
+CREATE TABLE IF NOT EXISTS owners (
+    owner TEXT PRIMARY KEY, count INTEGER NOT NULL, bytes INTEGER NOT NULL);
+CREATE TRIGGER IF NOT EXISTS answers_in AFTER INSERT ON answers BEGIN
+    INSERT INTO owners VALUES (new.owner, 1, new.bytes) ON CONFLICT (owner)
+        DO UPDATE SET count = count + 1, bytes = bytes + new.bytes;
+END;
+CREATE TRIGGER IF NOT EXISTS answers_out AFTER DELETE ON answers BEGIN
+    UPDATE owners SET count = count - 1, bytes = bytes - old.bytes WHERE owner = old.owner;
+END;
 CREATE TABLE IF NOT EXISTS secret (k INTEGER PRIMARY KEY CHECK (k = 0), value BLOB NOT NULL);
 INSERT OR IGNORE INTO secret VALUES (0, randomblob(32));
 DROP TABLE IF EXISTS kept;
 """
 # `size`: the bytes of `items` (what a continuation loads); `bytes`: items and body (what
-# the caps count). `kept` was the table of earlier versions, whose answers had no owner.
+# the caps count); `owners`: each owner's count and bytes, kept by the triggers (the caps
+# read them without a scan). `kept` was the table of earlier versions, whose answers had no
+# owner.
 
 _RECALL = """
 WITH RECURSIVE chain(rid, previous, depth, size) AS (
@@ -182,21 +193,35 @@ class SqliteStore:
             return False
 
     def _let_go(self, db: sqlite3.Connection, owner: str, keep: int | None) -> None:
-        """Expired answers, and the owner's oldest past its count and byte caps."""
+        """Expired answers, and the owner's oldest past its count and byte caps (the
+        total's included: what other owners leave)."""
         limits = self.limits
-        if limits.max_age_seconds:
-            db.execute("DELETE FROM answers WHERE created < ?", (self._fresh_after(),))
-        if limits.max_responses:
+        self._sweep(db)
+        count, mine, everyone = self._usage(db, owner)
+        if limits.max_responses and count > limits.max_responses:
             db.execute(_EVICT_COUNT, {"owner": owner, "keep": keep,
                                       "count": limits.max_responses - 1})
         cap = limits.max_bytes_per_key
         if limits.max_bytes:
-            others = db.execute("SELECT coalesce(sum(bytes), 0) FROM answers WHERE owner != ?",
-                                (owner,)).fetchone()[0]
-            room = max(0, limits.max_bytes - others)
+            room = max(0, limits.max_bytes - (everyone - mine))
             cap = min(cap, room) if cap else room
-        if cap:
+        if cap and self._usage(db, owner)[1] > cap:
             db.execute(_EVICT_BYTES, {"owner": owner, "keep": keep, "cap": cap})
+
+    def _sweep(self, db: sqlite3.Connection) -> int:
+        """Let go of the expired answers (an index seek when there are none)."""
+        if not self.limits.max_age_seconds:
+            return 0
+        return db.execute("DELETE FROM answers WHERE created < ?",
+                          (self._fresh_after(),)).rowcount
+
+    @staticmethod
+    def _usage(db: sqlite3.Connection, owner: str) -> tuple[int, int, int]:
+        """The owner's count and bytes, and every owner's bytes."""
+        row = db.execute("SELECT coalesce(sum(CASE WHEN owner = :o THEN count END), 0), "
+                         "coalesce(sum(CASE WHEN owner = :o THEN bytes END), 0), "
+                         "coalesce(sum(bytes), 0) FROM owners", {"o": owner}).fetchone()
+        return row[0], row[1], row[2]
 
     def get(self, owner: str, response_id: str) -> bytes | None:
         """The kept answer's body, or None."""
@@ -225,19 +250,15 @@ class SqliteStore:
 
     def expire(self) -> int:
         """Let go of the answers past the age limit."""
-        if not self.limits.max_age_seconds:
-            return 0
-        return self._read(lambda db: db.execute("DELETE FROM answers WHERE created < ?",
-                                                (self._fresh_after(),)).rowcount)
+        return self._read(self._sweep)
 
     def usage(self, owner: str) -> Usage:
-        """The owner's count and bytes, and every owner's bytes (unexpired answers)."""
-        row = self._read(lambda db: db.execute(
-            "SELECT coalesce(sum(owner = :owner), 0), "
-            "coalesce(sum(CASE WHEN owner = :owner THEN bytes END), 0), "
-            "coalesce(sum(bytes), 0) FROM answers WHERE created >= :fresh",
-            {"owner": owner, "fresh": self._fresh_after()}).fetchone())
-        return Usage(*row)
+        """The owner's count and bytes, and every owner's bytes (expired answers swept
+        first)."""
+        def read(db: sqlite3.Connection) -> Usage:
+            self._sweep(db)
+            return Usage(*self._usage(db, owner))
+        return self._read(read)
 
     def check(self) -> None:
         """Reads one row; a file not yet created is fine (nothing is kept yet)."""
