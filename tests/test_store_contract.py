@@ -200,3 +200,16 @@ def test_a_fresh_store_is_healthy(store):
     store.check()
     store.put(A, kept("a"))
     store.check()
+
+
+def test_a_lowered_count_cap_lets_every_answer_past_it_go_at_once(make_store, request):
+    store = make_store(max_responses=5)
+    for key in ("a1", "a2", "a3", "a4", "a5"):
+        store.put(A, kept(key))
+    assert store.usage(A).count == 5
+    if request.node.callspec.params["make_store"] == "sqlite-memory":
+        return  # a restart with other settings: only a store that outlives the process
+    lowered = make_store(max_responses=2)  # the next start, with a lower cap
+    lowered.put(A, kept("a6"))
+    assert [key for key in ("a1", "a2", "a3", "a4", "a5", "a6") if lowered.get(A, key)] == [
+        "a5", "a6"]

@@ -67,17 +67,10 @@ total(bytes) AS (SELECT sum(size) FROM chain)
 SELECT c.previous, t.bytes, CASE WHEN :max = 0 OR t.bytes <= :max THEN a.items END
     FROM chain c JOIN total t JOIN answers a ON a.rowid = c.rid ORDER BY c.depth DESC
 """
-# The owner's answers past its count cap, then past its byte cap (newest first), but never
-# the answer just kept (`:keep`).
-_EVICT_COUNT = """
-DELETE FROM answers WHERE rowid IN (
-    SELECT rowid FROM answers WHERE owner = :owner AND rowid != :keep
-        ORDER BY created DESC, rowid DESC LIMIT -1 OFFSET :count)
-"""
-_EVICT_BYTES = """
-DELETE FROM answers WHERE rowid IN (
-    SELECT rowid FROM (SELECT rowid, sum(bytes) OVER (ORDER BY created DESC, rowid DESC) AS
-        running FROM answers WHERE owner = :owner) WHERE running > :cap AND rowid != :keep)
+# The owner's oldest answers, never the one just kept (`:keep`): those to let go.
+_OLDEST = """
+SELECT rowid, bytes FROM answers WHERE owner = :owner AND rowid != :keep
+    ORDER BY created, rowid LIMIT :limit
 """
 
 
@@ -194,19 +187,34 @@ class SqliteStore:
 
     def _let_go(self, db: sqlite3.Connection, owner: str, keep: int | None) -> None:
         """Expired answers, and the owner's oldest past its count and byte caps (the
-        total's included: what other owners leave)."""
+        total's included: what other owners leave). Reads only the oldest it lets go."""
         limits = self.limits
         self._sweep(db)
         count, mine, everyone = self._usage(db, owner)
         if limits.max_responses and count > limits.max_responses:
-            db.execute(_EVICT_COUNT, {"owner": owner, "keep": keep,
-                                      "count": limits.max_responses - 1})
+            rows = db.execute(_OLDEST, {"owner": owner, "keep": keep,
+                                        "limit": count - limits.max_responses}).fetchall()
+            self._forget(db, rows)
+            mine -= sum(size for _, size in rows)
         cap = limits.max_bytes_per_key
         if limits.max_bytes:
             room = max(0, limits.max_bytes - (everyone - mine))
             cap = min(cap, room) if cap else room
-        if cap and self._usage(db, owner)[1] > cap:
-            db.execute(_EVICT_BYTES, {"owner": owner, "keep": keep, "cap": cap})
+        while cap and mine > cap:
+            rows = db.execute(_OLDEST, {"owner": owner, "keep": keep, "limit": 64}).fetchall()
+            if not rows:
+                return
+            gone = []
+            for rowid, size in rows:
+                if mine <= cap:
+                    break
+                gone.append((rowid, size))
+                mine -= size
+            self._forget(db, gone)
+
+    @staticmethod
+    def _forget(db: sqlite3.Connection, rows: list[tuple[int, int]]) -> None:
+        db.executemany("DELETE FROM answers WHERE rowid = ?", [(rowid,) for rowid, _ in rows])
 
     def _sweep(self, db: sqlite3.Connection) -> int:
         """Let go of the expired answers (an index seek when there are none)."""
