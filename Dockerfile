@@ -32,7 +32,7 @@ COPY deploy/gunicorn.conf.py deploy/
 RUN python -m compileall -q app.py proxy deploy \
     && useradd --system --user-group --uid 10001 --home-dir /nonexistent --no-create-home \
         --shell /usr/sbin/nologin toolcall-proxy \
-    && mkdir -p /var/lib/toolcall-proxy && chown toolcall-proxy: /var/lib/toolcall-proxy
+    && mkdir -p -m 0700 /var/lib/toolcall-proxy && chown toolcall-proxy: /var/lib/toolcall-proxy
 
 # The Responses API's kept answers (`store: true`, previous_response_id): the one place the
 # proxy writes, a volume of its own (the rest of the container may be read-only).

@@ -52,11 +52,15 @@ class Config:
     body_timeout_seconds: float = 30.0
     cors_allow_origins: tuple[str, ...] = ()
     # The Responses API front (POST /v1/responses): translated onto the turn, or relayed; its
-    # kept answers (`store`), in SQLite ("" = the default path under the state directory).
+    # kept answers (`store`): a store URL (`sqlite:///abs/path`, `sqlite://:memory:`), else
+    # SQLite at `responses_store_path` ("" = the default path under the state directory).
     responses_mode: str = "translate"
+    responses_store_url: str = ""
     responses_store_path: str = ""
     responses_store_max_age_seconds: float = 30 * 24 * 3600.0
-    responses_store_max_responses: int = 10000
+    responses_store_max_responses: int = 10000  # per API key
+    responses_store_max_bytes_per_key: int = 256 * 1024 * 1024
+    responses_store_max_bytes: int = 1024 * 1024 * 1024
     # The Anthropic Messages front (/v1/messages).
     messages_keep_billing_header: bool = False
     messages_thinking_switch: str = "enable_thinking"
@@ -89,6 +93,7 @@ class Config:
         without their `user:password@` (per-model overrides included)."""
         out = self.as_dict()
         out["api_keys"] = len(self.api_keys)
+        out["responses_store_url"] = mask_url(self.responses_store_url)  # a password in it
         out.update(_public_settings({"upstream": self.upstream,
                                      "upstream_api_key": self.upstream_api_key}))
         out["models"] = {glob: _public_settings(values) for glob, values in self.models}

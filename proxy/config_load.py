@@ -36,8 +36,11 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 _PROCESS_ONLY = frozenset({"host", "port", "models", "max_body_bytes", "log_format", "log_level",
                            "log_bodies", "api_keys", "protect_proxy_endpoints",
                            "body_timeout_seconds", "cors_allow_origins",
-                           "responses_mode", "responses_store_path",
-                           "responses_store_max_age_seconds", "responses_store_max_responses"})
+                           "responses_mode", "responses_store_url", "responses_store_path",
+                           "responses_store_max_age_seconds", "responses_store_max_responses",
+                           "responses_store_max_bytes_per_key", "responses_store_max_bytes"})
+# The URL schemes of the response store's backends (`proxy.shell.store.BACKENDS`).
+STORE_SCHEMES = ("sqlite",)
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 _DEFAULTS = Config()
@@ -152,7 +155,8 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
                           f"already start with /v1): {root!r}, not {values['upstream']!r}")
     for name in ("loop_guard_max_tool_calls", "max_body_bytes", "max_upstream_body_bytes",
                  "required_call_retries", "responses_store_max_responses",
-                 "responses_store_max_age_seconds"):
+                 "responses_store_max_age_seconds", "responses_store_max_bytes_per_key",
+                 "responses_store_max_bytes"):
         if values[name] < 0:
             raise ConfigError(f"{where}'{name}' must not be negative")
     for name in ("connect_timeout_seconds", "read_timeout_seconds", "buffered_timeout_seconds"):
@@ -164,6 +168,7 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
     if any(not key.strip() for key in values["api_keys"]):
         raise ConfigError(f"{where}'api_keys' must not hold an empty key (it would let any "
                           "request in)")
+    _check_store_url(values["responses_store_url"], values["responses_store_path"])
     temperature = values["tool_temperature"]
     if temperature is not None and not 0 <= temperature <= 2:
         raise ConfigError(f"{where}'tool_temperature' must be between 0 and 2")
@@ -171,6 +176,21 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
         resolve(values["formats"])
     except UnknownFormat as exc:
         raise ConfigError(f"{where}'formats': {exc}") from None
+
+
+def _check_store_url(url: str, path: str) -> None:
+    """`responses_store_url`: a known scheme; for SQLite an absolute path or `:memory:`."""
+    if not url:
+        return
+    if path:
+        raise ConfigError("set 'responses_store_url' or 'responses_store_path', not both")
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in STORE_SCHEMES:
+        raise ConfigError(f"'responses_store_url' must start with one of "
+                          f"{', '.join(s + '://' for s in STORE_SCHEMES)}, not {url!r}")
+    if scheme == "sqlite" and rest != ":memory:" and not rest.startswith("/"):
+        raise ConfigError("'responses_store_url' must be sqlite:///absolute/path or "
+                          f"sqlite://:memory:, not {url!r}")
 
 
 def read_config_file(path: str) -> dict[str, Any]:

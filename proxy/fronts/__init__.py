@@ -90,7 +90,9 @@ class Keeper:
     `keep` says what a delivered answer leaves in the store (None: nothing, `store: false`);
     `active` says whether the settings let the front keep anything (else the requests under
     `path` are relayed); `deleted` is the body of a successful `DELETE {path}/{id}` and
-    `missing` the error for an id the store does not hold."""
+    `missing` the error for an id the store does not hold; `keeping` says how many bytes of
+    items a turn will keep before its answer is known (None: it keeps nothing), so that the
+    shell can refuse a turn the store has no room for before upstream is called."""
 
     path: str
     parse: Callable[[bytes, Config, Recall], TurnPlan | PassthroughPlan]
@@ -98,6 +100,7 @@ class Keeper:
     active: Callable[[Config], bool]
     deleted: Callable[[str], bytes]
     missing: Callable[[str], ProxyError]
+    keeping: Callable[[TurnPlan], int | None] = lambda plan: None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import select
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 try:  # the OS's poll(2): gevent's patched one starts watchers and switches to the hub
     from gevent.monkey import get_original
@@ -63,3 +63,27 @@ def call_later(seconds: float, work: Callable[[], None]) -> Callable[[], None]:
     timer.daemon = True
     timer.start()
     return timer.cancel
+
+
+T = TypeVar("T")
+
+
+def off_the_hub(work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)`, where blocking I/O it does (SQLite's, which gevent cannot patch) keeps
+    the worker's other greenlets running: in gevent's native thread pool under gevent
+    (its exception raised here), plainly otherwise."""
+    if _gevent_patched():
+        import gevent
+
+        return gevent.get_hub().threadpool.apply(work, args)
+    return work(*args)
+
+
+def native_lock() -> Any:
+    """A lock for code that runs in native threads (`off_the_hub`), even in a process gevent
+    has patched (whose threading.Lock is a greenlet's)."""
+    if _gevent_patched():
+        from gevent.monkey import get_original
+
+        return get_original("_thread", "allocate_lock")()
+    return threading.Lock()

@@ -35,24 +35,27 @@ class Door:
         """Whether requests need a key."""
         return bool(self._keys)
 
-    def authorize(self, method: str, headers: Mapping[str, str]) -> None:
+    def authorize(self, method: str, headers: Mapping[str, str]) -> str | None:
         """With `api_keys` set, the request must carry one of them (compared in constant
         time, every key tried): `Authorization: Bearer KEY`, `api-key`/`x-api-key`, or
         Basic auth with the key as its password (what a browser asked for one sends).
-        Raises a 401 ProxyError otherwise. (CORS preflights, which carry no key, never get
-        here: the proxy answers them itself, see `preflight`.)"""
+        Raises a 401 ProxyError otherwise. The key that matched (None without `api_keys`)
+        says whose the request is: the owner of what it keeps. (CORS preflights, which carry
+        no key, never get here: the proxy answers them itself, see `preflight`.)"""
         if not self._keys:
-            return
+            return None
         offered = _offered_key(headers.get("Authorization", ""))
         offered = offered or headers.get("X-Api-Key", "") or headers.get("Api-Key", "")
         candidate = offered.strip().encode()
-        matched = False
+        matched: bytes | None = None
         for key in self._keys:
-            matched |= hmac.compare_digest(candidate, key)
-        if not matched:
+            if hmac.compare_digest(candidate, key):
+                matched = key
+        if matched is None:
             raise ProxyError(401, "Incorrect or missing API key for this proxy.",
                              type_="invalid_request_error", code="invalid_api_key",
                              headers={"WWW-Authenticate": "Bearer"})
+        return matched.decode()
 
     def upstream_headers(self, incoming: Iterable[tuple[str, str]], config: Config,
                          request_id: str | None, *, buffered: bool) -> dict[str, str]:

@@ -14,7 +14,7 @@ from flask import Response, request
 from .. import __version__
 from ..config import Config, mask_url
 from ..errors import ProxyError
-from ..fronts import Front
+from ..fronts import Front, Recall
 from ..metrics import Metrics
 from ..observe import RequestLog, make_logger
 from ..status import StatusInput, document, turn_record
@@ -23,7 +23,7 @@ from .clients import ClientWatcher
 from .door import Door, read_body
 from .recorder import make_recorder
 from .relay import all_models, model_ids, passthrough
-from .store import KeptStore
+from .store import StoreLimits, open_store, refusal
 from .turns import TurnResponse
 from .upstream import Timeouts, Upstream
 
@@ -60,9 +60,7 @@ class Proxy:
         self.upstream_labels = {url: mask_url(url) for url in config.upstreams()}
         self.door = Door(config.api_keys)
         self.client_watcher = ClientWatcher(self.draining)
-        self.store = KeptStore(config.responses_store_path,
-                               config.responses_store_max_age_seconds,
-                               config.responses_store_max_responses, self.logger)
+        self.store = open_store(config, self.logger)
         # Set when the server stops (gunicorn's graceful shutdown or reload): requests still
         # waiting on upstream then are ended, retryably, before the server would cut them.
         self.drain_at: float | None = None
@@ -126,11 +124,22 @@ class Proxy:
                                 "config": self.config.summary()}
         if not check_upstream:
             return json_response(body)
+        body["store"] = self._store_report()
         body["upstreams"] = reports = self._upstream_reports()
         if not all(r["ok"] for r in reports):
             body["status"] = "degraded"
             return json_response(body, 503)
         return json_response(body)
+
+    def _store_report(self) -> dict[str, Any]:
+        """Whether the response store can be read (told, not counted in the status: only the
+        Responses front's kept answers need it)."""
+        report: dict[str, Any] = {"backend": self.store.backend, "ok": True}
+        try:
+            self.store.check()
+        except ProxyError as exc:
+            report.update(ok=False, error=exc.message)
+        return report
 
     def _upstream_reports(self) -> list[dict[str, Any]]:
         """Every upstream's report, asked anew at most every HEALTH_PROBE_SECONDS (a burst
@@ -160,8 +169,10 @@ class Proxy:
         report["latency_ms"] = round((time.monotonic() - started) * 1000, 1)
         return report
 
-    def handle(self, front: Front | None, log: RequestLog, target: str) -> Response:
-        """Any request that came in: a front's turn, or relayed."""
+    def handle(self, front: Front | None, log: RequestLog, target: str,
+               api_key: str | None = None) -> Response:
+        """Any request that came in: a front's turn, or relayed. `api_key`: the key that
+        let it in, whose answers it may continue and keep."""
         raw = read_body(request, self.config.max_body_bytes, self.config.body_timeout_seconds)
         config = self.config
         environ = request.environ
@@ -169,9 +180,10 @@ class Proxy:
             log.front = front.name
             keeper = front.keeper
             recalled: dict[str, Any] = {}  # what the store gave the front, for `log_bodies`
+            recall_own = self._recall(api_key)
 
             def recall(key: str) -> list[dict[str, Any]] | None:
-                recalled[key] = items = self.store.recall(key)
+                recalled[key] = items = recall_own(key)
                 return items
 
             plan = (keeper.parse(raw, self.config, recall) if keeper is not None
@@ -179,13 +191,16 @@ class Proxy:
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
             if isinstance(plan, TurnPlan):
+                if keeper is not None:
+                    self._admit(keeper.keeping(plan), api_key)
                 log.tools = frozenset(plan.extraction.tools)
                 if plan.config.log_bodies:  # a capture `replay` reads: the store's part too
                     log.bodies = {"request": orjson.loads(raw),
                                   **({"recalled": recalled} if recalled else {})}
                 path = target if front.upstream_path is None else front.upstream_path
                 headers = self.upstream_headers(plan.config, buffered=True)
-                return TurnResponse(self, front, plan, log, path, headers, environ).respond()
+                return TurnResponse(self, front, plan, log, path, headers, environ,
+                                    api_key=api_key).respond()
             raw, config = plan.upstream_body, plan.config
         elif len(self.upstreams) > 1:
             if request.method == "GET" and request.path.rstrip("/") == "/v1/models":
@@ -196,15 +211,37 @@ class Proxy:
         return passthrough(self, request.method, raw, log, target, config,
                            self.upstream_headers(config, buffered=False), environ)
 
-    def kept(self, front: Front, key: str, log: RequestLog) -> Response:
-        """`GET` or `DELETE` of an answer the store keeps, in its front's shapes."""
+    def _recall(self, api_key: str | None) -> Recall:
+        """The store's recall for the requests of `api_key`: its own answers only, and no
+        conversation larger than a request body may be (`max_body_bytes`)."""
+        store = self.store
+        return lambda response_id: store.recall(store.owner(api_key), response_id,
+                                                self.config.max_body_bytes)
+
+    def _admit(self, incoming: int | None, api_key: str | None) -> None:
+        """Refuse (413) a turn whose answer the store would have no room for, before
+        upstream is called: never an answer silently not kept."""
+        if incoming is None:
+            return
+        limits = StoreLimits.of(self.config)
+        store = self.store
+        usage = store.usage(store.owner(api_key)) if limits.max_bytes else None
+        error = refusal(usage, incoming, limits)
+        if error is not None:
+            raise error
+
+    def kept(self, front: Front, key: str, log: RequestLog,
+             api_key: str | None = None) -> Response:
+        """`GET` or `DELETE` of an answer the store keeps, in its front's shapes: of the
+        answers of `api_key` only (another key's answer is not found, as if never kept)."""
         keeper = front.keeper
         assert keeper is not None
         log.front, log.mode = front.name, "store"
+        owner = self.store.owner(api_key)
         if request.method == "GET":
-            body = self.store.body(key)
+            body = self.store.get(owner, key)
         else:
-            body = keeper.deleted(key) if self.store.delete(key) else None
+            body = keeper.deleted(key) if self.store.delete(owner, key) else None
         if body is None:
             raise keeper.missing(key)
         log.status, log.bytes_out = 200, len(body)

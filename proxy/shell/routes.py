@@ -191,17 +191,17 @@ class Routes:
                     and request.path.rstrip("/") == COUNT_TOKENS_PATH)
         envelope = MESSAGES if counting else front or CHAT
         try:
-            proxy.door.authorize(request.method, request.headers)
+            api_key = proxy.door.authorize(request.method, request.headers)
             if not plain_path(target):
                 raise ProxyError(400, "The request path must be a plain absolute path.",
                                  param="path", code="invalid_path")
             if kept:
-                response = proxy.kept(*kept, log)
+                response = proxy.kept(*kept, log, api_key)
             elif counting:
                 response = count_tokens(proxy, log, read_body(
                     request, config.max_body_bytes, config.body_timeout_seconds))
             else:
-                response = proxy.handle(front, log, target)
+                response = proxy.handle(front, log, target, api_key)
         except ProxyError as error:
             response = error_response(envelope, error, log)
         except HTTPException as exc:

@@ -60,12 +60,14 @@ def _fail(message: str) -> NoReturn:
 def gunicorn_settings(config: Config, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     """gunicorn's settings for serving `config`: listen address from the proxy's settings,
     counts from the `GUNICORN_*` environment, and the hooks that drain on stop."""
+    workers = _int_env(environ, "GUNICORN_WORKERS", _cores())
+    _one_process_store(config, workers)
     return {
         "bind": environ.get("GUNICORN_BIND") or _address(config.host, config.port),
         # gevent: a tool turn waits on upstream for minutes, and each open stream is then one
         # greenlet, not one thread or process (bench/RESULTS.md compares them).
         "worker_class": _worker_class(environ.get("GUNICORN_WORKER_CLASS") or "gevent"),
-        "workers": _int_env(environ, "GUNICORN_WORKERS", _cores()),
+        "workers": workers,
         "worker_connections": _int_env(environ, "GUNICORN_WORKER_CONNECTIONS", 4000),
         # Long-lived streams are normal; the worker heartbeat is independent of them (gevent).
         "timeout": 120,
@@ -88,6 +90,18 @@ def gunicorn_settings(config: Config, environ: Mapping[str, str] = os.environ) -
         "child_exit": _child_exit,
         "on_exit": _on_exit,
     }
+
+
+def _one_process_store(config: Config, workers: int) -> None:
+    """A store in one process's memory cannot serve several workers (each would hold its
+    own answers, and a GET would miss most): refused at start."""
+    from .store import store_url
+
+    if (workers > 1 and config.responses_mode == "translate"
+            and store_url(config) == "sqlite://:memory:"):
+        raise ConfigError(f"the response store ':memory:' lives in one process but "
+                          f"{workers} workers would serve: set GUNICORN_WORKERS=1, or a store "
+                          "file (responses_store_path)")
 
 
 def settings_or_exit(argv: Sequence[str] = ()) -> dict[str, Any]:

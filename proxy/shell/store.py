@@ -1,141 +1,180 @@
-"""The store of kept answers (the Responses API's `store: true`): SQLite, one file that every
-worker shares, with a retention limit by age and by count. Only the shell does this I/O; the
-front says what to keep (`fronts.Kept`) and reads conversations through `recall`."""
+"""The store of kept answers (the Responses API's `store: true`) as an interface: what every
+backend does (`ResponseStore`), the limits it keeps, and the factory that picks a backend
+from `responses_store_url`. Only the shell does store I/O; the front says what to keep
+(`fronts.Kept`) and reads conversations through the `Recall` the shell binds for it.
+
+Every call names an owner: the keyed hash of the API key that authorised the request
+(`ResponseStore.owner`). An answer is seen, continued and deleted only by its owner;
+another owner's id answers exactly as an id that was never kept.
+
+Adding a backend: a class with these methods, one entry in `BACKENDS` (its URL scheme), the
+scheme in `config_load.STORE_SCHEMES`, and one fixture param in `tests/test_store_contract.py`.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import os
-import sqlite3
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import orjson
-
+from ..config import Config
 from ..errors import ProxyError
 from ..fronts import Kept
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS kept (
-    id TEXT PRIMARY KEY, previous TEXT, created REAL NOT NULL, items BLOB NOT NULL,
-    body BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS kept_created ON kept (created);
-"""
+NO_KEY_OWNER = "-"  # the one owner of every answer when the proxy has no api_keys
 MAX_CHAIN = 100_000  # links followed back through `previous` before giving up (a cycle)
 
 
+@dataclass(frozen=True)
+class StoreLimits:
+    """What a store holds at most: by age, and per owner by count and bytes; in all, by
+    bytes (0: no limit, for each)."""
+
+    max_age_seconds: float = 30 * 24 * 3600.0
+    max_responses: int = 10_000  # per owner
+    max_bytes_per_key: int = 256 * 1024 * 1024
+    max_bytes: int = 1024 * 1024 * 1024  # every owner's together
+
+    @classmethod
+    def of(cls, config: Config) -> StoreLimits:
+        """The limits the settings say."""
+        return cls(config.responses_store_max_age_seconds,
+                   config.responses_store_max_responses,
+                   config.responses_store_max_bytes_per_key,
+                   config.responses_store_max_bytes)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What an owner holds, and what every owner holds together (unexpired answers)."""
+
+    count: int
+    bytes: int
+    total_bytes: int
+
+
+class ResponseStore(Protocol):
+    """Kept answers by owner and id. Reads that fail raise a 503 ProxyError
+    (`store_unavailable`); a write that fails is logged and answers False (the client has
+    its answer already)."""
+
+    backend: str  # the URL scheme: "sqlite", …
+
+    def owner(self, api_key: str | None) -> str:
+        """The owner for the API key that authorised a request (None: the proxy has no
+        keys, and every answer has one owner): a keyed hash, never the key itself."""
+        ...
+
+    def put(self, owner: str, kept: Kept) -> bool:
+        """Keep an answer, then let the owner's oldest go past its count and byte caps
+        (never another owner's); False when the store could not be written."""
+        ...
+
+    def get(self, owner: str, response_id: str) -> bytes | None:
+        """The kept answer as `GET /v1/responses/{id}` returns it, or None."""
+        ...
+
+    def recall(self, owner: str, response_id: str,
+               max_bytes: int = 0) -> list[dict[str, Any]] | None:
+        """The conversation through the answer: the items of every answer it continued,
+        oldest first, then its own, read in one round trip; None when it, or one before it,
+        is not kept. A conversation of more than `max_bytes` (0: any size) is a 413
+        (`conversation_too_large`), refused before its items are loaded."""
+        ...
+
+    def delete(self, owner: str, response_id: str) -> bool:
+        """Forget an answer; False when the owner has no such answer."""
+        ...
+
+    def expire(self) -> int:
+        """Let go of the answers past the age limit; how many went."""
+        ...
+
+    def usage(self, owner: str) -> Usage:
+        """What the owner holds, and every owner together."""
+        ...
+
+    def check(self) -> None:
+        """A cheap check that the store can be read (a store not yet created can);
+        raises the 503 ProxyError otherwise."""
+        ...
+
+
+def owner_hash(secret: bytes, api_key: str | None) -> str:
+    """The owner for a key: HMAC-SHA256 under the store's own secret (so the stored owner is
+    neither the key nor a hash anyone could match against a list of keys)."""
+    if api_key is None:
+        return NO_KEY_OWNER
+    return hmac.new(secret, api_key.encode(), hashlib.sha256).hexdigest()
+
+
+def store_unavailable(exc: BaseException) -> ProxyError:
+    """The error for a store that cannot be read: retryable, never a 500."""
+    return ProxyError(503, f"The response store cannot be read: {exc}.", type_="server_error",
+                      code="store_unavailable", headers={"Retry-After": "1"})
+
+
+def conversation_too_large(size: int, limit: int) -> ProxyError:
+    """A `previous_response_id` whose conversation could never be sent upstream."""
+    return ProxyError(413, f"The conversation through previous_response_id holds {size} bytes, "
+                           f"more than max_body_bytes ({limit}) lets through; start a new "
+                           "conversation.", param="previous_response_id",
+                      code="conversation_too_large")
+
+
+def refusal(usage: Usage | None, incoming: int, limits: StoreLimits) -> ProxyError | None:
+    """Why a turn that will keep `incoming` bytes (before its answer) cannot be kept, or None.
+    An owner's own cap is kept by letting its oldest answers go; the total by letting go of
+    the owner's own too, so only what other owners hold can leave no room. (`usage` None:
+    not read, for no limit needs it.)"""
+    per_key, total = limits.max_bytes_per_key, limits.max_bytes
+    if per_key and incoming > per_key:
+        return ProxyError(413, f"This request's input ({incoming} bytes) is larger than one API "
+                               f"key may keep (responses_store_max_bytes_per_key, {per_key}); "
+                               "send it with store: false.", param="store",
+                          code="store_budget_exceeded")
+    if total and usage is not None and usage.total_bytes - usage.bytes + incoming > total:
+        return ProxyError(413, "The response store is full (responses_store_max_bytes, "
+                               f"{total} bytes, held by other keys); send the request with "
+                               "store: false.", param="store", code="store_full")
+    return None
+
+
 def default_path() -> str:
-    """Where the store lives unless configured: the user's state directory."""
+    """Where the SQLite store lives unless configured: the user's state directory."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
     return os.path.join(state, "toolcall-proxy", "responses.sqlite3")
 
 
-def _unavailable(exc: sqlite3.Error) -> ProxyError:
-    return ProxyError(500, f"The response store cannot be read: {exc}.", type_="server_error",
-                      code="store_unavailable")
+def store_url(config: Config) -> str:
+    """The store's URL: `responses_store_url`, else `responses_store_path` (or the default
+    path) as a `sqlite://` URL."""
+    if config.responses_store_url:
+        return config.responses_store_url
+    path = config.responses_store_path or default_path()
+    return "sqlite://" + path
 
 
-class KeptStore:
-    """Kept answers by id. Opened on first use (a proxy that never keeps anything never
-    creates the file); `:memory:` keeps them in this process only."""
+def _sqlite(url: str, limits: StoreLimits, logger: logging.Logger) -> ResponseStore:
+    from .store_sqlite import SqliteStore
 
-    def __init__(self, path: str, max_age_seconds: float, max_count: int,
-                 logger: logging.Logger | None = None) -> None:
-        self.path = path or default_path()
-        self.max_age = max_age_seconds
-        self.max_count = max_count
-        self.logger = logger or logging.getLogger(__name__)
-        self._lock = threading.Lock()
-        self._memory: sqlite3.Connection | None = None
-        self._ready = False
+    return SqliteStore(url.removeprefix("sqlite://"), limits, logger)
 
-    @contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
-        """A connection for one operation (one per call: workers and threads never share)."""
-        if self.path == ":memory:":
-            with self._lock:
-                if self._memory is None:
-                    self._memory = sqlite3.connect(":memory:", check_same_thread=False)
-                    self._memory.executescript(_SCHEMA)
-                with self._memory:
-                    yield self._memory
-            return
-        if not self._ready:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, timeout=10)
-        try:
-            if not self._ready:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.executescript(_SCHEMA)
-                self._ready = True
-            with db:
-                yield db
-        finally:
-            db.close()
 
-    def _fresh_after(self) -> float:
-        """Answers kept before this time have expired."""
-        return time.time() - self.max_age if self.max_age else float("-inf")
+BACKENDS: dict[str, Callable[[str, StoreLimits, logging.Logger], ResponseStore]] = {
+    "sqlite": _sqlite,
+}
 
-    def put(self, kept: Kept) -> bool:
-        """Keep an answer, and let go of those past the retention limits. A store that cannot
-        be written is logged, never the client's failure: False."""
-        try:
-            with self._db() as db:
-                db.execute("INSERT OR REPLACE INTO kept VALUES (?, ?, ?, ?, ?)",
-                           (kept.id, kept.previous, time.time(), orjson.dumps(kept.items),
-                            kept.body))
-                if self.max_age:
-                    db.execute("DELETE FROM kept WHERE created < ?", (self._fresh_after(),))
-                if self.max_count:
-                    db.execute("DELETE FROM kept WHERE id IN (SELECT id FROM kept ORDER BY "
-                               "created DESC LIMIT -1 OFFSET ?)", (self.max_count,))
-            return True
-        except (sqlite3.Error, OSError) as exc:
-            self.logger.warning("response %s not kept: the store at %s failed: %s", kept.id,
-                                self.path, exc)
-            return False
 
-    def _row(self, db: sqlite3.Connection, key: str, columns: str) -> Any:
-        return db.execute(f"SELECT {columns} FROM kept WHERE id = ? AND created >= ?",
-                          (key, self._fresh_after())).fetchone()
-
-    def body(self, key: str) -> bytes | None:
-        """A kept answer as GET returns it, or None."""
-        try:
-            with self._db() as db:
-                row = self._row(db, key, "body")
-        except (sqlite3.Error, OSError) as exc:
-            raise _unavailable(exc) from None
-        return bytes(row[0]) if row else None
-
-    def recall(self, key: str) -> list[dict[str, Any]] | None:
-        """The conversation through the answer `key`: the items of every answer it continued
-        from, oldest first, then its own; None when it, or one before it, is not kept."""
-        chain: list[bytes] = []
-        try:
-            with self._db() as db:
-                current: str | None = key
-                while current is not None and len(chain) < MAX_CHAIN:
-                    row = self._row(db, current, "previous, items")
-                    if row is None:
-                        return None
-                    chain.append(row[1])
-                    current = row[0]
-        except (sqlite3.Error, OSError) as exc:
-            raise _unavailable(exc) from None
-        return [item for items in reversed(chain) for item in orjson.loads(items)]
-
-    def delete(self, key: str) -> bool:
-        """Forget an answer; False when it was not kept."""
-        try:
-            with self._db() as db:
-                gone = db.execute("DELETE FROM kept WHERE id = ? AND created >= ?",
-                                  (key, self._fresh_after())).rowcount
-        except (sqlite3.Error, OSError) as exc:
-            raise _unavailable(exc) from None
-        return gone > 0
+def open_store(config: Config, logger: logging.Logger | None = None) -> ResponseStore:
+    """The store the settings name (opened lazily: nothing is created before first use)."""
+    url = store_url(config)
+    scheme = url.partition("://")[0]
+    if scheme not in BACKENDS:
+        raise ValueError(f"no response store backend for {scheme!r} URLs")
+    return BACKENDS[scheme](url, StoreLimits.of(config), logger or logging.getLogger(__name__))

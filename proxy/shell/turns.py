@@ -115,8 +115,10 @@ class TurnResponse:
     stream delivered at once), or a stream that commits and goes on while upstream works."""
 
     def __init__(self, app: Proxy, front: Front, plan: TurnPlan, log: RequestLog,
-                 path: str, headers: dict[str, str], environ: dict[str, Any]) -> None:
+                 path: str, headers: dict[str, str], environ: dict[str, Any], *,
+                 api_key: str | None = None) -> None:
         self.app = app
+        self.api_key = api_key  # whose answer this is, when the front keeps it
         self.front = front
         self.plan = plan
         self.log = log
@@ -201,7 +203,14 @@ class TurnResponse:
         request asked it to (before the client sees the end: a GET right after finds it)."""
         keeper = self.front.keeper
         kept = keeper.keep(self.plan, completion) if keeper is not None else None
-        if kept is not None and not self.app.store.put(kept):
+        if kept is None:
+            return
+        store = self.app.store
+        try:
+            stored = store.put(store.owner(self.api_key), kept)
+        except ProxyError:  # the owner's secret could not be read: as a failed write
+            stored = False
+        if not stored:
             self.log.notes.append("answer_not_kept")
 
     def _whole(self, answer: Answer) -> Response:

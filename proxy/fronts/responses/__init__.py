@@ -19,6 +19,7 @@ from ...errors import ProxyError
 from ...turn.plan import PassthroughPlan, TurnPlan, parse_body, plan_turn
 from .. import ErrorResponse, Front, Keeper, Kept, Recall, Sample
 from ..chat import openai_error
+from .checks import check_item_types, check_metadata, kept_items
 from .output import ResponsesTurn, final_response, output_items
 from .request import previous_missing, translate
 from .sample import sample_calls, sample_request
@@ -69,6 +70,8 @@ def parse_kept(raw: bytes, config: Config, recall: Recall) -> TurnPlan | Passthr
     if config.responses_mode == "relay":
         return PassthroughPlan(raw, config.for_model(model), model=model, client_stream=stream)
     translation = translate(body, _history(body, recall))
+    check_metadata(body.get("metadata"))
+    check_item_types(translation.items)
     turn = ResponsesTurn.new(_echo(body), translation.toolset.refs,
                              store=body.get("store") is not False,
                              previous=body.get("previous_response_id"),
@@ -97,7 +100,13 @@ def keep(plan: TurnPlan, completion: dict[str, Any]) -> Kept | None:
         return None
     output = output_items(turn, completion)
     body = orjson.dumps(final_response(turn, completion, output))
-    return Kept(turn.id, turn.previous, [*turn.items, *output], body)
+    return Kept(turn.id, turn.previous, kept_items([*turn.items, *output]), body)
+
+
+def keeping(plan: TurnPlan) -> int | None:
+    """The bytes of input items the turn will keep (None with `store: false`)."""
+    turn: ResponsesTurn = plan.front
+    return len(orjson.dumps(kept_items(list(turn.items)))) if turn.store else None
 
 
 def error_response(error: ProxyError) -> ErrorResponse:
@@ -120,5 +129,5 @@ def missing(response_id: str) -> ProxyError:
 FRONT = Front(NAME, parse, render_json, ResponsesStream.for_plan, error_response,
               keeper=Keeper(PATH, parse_kept, keep,
                             lambda config: config.responses_mode == "translate",
-                            deleted, missing),
+                            deleted, missing, keeping),
               sample=Sample(sample_request, sample_calls))

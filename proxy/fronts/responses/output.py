@@ -1,15 +1,17 @@
 """The turn's completion as the Responses API answers it: output items, usage and the
 `response` object, the same for JSON, the stream's last event and what the store keeps.
 
-Item ids derive from the response id and the item's place in `output`, so that every
-rendering of one answer (the stream, `GET` from the store) names its items alike.
+Item ids derive from a secret of the turn's own and the item's kind and place in `output`,
+so that every rendering of one answer (the stream, `GET` from the store) names its items
+alike, while an item id says nothing of the response id (ids end up in client logs).
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import ProxyError
@@ -32,6 +34,7 @@ class ResponsesTurn:
     store: bool = False
     previous: str | None = None
     items: tuple[dict[str, Any], ...] = ()  # the request's own input items
+    item_secret: bytes = field(default_factory=lambda: secrets.token_bytes(16), repr=False)
 
     @classmethod
     def new(cls, echo: dict[str, Any], refs: dict[str, ToolRef], **kwargs: Any,
@@ -40,8 +43,11 @@ class ResponsesTurn:
         return cls(f"resp_{secrets.token_hex(24)}", int(time.time()), echo, refs, **kwargs)
 
     def item_id(self, kind: str, index: int) -> str:
-        """The id of the output item of `kind` at `index`."""
-        return f"{_PREFIX[kind]}_{self.id[5:]}{index:03d}"
+        """The id of the output item of `kind` at `index`: random to anyone without the
+        turn's secret, the same for every rendering of the turn."""
+        digest = hashlib.blake2b(f"{kind}:{index}".encode(), key=self.item_secret,
+                                 digest_size=24).hexdigest()
+        return f"{_PREFIX[kind]}_{digest}"
 
 
 def _choice(completion: dict[str, Any]) -> dict[str, Any]:
