@@ -94,22 +94,17 @@ def _decoded_calls(frame: Frame, tools: ToolSchemas, truncated: bool, decode: De
         arguments = _arguments_object(value, repairs)
         return [arguments if isinstance(arguments, Refusal) else (frame.name, arguments)], repairs
     name = frame.name or ""
-    if _ambiguous_parameters(frame.text_args, tools.get(name)):
+    if _ambiguous_parameters(frame.text_args):
         return [Refusal("ambiguous_value", name)], []
     return [(name, _coerced_arguments(frame.text_args, tools.get(name, {}), repairs))], repairs
 
 
-def _ambiguous_parameters(text_args: tuple[tuple[str, str], ...], parameters: Any) -> bool:
-    """Parameters written as text that another reading of the frame would make part of the
-    value before them: a key written twice, or, after the first, a key the tool does not
-    declare (a value whose text holds `</parameter>` and `<parameter=K>` reads, structure
-    alone, just like two parameters)."""
+def _ambiguous_parameters(text_args: tuple[tuple[str, str], ...]) -> bool:
+    """A key written twice: which of its values is meant is a guess. (A key the tool does
+    not declare is read, as a string unless its text is typed otherwise: ambiguity is about
+    the markers inside a value, which text_values decides, not about the schema.)"""
     keys = [key for key, _ in text_args]
-    if len(set(keys)) < len(keys):
-        return True
-    declared = parameters.get("properties") if isinstance(parameters, dict) else None
-    return isinstance(declared, dict) and bool(declared) and any(
-        key not in declared for key in keys[1:])
+    return len(set(keys)) < len(keys)
 
 
 def _coerced_arguments(text_args: tuple[tuple[str, str], ...], parameters: dict[str, Any],
