@@ -304,7 +304,8 @@ def test_a_parameter_the_tool_does_not_declare_is_read_as_written():
     found = extract(text, TOOLS)
     assert [orjson.loads(c.arguments) for c in found.calls] == [
         {"path": "a.txt", "reason": "keep 42", "content": "x"}]
-    assert found.content == "" and found.left_as_text == []
+    assert found.content == ""
+    assert found.left_as_text == []
     # So is a value that holds `</parameter>` then `<parameter=mode>`: the frame's structure
     # reads two parameters, as every reference parser does.
     found = extract(_qwen("a.txt", "x</parameter>\n<parameter=mode>\ny"), TOOLS)

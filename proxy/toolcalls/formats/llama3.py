@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, next_or_end
+from ..framing import Openers, next_or_end, outermost
 from ..scan import Document
 from ..types import Frame
 from .pythonic import list_frame
@@ -132,13 +132,15 @@ def _function_tag_calls(doc: Document) -> Iterator[Frame]:
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """Tagged calls, `;`-separated calls as the whole content, and `<function=NAME>` calls."""
+    """Tagged calls, `;`-separated calls as the whole content, and `<function=NAME>` calls
+    (a tag quoted in a `<function=NAME>` call's string is text of that call)."""
+    functions = any(doc.has(marker) for marker in _FUNCTION_OPENS)
     if doc.has(_TAG):
-        yield from _tagged_calls(doc)
-        yield from _built_in_call(doc)
+        yield from outermost(_tagged_calls(doc), _built_in_call(doc),
+                             _function_tag_calls(doc) if functions else iter(()))
         return
     whole = list(_semicolon_separated_content(doc))
     if whole:
         yield from whole
-    elif any(doc.has(marker) for marker in _FUNCTION_OPENS):
+    elif functions:
         yield from _function_tag_calls(doc)
