@@ -234,7 +234,7 @@ def invoke_grammar(prefix: str, block_open: str | tuple[str, ...],
     parameter_close = "</" + prefix + "parameter>"
     return InvokeGrammar(
         invoke_open=invoke_open,
-        invoke=re.compile(re.escape(invoke_open) + r'\s++name="([^"<>\n]{1,200}+)"\s*+>'),
+        invoke=re.compile(re.escape(invoke_open) + r'\s++name="([^"<>\n]{1,200}+)"\s*+(/?)>'),
         parameter=parameter,
         parameter_close=parameter_close,
         invoke_close=re.compile(r"\s*+</" + tag + r"invoke>"),
@@ -334,6 +334,13 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
         if block is not None:
             start = block.start()
         elif not (in_block and doc.skip_space(cursor) == start):
+            continue
+        if match[2]:  # `<invoke name="N"/>`: a call without arguments (DeepSeek V3.2)
+            after = closed_block.match(text, match.end())
+            in_block = after is None
+            pos = match.end() if after is None else after.end()
+            yield Frame(fmt, start, pos, name=match[1])
+            openers.taken_to = pos
             continue
         read = invoke_parameters(doc, grammar, match.end(), tail)
         if read is None:
