@@ -80,6 +80,10 @@ def _decoded_calls(frame: Frame, reading: Reading, decode: Decode,
     if frame.refused is not None:
         return [Refusal(frame.refused, frame.name)], []
     if reading.truncated and not (frame.closed and frame.complete):
+        if frame.head:  # the whole calls before the cut one
+            repairs = list(frame.repairs)
+            return [*_calls_from_json(frame.head, repairs, frame),
+                    Refusal("cut_by_length", frame.name)], repairs
         return [Refusal("cut_by_length", frame.name)], []
     if not frame.complete:
         return [Refusal("incomplete_frame", frame.name)], []
@@ -247,9 +251,14 @@ def _kept_in_context(text: str, taken: list[tuple[Frame, list[ToolCall]]],
     taken.sort(key=lambda item: item[0].start)
     context = Context(text)
     kept = []
+    # A call cut by `length` ends the text: a frame, not prose, after the calls before it.
+    cut = min((item.start for item in left if item.reason == "cut_by_length"),
+              default=len(text) + 1)
     for i, (frame, calls) in enumerate(taken):
         previous_end = taken[i - 1][0].end if i else -1
         next_start = taken[i + 1][0].start if i + 1 < len(taken) else len(text) + 1
+        if frame.end <= cut < next_start:
+            next_start = cut
         reason = context.refusal(frame.start, frame.end, previous_end, next_start,
                                  by_shape=not MARKERS.get(frame.format))
         if reason is None:

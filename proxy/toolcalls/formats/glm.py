@@ -12,8 +12,9 @@ whose text says `</arg_value>`, `<tool_call>` or `</tool_call>` is read whole. A
 parameters is `<tool_call>NAME</tool_call>`. A last value whose `</arg_value>` is missing
 ends at the call's `</tool_call>` when no `</arg_value>` follows at all and only space, the end
 or the next call follows that close (a repair, as vLLM's `glm45` reads it). A call whose
-`</tool_call>` is missing before the next call is a repair, refused (`ambiguous_value`) when the calls after it would leave a close
-standing: its last value may as well hold those calls, quoted.
+`</tool_call>` is missing before the next call is a repair, refused (`ambiguous_value`) when
+the calls after it would leave a close standing: its last value may as well hold those calls,
+quoted.
 """
 
 from __future__ import annotations
@@ -94,14 +95,16 @@ def _tail(doc: Document) -> Tail:
 
 def _unclosed_value_end(doc: Document, pos: int) -> int | None:
     """Where a value from `pos` whose `</arg_value>` is missing ends: at the call's first
-    `</tool_call>`, when no `</arg_value>`, key or value tag follows `pos` and only space,
-    the end of the text or the next call follows that close; else None (the frame stays
-    text: never a value cut at a tag it may hold)."""
+    `</tool_call>`, when no `</arg_value>` follows `pos`, no tag the close could pair with
+    (`<tool_call>`, a key or value tag) stands before it, and only space, the end of the text
+    or the next call follows that close; else None (the frame stays text: never a value cut
+    at a tag it may hold). Its frame is not closed: cut by `length`, it stays text."""
     text = doc.text
     close = text.find("</tool_call>", pos)
     if close < 0 or text.find("</arg_value>", pos) >= 0:
         return None
-    if text.find("<arg_key>", pos, close) >= 0 or text.find("<arg_value>", pos, close) >= 0:
+    if any(text.find(tag, pos, close) >= 0 for tag in ("<tool_call>", "<arg_key>",
+                                                         "<arg_value>")):
         return None
     return close if _ends_or_calls(doc, close + len("</tool_call>")) else None
 
@@ -140,8 +143,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             return
         close = _CLOSE.match(text, pos)
         if close is not None:
-            yield Frame(NAME, start, close.end(), name=match[1], text_args=tuple(args),
-                        repairs=repairs)
+            yield Frame(NAME, start, close.end(), closed=not repairs, name=match[1],
+                        text_args=tuple(args), repairs=repairs)
             openers.taken_to = close.end()
         elif _ends_or_calls(doc, pos):
             if _leaves_a_close(text, pos, sure):

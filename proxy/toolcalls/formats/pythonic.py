@@ -211,10 +211,11 @@ def list_frame(doc: Document, start: int, end: int, source: str, fmt: str = NAME
     return Frame(fmt, start, end, value=calls, listed=True, repairs=repairs)
 
 
-def _list_end(doc: Document, pos: int) -> int | None:
+def _list_end(doc: Document, pos: int, items: list[int] | None = None) -> int | None:
     """Where the Python list whose `[` stands at `pos` ends (after its `]`), by Python's own
     syntax: brackets outside string literals and comments. None when it never ends (cut, an
-    unterminated string) or the document's budget ran out."""
+    unterminated string) or the document's budget ran out. `items` collects where each of
+    its items' calls ends (a `)` back at the list's own depth)."""
     text = doc.text
     depth = 0
     while (token := _LIST_TOKEN.search(text, pos)) is not None:
@@ -226,6 +227,8 @@ def _list_end(doc: Document, pos: int) -> int | None:
             depth -= 1
             if depth <= 0:
                 return pos if depth == 0 else None
+            if depth == 1 and char == ")" and items is not None:
+                items.append(pos)
         elif char == "#":
             line_end = text.find("\n", pos)
             if line_end < 0:
@@ -241,6 +244,15 @@ def _list_end(doc: Document, pos: int) -> int | None:
     return None
 
 
+def _cut_list_head(doc: Document, body: int, items: list[int]) -> list[dict[str, Any]] | None:
+    """The whole calls of a list cut before its end (see Frame.head): the items up to the
+    last call that closed, read as a list of their own; None when none did."""
+    if not items or doc.budget.exhausted:
+        return None
+    parsed = _parsed_list(doc.text[body:items[-1]] + "]")
+    return None if isinstance(parsed, str) else parsed[0]
+
+
 def wrapped_list(doc: Document, start: int, body: int, close: str, fmt: str = NAME) -> Frame:
     """The frame of the pythonic list whose `[` stands at `body`, ended by the `close` token
     (Llama 4's `<|python_end|>`, LFM2's `<|tool_call_end|>`): the list ends where Python's
@@ -248,9 +260,11 @@ def wrapped_list(doc: Document, start: int, body: int, close: str, fmt: str = NA
     a frame when nothing but space follows the list (a repair); a list that never ends is an
     incomplete frame (its text stays), one followed by anything else is not a list we read."""
     text = doc.text
-    end = _list_end(doc, body)
+    items: list[int] = []
+    end = _list_end(doc, body, items)
     if end is None:
-        return Frame(fmt, start, len(text), closed=False, complete=False)
+        return Frame(fmt, start, len(text), closed=False, complete=False,
+                     head=_cut_list_head(doc, body, items))
     after = doc.skip_space(end)
     if text.startswith(close, after):
         return list_frame(doc, start, after + len(close), text[body:end], fmt)
