@@ -469,7 +469,7 @@ def test_pythonic_a_call_quoted_in_a_lists_string_is_the_strings_text(quoted, he
 def test_pythonic_a_call_quoted_in_a_refused_lists_string_is_not_taken(quoted):
     # The enclosing list is no call (a positional argument): what its string quotes is
     # still its text, not a call.
-    text = "[write('a.txt', content='''x\n{}\ny''')]".format(PYTHON_QUOTED[quoted])
+    text = f"[write('a.txt', content='''x\n{PYTHON_QUOTED[quoted]}\ny''')]"
     found = extract(text, TOOLS)
     assert found.calls == []
     assert found.content == text
@@ -480,7 +480,7 @@ def test_pythonic_raw_newlines_in_a_string_are_read_and_what_it_quotes_is_its_te
     # Not Python, but vLLM's `lfm2` reads it (issue 26, item 4): one call, whose string
     # holds the quoted call as text.
     value = f"x\n{PYTHON_QUOTED[quoted]}\ny"
-    text = "[write(path='a.txt', content='x\n{}\ny')]".format(PYTHON_QUOTED[quoted])
+    text = f"[write(path='a.txt', content='x\n{PYTHON_QUOTED[quoted]}\ny')]"
     found = extract(text, TOOLS)
     assert [(c.name, orjson.loads(c.arguments), c.repairs) for c in found.calls] == [
         ("write", {"path": "a.txt", "content": value}, ("control_chars_in_strings",))]

@@ -218,6 +218,21 @@ def split_thinking(content: str) -> tuple[str, tuple[int, int] | None, str]:
     return content, (body_start, len(content)), ""
 
 
+def _split_outside_calls(content: str, settings: ExtractionSettings, finish: str | None,
+                         ) -> tuple[str, tuple[int, int] | None, str]:
+    """split_thinking, unless the closing tag it splits at stands inside a call written in
+    the content (a value whose text says `</think>`, a call's frame delimiting it): then
+    there is no thinking to split off, and the call is read whole."""
+    head, think, tail = split_thinking(content)
+    if think is None or not head or think[1] >= len(content):
+        return head, think, tail
+    found = extract(content, settings.tools, only=settings.only, formats=settings.formats,
+                    truncated=finish == "length", deliver_unknown=settings.deliver_unknown)
+    if any(call.start < think[1] < call.end for call in found.calls):
+        return "", None, content
+    return head, think, tail
+
+
 def _joined(*texts: str | None) -> str:
     """Texts one after another, a line apart (the empty ones left out)."""
     return "\n".join(text for text in texts if text)
@@ -286,7 +301,7 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
         outcome.formats.append("native")
         outcome.call_formats.extend("native" for _ in calls)
     elif content and settings.tools:
-        head, think, tail = split_thinking(content)
+        head, think, tail = _split_outside_calls(content, settings, finish)
         found = _extract(tail, settings, finish, outcome)
         if found.calls:
             content = head + ("\n\n" if head and found.content else "") + found.content
