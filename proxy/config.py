@@ -29,6 +29,9 @@ class Config:
     heartbeat_mode: str = "chunk"
     reasoning_field: str = "reasoning_content"
     formats: tuple[str, ...] = ("auto",)
+    # A call the model plainly made to a name that matches no offered tool: "deliver" it as
+    # written (the agent answers "no such tool"), or keep it out as "text" (the old rule).
+    unknown_tool_calls: str = "deliver"
     upstream_tool_parser: bool = True
     tool_temperature: float | None = None
     required_call_retries: int = 1

@@ -31,6 +31,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "log_level": ("debug", "info", "warning", "error"),
     "responses_mode": ("translate", "relay"),
     "stream_mode": ("buffer", "stream"),
+    "unknown_tool_calls": ("deliver", "text"),
 }
 # Settings that only make sense for the whole process, never per model.
 _PROCESS_ONLY = frozenset({"host", "port", "models", "max_body_bytes", "log_format", "log_level",

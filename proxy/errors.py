@@ -80,13 +80,6 @@ def answer_not_json() -> ProxyError:
                       type_="upstream_error", code="upstream_invalid_json")
 
 
-def answer_empty(detail: str) -> ProxyError:
-    """A buffered answer with nothing usable in it (`detail` says what it held): refused, so
-    the client never drops the turn."""
-    return ProxyError(502, f"The upstream's answer holds nothing the client can use: {detail}.",
-                      type_="upstream_error", code="upstream_empty_answer")
-
-
 def answer_not_completion(detail: object) -> ProxyError:
     """A buffered answer that is JSON but not a chat completion."""
     return ProxyError(502, f"The upstream's answer is not a chat completion ({detail}).",

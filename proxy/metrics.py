@@ -27,7 +27,7 @@ FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "f
 # Failures on the upstream's side, and clients leaving, as the proxy itself names them.
 UPSTREAM_ERROR_KINDS = frozenset({
     "upstream_timeout", "upstream_unreachable", "upstream_stream_cut", "upstream_bad_shape",
-    "upstream_invalid_json", "upstream_empty_answer", "upstream_error", "relay_interrupted",
+    "upstream_invalid_json", "upstream_error", "relay_interrupted",
     "upstream_cut", "upstream_too_large", "tool_call_required_unmet", "proxy_restarting",
     "client_disconnected",
 })

@@ -146,7 +146,8 @@ def test_sdk_non_streaming_with_native_calls_and_wrong_finish_reason(fake, clien
     assert choice.message.tool_calls[0].id.startswith("chatcmpl-tool-")
 
 
-def test_unknown_tool_stays_text_byte_identical(fake, client):
+def test_unknown_tool_stays_text_byte_identical_under_the_strict_rule(fake, start_proxy):
+    client = start_proxy(unknown_tool_calls="text").client()
     text = 'Try this:\n<tool_call>{"name": "rm_rf", "arguments": {"path": "/"}}</tool_call>'
     fake.answer(Answer(body=vllm_completion(text)))
     stream = client.chat.completions.create(model="qwen", messages=MESSAGES, tools=TOOLS,
@@ -179,15 +180,15 @@ def test_structured_output_is_content_never_a_call(fake, client, response_format
     assert completion.choices[0].message.tool_calls[0].function.name == "read"
 
 
-def test_an_answer_of_only_calls_left_out_is_refused_saying_what_was_left_out(fake, proxy):
+def test_an_answer_of_only_calls_left_out_is_an_empty_turn_never_a_502(fake, start_proxy):
+    proxy = start_proxy(unknown_tool_calls="text")
     fake.answer(Answer(body=vllm_completion(
         None, tool_calls=[vllm_tool_call("delete_everything", '{"path": "/"}')])))
     reply = requests.post(proxy.url + "/v1/chat/completions", timeout=10, json={
         "model": "qwen", "messages": MESSAGES, "tools": TOOLS})
-    error = reply.json()["error"]
-    assert (reply.status_code, error["code"]) == (502, "upstream_empty_answer")
-    assert "native unknown_tool 'delete_everything'" in error["message"]
-    assert "empty message" not in error["message"]
+    assert reply.status_code == 200
+    choice = reply.json()["choices"][0]
+    assert (choice["message"]["content"], choice["finish_reason"]) == (None, "stop")
 
 
 @pytest.mark.parametrize("content", ["", None])

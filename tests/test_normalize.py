@@ -7,7 +7,6 @@ import json
 import pytest
 
 from proxy.turn.normalize import (
-    EmptyAnswerError,
     ExtractionSettings,
     UpstreamShapeError,
     normalize_completion,
@@ -139,12 +138,16 @@ def test_an_answer_upstream_left_empty_is_an_answer(content, finish):
     assert outcome.left_as_text == []
 
 
-def test_an_answer_of_only_calls_left_out_is_refused():
-    # Upstream parsed a call, nothing the client could use: arguments beyond repair.
+def test_an_answer_of_only_calls_left_out_is_an_empty_answer_not_an_error():
+    # Upstream parsed a call, nothing the client could use: arguments beyond repair. The
+    # turn ends (a 200), never an error a client retries (issue 26, item 6).
     upstream = vllm_completion(None, tool_calls=[vllm_tool_call("read", '{"path": "/a", "n": ')])
-    with pytest.raises(EmptyAnswerError) as caught:
-        normalize_completion(upstream, SETTINGS)
-    assert "native arguments_not_object 'read'" in str(caught.value)
+    completion, outcome = normalize_completion(upstream, SETTINGS)
+    (choice,) = completion["choices"]
+    assert (choice["message"]["content"], choice["finish_reason"]) == (None, "stop")
+    assert "tool_calls" not in choice["message"]
+    assert [(t.reason, t.tool) for t in outcome.left_as_text] == [
+        ("arguments_not_object", "read")]
 
 
 def test_reasoning_alone_is_an_answer_and_dropped_reasoning_leaves_an_empty_one():
@@ -182,7 +185,9 @@ def test_null_arguments_of_a_parsed_call_are_an_empty_object():
 def test_parsed_calls_are_checked_against_the_tools_and_the_named_choice():
     upstream = vllm_completion("Running both.", tool_calls=[
         vllm_tool_call("rm_rf", '{"path": "/"}'), vllm_tool_call("read", '{"path": "/a"}')])
-    _, choice, outcome = _normalize(upstream)
+    strict = ExtractionSettings(tools=SETTINGS.tools, deliver_unknown=False)
+    completion, outcome = normalize_completion(upstream, strict)
+    choice = completion["choices"][0]
     assert [c["function"]["name"] for c in choice["message"]["tool_calls"]] == ["read"]
     assert [(t.format, t.reason, t.tool) for t in outcome.left_as_text] == [
         ("native", "unknown_tool", "rm_rf")]
@@ -191,9 +196,43 @@ def test_parsed_calls_are_checked_against_the_tools_and_the_named_choice():
     assert "tool_calls" not in completion["choices"][0]["message"]
     assert completion["choices"][0]["finish_reason"] == "stop"
     assert {t.reason for t in outcome.left_as_text} == {"unknown_tool", "not_the_chosen_tool"}
-    with pytest.raises(EmptyAnswerError):  # nothing left at all: refused, never an empty turn
-        normalize_completion(vllm_completion(None, tool_calls=[
-            vllm_tool_call("rm_rf", "{}")]), SETTINGS)
+    # Nothing left at all: an empty turn (a 200), never an error.
+    completion, _ = normalize_completion(vllm_completion(None, tool_calls=[
+        vllm_tool_call("rm_rf", "{}")]), strict)
+    assert completion["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_parsed_call_to_a_name_no_tool_has_is_delivered_as_written():
+    # Issue 26, item 6: as the engine's own parser delivers it; the agent answers "no such
+    # tool" and the model corrects itself. Logged as `unknown_tool`.
+    upstream = vllm_completion(None, tool_calls=[vllm_tool_call("rm_rf", '{"path": "/"}')])
+    _, choice, outcome = _normalize(upstream)
+    assert [(c["function"]["name"], c["function"]["arguments"])
+            for c in choice["message"]["tool_calls"]] == [("rm_rf", '{"path": "/"}')]
+    assert choice["finish_reason"] == "tool_calls"
+    assert [(r.format, r.repair, r.tool) for r in outcome.repairs] == [
+        ("native", "unknown_tool", "rm_rf")]
+    assert outcome.left_as_text == []
+
+
+@pytest.mark.parametrize(("written", "offered"), [
+    ("Bash", "bash"), ("get-weather", "get_weather"), ("functions.read", "read"),
+    ("Get Weather", "get_weather"), ("READ_FILE", "read-file")])
+def test_a_parsed_call_named_a_little_off_one_tool_is_that_tools(written, offered):
+    settings = ExtractionSettings(tools={offered: {}, "other": {}}, deliver_unknown=False)
+    upstream = vllm_completion(None, tool_calls=[vllm_tool_call(written, "{}")])
+    completion, outcome = normalize_completion(upstream, settings)
+    calls = completion["choices"][0]["message"]["tool_calls"]
+    assert [c["function"]["name"] for c in calls] == [offered]
+    assert [(r.repair, r.tool) for r in outcome.repairs] == [("tool_name_matched", offered)]
+
+
+def test_a_name_matching_two_tools_once_folded_is_not_repaired():
+    settings = ExtractionSettings(tools={"read_file": {}, "readfile": {}}, deliver_unknown=False)
+    upstream = vllm_completion(None, tool_calls=[vllm_tool_call("ReadFile", "{}")])
+    completion, outcome = normalize_completion(upstream, settings)
+    assert "tool_calls" not in completion["choices"][0]["message"]
+    assert [(t.reason, t.tool) for t in outcome.left_as_text] == [("unknown_tool", "ReadFile")]
 
 
 def test_logprobs_keep_openai_fields_only_and_reach_the_stream_once():

@@ -141,8 +141,9 @@ def test_metrics_count_what_the_proxy_did(fake, proxy):
     fake.answer(Answer(body=vllm_completion(REPAIRED)))
     for _ in range(2):
         _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS, "stream": True}).close()
-    fake.answer(Answer(body=vllm_completion(
-        '<tool_call>{"name": "nope", "arguments": {}}</tool_call>')))
+    fake.answer(Answer(body=vllm_completion(  # a call to a tool not offered: as written
+        '<tool_call>{"name": "nope", "arguments": {}}</tool_call>\n'
+        '<tool_call>{"name": "read", "arguments": []}</tool_call>')))
     _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
     requests.get(proxy.url + "/v1/models", timeout=5)
     text = _settled_metrics(proxy)
@@ -150,13 +151,15 @@ def test_metrics_count_what_the_proxy_did(fake, proxy):
     assert response.headers["Content-Type"].startswith("text/plain")
     assert _metric(text, "toolcall_proxy_requests_total", mode="buffered", status="200") == 3
     assert _metric(text, "toolcall_proxy_requests_total", mode="passthrough", status="200") == 1
-    assert _metric(text, "toolcall_proxy_tool_calls_total", format="hermes") == 2
+    assert _metric(text, "toolcall_proxy_tool_calls_total", format="hermes") == 3
     assert _metric(text, "toolcall_proxy_repairs_total", format="hermes",
                    repair="trailing_comma") == 2
+    assert _metric(text, "toolcall_proxy_repairs_total", format="hermes",
+                   repair="unknown_tool") == 1
     assert _metric(text, "toolcall_proxy_calls_refused_total", format="hermes",
-                   reason="unknown_tool") == 1
+                   reason="arguments_not_object") == 1
     assert _metric(text, "toolcall_proxy_finish_reason_corrections_total", before="stop",
-                   after="tool_calls") == 2
+                   after="tool_calls") == 3
     assert _metric(text, "toolcall_proxy_upstream_latency_seconds_count", mode="buffered") == 3
     assert _metric(text, "toolcall_proxy_request_duration_seconds_count",
                    mode="passthrough") == 1
@@ -290,8 +293,10 @@ def test_log_line_names_only_the_request_s_own_tools(fake, start_proxy, log_line
     first, second = log_lines(2)
     assert first["left_as_text"] == ["hermes:unknown_tool:?"]
     assert first["repairs"] == ["hermes:trailing_comma:read"]  # a declared tool is named
-    # vLLM parsed a call to an undeclared tool: left out, and nothing else was there (502)
-    assert (second["status"], second["error"]) == (502, "upstream_empty_answer")
+    # vLLM parsed a call to a name no function can have: left out, and the turn that is left
+    # empty is an answer (a 200), never an error a client would retry.
+    assert second["status"] == 200
+    assert "error" not in second
     assert second["left_as_text"] == ["native:unknown_tool:?"]
     assert "rm -rf" not in json.dumps([first, second])
 
@@ -391,11 +396,11 @@ def test_log_bodies_captures_the_upstream_answer_of_a_failed_turn(fake, start_pr
                        headers={"Content-Type": "text/html"}))
     requests.post(proxy.url + "/v1/chat/completions", timeout=10,
                   json={"model": "q", "messages": USER, "tools": TOOLS})
-    fake.answer(Answer(body=vllm_completion(None, tool_calls=[vllm_tool_call("rm", "{}")])))
+    fake.answer(Answer(body=b'{"object": "list"}'))
     requests.post(proxy.url + "/v1/chat/completions", timeout=10,
                   json={"model": "q", "messages": USER, "tools": TOOLS})
     first, second = log_lines(2)
     assert (first["error"], first["bodies"]["response"]) == ("upstream_invalid_json",
                                                              "<html>oops</html>")
-    assert second["error"] == "upstream_empty_answer"
-    assert second["bodies"]["response"]["choices"][0]["message"]["content"] is None
+    assert second["error"] == "upstream_bad_shape"
+    assert second["bodies"]["response"] == {"object": "list"}

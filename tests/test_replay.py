@@ -147,14 +147,15 @@ def test_jsonl_session_without_streaming(capsys):
     assert completion["choices"][0]["finish_reason"] == "tool_calls"
     assert first["diagnostics"]["formats"] == ["qwen_xml"]
 
-    # A call to a tool the request does not offer stays text, byte for byte, and says why.
+    # A call the model plainly made to a tool the request does not offer is delivered as
+    # written (the agent answers "no such tool"), and says so.
     message = json.loads(second["output"])["choices"][0]["message"]
-    assert message == {"role": "assistant", "content":
-                       '<tool_call>\n{"name": "delete", "arguments": {"path": "notes.txt"}}'
-                       "\n</tool_call>"}
-    assert second["diagnostics"]["left_as_text"] == [
-        {"format": "hermes", "reason": "unknown_tool", "tool": "delete"}]
-    assert second["diagnostics"]["finish_reason"] == [{"before": "stop", "after": "stop"}]
+    assert [(c["function"]["name"], c["function"]["arguments"])
+            for c in message["tool_calls"]] == [("delete", '{"path":"notes.txt"}')]
+    assert second["diagnostics"]["repairs"] == [
+        {"format": "hermes", "repair": "unknown_tool", "tool": "delete"}]
+    assert second["diagnostics"]["left_as_text"] == []
+    assert second["diagnostics"]["finish_reason"] == [{"before": "stop", "after": "tool_calls"}]
 
     assert json.loads(third["output"])["choices"][0]["message"] == {"role": "assistant",
                                                                      "content": "Hello!"}
@@ -303,12 +304,11 @@ def test_bad_jsonl_line_is_named(capsys, tmp_path):
     assert f"{path}:4: not valid JSON" in err
 
 
-# Nothing left once the proxy left out a parsed call to a tool the request does not offer.
-EMPTY = vllm_completion(None, tool_calls=[vllm_tool_call("rm", "{}")])
+# Nothing left once the proxy left out a parsed call whose arguments are beyond repair.
+EMPTY = vllm_completion(None, tool_calls=[vllm_tool_call("read", '{"path": ')])
 
 
 @pytest.mark.parametrize(("response", "code"), [
-    (EMPTY, "upstream_empty_answer"),
     ({"object": "chat.completion"}, "upstream_bad_shape"),
     ({"choices": [{"index": 0, "finish_reason": "stop"}]}, "upstream_bad_shape"),
     ("<html>502 Bad Gateway</html>", "upstream_invalid_json"),  # the raw body, not JSON
@@ -328,14 +328,24 @@ def test_an_answer_the_proxy_refuses_replays_as_its_502(capsys, tmp_path, respon
     assert f'"code":"{code}"' in out
 
 
-def test_an_empty_answer_to_a_streaming_client_is_an_error_in_the_stream(capsys, tmp_path):
-    path = _capture(tmp_path / "c.json", {"request": _request(stream=True), "response": EMPTY})
-    [replay] = _replay_json(capsys, path)
-    assert (replay["status"], replay["content_type"]) == (200, "text/event-stream")
-    role, error, done = _events(replay["output"])
-    assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""}
-    assert error["error"]["code"] == "upstream_empty_answer"
-    assert done == "[DONE]"
+def test_an_answer_left_empty_is_an_empty_turn_not_an_error(capsys, tmp_path):
+    # Issue 26, item 6: never a 5xx because a call was left out.
+    for stream in (False, True):
+        path = _capture(tmp_path / "c.json", {"request": _request(stream=stream),
+                                              "response": EMPTY})
+        [replay] = _replay_json(capsys, path)
+        assert replay["status"] == 200
+        assert replay["diagnostics"]["left_as_text"] == [
+            {"format": "native", "reason": "arguments_not_object", "tool": "read"}]
+        if not stream:
+            choice = json.loads(replay["output"])["choices"][0]
+            assert (choice["message"]["content"], choice["finish_reason"]) == (None, "stop")
+            continue
+        events = _events(replay["output"])
+        assert events[-1] == "[DONE]"
+        assert not any("error" in e for e in events if isinstance(e, dict))
+        assert [e["choices"][0]["finish_reason"] for e in events[:-1]
+                if isinstance(e, dict) and e.get("choices")][-1] == "stop"
 
 
 def _log_line(request: dict[str, Any], response: Any = None, **facts: Any) -> dict[str, Any]:

@@ -4,6 +4,9 @@ the same content, reasoning, calls and finish_reason, whatever was sent live on 
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -23,9 +26,9 @@ from tests.streamed_cases import (
 )
 
 
-def _same_in_both_modes(texts: list[str], size: int) -> tuple[int, int]:
+def _same_in_both_modes(texts: list[str], size: int, **settings) -> tuple[int, int]:
     """Every answer of every text gives the same message; (answers, answers with live text)."""
-    buffered, streamed = plans()
+    buffered, streamed = plans(**settings)
     answers = live = 0
     for text in texts:
         for completion in answers_for(text):
@@ -45,6 +48,33 @@ def test_every_corpus_text_gives_the_same_message_in_both_modes():
     answers, live = _same_in_both_modes(corpus(), size=4)
     assert answers > 5000
     assert live > answers // 2  # not vacuous: most answers did flow before their end
+
+
+# Issue 26: the shapes the reference parsers read (their test module is in the corpus above),
+# and calls to names a little off or matching no tool, under either `unknown_tool_calls`.
+_OFF_NAMES = [
+    '<tool_call>{"name": "%s", "arguments": {"path": "/a"}}</tool_call>',
+    "Let me run it.\n<tool_call>\n<function=%s>\n<parameter=path>\n/a\n</parameter>\n"
+    "</function>\n</tool_call>",
+    '[TOOL_CALLS][{"name": "read", "arguments": {}}, {"name": "%s", "arguments": {}}]',
+    '{"name": "%s", "arguments": {"path": "/a"}}',
+    "[%s(path='/a')]",
+]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("unknown", ["deliver", "text"])
+def test_issue_26_shapes_give_the_same_message_in_both_modes(unknown):
+    from tests import test_toolcalls_reference as reference
+
+    source = ast.parse(Path(reference.__file__).read_text(encoding="utf-8"))
+    texts = sorted({node.value for node in ast.walk(source) if isinstance(node, ast.Constant)
+                    and isinstance(node.value, str) and node.value.strip()})
+    texts += list(reference.CUT_PARALLEL.values())
+    texts += [shape % name for shape in _OFF_NAMES
+              for name in ("Read", "functions.read", "run_shell", "rm -rf")]
+    answers, _ = _same_in_both_modes(texts, size=3, unknown_tool_calls=unknown)
+    assert answers >= 5 * len(texts)
 
 
 def test_fuzzed_outputs_give_the_same_message_in_both_modes():

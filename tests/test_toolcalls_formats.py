@@ -344,9 +344,14 @@ NEGATIVE = [
                          ids=[f"{case[0]}-{i}" for i, case in enumerate(NEGATIVE)])
 def test_format_leaves_non_calls_as_text(fmt, text):
     assert fmt in FORMATS
+    strict = extract(text, TOOLS, deliver_unknown=False)
+    assert strict.calls == []
+    assert strict.content == text
+    # By default, a call the model plainly made to a tool not offered is delivered as written
+    # (issue 26, item 6); nothing else is taken.
     found = extract(text, TOOLS)
-    assert found.calls == []
-    assert found.content == text
+    assert all(c.name not in TOOLS and "unknown_tool" in c.repairs for c in found.calls)
+    assert found.calls or found.content == text
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
@@ -374,7 +379,7 @@ def test_a_hermes_frame_not_understood_is_reported_not_dropped_silently():
         == [("hermes", "unrecognised_shape", 0, len(text))]
     listed = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}, '
               '{"name": "delete_all", "arguments": {}}</tool_call>')
-    found = extract(listed, TOOLS)
+    found = extract(listed, TOOLS, deliver_unknown=False)
     assert [c.name for c in found.calls] == ["get_weather"]
     assert [(left.reason, left.name) for left in found.left_as_text] \
         == [("unknown_tool", "delete_all")]
@@ -382,7 +387,9 @@ def test_a_hermes_frame_not_understood_is_reported_not_dropped_silently():
 
 def test_unknown_name_in_any_format_stays_text():
     text = "<|tool_call|>[{\"name\": \"delete_all\", \"arguments\": {}}]"
-    found = extract(text, TOOLS)
+    assert [(c.name, c.repairs) for c in extract(text, TOOLS).calls] == [
+        ("delete_all", ("unknown_tool",))]  # by default: delivered as written
+    found = extract(text, TOOLS, deliver_unknown=False)
     assert found.calls == []
     assert found.content == text
     assert [(x.format, x.reason, x.name) for x in found.left_as_text] == [

@@ -21,18 +21,58 @@ def assert_text(text: str, **kwargs: object) -> list[tuple[str, str]]:
     return [(x.format, x.reason) for x in found.left_as_text]
 
 
-@pytest.mark.parametrize("text", [
+MARKED_UNKNOWN = [
     '<tool_call>{"name": "rm_rf", "arguments": {"path": "/"}}</tool_call>',
     "<tool_call>\n<function=rm_rf>\n<parameter=path>\n/\n</parameter>\n</function>\n</tool_call>",
-    '{"name": "rm_rf", "arguments": {}}',
-    "[rm_rf(path='/')]",
     '[TOOL_CALLS]rm_rf[ARGS]{"path": "/"}',
     "<tool_call>rm_rf<arg_key>path</arg_key><arg_value>/</arg_value></tool_call>",
     'commentary to=functions.rm_rf json{"path": "/"}',
-    '<|tool_call_begin|>functions.rm_rf:0<|tool_call_argument_begin|>{}<|tool_call_end|>',
+    '<|tool_call_begin|>functions.rm_rf:0<|tool_call_argument_begin|>{"path": "/"}'
+    "<|tool_call_end|>",
+]
+SHAPED_UNKNOWN = [
+    '{"name": "rm_rf", "arguments": {}}',
+    "[rm_rf(path='/')]",
+    '```json\n{"name": "rm_rf", "arguments": {}}\n```',
+    '{"name": "rm_rf", "parameters": {}}; {"name": "rm_rf", "parameters": {}}',
+    'rm_rf\n{"path": "/"}',
+    '<|python_tag|>rm_rf.call(path="/")',
+    '{"name": "rm_rf", "arguments": {}}</tool_call>',
+]
+
+
+@pytest.mark.parametrize("text", MARKED_UNKNOWN + SHAPED_UNKNOWN)
+def test_unknown_names_stay_text_when_the_operator_keeps_that_rule(text):
+    reasons = assert_text(text, deliver_unknown=False)
+    assert "unknown_tool" in {reason for _, reason in reasons}
+
+
+@pytest.mark.parametrize("text", MARKED_UNKNOWN)
+def test_a_call_made_with_markers_to_an_unknown_name_is_delivered_as_written(text):
+    # Issue 26, item 6: the model plainly made a call; the agent answers "no such tool".
+    found = extract(text, TOOLS)
+    assert [(c.name, orjson.loads(c.arguments), c.repairs[-1]) for c in found.calls] == [
+        ("rm_rf", {"path": "/"}, "unknown_tool")]
+    assert found.content == ""
+
+
+@pytest.mark.parametrize("text", SHAPED_UNKNOWN)
+def test_a_frame_recognised_by_shape_alone_needs_a_known_name(text):
+    # Bare JSON, pythonic lists, code fences, Llama's `;` objects, Functionary's name line,
+    # a built-in tool, a call missing its opening tag: the name decides what is a call.
+    assert "unknown_tool" in {reason for _, reason in assert_text(text)}
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_call>{"name": "rm_rf", "arguments": {"path": "/"}}</tool_call>',
+    "Earlier I called <tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call> and it "
+    "failed.",
+    'Emit `<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>` to delete.',
 ])
-def test_unknown_names_stay_text(text):
-    assert ("unknown_tool" in {reason for _, reason in assert_text(text)})
+def test_an_unknown_name_is_never_delivered_beside_a_named_tool_choice_or_in_prose(text):
+    assert_text(text, only="read")
+    if not text.startswith("<"):
+        assert_text(text)  # a mention stays a mention, whatever its name
 
 
 @pytest.mark.parametrize("text", [
@@ -43,7 +83,7 @@ def test_unknown_names_stay_text(text):
     '<tool_call>{"function=read","parameters":{"path":"/a"}}</tool_call>',
     '<tool_call>{"name": "read", "arguments": {"path": "/a"}, "parameters": {}}</tool_call>',
     '<tool_call>{"name": "read", "arguments": {"path": "/a"}, "extra": 1}</tool_call>',
-    '<tool_call>{"name": "read"}</tool_call>',
+'<tool_call>{"name": "get_weather", "arguments": null}</tool_call>',
     '<tool_call>{"name": "read", "arguments": [1, 2]}</tool_call>',
     '<tool_call>{"name": "read", "arguments": "not json"}</tool_call>',
 ])
@@ -109,11 +149,11 @@ def test_a_bad_sibling_in_a_list_does_not_drop_the_good_calls(bad):
     good = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
     for text in (f"[TOOL_CALLS][{good}, {bad}]", f"<tool_call>[{bad}, {good}]</tool_call>",
                  f"[{good}, {bad}]"):
-        found = extract(text, TOOLS)
+        found = extract(text, TOOLS, deliver_unknown=False)
         assert [c.name for c in found.calls] == ["get_weather"], text
         assert len(found.left_as_text) == 1
         assert found.content == ""
-    assert_text(f"[TOOL_CALLS][{bad}, {bad}]")
+    assert_text(f"[TOOL_CALLS][{bad}, {bad}]", deliver_unknown=False)
 
 
 def test_no_tools_means_nothing_is_extracted():
@@ -124,4 +164,5 @@ def test_no_tools_means_nothing_is_extracted():
 
 def test_content_is_byte_identical_with_odd_whitespace_when_nothing_is_taken():
     text = "  \r\n<tool_call>\t{\"name\": \"nope\", \"arguments\": {}}  </tool_call>\n\n  "
-    assert_text(text)
+    assert_text(text, deliver_unknown=False)
+    assert_text(text.replace('"arguments": {}', '"arguments": []'))

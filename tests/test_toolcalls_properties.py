@@ -66,7 +66,9 @@ def test_extraction_never_raises_and_keeps_its_promises(text, only, truncated):
     assert "parser_error" not in {x.reason for x in found.left_as_text}
     for call in found.calls:
         assert isinstance(orjson.loads(call.arguments), dict)
-        assert call.name in TOOLS
+        # a call plainly made (a whole frame with markers of its own) to a tool not offered
+        # is delivered as written, and says so (issue 26, item 6)
+        assert call.name in TOOLS or "unknown_tool" in call.repairs
         assert only is None or call.name == only
         assert 0 <= call.start < call.end <= len(text)
     if not found.calls:
@@ -169,3 +171,15 @@ def test_well_formed_frames_are_all_taken_and_prose_kept_in_order(document):
     # Whitespace at each seam is trimmed; the content's own outer whitespace is kept.
     seams = [prose[0].rstrip(), *(p.strip() for p in prose[1:-1]), prose[-1].lstrip()]
     assert found.content == "\n".join(p for p in seams if p)
+
+
+@BOUNDED
+@given(texts, st.booleans())
+def test_with_the_strict_rule_every_call_names_an_offered_tool(text, truncated):
+    found = extract(text, TOOLS, truncated=truncated, deliver_unknown=False)
+    assert all(call.name in TOOLS and "unknown_tool" not in call.repairs
+               for call in found.calls)
+    delivered = extract(text, TOOLS, truncated=truncated)
+    known = [c for c in delivered.calls if "unknown_tool" not in c.repairs]
+    assert [(c.name, c.arguments) for c in known] == [(c.name, c.arguments)
+                                                     for c in found.calls]

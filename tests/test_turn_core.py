@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from proxy.config import Config
+from proxy.config_load import build_config
 from proxy.errors import ProxyError
 from proxy.turn.core import Answer, Failure, UpstreamReply, decide
 from proxy.turn.plan import TurnPlan, plan_chat
@@ -63,13 +64,25 @@ def test_an_upstream_error_keeps_its_status_and_message():
 @pytest.mark.parametrize(("payload", "code"), [
     (b"<html>bad gateway</html>", "upstream_invalid_json"),
     ({"object": "list"}, "upstream_bad_shape"),
-    (vllm_completion(None, tool_calls=[vllm_tool_call("rm", "{}")]), "upstream_empty_answer"),
 ])
 def test_an_answer_the_client_cannot_use_is_a_502(payload, code):
     decision = decide(_plan(), _reply(payload))
     assert isinstance(decision, Failure)
     assert decision.error.status == 502
     assert decision.error.code == code
+
+
+@pytest.mark.parametrize("unknown", ["deliver", "text"])
+def test_an_answer_left_empty_by_a_dropped_call_is_an_answer(unknown):
+    # Issue 26, item 6: never a 502 because a call was left out (clients retry those).
+    for call in (vllm_tool_call("read", '{"path": '), vllm_tool_call("rm", "{}")):
+        decision = decide(_plan(build_config({"unknown_tool_calls": unknown})),
+                          _reply(vllm_completion(None, tool_calls=[call])))
+        assert isinstance(decision, Answer)
+        (choice,) = decision.completion["choices"]
+        delivered = call["function"]["name"] == "rm" and unknown == "deliver"
+        assert choice["finish_reason"] == ("tool_calls" if delivered else "stop")
+        assert bool(choice["message"].get("tool_calls")) == delivered
 
 
 def test_parallel_tool_calls_false_keeps_the_first_call_and_counts_the_rest():

@@ -30,7 +30,7 @@ import orjson
 
 from proxy.fronts.chat import StreamIdentity, completion_chunks, role_chunks
 from proxy.toolcalls import extract
-from proxy.turn.normalize import EmptyAnswerError, ExtractionSettings, normalize_completion
+from proxy.turn.normalize import ExtractionSettings, normalize_completion
 
 TOOLS = {
     "read": {"type": "object", "properties": {"path": {"type": "string"},
@@ -267,10 +267,6 @@ def check(text: str, report: Report) -> None:
                              "message": {"role": "assistant", "content": text}}]}
     try:
         completion, _ = normalize_completion(upstream, ExtractionSettings(tools=TOOLS))
-    except EmptyAnswerError:  # nothing but space: refused on purpose (a 502 for the client)
-        if text.strip():
-            report.fail("refused_as_empty", text)
-        return
     except Exception as exc:
         report.fail("crash_render", text, repr(exc))
         return

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from . import cleanup, schema
 from .context import Context
-from .registry import CONTENT_MARKUP, MARKERS, markers_of, resolve
+from .names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
+from .registry import CONTENT_MARKUP, MARKERS, made_with_markers, markers_of, resolve
 from .repair import ORJSON_INTS, NotJson, loads_repaired
 from .scan import Document, Spans
 from .types import Extraction, Frame, LeftAsText, Refusal, ToolCall, ToolSchemas
@@ -20,8 +22,9 @@ _CALL_KEYS = {"name", "arguments", "parameters", "id", "type"}
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
-Call = tuple[str, dict[str, Any]]
-"""A call's name and decoded arguments, before they are checked against the tools."""
+Call = tuple[str, dict[str, Any] | None]
+"""A call's name and decoded arguments (None: none written), before they are checked against
+the tools."""
 Decode = Callable[[str], tuple[Any, tuple[str, ...]]]
 """Reads a frame's JSON payload: its value and the repairs that took (see loads_repaired)."""
 
@@ -52,7 +55,7 @@ def _call_from_item(item: Any, repairs: list[str], frame: Frame) -> Call | Refus
     if len(keys) > 1:
         return Refusal("unrecognised_shape", name)
     if not keys:
-        return Refusal("missing_arguments", name)
+        return name, None  # no arguments written: {} only for a tool that needs none
     if keys[0] != frame.arguments_key:
         repairs.append(f"{keys[0]}_as_{frame.arguments_key}")
     arguments = _arguments_object(item[keys[0]], repairs)
@@ -70,13 +73,17 @@ def _calls_from_json(value: Any, repairs: list[str], frame: Frame) -> list[Call 
     return [_call_from_item(item, repairs, frame) for item in items]
 
 
-def _decoded_calls(frame: Frame, tools: ToolSchemas, truncated: bool, decode: Decode,
+def _decoded_calls(frame: Frame, reading: Reading, decode: Decode,
                    ) -> tuple[list[Call | Refusal], list[str]]:
     """The calls (or refusals) a frame's payload decodes to, and the repairs that took; a
     frame that holds no call at all gives one refusal."""
     if frame.refused is not None:
         return [Refusal(frame.refused, frame.name)], []
-    if truncated and not (frame.closed and frame.complete):
+    if reading.truncated and not (frame.closed and frame.complete):
+        if frame.head:  # the whole calls before the cut one
+            repairs = list(frame.repairs)
+            return [*_calls_from_json(frame.head, repairs, frame),
+                    Refusal("cut_by_length", frame.name)], repairs
         return [Refusal("cut_by_length", frame.name)], []
     if not frame.complete:
         return [Refusal("incomplete_frame", frame.name)], []
@@ -94,22 +101,17 @@ def _decoded_calls(frame: Frame, tools: ToolSchemas, truncated: bool, decode: De
         arguments = _arguments_object(value, repairs)
         return [arguments if isinstance(arguments, Refusal) else (frame.name, arguments)], repairs
     name = frame.name or ""
-    if _ambiguous_parameters(frame.text_args, tools.get(name)):
+    if _ambiguous_parameters(frame.text_args):
         return [Refusal("ambiguous_value", name)], []
-    return [(name, _coerced_arguments(frame.text_args, tools.get(name, {}), repairs))], repairs
+    return [(name, _coerced_arguments(frame.text_args, reading.parameters(name), repairs))], repairs
 
 
-def _ambiguous_parameters(text_args: tuple[tuple[str, str], ...], parameters: Any) -> bool:
-    """Parameters written as text that another reading of the frame would make part of the
-    value before them: a key written twice, or, after the first, a key the tool does not
-    declare (a value whose text holds `</parameter>` and `<parameter=K>` reads, structure
-    alone, just like two parameters)."""
+def _ambiguous_parameters(text_args: tuple[tuple[str, str], ...]) -> bool:
+    """A key written twice: which of its values is meant is a guess. (A key the tool does
+    not declare is read, as a string unless its text is typed otherwise: ambiguity is about
+    the markers inside a value, which text_values decides, not about the schema.)"""
     keys = [key for key, _ in text_args]
-    if len(set(keys)) < len(keys):
-        return True
-    declared = parameters.get("properties") if isinstance(parameters, dict) else None
-    return isinstance(declared, dict) and bool(declared) and any(
-        key not in declared for key in keys[1:])
+    return len(set(keys)) < len(keys)
 
 
 def _coerced_arguments(text_args: tuple[tuple[str, str], ...], parameters: dict[str, Any],
@@ -163,37 +165,81 @@ def _looks_like_schema(arguments: dict[str, Any], parameters: dict[str, Any]) ->
                                                                    list)))
 
 
-def _checked_arguments(name: str, arguments: dict[str, Any], tools: ToolSchemas,
-                       only: str | None) -> str | Refusal:
-    """The serialised arguments of a call to `name`, or why the call is not taken."""
-    if name not in tools:
-        return Refusal("unknown_tool", name)
-    if only is not None and name != only:
-        return Refusal("not_the_chosen_tool", name)
-    if _looks_like_schema(arguments, tools[name]):
+@dataclass(frozen=True)
+class Reading:
+    """What a frame's calls are checked against: the request's tools (`names` matches a name
+    written a little off, see names.py), a named `tool_choice` (`only`), whether the output
+    was cut by `length`, and whether a call to a name that matches no tool is delivered as
+    written when the frame has markers of its own (`deliver_unknown`)."""
+
+    tools: ToolSchemas
+    names: ToolNames
+    only: str | None = None
+    truncated: bool = False
+    deliver_unknown: bool = True
+
+    def parameters(self, written: str) -> dict[str, Any]:
+        """The parameters schema of the tool `written` names ({} for none)."""
+        match = self.names.match(written)
+        return self.tools.get(match.name, {}) if match is not None else {}
+
+
+def _no_parameters_needed(parameters: Any) -> bool:
+    """A tool whose parameters are all optional (or that has none)."""
+    required = parameters.get("required") if isinstance(parameters, dict) else None
+    return not required
+
+
+def _checked_call(name: str, arguments: dict[str, Any] | None, reading: Reading,
+                  marked: bool) -> tuple[str, str, tuple[str, ...]] | Refusal:
+    """The call to `name` as taken: the tool's name, the serialised arguments and the repairs
+    of its own; or why it is not taken. A name matching no tool is taken as written only
+    when the frame has markers of its own (`marked`) and `reading.deliver_unknown`."""
+    match = reading.names.match(name)
+    repairs: tuple[str, ...] = ()
+    if match is None:
+        if (reading.only is not None or not (marked and reading.deliver_unknown)
+                or not ToolNames.plausible(name)):
+            return Refusal(UNKNOWN_TOOL, name)
+        parameters: dict[str, Any] = {}
+        repairs = (UNKNOWN_TOOL,)
+    else:
+        parameters = reading.tools[match.name]
+        if match.repaired:
+            name, repairs = match.name, (NAME_MATCHED,)
+        if reading.only is not None and name != reading.only:
+            return Refusal("not_the_chosen_tool", name)
+    if arguments is None:
+        if match is None or not _no_parameters_needed(parameters):
+            return Refusal("missing_arguments", name)
+        arguments, repairs = {}, (*repairs, "missing_arguments_empty")
+    if _looks_like_schema(arguments, parameters):
         return Refusal("schema_not_arguments", name)
     serialised = _serialised(arguments)
-    return Refusal(serialised.reason, name) if isinstance(serialised, Refusal) else serialised
+    if isinstance(serialised, Refusal):
+        return Refusal(serialised.reason, name)
+    return name, serialised, repairs
 
 
-def read_frame(frame: Frame, tools: ToolSchemas, only: str | None, truncated: bool,
-               decode: Decode = loads_repaired) -> tuple[list[ToolCall], list[Refusal]]:
+def read_frame(frame: Frame, reading: Reading, decode: Decode = loads_repaired,
+               marked: bool = True) -> tuple[list[ToolCall], list[Refusal]]:
     """The calls a frame holds and the refusals of its other items (a list may hold bad
     siblings); when it holds no call, the one refusal that says why it stays text. `decode`
-    reads a JSON payload: the frame's document's, which reuses what its scan decoded."""
-    items, repairs = _decoded_calls(frame, tools, truncated, decode)
+    reads a JSON payload: the frame's document's, which reuses what its scan decoded.
+    `marked`: the frame has markers of its own (see registry.made_with_markers)."""
+    items, repairs = _decoded_calls(frame, reading, decode)
     calls: list[ToolCall] = []
     refusals: list[Refusal] = []
     for item in items:
         if isinstance(item, Refusal):
             refusals.append(item)
             continue
-        name, arguments = item
-        serialised = _checked_arguments(name, arguments, tools, only)
-        if isinstance(serialised, Refusal):
-            refusals.append(serialised)
+        checked = _checked_call(*item, reading, marked)
+        if isinstance(checked, Refusal):
+            refusals.append(checked)
             continue
-        calls.append(ToolCall(name, serialised, frame.format, tuple(repairs), frame.start,
+        name, serialised, own = checked
+        calls.append(ToolCall(name, serialised, frame.format, (*repairs, *own), frame.start,
                               frame.end))
     return (calls, refusals) if calls else ([], refusals[:1])
 
@@ -205,9 +251,14 @@ def _kept_in_context(text: str, taken: list[tuple[Frame, list[ToolCall]]],
     taken.sort(key=lambda item: item[0].start)
     context = Context(text)
     kept = []
+    # A call cut by `length` ends the text: a frame, not prose, after the calls before it.
+    cut = min((item.start for item in left if item.reason == "cut_by_length"),
+              default=len(text) + 1)
     for i, (frame, calls) in enumerate(taken):
         previous_end = taken[i - 1][0].end if i else -1
         next_start = taken[i + 1][0].start if i + 1 < len(taken) else len(text) + 1
+        if frame.end <= cut < next_start:
+            next_start = cut
         reason = context.refusal(frame.start, frame.end, previous_end, next_start,
                                  by_shape=not MARKERS.get(frame.format))
         if reason is None:
@@ -261,16 +312,21 @@ def extract(
     only: str | None = None,
     formats: Sequence[str] = ("auto",),
     truncated: bool = False,
+    deliver_unknown: bool = True,
 ) -> Extraction:
     """Find the tool calls written as text in a model's output.
 
     `tools` maps the request's function names to their parameter schemas; a call to any
     other name stays text, and with `only` (a named `tool_choice`) so does any other call.
     `truncated` means the output was cut by `length`: frames missing their close stay text.
+    A name written a little off one tool's is that tool's (names.py); a call to a name that
+    matches none is taken as written when its frame has markers of its own and
+    `deliver_unknown` (the agent can answer "no such tool"), else it stays text.
     """
     if not text or not tools:
         return Extraction(content=text)
     chosen = resolve(formats)
+    reading = Reading(tools, ToolNames(tools), only, truncated, deliver_unknown)
     doc = Document(text, markers_of(tuple(name for name, _ in chosen)), frozenset(tools), tools)
     claims = Spans()  # taken by earlier formats: a frame overlapping one is dropped
     taken: list[tuple[Frame, list[ToolCall]]] = []
@@ -288,8 +344,8 @@ def extract(
                     _drop_enclosed(frame, claims, doc, taken, left)
                 spans.append((frame.start, frame.end))
                 doc.claimed.add(frame.start, frame.end)
-                calls, refusals = read_frame(frame, tools, only, truncated,
-                                             doc.loads_repaired)
+                calls, refusals = read_frame(frame, reading, doc.loads_repaired,
+                                             made_with_markers(frame, text))
                 if calls:
                     taken.append((frame, calls))
                 left.extend(LeftAsText(frame.format, frame.start, frame.end, refusal.reason,

@@ -81,6 +81,26 @@ def at_line_start(text: str, pos: int) -> bool:
     return pos - line <= 64 and not text[line:pos].strip()
 
 
+def whole_values(doc: Document, spans: list[tuple[int, int]]) -> list[Any] | None:
+    """The JSON values at `spans`, decoded; None when one does not decode."""
+    values = []
+    for start, end in spans:
+        try:
+            values.append(doc.loads_repaired(doc.text[start:end])[0])
+        except NotJson:
+            return None
+    return values
+
+
+def cut_list_head(doc: Document, body: int) -> list[Any] | None:
+    """The whole values a JSON list opening at `body` holds before where it was cut (the
+    list never ends), decoded; None when it holds none (see Frame.head)."""
+    if not doc.text.startswith("[", body):
+        return None
+    spans, _, _ = json_run(doc, body + 1, commas=True)
+    return whole_values(doc, spans) if spans else None
+
+
 def json_frame(doc: Document, fmt: str, start: int, body: int, *,
                close: re.Pattern[str] | None, opener: str, name: str | None = None,
                listed: bool = False, arguments_key: str = "arguments",
@@ -100,7 +120,8 @@ def json_frame(doc: Document, fmt: str, start: int, body: int, *,
     if end is None:
         stop = next_or_end(text, opener, body)
         return Frame(fmt, start, stop, closed=False, complete=False, json_text=text[body:stop],
-                     name=name, listed=listed, arguments_key=arguments_key, repairs=repairs)
+                     name=name, listed=listed, arguments_key=arguments_key, repairs=repairs,
+                     head=cut_list_head(doc, body) if stop == len(text) else None)
     payload = text[body:end]
     if close is None:
         return Frame(fmt, start, end, json_text=payload, name=name, listed=listed,
@@ -133,9 +154,14 @@ def reshaped(frame: Frame, reshape: Callable[[Any], Any]) -> Frame:
     """A whole JSON frame decoded here and reshaped into call envelope(s) by `reshape` (a
     format's own keys turned into `name`/`arguments`; None when the value is not that
     format's): refused as `invalid_json` or `unrecognised_shape` when it cannot be. An
-    incomplete frame is returned as it is (its text stays)."""
+    incomplete frame is returned as it is (its text stays), the whole calls before where
+    it was cut reshaped too."""
     if not frame.complete or frame.json_text is None:
-        return frame
+        if frame.head is None:
+            return frame
+        head = reshape(frame.head)
+        return Frame(frame.format, frame.start, frame.end, closed=False, complete=False,
+                     listed=frame.listed, head=head or None)
     try:
         value, repairs = loads_repaired(frame.json_text)
     except NotJson:
@@ -234,7 +260,7 @@ def invoke_grammar(prefix: str, block_open: str | tuple[str, ...],
     parameter_close = "</" + prefix + "parameter>"
     return InvokeGrammar(
         invoke_open=invoke_open,
-        invoke=re.compile(re.escape(invoke_open) + r'\s++name="([^"<>\n]{1,200}+)"\s*+>'),
+        invoke=re.compile(re.escape(invoke_open) + r'\s++name="([^"<>\n]{1,200}+)"\s*+(/?)>'),
         parameter=parameter,
         parameter_close=parameter_close,
         invoke_close=re.compile(r"\s*+</" + tag + r"invoke>"),
@@ -334,6 +360,13 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
         if block is not None:
             start = block.start()
         elif not (in_block and doc.skip_space(cursor) == start):
+            continue
+        if match[2]:  # `<invoke name="N"/>`: a call without arguments (DeepSeek V3.2)
+            after = closed_block.match(text, match.end())
+            in_block = after is None
+            pos = match.end() if after is None else after.end()
+            yield Frame(fmt, start, pos, name=match[1])
+            openers.taken_to = pos
             continue
         read = invoke_parameters(doc, grammar, match.end(), tail)
         if read is None:

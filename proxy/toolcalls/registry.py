@@ -65,6 +65,25 @@ FORMATS: dict[str, FrameFinder] = {module.NAME: module.find_frames for module in
 # for in one combined search). Empty: the format is recognised by shape and always runs.
 MARKERS: dict[str, tuple[str, ...]] = {module.NAME: module.MARKERS for module in _MODULES}
 
+# Where a format's MARKERS are not all the model's own: a frame of these formats is made with
+# markers of its own only when it starts with one of these (Llama 3's bare `{"name": …}; …`
+# objects hold none; Functionary's only marker is the tool's name on its line).
+_OWN_MARKERS_AT_START: dict[str, tuple[str, ...]] = {
+    "llama3": ("<|python_tag|>{", "<function"), "functionary": ()}
+
+
+def made_with_markers(frame: Frame, text: str) -> bool:
+    """Whether `frame` is written with markers of its own format (a frame recognised by its
+    shape alone is not): a call to a name that matches no tool may then be delivered as
+    written, since the model plainly made a call; otherwise the name decides."""
+    if not frame.closed or "missing_open_tag" in frame.repairs:
+        return False  # a marker of its frame is what the model left out
+    own = _OWN_MARKERS_AT_START.get(frame.format)
+    if own is None:
+        return bool(MARKERS.get(frame.format))
+    return any(text.startswith(marker, frame.start) for marker in own)
+
+
 # Formats whose output holds more structure around a call than its frames (Harmony's other
 # messages): once a call of theirs is taken, the spans of that markup and of the reasoning
 # it holds, given the text and the taken frames' spans.

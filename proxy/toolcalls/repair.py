@@ -270,6 +270,9 @@ def literal_value(node: ast.AST, repairs: set[str],
         raise NotLiteral
     if isinstance(node, ast.List | ast.Tuple):
         return [literal_value(item, repairs, strings) for item in node.elts]
+    if isinstance(node, ast.Set):  # JSON has no sets: a list, in the order written (vLLM's)
+        repairs.add("set_as_list")
+        return [literal_value(item, repairs, strings) for item in node.elts]
     if isinstance(node, ast.Dict):
         result = {}
         for key, value in zip(node.keys, node.values, strict=True):

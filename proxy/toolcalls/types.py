@@ -32,6 +32,9 @@ class Frame:
     arguments_key: str = "arguments"
     refused: str | None = None
     value: Any = field(default=None, compare=False, repr=False)
+    # A list of calls cut before its end: its whole leading call envelopes, read only when the
+    # output was cut by `length` (the cut call is left out, the complete ones before it kept).
+    head: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

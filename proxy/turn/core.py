@@ -12,13 +12,12 @@ import orjson
 from .. import bulk_decode
 from ..errors import (
     ProxyError,
-    answer_empty,
     answer_not_completion,
     answer_not_json,
     from_upstream,
 )
 from .context_window import Refit, overflow_of, refit
-from .normalize import EmptyAnswerError, Outcome, UpstreamShapeError, normalize_completion
+from .normalize import Outcome, UpstreamShapeError, normalize_completion
 from .plan import TurnPlan
 
 
@@ -81,9 +80,6 @@ def decide(plan: TurnPlan, reply: UpstreamReply | ProxyError) -> Decision:
                        fit=_fitting(plan, error))
     try:
         completion, outcome = normalize_completion(body, plan.extraction)
-    except EmptyAnswerError as exc:
-        return Failure(answer_empty(str(exc)), exc.outcome, upstream_status=status,
-                       received=body)
     except UpstreamShapeError as exc:
         return Failure(answer_not_completion(exc), upstream_status=status, received=body)
     notes = []

@@ -16,6 +16,7 @@ import orjson
 
 from ..ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
+from ..toolcalls.names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
 from ..toolcalls.repair import NotJson, loads_repaired
 from .thinking import leading_thinking
 
@@ -32,17 +33,6 @@ _THINK_OPEN_AT_START = re.compile(r"\s*+<(think|seed:think)>")
 
 class UpstreamShapeError(ValueError):
     """The upstream answered 200 with something that is not a chat completion."""
-
-
-class EmptyAnswerError(UpstreamShapeError):
-    """Every choice is left with nothing at all because the proxy left out what upstream
-    wrote (a parsed call to a function the request does not offer, arguments beyond
-    repair): another generation may call a real tool, where an empty turn would be dropped.
-    `outcome` says what was left out. (An answer upstream itself left empty is an answer.)"""
-
-    def __init__(self, message: str, outcome: Outcome | None = None) -> None:
-        super().__init__(message)
-        self.outcome = outcome
 
 
 @dataclass(frozen=True)
@@ -89,6 +79,9 @@ class ExtractionSettings:
     keep_stop_reason: bool = False
     # A leading think block in the content is the reasoning (see `turn.thinking`).
     reasoning_from_content: bool = True
+    # A call the model plainly made to a name that matches no tool is delivered as written
+    # (`unknown_tool_calls: deliver`); False keeps it out (native) or as text.
+    deliver_unknown: bool = True
 
 
 def mint_call_id(taken: set[str]) -> str:
@@ -146,21 +139,43 @@ def _native_arguments(raw: Any) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _native_name(name: str, settings: ExtractionSettings, names: ToolNames,
+                 outcome: Outcome) -> str | None:
+    """The name a parsed call is delivered under: the offered tool it matches (a name
+    written a little off is repaired), or, when it matches none, the name as written
+    (`deliver_unknown`, logged as `unknown_tool`); None when the call is left out (not the
+    function a named `tool_choice` asks for, or unknown under the strict rule)."""
+    match = names.match(name)
+    if match is not None and match.repaired:
+        outcome.repairs.append(Repair("native", NAME_MATCHED, match.name))
+    if match is None and (settings.only is not None or not settings.deliver_unknown
+                          or not ToolNames.plausible(name)):
+        outcome.left_as_text.append(TextLeft("native", UNKNOWN_TOOL, name))
+        return None
+    if match is None:
+        outcome.repairs.append(Repair("native", UNKNOWN_TOOL, name))
+        return name
+    if settings.only is not None and match.name != settings.only:
+        outcome.left_as_text.append(TextLeft("native", "not_the_chosen_tool", match.name))
+        return None
+    return match.name
+
+
 def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
                   outcome: Outcome, taken_ids: set[str]) -> list[dict[str, Any]]:
-    """Tool calls the upstream already parsed, with arguments made JSON-object strings; a
-    call to a function the request did not offer (or not the one `tool_choice` names) is
-    left out, as it would be if the model had written it as text."""
+    """Tool calls the upstream already parsed, with arguments made JSON-object strings;
+    names checked as _native_name says (as they would be if the model had written the call
+    as text)."""
     kept = []
+    names = ToolNames(settings.tools)
     for call in calls if isinstance(calls, list) else []:
         function = call.get("function") if isinstance(call, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
         if not isinstance(name, str) or not name:
             outcome.left_as_text.append(TextLeft("native", "call_without_name", None))
             continue
-        if name not in settings.tools or (settings.only is not None and name != settings.only):
-            reason = "unknown_tool" if name not in settings.tools else "not_the_chosen_tool"
-            outcome.left_as_text.append(TextLeft("native", reason, name))
+        name = _native_name(name, settings, names, outcome)
+        if name is None:
             continue
         arguments, repair = _native_arguments(function.get("arguments"))
         if arguments is None:
@@ -203,16 +218,33 @@ def split_thinking(content: str) -> tuple[str, tuple[int, int] | None, str]:
     return content, (body_start, len(content)), ""
 
 
+def _split_outside_calls(content: str, settings: ExtractionSettings, finish: str | None,
+                         ) -> tuple[str, tuple[int, int] | None, str]:
+    """split_thinking, unless the closing tag it splits at stands inside a call written in
+    the content (a value whose text says `</think>`, a call's frame delimiting it): then
+    there is no thinking to split off, and the call is read whole."""
+    head, think, tail = split_thinking(content)
+    if think is None or not head or think[1] >= len(content):
+        return head, think, tail
+    found = extract(content, settings.tools, only=settings.only, formats=settings.formats,
+                    truncated=finish == "length", deliver_unknown=settings.deliver_unknown)
+    if any(call.start < think[1] < call.end for call in found.calls):
+        return "", None, content
+    return head, think, tail
+
+
 def _joined(*texts: str | None) -> str:
     """Texts one after another, a line apart (the empty ones left out)."""
     return "\n".join(text for text in texts if text)
 
 
 def _extract(text: str, settings: ExtractionSettings, finish: str | None,
-             outcome: Outcome) -> Extraction:
-    """Calls written as text in `text`; what stayed text is recorded in `outcome`."""
+             outcome: Outcome, reasoning: bool = False) -> Extraction:
+    """Calls written as text in `text`; what stayed text is recorded in `outcome`. A call
+    recovered from the reasoning (`reasoning`) must name an offered tool."""
     found = extract(text, settings.tools, only=settings.only, formats=settings.formats,
-                    truncated=finish == "length")
+                    truncated=finish == "length",
+                    deliver_unknown=settings.deliver_unknown and not reasoning)
     for left in found.left_as_text:
         outcome.left_as_text.append(TextLeft(left.format, left.reason, left.name))
     return found
@@ -269,7 +301,7 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
         outcome.formats.append("native")
         outcome.call_formats.extend("native" for _ in calls)
     elif content and settings.tools:
-        head, think, tail = split_thinking(content)
+        head, think, tail = _split_outside_calls(content, settings, finish)
         found = _extract(tail, settings, finish, outcome)
         if found.calls:
             content = head + ("\n\n" if head and found.content else "") + found.content
@@ -277,7 +309,7 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
             _add_calls(calls, found, outcome, taken_ids)
         elif not tail.strip() and think is not None and finish != "length":
             # Nothing visible (no call, no answer): a call written in the thinking is recovered.
-            found = _extract(content[think[0]:think[1]], settings, finish, outcome)
+            found = _extract(content[think[0]:think[1]], settings, finish, outcome, True)
             if found.calls:
                 content = (content[:think[0]] + _joined(found.reasoning, found.content)
                            + content[think[1]:])
@@ -285,7 +317,7 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
     if (not calls and reasoning and settings.tools and finish != "length"
             and not (content and split_thinking(content)[2].strip())):
         # Nothing visible and no call: one written in the reasoning field is recovered, once.
-        found = _extract(reasoning, settings, finish, outcome)
+        found = _extract(reasoning, settings, finish, outcome, True)
         if found.calls:
             reasoning = _joined(found.reasoning, found.content)
             _add_calls(calls, found, outcome, taken_ids, from_reasoning=True)
@@ -345,18 +377,6 @@ def _clean_logprobs(logprobs: Any) -> dict[str, Any] | None:
             "refusal": _clean_tokens(logprobs.get("refusal"))}
 
 
-def _has_answer(choice: Any) -> bool:
-    """Anything at all in an upstream choice (a choice cut by `length` counts, however empty:
-    the client must see that it was cut)."""
-    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
-        return True  # not for this check to judge: the shape check refuses it
-    message = choice["message"]
-    return bool(choice.get("finish_reason") == "length" or message.get("content")
-                or message.get("tool_calls") or message.get("reasoning_content")
-                or message.get("reasoning") or message.get("refusal")
-                or message.get("function_call"))
-
-
 def normalize_completion(upstream: Any, settings: ExtractionSettings,
                          ) -> tuple[dict[str, Any], Outcome]:
     """The client's chat completion for an upstream one, and what was changed."""
@@ -378,15 +398,10 @@ def normalize_completion(upstream: Any, settings: ExtractionSettings,
     for key in ("system_fingerprint", "service_tier"):
         if not isinstance(clean.get(key), str):
             clean.pop(key, None)
+    # A choice left empty because a call was left out is still an answer (a 200): the
+    # client sees the turn end, never an error it would retry (issue 26, item 6).
     clean["choices"] = [_normalize_choice(choice, i, settings, outcome, taken_ids)
                         for i, choice in enumerate(choices)]
-    dropped_calls = [left for left in outcome.left_as_text if left.format == "native"]
-    if dropped_calls and not any(_has_answer(choice) for choice in clean["choices"]):
-        # Upstream parsed a call, but none the client can use, and nothing else is there.
-        dropped = "; ".join(f"{left.format} {left.reason}" + (f" {left.tool!r}" if left.tool
-                                                                else "")
-                            for left in dropped_calls)
-        raise EmptyAnswerError(dropped, outcome)
     usage = _clean_usage(upstream.get("usage"))
     if usage is None:
         clean.pop("usage", None)

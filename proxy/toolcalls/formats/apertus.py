@@ -2,9 +2,10 @@
 
     <|tools_prefix|>[{"get_weather": {"city": "Paris"}}, {"read": {"path": "/a"}}]<|tools_suffix|>
 
-(vLLM's `apertus` parser; the suffix may be missing at the end of the output.) Each item is
-turned into a `{"name", "arguments"}` envelope; an item of any other shape leaves the frame
-as text.
+(vLLM's `apertus` parser; the suffix may be missing at the end of the output, and so may the
+list's closing `]` when whole objects end it before the suffix or the end, as vLLM reads it:
+a repair.) Each item is turned into a `{"name", "arguments"}` envelope; an item of any other
+shape leaves the frame as text.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, json_frame, reshaped
+from ..framing import Openers, json_frame, json_run, reshaped
 from ..scan import Document
 from ..types import Frame
 
@@ -35,13 +36,33 @@ def _envelopes(value: object) -> list[dict[str, object]] | None:
     return calls
 
 
+def _list_without_close(doc: Document, start: int, body: int) -> Frame | None:
+    """The frame of a `[` list whose `]` is missing: whole objects, separated by commas, then
+    only the suffix or the end of the output (anything else: None, the frame stays as read)."""
+    spans, stop, unbalanced = json_run(doc, body + 1, commas=True)
+    if unbalanced or not spans or any(doc.text[a] != "{" for a, _ in spans):
+        return None
+    after = doc.skip_space(stop)
+    if doc.text.startswith(",", after):
+        after = doc.skip_space(after + 1)
+    closing = _CLOSE.match(doc.text, after)
+    if closing is None and after < len(doc.text):
+        return None
+    end = closing.end() if closing is not None else stop
+    return Frame(NAME, start, end, closed=closing is not None, listed=True,
+                 json_text="[" + ",".join(doc.text[a:b] for a, b in spans) + "]",
+                 repairs=("missing_list_close",))
+
+
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tools_prefix|>` list, to its suffix (or to the end of the output)."""
     openers = Openers(doc, _OPENER, _OPEN)
     for match in openers:
         start = match.start()
-        frame = json_frame(doc, NAME, start, doc.skip_space(match.end()), close=_CLOSE,
-                           opener=_OPEN, listed=True)
+        body = doc.skip_space(match.end())
+        frame = json_frame(doc, NAME, start, body, close=_CLOSE, opener=_OPEN, listed=True)
+        if frame is not None and not frame.complete and doc.text.startswith("[", body):
+            frame = _list_without_close(doc, start, body) or frame
         if frame is None:
             continue
         openers.taken_to = frame.end

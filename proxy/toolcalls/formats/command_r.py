@@ -34,8 +34,10 @@ _ACTION_KEYS = {"tool_call_id", "tool_name", "parameters"}
 
 
 def _call(item: Any) -> Any:
-    """An action as a call envelope; anything else as it is (the engine refuses it)."""
-    if isinstance(item, dict) and "tool_name" in item and set(item) <= _ACTION_KEYS:
+    """An action as a call envelope; anything else as it is (the engine refuses it), and so
+    is Cohere's `directly_answer`, which says the model answers without a tool."""
+    if (isinstance(item, dict) and "tool_name" in item and set(item) <= _ACTION_KEYS
+            and item["tool_name"] != "directly_answer"):
         call = {"name": item["tool_name"]}
         if "parameters" in item:
             call["arguments"] = item["parameters"]

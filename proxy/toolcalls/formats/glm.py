@@ -9,9 +9,12 @@ Values are coerced later by the tool's schema; a string keeps its whitespace (vL
 keeps it too). A value ends at the `</arg_value>` the frame's structure shows to be its own
 (see text_values): one followed by the next `<arg_key>` or by `</tool_call>`, so that a value
 whose text says `</arg_value>`, `<tool_call>` or `</tool_call>` is read whole. A call without
-parameters is `<tool_call>NAME</tool_call>`. A call whose `</tool_call>` is missing before the
-next call is a repair, refused (`ambiguous_value`) when the calls after it would leave a close
-standing: its last value may as well hold those calls, quoted.
+parameters is `<tool_call>NAME</tool_call>`. A last value whose `</arg_value>` is missing
+ends at the call's `</tool_call>` when no `</arg_value>` follows at all and only space, the end
+or the next call follows that close (a repair, as vLLM's `glm45` reads it). A call whose
+`</tool_call>` is missing before the next call is a repair, refused (`ambiguous_value`) when
+the calls after it would leave a close standing: its last value may as well hold those calls,
+quoted.
 """
 
 from __future__ import annotations
@@ -90,6 +93,22 @@ def _tail(doc: Document) -> Tail:
     return tail
 
 
+def _unclosed_value_end(doc: Document, pos: int) -> int | None:
+    """Where a value from `pos` whose `</arg_value>` is missing ends: at the call's first
+    `</tool_call>`, when no `</arg_value>` follows `pos`, no tag the close could pair with
+    (`<tool_call>`, a key or value tag) stands before it, and only space, the end of the text
+    or the next call follows that close; else None (the frame stays text: never a value cut
+    at a tag it may hold). Its frame is not closed: cut by `length`, it stays text."""
+    text = doc.text
+    close = text.find("</tool_call>", pos)
+    if close < 0 or text.find("</arg_value>", pos) >= 0:
+        return None
+    if any(text.find(tag, pos, close) >= 0 for tag in ("<tool_call>", "<arg_key>",
+                                                         "<arg_value>")):
+        return None
+    return close if _ends_or_calls(doc, close + len("</tool_call>")) else None
+
+
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<tool_call>NAME` followed by `<arg_key>`/`<arg_value>` pairs."""
     text = doc.text
@@ -101,10 +120,17 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         args: list[tuple[str, str]] = []
         pos = match.end()
         balanced = complete = True
+        repairs: tuple[str, ...] = ()
         while (key := _KEY.match(text, pos)) is not None:
             if not doc.spend():
                 return  # out of budget: better no frame than one with parameters missing
             found = value_end(doc, key.end(), _TAGS, tail)
+            unclosed = None if found is not None else _unclosed_value_end(doc, key.end())
+            if unclosed is not None:  # the template's newline before the close is not the value's
+                value = text[key.end():unclosed]
+                args.append((key[1].strip(), value[:-1] if value.endswith("\n") else value))
+                pos, repairs = unclosed, ("missing_value_close",)
+                break
             if found is None:
                 complete = False
                 break
@@ -117,7 +143,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             return
         close = _CLOSE.match(text, pos)
         if close is not None:
-            yield Frame(NAME, start, close.end(), name=match[1], text_args=tuple(args))
+            yield Frame(NAME, start, close.end(), closed=not repairs, name=match[1],
+                        text_args=tuple(args), repairs=repairs)
             openers.taken_to = close.end()
         elif _ends_or_calls(doc, pos):
             if _leaves_a_close(text, pos, sure):

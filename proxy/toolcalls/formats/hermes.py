@@ -13,7 +13,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
-from ..framing import Openers, joined, json_run, next_or_end
+from ..framing import Openers, cut_list_head, joined, json_run, next_or_end, whole_values
 from ..scan import Document
 from ..types import Frame
 
@@ -45,7 +45,12 @@ def _opened_frames(doc: Document) -> Iterator[Frame]:
         spans, stop, unbalanced = json_run(doc, body, commas=True)
         if unbalanced or not spans:
             end = next_or_end(text, _OPEN, body)
-            yield Frame(NAME, start, end, closed=False, complete=False, json_text=text[body:end])
+            head = None
+            if end == len(text):  # cut: the whole calls before the cut one (Frame.head)
+                head = cut_list_head(doc, body) if text[body] == "[" else whole_values(doc,
+                                                                                      spans)
+            yield Frame(NAME, start, end, closed=False, complete=False, json_text=text[body:end],
+                        head=head or None)
             openers.taken_to = end
             continue
         after = doc.skip_space(stop)

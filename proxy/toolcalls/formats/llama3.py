@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, next_or_end
+from ..framing import Openers, next_or_end, outermost, whole_values
 from ..scan import Document
 from ..types import Frame
 from .pythonic import list_frame
@@ -66,8 +66,10 @@ def _tagged_calls(doc: Document) -> Iterator[Frame]:
         spans, end, unbalanced = _objects_by_semicolons(doc, doc.skip_space(match.end()))
         if unbalanced:
             stop = next_or_end(text, _TAG, match.end())
+            head = whole_values(doc, spans) if spans and stop == len(text) else None
             yield Frame(NAME, start, stop, closed=False, complete=False,
-                        json_text=text[match.end():stop], arguments_key="parameters")
+                        json_text=text[match.end():stop], arguments_key="parameters",
+                        listed=True, head=head)
             openers.taken_to = stop
             continue
         if not spans:
@@ -117,8 +119,9 @@ def _function_tag_calls(doc: Document) -> Iterator[Frame]:
         name = match[1] or match[2]
         body = doc.skip_space(match.end())
         end = doc.json_end(body)
-        if end is None:
-            continue  # unbalanced: not a frame we can read; it stays text
+        if end is None:  # unbalanced: it never ends (cut, or not ours); its text stays
+            yield Frame(NAME, start, len(text), closed=False, complete=False, name=name)
+            return
         close = _FUNCTION_CLOSE.match(text, end)
         if close is not None:
             frame = Frame(NAME, start, close.end(), name=name, json_text=text[body:end])
@@ -132,13 +135,15 @@ def _function_tag_calls(doc: Document) -> Iterator[Frame]:
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """Tagged calls, `;`-separated calls as the whole content, and `<function=NAME>` calls."""
+    """Tagged calls, `;`-separated calls as the whole content, and `<function=NAME>` calls
+    (a tag quoted in a `<function=NAME>` call's string is text of that call)."""
+    functions = any(doc.has(marker) for marker in _FUNCTION_OPENS)
     if doc.has(_TAG):
-        yield from _tagged_calls(doc)
-        yield from _built_in_call(doc)
+        yield from outermost(_tagged_calls(doc), _built_in_call(doc),
+                             _function_tag_calls(doc) if functions else iter(()))
         return
     whole = list(_semicolon_separated_content(doc))
     if whole:
         yield from whole
-    elif any(doc.has(marker) for marker in _FUNCTION_OPENS):
+    elif functions:
         yield from _function_tag_calls(doc)

@@ -47,6 +47,10 @@ _SINGLE = re.compile(r"'(?:[^'\\\n]++|\\.)*+'", re.DOTALL)
 _LITERALS = {'"': _DOUBLE, "'": _SINGLE,
              '"""': re.compile(r'"""(?:[^"\\]++|\\.|"(?!""))*+"""', re.DOTALL),
              "'''": re.compile(r"'''(?:[^'\\]++|\\.|'(?!''))*+'''", re.DOTALL)}
+# A one-line literal that holds raw newlines (a multi-line shell command written inline):
+# not Python, but the list ends where it would (vLLM's `lfm2` escapes them and reads it).
+_RAW_LINES = {'"': re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL),
+              "'": re.compile(r"'(?:[^'\\]++|\\.)*+'", re.DOTALL)}
 # What the end of a list depends on: brackets, and the strings and comments that hide them.
 _LIST_TOKEN = re.compile(r"[\[\](){}#]|'''|\"\"\"|['\"]")
 _LONG_LITERAL = 1_024  # literals longer than this are decoded apart from ast (see _skeleton)
@@ -205,16 +209,91 @@ def list_frame(doc: Document, start: int, end: int, source: str, fmt: str = NAME
     if len(source) > _MAX_SOURCE or not doc.spend():
         return Frame(fmt, start, end, refused="too_large")
     parsed = _parsed_list(source)
+    if parsed == "invalid_python":
+        parsed = _rewritten_list(source) or parsed
     if isinstance(parsed, str):
         return Frame(fmt, start, end, refused=parsed)
     calls, repairs = parsed  # handed over decoded: the engine checks they serialise
     return Frame(fmt, start, end, value=calls, listed=True, repairs=repairs)
 
 
-def _list_end(doc: Document, pos: int) -> int | None:
+# What models write in pythonic calls that Python does not read, and vLLM's `lfm2` does:
+# raw control characters (a newline, NUL) inside a one-line string, integers written with
+# leading zeros (`month=07`), and a lone string argument holding its own quote unescaped
+# (`bash(command='sed -n '1,9p' f.py')`). Each rewrite is tried only when the list does not
+# parse as written, and named as a repair.
+_LEADING_ZEROS = re.compile(r"(?<![\w.])0+(?=[0-9])(?![0-9]*+[.eEjJxXoObB_])")
+_ANY_LITERAL = re.compile(r"'''(?:[^'\\]++|\\.|'(?!''))*+'''"
+                          r'|"""(?:[^"\\]++|\\.|"(?!""))*+"""'
+                          r"|'(?:[^'\\]++|\\.)*+'|\"(?:[^\"\\]++|\\.)*+\"", re.DOTALL)
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f]")
+_LONE_STRING_CALL = re.compile(r"\[\s*+([A-Za-z_][\w.]{0,200}+)\(\s*+([A-Za-z_]\w{0,200}+)\s*+="
+                               r"\s*+(['\"])(.*)\3\s*+\)\s*+\]", re.DOTALL)
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    return {"\n": "\\n", "\r": "\\r", "\x00": "\\x00"}.get(
+        match[0], f"\\x{ord(match[0]):02x}")
+
+
+def _rewritten_source(source: str) -> tuple[str, tuple[str, ...]]:
+    """`source` with raw control characters escaped inside its string literals and leading
+    zeros dropped from the integers outside them; and the repairs that took."""
+    pieces, pos, repairs = [], 0, set()
+    for literal in _ANY_LITERAL.finditer(source):
+        code = source[pos:literal.start()]
+        fixed = _LEADING_ZEROS.sub("", code)
+        repairs.update(("leading_zero_ints",) if fixed != code else ())
+        text = literal[0]
+        if not text.startswith(("'''", '"""')):
+            escaped = _CONTROL.sub(_escape_control, text)
+            repairs.update(("control_chars_in_strings",) if escaped != text else ())
+            text = escaped
+        pieces += [fixed, text]
+        pos = literal.end()
+    code = source[pos:]
+    fixed = _LEADING_ZEROS.sub("", code)
+    repairs.update(("leading_zero_ints",) if fixed != code else ())
+    pieces.append(fixed)
+    return "".join(pieces), tuple(sorted(repairs))
+
+
+def _lone_string_requoted(source: str) -> str | None:
+    """A list of one call with one string argument (`[f(k='…')]`) whose text holds its own
+    quote unescaped: the argument is all of it (the call's structure leaves no other
+    reading), its inner quotes escaped; None when it is not that, or when the text could
+    also be read as several arguments (`…', other='…`)."""
+    match = _LONE_STRING_CALL.fullmatch(source.strip())
+    if match is None:
+        return None
+    quote, body = match[3], match[4]
+    if re.search(re.escape(quote) + r"\s*+,\s*+\w+\s*+=", body):
+        return None
+    inner = re.sub(r"(?<!\\)((?:\\\\)*+)" + re.escape(quote), r"\1\\" + quote, body)
+    inner = _CONTROL.sub(_escape_control, inner)
+    return f"[{match[1]}({match[2]}={quote}{inner}{quote})]"
+
+
+def _rewritten_list(source: str) -> tuple[list[dict[str, Any]], tuple[str, ...]] | None:
+    """The calls of a list that parses only once rewritten (see above), with the repairs."""
+    rewritten, repairs = _rewritten_source(source)
+    if repairs:
+        parsed = _parsed_list(rewritten)
+        if not isinstance(parsed, str):
+            return parsed[0], tuple(sorted({*parsed[1], *repairs}))
+    requoted = _lone_string_requoted(source)
+    if requoted is not None:
+        parsed = _parsed_list(requoted)
+        if not isinstance(parsed, str):
+            return parsed[0], tuple(sorted({*parsed[1], "nested_quotes_escaped"}))
+    return None
+
+
+def _list_end(doc: Document, pos: int, items: list[int] | None = None) -> int | None:
     """Where the Python list whose `[` stands at `pos` ends (after its `]`), by Python's own
     syntax: brackets outside string literals and comments. None when it never ends (cut, an
-    unterminated string) or the document's budget ran out."""
+    unterminated string) or the document's budget ran out. `items` collects where each of
+    its items' calls ends (a `)` back at the list's own depth)."""
     text = doc.text
     depth = 0
     while (token := _LIST_TOKEN.search(text, pos)) is not None:
@@ -226,6 +305,8 @@ def _list_end(doc: Document, pos: int) -> int | None:
             depth -= 1
             if depth <= 0:
                 return pos if depth == 0 else None
+            if depth == 1 and char == ")" and items is not None:
+                items.append(pos)
         elif char == "#":
             line_end = text.find("\n", pos)
             if line_end < 0:
@@ -233,12 +314,23 @@ def _list_end(doc: Document, pos: int) -> int | None:
             pos = line_end
         else:
             literal = _LITERALS[char].match(text, token.start())
+            if literal is None and char in _RAW_LINES:
+                literal = _RAW_LINES[char].match(text, token.start())
             if literal is None:
                 return None
             pos = literal.end()
         if not doc.budget.fail_attempt():
             return None
     return None
+
+
+def _cut_list_head(doc: Document, body: int, items: list[int]) -> list[dict[str, Any]] | None:
+    """The whole calls of a list cut before its end (see Frame.head): the items up to the
+    last call that closed, read as a list of their own; None when none did."""
+    if not items or doc.budget.exhausted:
+        return None
+    parsed = _parsed_list(doc.text[body:items[-1]] + "]")
+    return None if isinstance(parsed, str) else parsed[0]
 
 
 def wrapped_list(doc: Document, start: int, body: int, close: str, fmt: str = NAME) -> Frame:
@@ -248,9 +340,11 @@ def wrapped_list(doc: Document, start: int, body: int, close: str, fmt: str = NA
     a frame when nothing but space follows the list (a repair); a list that never ends is an
     incomplete frame (its text stays), one followed by anything else is not a list we read."""
     text = doc.text
-    end = _list_end(doc, body)
+    items: list[int] = []
+    end = _list_end(doc, body, items)
     if end is None:
-        return Frame(fmt, start, len(text), closed=False, complete=False)
+        return Frame(fmt, start, len(text), closed=False, complete=False,
+                     head=_cut_list_head(doc, body, items))
     after = doc.skip_space(end)
     if text.startswith(close, after):
         return list_frame(doc, start, after + len(close), text[body:end], fmt)

@@ -10,7 +10,10 @@
 
 The `<tool_call>` wrapper is optional (Seed-OSS writes `<seed:tool_call>`). Values are text,
 coerced later by the tool's schema; one leading and one trailing newline around a value
-belong to the template, not the value (as vLLM's parser reads them). A value ends at the
+belong to Qwen's template, not the value (as vLLM's parser reads them). Seed-OSS's template
+writes `<parameter=K>V</parameter>`, no newline around a value: inside `<seed:tool_call>` a
+value is kept exactly as written (vLLM's `seed_oss` strips a newline at each end all the
+same, cutting a file's last one). A value ends at the
 `</parameter>` the frame's structure shows to be its own (see text_values): one followed by
 the next `<parameter=` or by `</function>` (and, in a wrapper, `</tool_call>`), so that a
 file whose text says `</parameter>` or `</tool_call>` is read whole. A parameter written
@@ -70,10 +73,11 @@ def _tail(doc: Document, wrapped: bool) -> Tail:
     return tail
 
 
-def _parameters(doc: Document, pos: int, tail: Tail,
+def _parameters(doc: Document, pos: int, tail: Tail, exact: bool = False,
                 ) -> tuple[list[tuple[str, str]], int, bool, list[str], bool] | None:
     """The parameters from `pos`: (key, value) pairs, where they end, whether the last one
-    ended, repairs, and whether every value's tags were balanced; None out of budget."""
+    ended, repairs, and whether every value's tags were balanced; None out of budget.
+    `exact`: values as written (Seed-OSS), else without Qwen's template newlines."""
     text = doc.text
     args: list[tuple[str, str]] = []
     repairs: list[str] = []
@@ -94,7 +98,8 @@ def _parameters(doc: Document, pos: int, tail: Tail,
                 return args, len(text), False, repairs, balanced
             pos = end
             repairs.append("missing_parameter_close")
-        args.append((parameter.group(1).strip(), template_value(text[parameter.end():end])))
+        value = text[parameter.end():end]
+        args.append((parameter.group(1).strip(), value if exact else template_value(value)))
     return args, pos, True, repairs, balanced
 
 
@@ -110,7 +115,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             start = wrapper.start()
         elif start > 0 and text[start - 1] == "`":
             continue  # an inline-code mention
-        read = _parameters(doc, match.end(), _tail(doc, wrapped))
+        seed = wrapped and text.startswith("<seed:", start)
+        read = _parameters(doc, match.end(), _tail(doc, wrapped), exact=seed)
         if read is None:
             return  # out of budget: better no frame than one with parameters missing
         args, pos, complete, repairs, balanced = read

@@ -16,7 +16,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, ends_or_opens, joined, json_run, next_or_end
+from ..framing import (
+    Openers,
+    cut_list_head,
+    ends_or_opens,
+    joined,
+    json_run,
+    next_or_end,
+    whole_values,
+)
 from ..scan import Document
 from ..types import Frame
 
@@ -44,8 +52,13 @@ def _blocks(doc: Document, tag: str, opener: re.Pattern[str], close_tag: re.Patt
         spans, stop, unbalanced = json_run(doc, match.end())
         if unbalanced or not spans:
             end = next_or_end(text, tag, match.end())
+            body = doc.skip_space(match.end())
+            head = None
+            if end == len(text):  # cut: the whole calls before the cut one (Frame.head)
+                head = cut_list_head(doc, body) if text[body] == "[" else whole_values(doc,
+                                                                                      spans)
             yield Frame(NAME, start, end, closed=False, complete=False,
-                        json_text=text[match.end():end], listed=True)
+                        json_text=text[match.end():end], listed=True, head=head or None)
             openers.taken_to = end
             continue
         close = close_tag.match(text, stop)
