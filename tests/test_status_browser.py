@@ -73,8 +73,11 @@ def server(tmp_path: Path) -> Iterator[str]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TOOLCALL_PROXY_", "GUNICORN_", "PROMETHEUS_"))}
+    # Calls to tools the request does not offer stay text (`unknown_tool_calls: text`), so
+    # that the run has a frame left as text, and its reason, to show.
     env.update(GUNICORN_WORKERS="2", TOOLCALL_PROXY_LOG_LEVEL="warning",
-               PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "run"), TOOLCALL_PROXY_LOG_BODIES="true")
+               PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "run"), TOOLCALL_PROXY_LOG_BODIES="true",
+               TOOLCALL_PROXY_UNKNOWN_TOOL_CALLS="text")
     process = subprocess.Popen(
         [sys.executable, "app.py", "--port", str(port), "--upstream", fake.url],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
