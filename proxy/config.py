@@ -52,7 +52,8 @@ class Config:
     body_timeout_seconds: float = 30.0
     cors_allow_origins: tuple[str, ...] = ()
     # The Responses API front (POST /v1/responses): translated onto the turn, or relayed; its
-    # kept answers (`store`): a store URL (`sqlite:///abs/path`, `sqlite://:memory:`), else
+    # kept answers (`store`): a store URL (`sqlite:///abs/path`, `sqlite://:memory:`,
+    # `redis://[:password@]host:port/db` shared by several instances), else
     # SQLite at `responses_store_path` ("" = the default path under the state directory).
     responses_mode: str = "translate"
     responses_store_url: str = ""
@@ -127,10 +128,12 @@ def mask_url(url: str) -> str:
 
 
 def _public_settings(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Settings with their secrets out: `upstream` masked, `upstream_api_key` as a flag."""
+    """Settings with their secrets out: `upstream` and the store's URL masked,
+    `upstream_api_key` as a flag."""
     out = dict(values)
-    if "upstream" in out:
-        out["upstream"] = mask_url(out["upstream"])
+    for name in ("upstream", "responses_store_url"):  # a Redis URL may hold its password
+        if out.get(name):
+            out[name] = mask_url(out[name])
     if "upstream_api_key" in out:
         out["upstream_api_key"] = bool(out["upstream_api_key"])
     return out
