@@ -95,7 +95,8 @@ class Config:
         out = self.as_dict()
         out["api_keys"] = len(self.api_keys)
         out.update(_public_settings({"upstream": self.upstream,
-                                     "upstream_api_key": self.upstream_api_key}))
+                                     "upstream_api_key": self.upstream_api_key,
+                                     "responses_store_url": self.responses_store_url}))
         out["models"] = {glob: _public_settings(values) for glob, values in self.models}
         return out
 

@@ -85,18 +85,30 @@ class Proxy:
                                           request.environ.get(REQUEST_ID), buffered=buffered)
 
     def health(self, check_upstream: bool) -> Response:
-        """The proxy's status, version and settings (no secrets); with `check_upstream`, each
-        upstream's reachability and models too (503 when one is down)."""
+        """The proxy's status, version, settings (no secrets) and whether its store can be
+        read ("degraded" when not); with `check_upstream`, each upstream's reachability and
+        models too (503 when one is down, or the store)."""
         body: dict[str, Any] = {"status": "ok", "version": __version__,
                                 "upstream": mask_url(self.config.upstream),
-                                "config": self.config.summary()}
+                                "config": self.config.summary(), "store": self._store_report()}
+        if not body["store"]["ok"]:  # still serving: only turns that need the store fail
+            body["status"] = "degraded"
         if not check_upstream:
             return json_response(body)
         body["upstreams"] = reports = self._upstream_reports()
-        if not all(r["ok"] for r in reports):
+        if not all(r["ok"] for r in reports) or not body["store"]["ok"]:
             body["status"] = "degraded"
             return json_response(body, 503)
         return json_response(body)
+
+    def _store_report(self) -> dict[str, Any]:
+        """Whether the response store can be read now (its backend's cheap check)."""
+        report: dict[str, Any] = {"backend": self.store.backend, "ok": True}
+        try:
+            self.store.check()
+        except ProxyError as exc:
+            report.update(ok=False, error=exc.message)
+        return report
 
     def _upstream_reports(self) -> list[dict[str, Any]]:
         """Every upstream's report, asked anew at most every HEALTH_PROBE_SECONDS (a burst
