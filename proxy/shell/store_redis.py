@@ -24,7 +24,7 @@ import logging
 import secrets
 import time
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
@@ -179,6 +179,15 @@ def _timeouts(url: str) -> dict[str, Any]:
     return out
 
 
+def _without_timeouts(url: str) -> str:
+    """`url` without the timeouts its query may set (the URL's options win over the
+    client's arguments)."""
+    parts = urlsplit(url)
+    query = [(name, value) for name, value in parse_qsl(parts.query, keep_blank_values=True)
+             if name not in ("socket_timeout", "socket_connect_timeout")]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
 class RedisStore:
     """Kept answers in Redis, by owner and id, shared by every instance that names it. The
     client connects on first use (a proxy that never keeps anything never connects)."""
@@ -195,6 +204,9 @@ class RedisStore:
         # One quick retry on a connection that broke (Redis restarted), none on a timeout.
         self.client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 1),
                                            health_check_interval=30, **_timeouts(url))
+        # The health check's own client: quick whatever timeouts the URL gives the turns.
+        self._probe = redis.Redis.from_url(_without_timeouts(url), retry=Retry(NoBackoff(), 0),
+                                           **_timeouts(""))
         self._secret: bytes | None = None
         self._scripts = {name: self.client.register_script(source) for name, source in (
             ("put", _PUT), ("recall", _RECALL), ("delete", _DELETE), ("expire", _EXPIRE),
@@ -278,9 +290,9 @@ class RedisStore:
         return Usage(int(count), int(held), int(total))
 
     def check(self) -> None:
-        """A PING; a Redis down or slow is the 503."""
+        """A PING with the short timeouts; a Redis down or slow is the 503."""
         try:
-            self.client.ping()
+            self._probe.ping()
         except redis.RedisError as exc:
             raise store_unavailable(exc) from None
 
