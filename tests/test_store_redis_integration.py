@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,7 @@ import requests
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion
 from tests.redis_server import RedisServer, needs_redis
+from tests.test_deploy import DEPLOY, _shipped_nginx
 from tests.test_entrypoints import _free_port, _stop, _tool_turn, _wait_for, _wait_healthy
 
 pytestmark = [pytest.mark.integration, needs_redis]
@@ -227,3 +229,30 @@ def test_the_official_tool_turn_helper_still_applies(fake, redis_url, start_inst
     fake.answer(Answer(body=vllm_completion(
         '<tool_call>{"name": "read", "arguments": {"path": "a"}}</tool_call>')))
     _tool_turn(proxy.url)
+
+
+def _responses_served(instance: Instance) -> float:
+    """How many Responses requests the instance has answered (its Prometheus counter)."""
+    text = requests.get(instance.url + "/proxy/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("toolcall_proxy_requests_total{") and
+               'front="responses"' in line)
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed here")
+def test_two_instances_behind_the_shipped_nginx_site_share_one_redis(
+        fake, redis_url, start_instance, tmp_path):
+    """The shipped site with both instances in its `upstream` block: nginx takes turns
+    between them, and every request finds the state the other instance left."""
+    one, two = start_instance(redis_url), start_instance(redis_url)
+    servers = ";\n    server ".join(i.url.removeprefix("http://") for i in (one, two))
+    with _shipped_nginx(tmp_path, servers) as port:
+        front = f"http://127.0.0.1:{port}/v1"
+        clients = [openai.OpenAI(base_url=front, api_key=key, max_retries=0, timeout=30)
+                   for key in (KEY_A, KEY_A, KEY_B)]
+        for _ in range(2):  # each step lands on the other instance the second time round
+            _kept_through_one_continued_read_and_deleted_through_another(fake, *clients)
+    for instance in (one, two):
+        _wait_for(lambda instance=instance: _responses_served(instance) >= 4, 30)
+    site = (DEPLOY / "nginx-toolcall-proxy.conf").read_text()
+    assert "# server 127.0.0.1:8005;" in site  # the site shows where a second one goes
