@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -195,3 +196,25 @@ def test_a_redis_url_without_the_package_is_one_clear_line(monkeypatch):
     assert str(caught.value) == ("'responses_store_url' is a Redis URL but the 'redis' "
                                  "package is not installed: pip install redis")
     build_config({"responses_store_url": "sqlite://:memory:"})  # SQLite needs no package
+
+
+def test_the_redis_lock_pins_with_hashes_what_the_tests_run():
+    """requirements-redis.lock (what the container installs) pins a redis that the tests'
+    range admits, every line with its hash."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "requirements-redis.lock").read_text().replace("\\\n", " ")
+    pins = {}
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            requirement = Requirement(line.split(" --hash")[0].strip())
+            assert "--hash=sha256:" in line, line
+            (spec,) = requirement.specifier
+            pins[requirement.name] = Version(spec.version)
+    tested = next(Requirement(line) for line in
+                  (root / "requirements-dev.txt").read_text().splitlines()
+                  if line.startswith("redis"))
+    assert pins["redis"] in tested.specifier
+    assert "-r requirements-redis.lock" in (root / "Dockerfile").read_text()
