@@ -94,9 +94,9 @@ class Config:
         without their `user:password@` (per-model overrides included)."""
         out = self.as_dict()
         out["api_keys"] = len(self.api_keys)
+        out["responses_store_url"] = mask_url(self.responses_store_url)  # a password in it
         out.update(_public_settings({"upstream": self.upstream,
-                                     "upstream_api_key": self.upstream_api_key,
-                                     "responses_store_url": self.responses_store_url}))
+                                     "upstream_api_key": self.upstream_api_key}))
         out["models"] = {glob: _public_settings(values) for glob, values in self.models}
         return out
 
@@ -129,12 +129,10 @@ def mask_url(url: str) -> str:
 
 
 def _public_settings(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Settings with their secrets out: `upstream` and the store's URL masked,
-    `upstream_api_key` as a flag."""
+    """Settings with their secrets out: `upstream` masked, `upstream_api_key` as a flag."""
     out = dict(values)
-    for name in ("upstream", "responses_store_url"):  # a Redis URL may hold its password
-        if out.get(name):
-            out[name] = mask_url(out[name])
+    if "upstream" in out:
+        out["upstream"] = mask_url(out["upstream"])
     if "upstream_api_key" in out:
         out["upstream_api_key"] = bool(out["upstream_api_key"])
     return out
