@@ -202,7 +202,8 @@ class RedisStore:
         self.limits = limits
         self.logger = logger or logging.getLogger(__name__)
         # One quick retry on a connection that broke (Redis restarted), none on a timeout.
-        self.client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 1),
+        retry = Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
+        self.client = redis.Redis.from_url(url, retry=retry,
                                            health_check_interval=30, **_timeouts(url))
         # The health check's own client: quick whatever timeouts the URL gives the turns.
         self._probe = redis.Redis.from_url(_without_timeouts(url), retry=Retry(NoBackoff(), 0),
