@@ -19,7 +19,7 @@ from proxy.config_load import ConfigError, build_config
 from proxy.errors import ProxyError
 from proxy.fronts import Kept
 from proxy.shell.store import StoreLimits, open_store
-from proxy.shell.store_redis import PREFIX, RedisStore
+from proxy.shell.store_redis import PREFIX, SECRET_SECONDS, RedisStore
 
 A = "owner-a"
 
@@ -54,6 +54,21 @@ def test_a_new_redis_has_a_new_secret(redis_server, redis_url):
     before = RedisStore(redis_url, limits()).owner("sk-alpha")
     redis_server.command("FLUSHALL")
     assert RedisStore(redis_url, limits()).owner("sk-alpha") != before
+
+
+def test_an_instance_follows_the_secret_another_set_in_an_emptied_redis(redis_server,
+                                                                         redis_url,
+                                                                         monkeypatch):
+    one = RedisStore(redis_url, limits())
+    before = one.owner("sk-alpha")
+    redis_server.command("FLUSHALL")  # Redis restarted empty, say
+    two = RedisStore(redis_url, limits())
+    now = two.owner("sk-alpha")  # a new secret, set by the other instance
+    assert now != before
+    assert one.owner("sk-alpha") == before  # read again only every SECRET_SECONDS
+    later = time.monotonic() + SECRET_SECONDS
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    assert one.owner("sk-alpha") == now
 
 
 def test_redis_expires_the_answers_itself(redis_server, redis_url):

@@ -5,7 +5,7 @@ round trip (a Lua script where it reads and writes several keys, atomically).
 Keys, under the prefix `toolcall-proxy:`:
 
 * `secret`: the owners' HMAC secret, set once (SET NX) by whichever instance comes first,
-  so every instance names an API key's owner alike.
+  so every instance names an API key's owner alike (each reads it again every 10 s).
 * `answer:{owner}:{id}`: a hash (`previous`, `created`, `size`, `bytes`, `items`, `body`)
   that Redis itself expires `max_age_seconds` after it was kept.
 * `owner:{owner}`: the owner's answers (`{bytes}|{id}`) by the time they were kept, and
@@ -49,6 +49,7 @@ except ImportError:  # a deployment without Redis (config_load refuses redis:// 
 PREFIX = "toolcall-proxy:"
 CONNECT_TIMEOUT = 0.5  # seconds: a Redis that does not answer is a quick 503, never a hang
 SOCKET_TIMEOUT = 1.0
+SECRET_SECONDS = 10.0  # the owners' secret is read again this often
 TRIM_BATCH = 1000  # expired answers let go of per script call (the rest on the next)
 
 # Let go of every answer past the age limit (ARGV[1]: the cutoff time; 0: no limit), at
@@ -167,6 +168,12 @@ return {redis.call('ZCARD', P .. 'owner:' .. owner),
         tonumber(redis.call('GET', P .. 'all-bytes') or '0')}
 """
 
+# ARGV: a new secret. The owners' secret: the one set, else this one, set now.
+_SECRET = """
+redis.call('SET', KEYS[1] .. 'secret', ARGV[1], 'NX')
+return redis.call('GET', KEYS[1] .. 'secret')
+"""
+
 
 def _timeouts(url: str) -> dict[str, Any]:
     """The client's timeouts unless the URL's query sets its own (`?socket_timeout=2`)."""
@@ -208,10 +215,10 @@ class RedisStore:
         # The health check's own client: quick whatever timeouts the URL gives the turns.
         self._probe = redis.Redis.from_url(_without_timeouts(url), retry=Retry(NoBackoff(), 0),
                                            **_timeouts(""))
-        self._secret: bytes | None = None
+        self._secret: tuple[bytes, float] | None = None  # and when it was read
         self._scripts = {name: self.client.register_script(source) for name, source in (
             ("put", _PUT), ("recall", _RECALL), ("delete", _DELETE), ("expire", _EXPIRE),
-            ("usage", _USAGE))}
+            ("usage", _USAGE), ("secret", _SECRET))}
 
     def _run(self, name: str, *args: Any) -> Any:
         """A script by name; a Redis that fails or is slow is a 503."""
@@ -228,19 +235,16 @@ class RedisStore:
     # -- the interface ---------------------------------------------------------------
 
     def owner(self, api_key: str | None) -> str:
-        """The keyed hash of `api_key` under the secret every instance shares (SET NX)."""
+        """The keyed hash of `api_key` under the secret every instance shares: set once
+        (SET NX), read again every SECRET_SECONDS (a Redis emptied and given a new secret
+        by another instance is followed within that time)."""
         if api_key is None:
             return NO_KEY_OWNER
-        if self._secret is None:
-            try:
-                self.client.set(PREFIX + "secret", secrets.token_bytes(32), nx=True)
-                secret = self.client.get(PREFIX + "secret")
-            except redis.RedisError as exc:
-                raise store_unavailable(exc) from None
-            if secret is None:  # flushed between the two: the next request sets it anew
-                raise store_unavailable(RuntimeError("the store's secret went missing"))
-            self._secret = secret
-        return owner_hash(self._secret, api_key)
+        now = time.monotonic()
+        if self._secret is None or now - self._secret[1] >= SECRET_SECONDS:
+            secret = self._run("secret", secrets.token_bytes(32))
+            self._secret = (bytes(secret), now)
+        return owner_hash(self._secret[0], api_key)
 
     def put(self, owner: str, kept: Kept) -> bool:
         """Keep an answer, then let go of what is past the limits (this owner's only)."""
