@@ -303,4 +303,5 @@ class RedisStore:
 
 
 def _answer(owner: str, response_id: str) -> str:
+    """The key of an owner's answer (as the scripts name it)."""
     return f"{PREFIX}answer:{owner}:{response_id}"
