@@ -28,10 +28,11 @@ def free_port() -> int:
 class RedisServer:
     """One redis-server process on 127.0.0.1:`port`, its files in `folder`."""
 
-    def __init__(self, folder: Path, port: int | None = None) -> None:
+    def __init__(self, folder: Path, port: int | None = None, password: str = "") -> None:
         self.folder = folder
         self.port = port or free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.password = password
+        self.url = f"redis://{':' + password + '@' if password else ''}127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -39,7 +40,8 @@ class RedisServer:
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "no", "--dir", str(self.folder),
-             "--protected-mode", "yes", "--loglevel", "warning"],
+             "--protected-mode", "yes", "--loglevel", "warning",
+             *(["--requirepass", self.password] if self.password else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -55,7 +57,7 @@ class RedisServer:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
                 sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
+                return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))  # up, either way
         except OSError:
             return False
 

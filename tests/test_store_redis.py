@@ -6,6 +6,7 @@ settings that choose it."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import threading
 import time
@@ -233,3 +234,24 @@ def test_the_redis_lock_pins_with_hashes_what_the_tests_run():
                   if line.startswith("redis"))
     assert pins["redis"] in tested.specifier
     assert "-r requirements-redis.lock" in (root / "Dockerfile").read_text()
+
+
+def test_a_redis_with_a_password(tmp_path):
+    """`redis://:password@host:port/db`: the password opens it; a wrong one is the 503."""
+    from tests.redis_server import NOT_INSTALLED, RedisServer
+
+    if shutil.which("redis-server") is None:
+        pytest.skip(NOT_INSTALLED)
+    server = RedisServer(tmp_path, password="s3cret-pw")
+    server.start()
+    try:
+        store = RedisStore(server.url, limits())
+        assert store.put(store.owner("sk-alpha"), kept("a"))
+        assert store.get(store.owner("sk-alpha"), "a") == b'{"id": "a"}'
+        wrong = RedisStore(server.url.replace("s3cret-pw", "guess"), limits())
+        with pytest.raises(ProxyError) as caught:
+            wrong.get(A, "a")
+        assert caught.value.code == "store_unavailable"
+        assert "guess" not in caught.value.message
+    finally:
+        server.stop()
