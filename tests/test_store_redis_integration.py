@@ -209,11 +209,12 @@ def test_a_silent_redis_holds_only_its_own_turn_under_gevent(fake, start_instanc
     with _silent_redis() as (port, release, accepted):
         proxy = start_instance(f"redis://127.0.0.1:{port}/0?socket_timeout=120", workers=1)
         stuck: list[requests.Response] = []
+        probed = len(accepted)  # the health checks' connections, so far
         waiting = threading.Thread(target=lambda: stuck.append(requests.get(
             proxy.url + "/v1/responses/resp_x", timeout=180,
             headers={"Authorization": f"Bearer {KEY_A}"})), daemon=True)
         waiting.start()
-        _wait_for(lambda: bool(accepted), 60)  # the worker is now waiting on "Redis"
+        _wait_for(lambda: len(accepted) > probed, 60)  # the worker now waits on "Redis"
         fake.answer(Answer(body=vllm_completion(
             '<tool_call>{"name": "read", "arguments": {"path": "a"}}</tool_call>')))
         _tool_turn_with_key(proxy.url)
