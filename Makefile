@@ -42,7 +42,8 @@ test: $(STAMP) $(WHEELS_STAMP) services
 
 # The services some tests run for real, from Debian's packages where missing (each test
 # starts its own on a loopback port and stops it): redis-server for the Redis store, nginx
-# for the shipped site. Without apt-get those tests are skipped, saying why.
+# for the shipped site (and the bench's store rows). Without apt-get those tests are skipped,
+# saying why.
 SERVICES := redis-server nginx
 services:
 	@missing=""; for name in $(SERVICES); do \
@@ -94,7 +95,7 @@ lock: $(STAMP)
 	$(VENV)/bin/uv pip compile requirements.txt --universal --python-version 3.11 \
 		--generate-hashes --quiet --output-file requirements.lock
 
-bench: $(STAMP)
+bench: $(STAMP) services
 	$(PY) -m bench.run $(ARGS)
 
 fuzz: $(STAMP)
