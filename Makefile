@@ -41,9 +41,9 @@ test: $(STAMP) $(WHEELS_STAMP) services
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The services some tests run for real, from Debian's packages where missing (each test
-# starts its own on a loopback port and stops it): redis-server for the Redis store, nginx
-# for the shipped site (and the bench's store rows). Without apt-get those tests are skipped,
-# saying why.
+# starts its own on a loopback port and stops it): redis-server for the Redis store (its
+# tests, the bench's store row), nginx for the shipped site. Without apt-get those tests are
+# skipped, saying why.
 SERVICES := redis-server nginx
 services:
 	@missing=""; for name in $(SERVICES); do \
