@@ -22,9 +22,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# The exact versions of requirements.lock, each file checked against its hash; wheels only.
-COPY requirements.lock ./
-RUN pip install --require-hashes --only-binary=:all: -r requirements.lock
+# The exact versions of requirements.lock, each file checked against its hash; wheels only;
+# and the Redis client (requirements-redis.lock), for a store shared by several instances.
+COPY requirements.lock requirements-redis.lock ./
+RUN pip install --require-hashes --only-binary=:all: -r requirements.lock -r requirements-redis.lock
 
 COPY app.py ./
 COPY proxy/ proxy/

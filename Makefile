@@ -12,7 +12,7 @@ STAGE ?= build/pyz
 PYZ := $(DIST)/toolcall-proxy.pyz
 PYVER = $(shell $(PY) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
 
-.PHONY: run test lint bench fuzz soak e2e dist pyz wheels lock clean
+.PHONY: run test services lint bench fuzz soak e2e dist pyz wheels lock clean
 
 # The runtime exactly as locked (what production installs), then the test and build tools.
 $(STAMP): requirements.txt requirements.lock requirements-dev.txt
@@ -36,17 +36,28 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# Debian's chromium, for the status page's browser test (playwright drives it through its
-# executable_path; playwright's own browser download is never used).
-CHROMIUM := /usr/bin/chromium
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-$(CHROMIUM):
-	$(SUDO) apt-get update
-	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
-
-test: $(STAMP) $(WHEELS_STAMP) $(CHROMIUM)
+test: $(STAMP) $(WHEELS_STAMP) services
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The services some tests run for real, from Debian's packages where missing (each test
+# starts its own on a loopback port and stops it): redis-server for the Redis store (its
+# tests, the bench's store row), nginx for the shipped site, chromium for the status page's
+# browser test (playwright drives it by its executable_path; its own browser download is never
+# used). Without apt-get those tests are skipped, saying why (under CI they fail).
+SERVICES := redis-server nginx chromium
+services:
+	@missing=""; for name in $(SERVICES); do \
+		command -v $$name >/dev/null 2>&1 || test -x /usr/sbin/$$name || missing="$$missing $$name"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
+		if command -v apt-get >/dev/null 2>&1; then \
+			echo "installing$$missing (Debian packages)"; \
+			$$sudo apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
+		else echo "no apt-get: the tests of$$missing are skipped" >&2; fi; \
+	fi
 
 # The real agents, installed from the npm registry into tests/e2e/node_modules (hundreds of
 # MB, so not part of `make test`), each driven against the fake vLLM through the proxy.
@@ -85,7 +96,7 @@ lock: $(STAMP)
 	$(VENV)/bin/uv pip compile requirements.txt --universal --python-version 3.11 \
 		--generate-hashes --quiet --output-file requirements.lock
 
-bench: $(STAMP)
+bench: $(STAMP) services
 	$(PY) -m bench.run $(ARGS)
 
 fuzz: $(STAMP)

@@ -25,6 +25,8 @@ Scenarios (issue 8):
 * streamed mode (`bench/streamed.py`): a tool turn in `stream_mode: stream`, 100 content
   chunks 20 ms (and 5 ms) apart then a Hermes call: time to the first content token and the
   gaps between content events, against the fake streaming directly; CPU per streamed token.
+* Responses store (`bench/store_backends.py`): a stored turn (`store: true`, continuing a kept
+  answer) through a proxy on SQLite and one on Redis, interleaved: what Redis adds at p50.
 * held streams: N concurrent 30 s streams with a chunk every 500 ms, searched upward; a level
   passes with no errors, TTFB p99 ≤ 1 s and gap p99 ≤ 750 ms; RSS of master + workers.
 * held buffered turns: N concurrent tool turns whose upstream answers after 30 s; the client
@@ -62,7 +64,7 @@ from typing import Any
 
 import orjson
 
-from bench import load, streamed
+from bench import load, store_backends, streamed
 from bench import status as status_rows
 from bench.fake_upstream import READY_MARKER, parse_size, raise_fd_limit
 
@@ -70,7 +72,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf", "messages",
-            "streamed", "status")
+            "streamed", "status", "store")
 MESSAGES_PATH = "/v1/messages"
 
 TOOLS: list[dict[str, Any]] = [
@@ -845,6 +847,8 @@ class Bench:
             await self.messages()
         if "streamed" in sections:
             await streamed.section(self, TOOLS, MESSAGES)
+        if "store" in sections:
+            await store_backends.section(self)
         if self.cpu_rows:
             self.section("server CPU per request (utime+stime of master+workers)")
             self.rows.extend(self.cpu_rows)

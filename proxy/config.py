@@ -55,7 +55,8 @@ class Config:
     body_timeout_seconds: float = 30.0
     cors_allow_origins: tuple[str, ...] = ()
     # The Responses API front (POST /v1/responses): translated onto the turn, or relayed; its
-    # kept answers (`store`): a store URL (`sqlite:///abs/path`, `sqlite://:memory:`), else
+    # kept answers (`store`): a store URL (`sqlite:///abs/path`, `sqlite://:memory:`,
+    # `redis://[:password@]host:port/db` shared by several instances), else
     # SQLite at `responses_store_path` ("" = the default path under the state directory).
     responses_mode: str = "translate"
     responses_store_url: str = ""

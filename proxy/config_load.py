@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 
-from .config import Config
+from .config import Config, mask_url
 from .toolcalls.registry import UnknownFormat, resolve
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
@@ -41,7 +43,7 @@ _PROCESS_ONLY = frozenset({"host", "port", "models", "max_body_bytes", "log_form
                            "responses_store_max_age_seconds", "responses_store_max_responses",
                            "responses_store_max_bytes_per_key", "responses_store_max_bytes"})
 # The URL schemes of the response store's backends (`proxy.shell.store.BACKENDS`).
-STORE_SCHEMES = ("sqlite",)
+STORE_SCHEMES = ("sqlite", "redis", "rediss")
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 _DEFAULTS = Config()
@@ -192,6 +194,27 @@ def _check_store_url(url: str, path: str) -> None:
     if scheme == "sqlite" and rest != ":memory:" and not rest.startswith("/"):
         raise ConfigError("'responses_store_url' must be sqlite:///absolute/path or "
                           f"sqlite://:memory:, not {url!r}")
+    if scheme.startswith("redis"):
+        _check_redis_url(url)
+
+
+def _check_redis_url(url: str) -> None:
+    """A `redis://[:password@]host:port/db` URL the installed `redis` package can use."""
+    if importlib.util.find_spec("redis") is None:
+        raise ConfigError("'responses_store_url' is a Redis URL but the 'redis' package is "
+                          "not installed: pip install redis")
+    from redis.connection import parse_url
+
+    shown = mask_url(url)
+    try:
+        parts = urlsplit(url)
+        parse_url(url)  # the query's options (socket_timeout=…)
+        parts.port  # noqa: B018 - a port out of range raises here
+    except ValueError as exc:
+        raise ConfigError(f"'responses_store_url' {shown}: {exc}") from None
+    if not parts.hostname or not re.fullmatch(r"(/\d*)?", parts.path):
+        raise ConfigError("'responses_store_url' must be redis://[:password@]host:port/db, "
+                          f"not {shown}")
 
 
 def read_config_file(path: str) -> dict[str, Any]:

@@ -15,6 +15,8 @@ from proxy.config_load import build_config
 from proxy.shell.routes import create_app
 from tests.fake_vllm import FakeVLLM
 
+pytest_plugins = ["tests.redis_server"]  # a real redis-server for the Redis store's tests
+
 WEATHER_TOOL = {
     "type": "function",
     "function": {

@@ -63,7 +63,8 @@ def test_image_is_slim_unprivileged_and_installs_the_lock():
     (base,) = _all("FROM")
     assert re.fullmatch(r"python:\$\{PYTHON_VERSION\}-slim-\w+|python:3\.\d+-slim(-\w+)?", base)
     installs = [run for run in _all("RUN") if "pip install" in run]
-    assert installs == ["pip install --require-hashes --only-binary=:all: -r requirements.lock"]
+    assert installs == ["pip install --require-hashes --only-binary=:all: -r requirements.lock "
+                        "-r requirements-redis.lock"]
     (user,) = _all("USER")
     assert user not in ("root", "0")
     assert "useradd" in next(run for run in _all("RUN") if user in run)
@@ -117,7 +118,7 @@ def test_dockerignore_keeps_the_context_to_what_the_image_needs():
     patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
     for kept in ("app.py", "proxy/shell/server.py", "proxy/toolcalls/formats/hermes.py",
-                 "requirements.lock", "deploy/gunicorn.conf.py"):
+                 "requirements.lock", "requirements-redis.lock", "deploy/gunicorn.conf.py"):
         assert not _dockerignored(kept, patterns), kept
     for left in (".venv/bin/python", ".git/config", "tests/test_server.py", "config.json",
                  "proxy/__pycache__/server.cpython-311.pyc", "build/wheels/x.whl", "dist/x.pyz"):
@@ -133,7 +134,7 @@ def test_the_images_entrypoint_and_health_check_work_outside_a_container(tmp_pat
     workdir = tmp_path / "app"
     _image_tree(workdir)
     assert sorted(p.name for p in workdir.iterdir()) == [
-        "app.py", "deploy", "proxy", "requirements.lock"]
+        "app.py", "deploy", "proxy", "requirements-redis.lock", "requirements.lock"]
     port = _free_port()
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("TOOLCALL_PROXY_", "GUNICORN_", "PROMETHEUS_"))}

@@ -29,9 +29,16 @@ def _sqlite_memory(request: Any, limits: StoreLimits) -> ResponseStore:
     return SqliteStore(":memory:", limits)
 
 
+def _redis(request: Any, limits: StoreLimits) -> ResponseStore:
+    from proxy.shell.store_redis import RedisStore
+
+    return RedisStore(request.getfixturevalue("redis_url"), limits)
+
+
 BACKENDS: dict[str, Callable[[Any, StoreLimits], ResponseStore]] = {
     "sqlite-file": _sqlite_file,
     "sqlite-memory": _sqlite_memory,
+    "redis": _redis,
 }
 
 

@@ -166,8 +166,16 @@ def _sqlite(url: str, limits: StoreLimits, logger: logging.Logger) -> ResponseSt
     return SqliteStore(url.removeprefix("sqlite://"), limits, logger)
 
 
+def _redis(url: str, limits: StoreLimits, logger: logging.Logger) -> ResponseStore:
+    from .store_redis import RedisStore
+
+    return RedisStore(url, limits, logger)
+
+
 BACKENDS: dict[str, Callable[[str, StoreLimits, logging.Logger], ResponseStore]] = {
     "sqlite": _sqlite,
+    "redis": _redis,
+    "rediss": _redis,
 }
 
 
