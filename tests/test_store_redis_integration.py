@@ -94,7 +94,8 @@ def test_two_instances_share_one_redis(fake, redis_url, start_instance):
     _kept_through_one_continued_read_and_deleted_through_another(
         fake, one.client(), two.client(), two.client(KEY_B))
     for instance in (one, two):
-        store = requests.get(instance.url + "/proxy/health", timeout=10).json()["store"]
+        store = requests.get(instance.url + "/proxy/health?upstream=1", timeout=10,
+                             headers={"Authorization": f"Bearer {KEY_A}"}).json()["store"]
         assert store == {"backend": "redis", "ok": True}
 
 
@@ -136,26 +137,33 @@ def test_redis_down_is_a_503_for_turns_that_need_it_and_nothing_to_others(
         assert caught.value.status_code == 503
         assert caught.value.body["code"] == "store_unavailable"
         assert caught.value.response.headers["Retry-After"] == "1"
-    for path in ("/proxy/health", "/proxy/health?upstream=1"):
-        health = requests.get(proxy.url + path, timeout=10,
-                              headers={"Authorization": f"Bearer {KEY_A}"})
-        assert health.status_code == 200  # told, not counted: the instance still serves
-        assert health.json()["store"]["backend"] == "redis"
-        assert health.json()["store"]["ok"] is False
-        assert "store_unavailable" not in health.json()["store"]["error"]
-        assert "cannot be read" in health.json()["store"]["error"]
+    health = requests.get(proxy.url + "/proxy/health?upstream=1", timeout=10,
+                          headers={"Authorization": f"Bearer {KEY_A}"})
+    assert health.status_code == 200  # told, not counted: the instance still serves
+    assert health.json()["store"]["backend"] == "redis"
+    assert health.json()["store"]["ok"] is False
+    assert "store_unavailable" not in health.json()["store"]["error"]
+    assert "cannot be read" in health.json()["store"]["error"]
+    # The plain liveness check never reaches the store: it answers as long as the proxy does.
+    assert "store" not in requests.get(proxy.url + "/proxy/health", timeout=10).json()
     fake.answer(Answer(body=vllm_completion("no store needed")))
     assert client.responses.create(model="qwen", input="y",
                                    store=False).output_text == "no store needed"
     fake.answer(Answer(body=vllm_completion(
         '<tool_call>{"name": "read", "arguments": {"path": "a"}}</tool_call>')))
     _tool_turn_with_key(proxy.url)
-    # A stored turn whose answer cannot be kept is still answered (and logged unkept).
-    fake.answer(Answer(body=vllm_completion("answered, not kept")))
-    assert client.responses.create(model="qwen", input="z").output_text == "answered, not kept"
+    # A turn that asks to be kept needs the store: refused before upstream is called, never
+    # an answer silently not kept.
+    asked = len(fake.chat_requests())
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.responses.create(model="qwen", input="z")
+    assert caught.value.status_code == 503
+    assert caught.value.body["code"] == "store_unavailable"
+    assert len(fake.chat_requests()) == asked
     own_redis.start()  # back on the same port: the store serves again (empty: no persistence)
-    _wait_for(lambda: requests.get(proxy.url + "/proxy/health", timeout=10).json()["store"]["ok"],
-              30)
+    _wait_for(lambda: requests.get(proxy.url + "/proxy/health?upstream=1", timeout=10,
+                                   headers={"Authorization": f"Bearer {KEY_A}"}
+                                   ).json()["store"]["ok"], 30)
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(kept.id)
     fake.answer(Answer(body=vllm_completion("kept again")))

@@ -117,15 +117,16 @@ class Proxy:
                                           request.environ.get(REQUEST_ID), buffered=buffered)
 
     def health(self, check_upstream: bool) -> Response:
-        """The proxy's status, version, settings (no secrets) and whether its store can be
-        read; with `check_upstream`, each upstream's reachability and models too (503 when
-        one is down)."""
+        """The proxy's status, version and settings (no secrets); with `check_upstream`,
+        whether its store can be read and each upstream's reachability and models too (503
+        when an upstream is down; the plain check reaches neither, as a liveness check
+        should not)."""
         body: dict[str, Any] = {"status": "ok", "version": __version__,
                                 "upstream": mask_url(self.config.upstream),
                                 "config": self.config.summary()}
-        body["store"] = self._store_report()
         if not check_upstream:
             return json_response(body)
+        body["store"] = self._store_report()
         body["upstreams"] = reports = self._upstream_reports()
         if not all(r["ok"] for r in reports):
             body["status"] = "degraded"
