@@ -17,7 +17,7 @@ import orjson
 from ..ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
 from ..toolcalls.repair import NotJson, loads_repaired
-from .thinking import leading_thinking
+from .thinking import ThinkingRule, answer_thinking
 
 _TOP_LEVEL = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint",
               "service_tier")
@@ -87,8 +87,10 @@ class ExtractionSettings:
     # vLLM's `stop_reason` (the stop string that ended the choice) kept on each choice, for
     # fronts whose wire tells a stop sequence from a natural end (Anthropic's stop_sequence).
     keep_stop_reason: bool = False
-    # A leading think block in the content is the reasoning (see `turn.thinking`).
+    # A leading think block in the content is the reasoning (see `turn.thinking`), and how
+    # text before a lone closer is read (`thinking_opened_by_template`).
     reasoning_from_content: bool = True
+    thinking: ThinkingRule = ThinkingRule()
 
 
 def mint_call_id(taken: set[str]) -> str:
@@ -259,10 +261,10 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
     if not isinstance(reasoning, str):
         reasoning = message.get("reasoning") if isinstance(message.get("reasoning"), str) else None
     if settings.reasoning_from_content and content and not reasoning:
-        thinking = leading_thinking(content)
+        thinking = answer_thinking(content, settings.thinking, finish)
         if thinking is not None:
-            reasoning, content = thinking
-            outcome.repairs.append(Repair("content", "reasoning_from_content", None))
+            reasoning, content, how = thinking
+            outcome.repairs.append(Repair("content", how, None))
 
     calls = _native_calls(message.get("tool_calls"), finish, settings, outcome, taken_ids)
     if calls:

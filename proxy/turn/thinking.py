@@ -1,21 +1,25 @@
-"""Thinking written into the content: a leading `<think>…</think>` (or Seed-OSS's
-`<seed:think>…</seed:think>`, or gpt-oss's Harmony analysis channel
-`<|channel|>analysis<|message|>…<|end|>`) that a server without a reasoning parser leaves in
-the content. With `reasoning_from_content` (the default) it is the reasoning, not the answer:
-moved out of a finished completion (`leading_thinking`), routed to the reasoning as it
-streams (`ThinkRouter`), and moved out of the history a client sends back
-(`move_history_thinking`). Only a block whose opening tag starts the content counts: a tag
-further on is the answer's own text."""
+"""Thinking written into the content: a leading `<think>…</think>` (or another family's
+block: Seed-OSS's `<seed:think>`, Mistral's `[THINK]`, Command's `<|START_THINKING|>`, Kimi
+K3's `<|open|>think<|sep|>`, Gemma 4's `<|channel>thought`, gpt-oss's Harmony analysis
+channel `<|channel|>analysis<|message|>…<|end|>`) that a server without a reasoning parser
+leaves in the content, or the text before a lone closing tag (the template opened the block,
+see `closers`). With `reasoning_from_content` (the default) it is the reasoning, not the
+answer: moved out of a finished completion (`answer_thinking`), routed to the reasoning as it
+streams (`ThinkRouter`), and a leading block moved out of the history a client sends back
+(`move_history_thinking`). A leading block counts only where its opening tag starts the
+content; a lone closer only where it is not a mention (`closers.lone_close`)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from .assemble import CONTENT, REASONING
+from .closers import BLOCKED, FAMILIES, Close, lone_close, partial_closer
 
 _HARMONY_ANALYSIS = "<|channel|>analysis<|message|>"
-_TAGS = {"<think>": "</think>", "<seed:think>": "</seed:think>",
+_TAGS = {**dict(FAMILIES),
          _HARMONY_ANALYSIS: "<|end|>", "<|start|>assistant" + _HARMONY_ANALYSIS: "<|end|>"}
 _OPENING = re.compile(r"\s*+(" + "|".join(map(re.escape, _TAGS)) + ")")
 _LONGEST_OPENER = max(map(len, _TAGS))
@@ -35,6 +39,54 @@ def leading_thinking(content: str) -> tuple[str, str] | None:
             content[close + len(_TAGS[opening[1]]):].lstrip())
 
 
+# The log's word for each way thinking was found in the content.
+BLOCK = "reasoning_from_content"
+LONE = "reasoning_before_lone_close"
+OPENED = "reasoning_opened_by_template"
+
+
+@dataclass(frozen=True)
+class ThinkingRule:
+    """How a content without a leading block is read. `lone_close`: text before a lone
+    closer is the reasoning (False: the template never opens a block, such text is the
+    answer's); `opened`: the template surely opens one, so with no closer at all the whole
+    output is reasoning; `cut_opened`: that, only for an output cut by `length`."""
+
+    lone_close: bool = True
+    opened: bool = False
+    cut_opened: bool = False
+
+
+def thinking_rule(setting: str, seen: bool, thinking_off: bool) -> ThinkingRule:
+    """The rule for a `thinking_opened_by_template` setting (`auto`, `true`, `false`),
+    whether this model was seen closing a lone block before, and whether the request
+    switches thinking off (then the template opens none)."""
+    if setting == "false":
+        return ThinkingRule(lone_close=False)
+    if thinking_off:
+        return ThinkingRule()
+    if setting == "true":
+        return ThinkingRule(opened=True, cut_opened=True)
+    return ThinkingRule(cut_opened=seen)
+
+
+def answer_thinking(content: str, rule: ThinkingRule, finish: str | None = None,
+                    ) -> tuple[str, str, str] | None:
+    """(the thinking, the answer, how it was found: BLOCK, LONE or OPENED) for a finished
+    content, else None; both stripped of the space around them."""
+    split = leading_thinking(content)
+    if split is not None:
+        return (*split, BLOCK)
+    if not rule.lone_close:
+        return None
+    close = lone_close(content)
+    if isinstance(close, Close):  # (BLOCKED: no lone close; the rest of the rule holds)
+        return content[:close.start].strip(), content[close.end:].lstrip(), LONE
+    if rule.opened or (rule.cut_opened and finish == "length"):
+        return content.strip(), "", OPENED
+    return None
+
+
 def _could_open(text: str) -> bool:
     """Whether `text` (space, then the start of a tag) may still become an opening."""
     rest = text.lstrip()
@@ -43,16 +95,21 @@ def _could_open(text: str) -> bool:
 
 class ThinkRouter:
     """One choice's content as it streams: pieces of it go out as reasoning while inside a
-    leading think block, as content after it (or throughout, when the content does not open
-    with one). What it lets out always agrees with `leading_thinking` on the whole text:
-    the space around the thinking and the answer's leading space are held back (and dropped
-    once they turn out to be edges), and so is what may be the start of a closing tag."""
+    leading think block (or, `rule.opened`, before the first lone closer), as content after
+    it (or throughout, when there is no thinking to look for). What it lets out always
+    agrees with `answer_thinking` on the whole text: the space around the thinking and the
+    answer's leading space are held back (and dropped once they turn out to be edges), so is
+    what may be the start of a closing tag, and, when a lone closer may still come but the
+    template is not known to open a block, all of the content until that closer."""
 
-    def __init__(self) -> None:
-        self._state = "start"  # start → think → after → content
+    def __init__(self, rule: ThinkingRule | None = None) -> None:
+        self._rule = rule or ThinkingRule(lone_close=False)
+        self._state = "start"  # start → think | lone | opened → after → content
         self._buffer = ""
         self._close = ""
         self._thinking = False  # some of the thinking has gone out (its leading space is gone)
+        self._scan = 0  # lone/opened: no closer candidate begins before this
+        self._sent = 0  # lone/opened: how much of the thinking has gone out
 
     def push(self, piece: str) -> list[tuple[str, str]]:
         """Add `piece`; the (kind, text) that may go out now."""
@@ -68,7 +125,8 @@ class ThinkRouter:
                 if opening is None:
                     if _could_open(buffer):
                         return out
-                    self._state = "content"
+                    self._state = ("opened" if self._rule.opened else "lone"
+                                   if self._rule.lone_close else "content")
                     continue
                 self._close, self._state = _TAGS[opening[1]], "think"
                 self._buffer = buffer[opening.end():]
@@ -90,12 +148,39 @@ class ThinkRouter:
                     self._buffer = buffer[len(text):]
                     self._thinking = True
                 return out
+            if state in ("lone", "opened"):
+                if not self._lone(buffer, out):
+                    return out
+                continue
             # "after": the answer begins at its first character that is not space
             rest = buffer.lstrip()
             if not rest:
                 self._buffer = ""
                 return out
             self._state, self._buffer = "content", rest
+
+    def _lone(self, buffer: str, out: list[tuple[str, str]]) -> bool:
+        """Before a lone closer (the buffer holds the whole content so far): whether the
+        closer came (the state moved on). With `rule.opened` the thinking flows meanwhile."""
+        found = lone_close(buffer, self._scan, whole=False) if self._scan >= 0 else BLOCKED
+        if isinstance(found, Close):
+            self._let_out(buffer[:found.start].strip(), out)
+            self._state, self._buffer = "after", buffer[found.end:]
+            return True
+        if found == BLOCKED:  # no lone close can come: all thinking (opened) or held
+            self._scan, limit = BLOCKED, len(buffer)
+        else:
+            limit = len(buffer) - partial_closer(buffer) if found is None else found
+            self._scan = limit
+        if self._state == "opened":
+            self._let_out(buffer[:limit].strip(), out)
+        return False
+
+    def _let_out(self, thinking: str, out: list[tuple[str, str]]) -> None:
+        """The part of `thinking` (the whole of it so far) that has not gone out yet."""
+        if len(thinking) > self._sent:
+            out.append((REASONING, thinking[self._sent:]))
+            self._sent = len(thinking)
 
 
 def _partial_suffix(text: str, tag: str) -> int:
