@@ -18,6 +18,7 @@ from ..fronts import Front
 from ..metrics import Metrics
 from ..observe import RequestLog, make_logger
 from ..turn.plan import TurnPlan
+from ..turn.thinking import ThinkingMemory
 from .clients import ClientWatcher
 from .door import Door, read_body
 from .relay import all_models, model_ids, passthrough
@@ -62,6 +63,8 @@ class Proxy:
         # Set when the server stops (gunicorn's graceful shutdown or reload): requests still
         # waiting on upstream then are ended, retryably, before the server would cut them.
         self.drain_at: float | None = None
+        # Models seen closing a thinking block their template opened (per process).
+        self.thinking = ThinkingMemory()
         self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
         self._probing = threading.Lock()
 

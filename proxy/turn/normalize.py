@@ -17,7 +17,7 @@ import orjson
 from ..ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
 from ..toolcalls.repair import NotJson, loads_repaired
-from .thinking import ThinkingRule, answer_thinking
+from .thinking import LONE_CLOSE_RULE, ThinkingRule, answer_thinking
 
 _TOP_LEVEL = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint",
               "service_tier")
@@ -90,7 +90,7 @@ class ExtractionSettings:
     # A leading think block in the content is the reasoning (see `turn.thinking`), and how
     # text before a lone closer is read (`thinking_opened_by_template`).
     reasoning_from_content: bool = True
-    thinking: ThinkingRule = ThinkingRule()
+    thinking: ThinkingRule = LONE_CLOSE_RULE
 
 
 def mint_call_id(taken: set[str]) -> str:

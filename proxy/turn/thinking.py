@@ -50,11 +50,17 @@ class ThinkingRule:
     """How a content without a leading block is read. `lone_close`: text before a lone
     closer is the reasoning (False: the template never opens a block, such text is the
     answer's); `opened`: the template surely opens one, so with no closer at all the whole
-    output is reasoning; `cut_opened`: that, only for an output cut by `length`."""
+    output is reasoning; `cut_opened`: that, only for an output cut by `length`; `learns`:
+    `auto`, whose `cut_opened` comes from a lone closer seen before from the same model
+    (`ThinkingMemory`)."""
 
     lone_close: bool = True
     opened: bool = False
     cut_opened: bool = False
+    learns: bool = False
+
+
+LONE_CLOSE_RULE = ThinkingRule()  # `auto` before anything is learned
 
 
 def thinking_rule(setting: str, seen: bool, thinking_off: bool) -> ThinkingRule:
@@ -67,7 +73,37 @@ def thinking_rule(setting: str, seen: bool, thinking_off: bool) -> ThinkingRule:
         return ThinkingRule()
     if setting == "true":
         return ThinkingRule(opened=True, cut_opened=True)
-    return ThinkingRule(cut_opened=seen)
+    return ThinkingRule(cut_opened=seen, learns=True)
+
+
+def thinking_switched_off(body: Any) -> bool:
+    """Whether a chat request switches the model's thinking off in its template's words
+    (`chat_template_kwargs`: `enable_thinking` or `thinking` false): then the template
+    opens no block, whatever `thinking_opened_by_template` says."""
+    kwargs = body.get("chat_template_kwargs") if isinstance(body, dict) else None
+    return isinstance(kwargs, dict) and any(kwargs.get(key) is False
+                                            for key in ("enable_thinking", "thinking"))
+
+
+class ThinkingMemory:
+    """The models seen closing a template-opened block (a lone closer), for `auto`: held by
+    the app, per process (each worker learns for itself), at most `size` models."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._seen: dict[str, None] = {}
+        self._size = size
+
+    def knows(self, model: str) -> bool:
+        """Whether `model` was seen closing a lone block."""
+        return model in self._seen
+
+    def learn(self, model: str) -> None:
+        """`model` closed a lone block (the oldest model is forgotten past `size`)."""
+        if model in self._seen:
+            return
+        if len(self._seen) >= self._size:
+            self._seen.pop(next(iter(self._seen)), None)
+        self._seen[model] = None
 
 
 def answer_thinking(content: str, rule: ThinkingRule, finish: str | None = None,
