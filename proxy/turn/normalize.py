@@ -16,6 +16,7 @@ import orjson
 
 from ..ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
+from ..toolcalls.answer import plain_answer
 from ..toolcalls.repair import NotJson, loads_repaired
 from .thinking import LONE_CLOSE_RULE, ThinkingRule, answer_thinking
 
@@ -284,6 +285,12 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
                 content = (content[:think[0]] + _joined(found.reasoning, found.content)
                            + content[think[1]:])
                 _add_calls(calls, found, outcome, taken_ids, from_reasoning=True)
+    if content and settings.tools and settings.formats:
+        # The framing tokens of an answer (Harmony's headers, Command's response pair, …).
+        answer, framed = plain_answer(content, settings.formats)
+        if answer != content or framed:
+            content, reasoning = answer, _joined(reasoning, framed) or reasoning
+            outcome.repairs.append(Repair("content", "answer_markup", None))
     if (not calls and reasoning and settings.tools and finish != "length"
             and not (content and split_thinking(content)[2].strip())):
         # Nothing visible and no call: one written in the reasoning field is recovered, once.

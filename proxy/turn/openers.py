@@ -113,7 +113,7 @@ OPENERS: dict[str, tuple[Opener, ...]] = {
     "hermes": (*tag("<tool_call>"), _CALL_OBJECT),  # a call object closed by an orphan close
     "longcat": tag("<longcat_tool_call>"),
     "qwen_xml": tag("<function=", "<tool_call>", "<seed:tool_call>"),
-    "glm": tag("<tool_call>"),
+    "glm": tag("<tool_call>", "<role>ASSISTANT</role>", "<|role_end|>"),  # and Ling's role tokens
     "tools_wrapper": (*tag("<tools>", "<tool>", "<response>", "<json>", "<xml>", "<JSON>",
                            "<function_call>"), _FENCE),
     "granite_20b_fc": tag("<function_call>"),
@@ -141,12 +141,14 @@ OPENERS: dict[str, tuple[Opener, ...]] = {
     "pythonic": (Opener(seq(opt(seq("<|python_tag|>", _SPACE)), "[", _SPACE,
                             run("[A-Za-z_]", 1, 1), run(r"[\w.]", 0, 200), "("), "line"),
                  *tag("<|python_start|>", "<function_calls>")),
-    "kimi_k3": tag("<|open|>tools", "<|open|>response", "<|close|>response"),
+    "kimi_k3": tag("<|open|>tools", "<|open|>response", "<|close|>response", "<|close|>message"),
     "minimax_m3": tag("]<]minimax[>["),
     "lfm2": tag("<|tool_call_start|>"),
     "gigachat": (*tag("<|message_sep|>", "<|function_call|>", "<｜GCML｜"),
                  Opener(seq("function call", _SPACE, "<|role_sep|>"))),
-    "command_r": (*tag("<|START_ACTION|>"), Opener(seq("Action: ```"), "line")),
+    "command_r": (*tag("<|START_ACTION|>", "<|START_RESPONSE|>", "<|START_TEXT|>",
+                       "<|END_RESPONSE|>", "<|END_TEXT|>", "<|END_OF_TURN_TOKEN|>"),
+                  Opener(seq("Action: ```"), "line")),
     "solar_open": tag("<|tool_calls|>", "<|tool_call:"),
     "k2_horizon": tag("<ifm|tool_call"),
     "inkling": tag("<|message_model|>", "<|content_invoke_tool_json|>"),
@@ -156,7 +158,8 @@ OPENERS: dict[str, tuple[Opener, ...]] = {
     "dots": tag("<dots_function_call>"),
     # Muse's header (`<|start|>assistant to=NAME<|message|>`) goes with the call after it.
     "muse": (Opener(lit("<|message|>"), lead=_MUSE_TO),
-             Opener(lit("<atem:"), lead=opt(seq(_MUSE_TO, "<|message|>", _SPACE)))),
+             Opener(lit("<atem:"), lead=opt(seq(_MUSE_TO, "<|message|>", _SPACE))),
+             *tag("<|start|>assistant", "<|eot|>", "<|eom|>", "<|end|>")),
     "code_fence": (_FENCE,),
     "bare_json": (_CALL_OBJECT, _CALL_LIST),
 }
