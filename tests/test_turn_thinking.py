@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from proxy.config import Config
 from proxy.turn.plan import plan_chat
-from proxy.turn.thinking import ThinkRouter, leading_thinking, move_history_thinking
+from proxy.turn.thinking import (
+    ThinkingRule,
+    ThinkRouter,
+    answer_thinking,
+    leading_thinking,
+    move_history_thinking,
+)
 from tests.conftest import TOOLS
 from tests.fake_vllm import vllm_answer, vllm_completion, vllm_stream_of
 from tests.test_streamed_mode import Reader, _delta, _paused_after
@@ -59,6 +65,47 @@ def test_what_streams_out_agrees_with_the_whole_text_however_it_is_cut(fragments
     assert want_content.startswith(content)
     if split is None:
         assert reasoning == ""
+
+
+LONE_FRAGMENTS = [*FRAGMENTS, "[/THINK]", "<|END_THINKING|>", "<channel|>", "`", '"', "```\n",
+                  "word", " is", ".", "<|close|>think<|sep|>", "[THINK]", "<|START_THINKING|>"]
+RULES = [ThinkingRule(), ThinkingRule(opened=True, cut_opened=True),
+         ThinkingRule(cut_opened=True, learns=True)]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(LONE_FRAGMENTS), max_size=12), st.data(),
+       st.sampled_from(RULES))
+def test_thinking_before_a_lone_closer_streams_out_as_the_whole_text_reads(fragments, data,
+                                                                            rule):
+    text = "".join(fragments)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    router = ThinkRouter(rule)
+    out = [item for piece in pieces for item in router.push(piece)]
+    reasoning = "".join(text for kind, text in out if kind == "reasoning")
+    content = "".join(text for kind, text in out if kind == "content")
+    split = answer_thinking(text, rule, "stop")
+    want_reasoning, want_content = split[:2] if split is not None else ("", text)
+    assert want_reasoning.startswith(reasoning)
+    assert want_content.startswith(content)
+    if split is None:
+        assert reasoning == ""
+
+
+def test_with_the_template_opening_thinking_it_flows_live_until_the_closer():
+    router = ThinkRouter(ThinkingRule(opened=True))
+    assert router.push("The user asks for ") == [("reasoning", "The user asks for")]
+    assert router.push("the weather. Closing: `</think>` is ") == [
+        ("reasoning", " the weather. Closing: `</think>` is")]  # a mention: still thinking
+    assert router.push("it.\n</thi") == [("reasoning", " it.")]
+    assert router.push("nk>\n\nIt is sunny.") == [("content", "It is sunny.")]
+    unknown = ThinkRouter(ThinkingRule())  # auto: the content waits for the closer
+    assert unknown.push("The user asks. ") == []
+    assert unknown.push("</think>It is sunny.") == [("reasoning", "The user asks."),
+                                                    ("content", "It is sunny.")]
+    never = ThinkRouter(ThinkingRule(lone_close=False))
+    assert never.push("It is sunny.") == [("content", "It is sunny.")]
 
 
 def test_most_of_a_think_block_flows_before_it_closes():
