@@ -184,3 +184,29 @@ def test_over_http_the_thinking_is_the_reasoning_in_both_modes_and_flows_live(
     assert "".join(_delta(c).get("reasoning_content", "") for c in chunks) == (
         "The user wants 2+2; that is simple arithmetic, four.")
     assert "".join(_delta(c).get("content", "") for c in chunks) == "It is 4."
+
+
+CUT = "The user wants the weather, so I call the tool for the city of"
+
+
+@pytest.mark.integration
+def test_auto_learns_from_a_lone_closer_that_the_model_opens_thinking_in_its_template(
+        fake, start_proxy):
+    messages = [{"role": "user", "content": "Weather?"}]
+    fresh = start_proxy().client()
+    fake.answer(vllm_answer(vllm_completion(CUT, finish_reason="length")))
+    cut = fresh.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+    assert cut.choices[0].message.content == CUT  # nothing known yet: the text stays
+
+    learning = start_proxy().client()
+    fake.answer(vllm_answer(vllm_completion("Plan it.\n</think>\n\nIt is sunny.")))
+    first = learning.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+    assert first.choices[0].message.content == "It is sunny."
+    fake.answer(vllm_answer(vllm_completion(CUT, finish_reason="length")))
+    cut = learning.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+    message = cut.choices[0].message
+    assert (message.model_extra["reasoning_content"], message.content) == (CUT, "")
+    assert cut.choices[0].finish_reason == "length"
+    fake.answer(vllm_answer(vllm_completion(CUT, finish_reason="length")))
+    other = learning.chat.completions.create(model="other", messages=messages, tools=TOOLS)
+    assert other.choices[0].message.content == CUT  # learned per model
