@@ -30,6 +30,7 @@ OPENERS = tuple(opener for opener, _ in FAMILIES)
 CLOSERS = tuple(closer for _, closer in FAMILIES)
 _OPENER_OF = {closer: opener for opener, closer in FAMILIES}
 _CLOSER = re.compile("|".join(re.escape(closer) for closer in CLOSERS))
+MAY_CLOSE = _CLOSER  # whether a text holds a closer at all
 LONGEST_CLOSER = max(map(len, CLOSERS))
 _QUOTES = "\"'“‘«`"
 _IN_SENTENCE_AFTER = re.compile(r"[ \t]*+[.,;:!?)\]]|[ \t]++[a-z0-9(]")
@@ -109,10 +110,14 @@ def _first_opening(text: str, opener: str) -> int:
     return -1
 
 
+_PREFIXES = frozenset(closer[:size] for closer in CLOSERS for size in range(1, len(closer)))
+_FIRSTS = frozenset(closer[0] for closer in CLOSERS)
+
+
 def partial_closer(text: str) -> int:
     """How many characters at the end of `text` may be the start of a closer."""
-    for size in range(min(LONGEST_CLOSER - 1, len(text)), 0, -1):
-        tail = text[-size:]
-        if any(closer.startswith(tail) for closer in CLOSERS):
-            return size
+    tail = text[-(LONGEST_CLOSER - 1):]
+    for i, char in enumerate(tail):
+        if char in _FIRSTS and tail[i:] in _PREFIXES:
+            return len(tail) - i
     return 0

@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from .assemble import CONTENT, REASONING
-from .closers import BLOCKED, FAMILIES, Close, lone_close, partial_closer
+from .closers import (
+    BLOCKED,
+    FAMILIES,
+    LONGEST_CLOSER,
+    MAY_CLOSE,
+    Close,
+    lone_close,
+    partial_closer,
+)
 
 _HARMONY_ANALYSIS = "<|channel|>analysis<|message|>"
 _TAGS = {**dict(FAMILIES),
@@ -144,8 +152,7 @@ class ThinkRouter:
         self._buffer = ""
         self._close = ""
         self._thinking = False  # some of the thinking has gone out (its leading space is gone)
-        self._scan = 0  # lone/opened: no closer candidate begins before this
-        self._sent = 0  # lone/opened: how much of the thinking has gone out
+        self._before: _BeforeClose | None = None  # lone/opened: the content so far
 
     def push(self, piece: str) -> list[tuple[str, str]]:
         """Add `piece`; the (kind, text) that may go out now."""
@@ -196,27 +203,81 @@ class ThinkRouter:
             self._state, self._buffer = "content", rest
 
     def _lone(self, buffer: str, out: list[tuple[str, str]]) -> bool:
-        """Before a lone closer (the buffer holds the whole content so far): whether the
-        closer came (the state moved on). With `rule.opened` the thinking flows meanwhile."""
-        found = lone_close(buffer, self._scan, whole=False) if self._scan >= 0 else BLOCKED
-        if isinstance(found, Close):
-            self._let_out(buffer[:found.start].strip(), out)
-            self._state, self._buffer = "after", buffer[found.end:]
-            return True
-        if found == BLOCKED:  # no lone close can come: all thinking (opened) or held
-            self._scan, limit = BLOCKED, len(buffer)
-        else:
-            limit = len(buffer) - partial_closer(buffer) if found is None else found
-            self._scan = limit
-        if self._state == "opened":
-            self._let_out(buffer[:limit].strip(), out)
-        return False
+        """Before a lone closer: whether the closer came (the state moved on to the answer
+        after it). With `rule.opened` the thinking flows meanwhile."""
+        if self._before is None:
+            self._before = _BeforeClose(self._state == "opened")
+        thinking, after = self._before.push(buffer)
+        self._buffer = ""
+        if thinking:
+            out.append((REASONING, thinking))
+        if after is None:
+            return False
+        self._state, self._buffer, self._before = "after", after, None
+        return True
 
-    def _let_out(self, thinking: str, out: list[tuple[str, str]]) -> None:
-        """The part of `thinking` (the whole of it so far) that has not gone out yet."""
-        if len(thinking) > self._sent:
-            out.append((REASONING, thinking[self._sent:]))
-            self._sent = len(thinking)
+
+class _BeforeClose:
+    """A content while a lone closer may still come: kept as its pieces, joined only when a
+    closer may stand in what came (so a long thinking costs each piece, not the whole text
+    again). Says where the closer is, and, `live`, the thinking that may go out before it:
+    what `answer_thinking` will read as thinking, but the space at its end."""
+
+    _TAIL = 2 * LONGEST_CLOSER + 72  # reaches back over a closer and the context it needs
+
+    def __init__(self, live: bool) -> None:
+        self._parts: list[str] = []
+        self._size = 0
+        self._tail = ""
+        self._scan = 0  # no closer candidate begins before this (BLOCKED: none can come)
+        self._pending = False  # a candidate waits for its context
+        self._live = live
+        self._unsent = ""  # live: the text from `_done` on
+        self._done = 0  # live: where the text that went out (or was dropped as space) ends
+        self._sent = False
+
+    def push(self, piece: str) -> tuple[str, str | None]:
+        """Add `piece`: (the thinking that may go out now, the text after the closer once
+        it has come, else None)."""
+        self._parts.append(piece)
+        self._size += len(piece)
+        window = self._tail + piece
+        self._tail = window[-self._TAIL:]
+        if self._live:
+            self._unsent += piece
+        limit = self._size
+        if self._scan != BLOCKED and (self._pending or MAY_CLOSE.search(window)
+                                      or partial_closer(window)):
+            text = "".join(self._parts)
+            self._parts = [text]
+            found = lone_close(text, self._scan, whole=False)
+            if isinstance(found, Close):
+                return self._out(found.start, final=True), text[found.end:]
+            if found == BLOCKED:
+                self._scan = BLOCKED
+            else:
+                limit = len(text) - partial_closer(text) if found is None else found
+                self._scan, self._pending = limit, found is not None
+        elif self._scan != BLOCKED:
+            self._scan = self._size
+        return (self._out(limit) if self._live else ""), None
+
+    def _out(self, limit: int, final: bool = False) -> str:
+        """The thinking up to `limit` not yet out (all of it, `final`, from the text)."""
+        if not self._live:
+            return "".join(self._parts)[:limit].strip() if final else ""
+        text = self._unsent[:limit - self._done]
+        if not self._sent:
+            kept = text.lstrip()
+            self._done += len(text) - len(kept)
+            self._unsent = self._unsent[len(text) - len(kept):]
+            text = kept
+        out = text.rstrip()
+        if out:
+            self._sent = True
+            self._done += len(out)
+            self._unsent = self._unsent[len(out):]
+        return out
 
 
 def _partial_suffix(text: str, tag: str) -> int:
