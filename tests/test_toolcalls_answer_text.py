@@ -153,6 +153,7 @@ FRAMED = [
      (None, "It is sunny.\n Enjoy.")),
     ("It is sunny.<|tool_calls_section_begin|>", (None, "It is sunny.")),
     ("[THINK]Check the sky.[/THINK]It is sunny.", ("Check the sky.", "It is sunny.")),
+    ("<|channel>thought\nSky check.<channel|>It is sunny.<turn|>", ("Sky check.", "It is sunny.")),
 ]
 
 FRAMING_MENTIONED = [
@@ -164,6 +165,7 @@ FRAMING_MENTIONED = [
     "End the message with <|eot|> please.",
     "The section starts with `<|tool_calls_section_begin|>` in Kimi K2.",
     "Mistral thinks between [THINK] and [/THINK] tags, I said.",
+    "Gemma ends a turn with <turn|> and waits.",
 ]
 
 

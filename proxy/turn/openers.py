@@ -135,7 +135,7 @@ OPENERS: dict[str, tuple[Opener, ...]] = {
     "internlm": tag("<|action_start|>"),
     "phi4_mini": tag("functools["),
     "apertus": tag("<|tools_prefix|>"),
-    "gemma4": tag("<|tool_call>"),
+    "gemma4": tag("<|tool_call>", "<turn|>"),
     "functionary": (Opener(seq(opt(">>>"), _WORD, "\n", "{"), "start"),
                     Opener(seq(">>>", _WORD, "\n", "{"))),
     "pythonic": (Opener(seq(opt(seq("<|python_tag|>", _SPACE)), "[", _SPACE,
