@@ -44,6 +44,13 @@ FRAGMENTS = ["<think>", "</think>", "<seed:think>", "</seed:think>", " ", "\n", 
     ("<|channel|>commentary to=functions.f <|message|>{}<|call|>", None),
     ("Sunny.<|channel|>analysis<|message|>a<|end|>", None),
     ("<|channel|>analysis<|message|>a</think>b", ("a</think>b", "")),
+    # the other families' blocks (issue 26)
+    ("[THINK]Check.[/THINK]Sunny.", ("Check.", "Sunny.")),
+    ("<|START_THINKING|>Plan.<|END_THINKING|><|START_RESPONSE|>Hi",
+     ("Plan.", "<|START_RESPONSE|>Hi")),
+    ("<|open|>think<|sep|>k<|close|>think<|sep|>r", ("k", "r")),
+    ("<|channel>thought\nG.<channel|>Hi", ("G.", "Hi")),
+    ("Sunny. [THINK]not leading[/THINK]", None),
 ])
 def test_a_leading_block_is_split_off(content, split):
     assert leading_thinking(content) == split
