@@ -249,6 +249,20 @@ def _add_calls(calls: list[dict[str, Any]], found: Extraction, outcome: Outcome,
     outcome.formats.extend(f for f in found.formats if f not in outcome.formats)
 
 
+def _without_framing(content: str | None, reasoning: str | None,
+                     settings: ExtractionSettings, outcome: Outcome,
+                     ) -> tuple[str | None, str | None]:
+    """The content without the tokens that frame an answer in the configured formats
+    (Harmony's headers, Command's response pair, …), and the reasoning they held joined."""
+    if not (content and settings.tools and settings.formats):
+        return content, reasoning
+    answer, framed = plain_answer(content, settings.formats)
+    if answer == content and not framed:
+        return content, reasoning
+    outcome.repairs.append(Repair("content", "answer_markup", None))
+    return answer, _joined(reasoning, framed) or reasoning
+
+
 def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
                       outcome: Outcome, taken_ids: set[str]) -> dict[str, Any]:
     if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
@@ -285,12 +299,7 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
                 content = (content[:think[0]] + _joined(found.reasoning, found.content)
                            + content[think[1]:])
                 _add_calls(calls, found, outcome, taken_ids, from_reasoning=True)
-    if content and settings.tools and settings.formats:
-        # The framing tokens of an answer (Harmony's headers, Command's response pair, …).
-        answer, framed = plain_answer(content, settings.formats)
-        if answer != content or framed:
-            content, reasoning = answer, _joined(reasoning, framed) or reasoning
-            outcome.repairs.append(Repair("content", "answer_markup", None))
+    content, reasoning = _without_framing(content, reasoning, settings, outcome)
     if (not calls and reasoning and settings.tools and finish != "length"
             and not (content and split_thinking(content)[2].strip())):
         # Nothing visible and no call: one written in the reasoning field is recovered, once.
