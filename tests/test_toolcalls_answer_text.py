@@ -58,6 +58,7 @@ LONE_MENTIONED = [
     "It is 4. <think>a tag in the answer</think> and more.",
     "Command's tags are <|START_THINKING|> and <|END_THINKING|>, in that order.",
     "No closer at all in this answer.",
+    "- closing tag: </think>\n- opening tag: the other one",
 ]
 
 

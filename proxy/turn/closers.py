@@ -6,8 +6,9 @@ Templates of DeepSeek R1/V3.x, Qwen3, GLM 4.5+, MiniMax, Step, Nemotron, Ling an
 the block in the prompt, so the output starts inside it and only its close is written. The
 same tag in an answer that talks about it stays text: a closer is a mention (and the look
 goes on past it) when it stands in inline code or a fenced block, right inside quotation
-marks, or inside a sentence (a space and words before it on its line, and after it on its
-line more words in lower case or the punctuation that ends a clause). A closer whose own
+marks, introduced after a colon on its line, or inside a sentence (a space and words before
+it on its line, and after it on its line more words in lower case or the punctuation that
+ends a clause). A closer whose own
 opening tag was written before it closes that block, not a template's: no lone close then.
 """
 
@@ -54,6 +55,8 @@ def _mention(text: str, start: int, end: int, whole: bool, in_fence: bool) -> bo
         return True
     if not before.strip() or before[-1] not in " \t":
         return False  # at the start of its line, or glued to the word before (`…over</think>`)
+    if before.rstrip().endswith(":"):
+        return True  # introduced as a value: `closing tag: </think>`
     rest = text[end:end + 64]
     if not whole and not rest.strip(" \t"):
         return None
