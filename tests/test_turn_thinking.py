@@ -217,3 +217,35 @@ def test_auto_learns_from_a_lone_closer_that_the_model_opens_thinking_in_its_tem
     fake.answer(vllm_answer(vllm_completion(CUT, finish_reason="length")))
     other = learning.chat.completions.create(model="other", messages=messages, tools=TOOLS)
     assert other.choices[0].message.content == CUT  # learned per model
+
+
+OPENED = "The user wants 2+2; that is simple arithmetic, four.\n</think>\n\nIt is 4."
+
+
+@pytest.mark.integration
+def test_over_http_a_template_opened_thinking_flows_live_as_reasoning(fake, start_proxy):
+    """`thinking_opened_by_template: true`: the thinking before the lone closer flows as
+    reasoning while upstream still writes; the answer after it is the content, as buffered."""
+    messages = [{"role": "user", "content": "2+2?"}]
+    streamed = start_proxy(stream_mode="stream", thinking_opened_by_template="true").client()
+    answer, resume = _paused_after(vllm_stream_of(vllm_completion(OPENED), size=5), "simple")
+    fake.answer(answer)
+    try:
+        reader = Reader(streamed.chat.completions.create(model="m", messages=messages,
+                                                         tools=TOOLS, stream=True))
+        first = reader.next_where(lambda chunk: _delta(chunk).get("reasoning_content"))
+        assert first is not None
+        assert not resume.is_set()  # the thinking flowed while upstream was still writing
+        assert not any(_delta(chunk).get("content") for chunk in reader.seen)
+    finally:
+        resume.set()
+    chunks = reader.rest()
+    assert "".join(_delta(c).get("reasoning_content", "") for c in chunks) == (
+        "The user wants 2+2; that is simple arithmetic, four.")
+    assert "".join(_delta(c).get("content", "") for c in chunks) == "It is 4."
+    buffered = start_proxy(thinking_opened_by_template="true").client()
+    fake.answer(vllm_answer(vllm_completion(OPENED)))
+    message = buffered.chat.completions.create(model="m", messages=messages,
+                                               tools=TOOLS).choices[0].message
+    assert (message.model_extra["reasoning_content"], message.content) == (
+        "The user wants 2+2; that is simple arithmetic, four.", "It is 4.")
