@@ -74,6 +74,10 @@ class Config:
     # A leading <think>…</think> in the content (a server without a reasoning parser) is the
     # reasoning: moved to `reasoning_field` in answers, and out of the history sent upstream.
     reasoning_from_content: bool = True
+    # Whether the chat template opens the thinking block in the prompt (so the output starts
+    # inside it): "auto" (a lone closer still ends it; learned per process from closers seen),
+    # "true" (all of an output is thinking until a closer), "false" (a lone closer is text).
+    thinking_opened_by_template: str = "auto"
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as plain JSON-able data (as in the config file)."""

@@ -34,7 +34,10 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "responses_mode": ("translate", "relay"),
     "stream_mode": ("buffer", "stream"),
     "unknown_tool_calls": ("deliver", "text"),
+    "thinking_opened_by_template": ("auto", "true", "false"),
 }
+# Choices that read a JSON boolean as the choice of that name.
+_BOOL_AS_CHOICE = frozenset({"thinking_opened_by_template"})
 # Settings that only make sense for the whole process, never per model.
 _PROCESS_ONLY = frozenset({"host", "port", "models", "max_body_bytes", "log_format", "log_level",
                            "log_bodies", "api_keys", "protect_proxy_endpoints",
@@ -75,6 +78,8 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             raise ConfigError(f"{where} must be a number, not {value!r}")
         return float(value)
     if kind == "str":
+        if isinstance(value, bool) and name in _BOOL_AS_CHOICE:
+            return "true" if value else "false"
         if not isinstance(value, str):
             raise ConfigError(f"{where} must be a string, not {value!r}")
         return value

@@ -35,6 +35,7 @@ from .toolcalls import FORMATS, extract
 from .turn.core import Failure, UpstreamReply, decide
 from .turn.normalize import split_thinking
 from .turn.plan import TurnPlan, plan_turn
+from .turn.thinking import LONE, LONE_CLOSE_RULE, answer_thinking
 
 EXIT_OK = 0
 EXIT_UNREACHABLE = 1
@@ -134,6 +135,7 @@ class Probe:
     content: str | None = None
     reasoning_in_field: bool = False
     reasoning_in_content: bool = False
+    thinking_in_content: str | None = None  # "block" (its opening tag written) or "lone"
     finish_reason: str | None = None
     text_formats: list[str] = field(default_factory=list)  # each format read alone
     reasoning_formats: list[str] = field(default_factory=list)  # a call in the reasoning only
@@ -229,7 +231,11 @@ def read_answer(probe: Probe, plan: TurnPlan, status: int, body: bytes) -> None:
                  if isinstance(message.get(key), str) and message[key].strip()]
     probe.reasoning_in_field = bool(reasoning)
     if probe.content:
-        probe.reasoning_in_content = "<think>" in probe.content or "</think>" in probe.content
+        thinking = answer_thinking(probe.content, LONE_CLOSE_RULE, probe.finish_reason)
+        probe.thinking_in_content = None if thinking is None else (
+            "lone" if thinking[2] == LONE else "block")
+        probe.reasoning_in_content = (thinking is not None or "<think>" in probe.content
+                                      or "</think>" in probe.content)
         _, thinking, visible = split_thinking(probe.content)
         reasoning.append(probe.content[thinking[0]:thinking[1]] if thinking else "")
         probe.text_formats = text_formats(visible)
@@ -359,6 +365,28 @@ def _vllm_flags(model: str, call_format: str | None, markers: list[str], tool_pa
     return flags, tool_call_parser, reasoning_parser
 
 
+def _thinking_opened(auto: Probe, none: Probe, reasoning: str | None,
+                     notes: list[str]) -> str | None:
+    """The `thinking_opened_by_template` the probes show: "true" when the model's thinking
+    ended with a lone closer (its template opens the block: an answer cut while thinking is
+    all thinking, and the streamed mode lets it flow live as such), "false" when the server
+    parses the reasoning or the model writes its own opening tag (the content never starts
+    inside a block: text flows live in the streamed mode); None when they do not tell."""
+    kinds = {auto.thinking_in_content, none.thinking_in_content}
+    if "lone" in kinds:
+        notes.append("the model's thinking ends with a lone closing tag (its template opens "
+                     "the block): thinking_opened_by_template true")
+        return "true"
+    if reasoning == "field" or "block" in kinds:
+        return "false"
+    if any(p.finish_reason == "length" and p.content and not p.native_calls
+           for p in (auto, none)):
+        notes.append("an answer was cut by max_tokens before the model said whether its "
+                     "template opens a thinking block: run doctor again with a larger "
+                     "--max-tokens")
+    return None
+
+
 def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
              none: Probe) -> dict[str, Any]:
     """The findings and recommended configuration from the two probes (pure)."""
@@ -387,7 +415,7 @@ def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
     # A call recovered from the reasoning is no repair of the call itself: no reason to
     # steady the model.
     repaired = [r for r in chosen.proxy_repairs
-                if not r.endswith((":from_reasoning", ":reasoning_from_content"))]
+                if not r.endswith(":from_reasoning") and not r.startswith("content:")]
     unsteady = (repaired or chosen.proxy_left_as_text
                 or (auto.text_formats and none.text_formats
                     and auto.text_formats[0] != none.text_formats[0]))
@@ -397,6 +425,9 @@ def diagnose(upstream: str, models: list[str], model: str, auto: Probe,
         "formats": formats or ["auto"],
         "tool_temperature": 0.2 if unsteady else None,
     }
+    opened = _thinking_opened(auto, none, reasoning, notes)
+    if opened is not None:
+        proxy["thinking_opened_by_template"] = opened
     if unsteady:
         notes.append("the calls needed repair or changed format: a lower tool_temperature "
                      "keeps the model's call format steady")

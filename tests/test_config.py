@@ -130,3 +130,17 @@ def test_summary_shows_no_credentials_in_urls_or_per_model_keys():
 ])
 def test_mask_url(url, shown):
     assert mask_url(url) == shown
+
+
+@pytest.mark.parametrize(("value", "read"), [("auto", "auto"), ("true", "true"), (True, "true"),
+                                             (False, "false")])
+def test_thinking_opened_by_template_takes_its_choices_and_json_booleans(value, read):
+    config = build_config({"models": {"deepseek*": {"thinking_opened_by_template": value}}})
+    assert config.thinking_opened_by_template == "auto"
+    assert config.for_model("deepseek-r1").thinking_opened_by_template == read
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_thinking_opened_by_template_refuses_anything_else_naming_the_key(value):
+    with pytest.raises(ConfigError, match="thinking_opened_by_template"):
+        build_config({"thinking_opened_by_template": value})

@@ -483,3 +483,21 @@ def test_a_relayed_front_is_not_probed():
                         Config(responses_mode="relay"), None, {}, None)  # type: ignore[arg-type]
     assert probe.relayed is True
     assert probe.status is None
+
+
+@pytest.mark.parametrize(("content", "reasoning", "opened"), [
+    (f"The user wants Paris.\n</think>\n\n{HERMES}", None, "true"),  # a lone closer
+    (f"<think>\nThe user wants Paris.\n</think>\n\n{HERMES}", None, "false"),  # its own <think>
+    (HERMES, "The user wants Paris.", "false"),  # the server's reasoning parser is on
+    (HERMES, None, None),  # nothing tells
+])
+def test_thinking_opened_by_template_is_recommended_from_how_thinking_ends(
+        start_fake, content, reasoning, opened):
+    fake = start_fake(tool_parser=False)
+    fake.answer(Answer(body=vllm_completion(content, reasoning=reasoning)))
+    report = _report(fake.url)
+    assert report["recommended"]["proxy"].get("thinking_opened_by_template") == opened
+    assert report["proxy_recovers"] is True
+    if opened == "true":
+        assert report["probes"]["none"]["thinking_in_content"] == "lone"
+        assert report["reasoning"] == "content"

@@ -80,7 +80,7 @@ def test_a_leading_think_block_is_the_reasoning_and_the_rest_the_answer():
 
 @pytest.mark.parametrize("content", [
     "It is 4. <think>a tag in the answer</think>",  # not at the start: the answer's own text
-    "Thinking ends here</think> It is 4.",  # a lone close (the template opened it): kept
+    "The tag </think> ends it, I said.",  # a lone close mentioned in a sentence: text
     "`<think>` is a tag.",
 ])
 def test_thinking_that_does_not_open_the_content_stays_in_it(content):

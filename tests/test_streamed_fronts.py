@@ -14,6 +14,11 @@ import pytest
 from tests.fake_vllm import Answer, vllm_answer, vllm_completion, vllm_stream_of
 from tests.test_streamed_mode import _paused_after
 
+# Text flows live from a model whose template opens no thinking block (with `auto`, the
+# content would wait for a lone closer that may still come).
+LIVE = {"stream_mode": "stream", "thinking_opened_by_template": "false"}
+LIVE_IF = {"stream": LIVE, "buffer": {"stream_mode": "buffer"}}
+
 pytestmark = pytest.mark.integration
 
 PROSE = "Let me look that up for you, it takes a moment. "
@@ -68,7 +73,7 @@ def _responses_request(proxy: Any, **extra: Any) -> Any:
 
 def test_responses_text_flows_while_upstream_writes_and_the_call_arrives_whole(
         fake, start_proxy, tmp_path):
-    proxy = start_proxy(stream_mode="stream", responses_store_path=str(tmp_path / "r.db"))
+    proxy = start_proxy(**LIVE, responses_store_path=str(tmp_path / "r.db"))
     answer, resume = _paused_after_text(vllm_completion(PROSE + CALL), "moment")
     fake.answer(answer)
     try:
@@ -89,7 +94,7 @@ def test_responses_text_flows_while_upstream_writes_and_the_call_arrives_whole(
 def test_responses_streamed_and_buffered_end_alike(fake, start_proxy, tmp_path):
     finals = []
     for mode in ("buffer", "stream"):
-        proxy = start_proxy(stream_mode=mode, responses_store_path=str(tmp_path / f"{mode}.db"))
+        proxy = start_proxy(**LIVE_IF[mode], responses_store_path=str(tmp_path / f"{mode}.db"))
         fake.answer(vllm_answer(vllm_completion(PROSE + CALL, reasoning="Paris, then.")))
         final = _rest(_read_on_a_thread(_responses_request(proxy)))[-1].response
         finals.append([(item.type, item.model_dump(exclude={"id", "call_id"}))
@@ -115,7 +120,7 @@ def _messages_stream(proxy: Any) -> Any:
 
 def test_messages_text_flows_while_upstream_writes_and_the_call_arrives_whole(
         fake, start_proxy):
-    proxy = start_proxy(stream_mode="stream")
+    proxy = start_proxy(**LIVE)
     answer, resume = _paused_after_text(vllm_completion(PROSE + CALL), "moment")
     fake.answer(answer)
     try:
@@ -135,7 +140,7 @@ def test_messages_text_flows_while_upstream_writes_and_the_call_arrives_whole(
 def test_messages_streamed_and_buffered_end_alike(fake, start_proxy):
     finals = []
     for mode in ("buffer", "stream"):
-        proxy = start_proxy(stream_mode=mode)
+        proxy = start_proxy(**LIVE_IF[mode])
         fake.answer(vllm_answer(vllm_completion(PROSE + CALL, reasoning="Paris, then.")))
         with _claude(proxy).messages.stream(
                 model="qwen", max_tokens=256,

@@ -30,6 +30,10 @@ from tests.test_long_waits import _raw_request, _read_until
 from tests.test_observability import log_lines  # noqa: F401  (a fixture)
 from tests.test_toolcalls_formats import NEGATIVE, POSITIVE
 
+# Text flows live from a model whose template opens no thinking block (with `auto`, the
+# content would wait for a lone closer that may still come).
+LIVE = {"stream_mode": "stream", "thinking_opened_by_template": "false"}
+
 pytestmark = pytest.mark.integration
 
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
@@ -103,7 +107,7 @@ def _written(event: bytes) -> str:
 
 
 def test_text_reaches_the_client_while_upstream_is_still_writing(fake, start_proxy):
-    proxy = start_proxy(stream_mode="stream")
+    proxy = start_proxy(**LIVE)
     events = vllm_stream_of(vllm_completion(PROSE + "And more text after the pause."), size=6)
     answer, resume = _paused_after(events, "moment")
     fake.answer(answer)
@@ -123,7 +127,7 @@ def test_text_reaches_the_client_while_upstream_is_still_writing(fake, start_pro
 
 
 def test_reasoning_flows_at_once_under_the_configured_field(fake, start_proxy):
-    proxy = start_proxy(stream_mode="stream", reasoning_field="reasoning")
+    proxy = start_proxy(**LIVE, reasoning_field="reasoning")
     completion = vllm_completion(CALL, reasoning="The user wants the weather; I will call it.")
     answer, resume = _paused_after(vllm_stream_of(completion, size=5), "will")
     fake.answer(answer)
@@ -140,7 +144,7 @@ def test_reasoning_flows_at_once_under_the_configured_field(fake, start_proxy):
 
 
 def test_a_frame_is_held_until_the_end_and_its_call_sent_whole(fake, start_proxy):
-    proxy = start_proxy(stream_mode="stream")
+    proxy = start_proxy(**LIVE)
     answer, resume = _paused_after(vllm_stream_of(vllm_completion(PROSE + CALL), size=4),
                                    "Paris")
     fake.answer(answer)
@@ -165,7 +169,7 @@ def test_a_frame_is_held_until_the_end_and_its_call_sent_whole(fake, start_proxy
                                    {"indexes": False}])
 def test_upstreams_own_call_deltas_are_accumulated_never_passed_on_piecemeal(
         fake, start_proxy, shape):
-    proxy = start_proxy(stream_mode="stream")
+    proxy = start_proxy(**LIVE)
     arguments = '{"city": "Paris", "days": 3, "notes": {"units": ["C", "km/h"]}}'
     completion = vllm_completion("Checking.", tool_calls=[
         vllm_tool_call("get_weather", arguments), vllm_tool_call("read", '{"path": "/a"}')],
@@ -188,7 +192,7 @@ def test_upstreams_own_call_deltas_are_accumulated_never_passed_on_piecemeal(
 
 
 def test_heartbeats_only_while_nothing_else_flows(fake, start_proxy):
-    proxy = start_proxy(stream_mode="stream", heartbeat_seconds=0.5, commit_window_seconds=0.1)
+    proxy = start_proxy(**LIVE, heartbeat_seconds=0.5, commit_window_seconds=0.1)
     events = vllm_stream_of(vllm_completion("one two three four five six seven."), size=3)
     fake.answer(Answer(chunks=events, pauses={len(events) // 2: 2.5}))
     chunks = list(proxy.client().chat.completions.create(**_request()))
@@ -202,7 +206,7 @@ def test_heartbeats_only_while_nothing_else_flows(fake, start_proxy):
 
 
 def test_an_error_before_the_first_byte_keeps_its_status(fake, start_proxy):
-    proxy = start_proxy(stream_mode="stream")
+    proxy = start_proxy(**LIVE)
     fake.answer(vllm_error(400, "This model's maximum context length is 32768 tokens."))
     with pytest.raises(openai.BadRequestError) as caught:
         list(proxy.client().chat.completions.create(**_request()))
@@ -226,7 +230,7 @@ def _raw_events(proxy: Any) -> list[bytes]:
 ])
 def test_a_fault_after_the_first_byte_ends_the_stream_with_an_error(
         fake, start_proxy, case, code):
-    proxy = start_proxy(stream_mode="stream")
+    proxy = start_proxy(**LIVE)
     events = vllm_stream_of(vllm_completion(PROSE + "The end."), size=8)
     body = events[:4]
     answer = {
@@ -253,7 +257,7 @@ def test_a_fault_after_the_first_byte_ends_the_stream_with_an_error(
 
 
 def test_a_client_that_leaves_closes_the_upstream_stream_within_a_heartbeat(fake, start_proxy):
-    proxy = start_proxy(stream_mode="stream", heartbeat_seconds=1.0, commit_window_seconds=0.1)
+    proxy = start_proxy(**LIVE, heartbeat_seconds=1.0, commit_window_seconds=0.1)
     events = vllm_stream_of(vllm_completion(PROSE + "more"), size=8)
     fake.answer(Answer(chunks=events, pauses={2: 20.0}))
     sock = _raw_request(proxy.url, _request())
@@ -266,7 +270,7 @@ def test_a_client_that_leaves_closes_the_upstream_stream_within_a_heartbeat(fake
 
 
 def test_a_stopping_server_ends_a_flowing_stream_retryably(fake, start_proxy):
-    proxy = start_proxy(stream_mode="stream", commit_window_seconds=0.1)
+    proxy = start_proxy(**LIVE, commit_window_seconds=0.1)
     fake.answer(Answer(chunks=vllm_stream_of(vllm_completion(PROSE), size=8), pauses={2: 20.0}))
     reader = Reader(proxy.client().chat.completions.create(**_request()))
     assert reader.next_where(lambda chunk: _delta(chunk).get("content"))
@@ -280,7 +284,7 @@ def test_a_stopping_server_ends_a_flowing_stream_retryably(fake, start_proxy):
                                              ("read_timeout_seconds", "upstream_timeout")])
 def test_a_stream_that_goes_on_too_long_or_goes_silent_ends_with_a_504(
         fake, start_proxy, limit, code):
-    proxy = start_proxy(stream_mode="stream", **{limit: 1.0})
+    proxy = start_proxy(**LIVE, **{limit: 1.0})
     fake.answer(Answer(chunks=vllm_stream_of(vllm_completion(PROSE), size=8), pauses={2: 5.0}))
     events = _raw_events(proxy)
     assert events[-1] == b"data: [DONE]"
@@ -289,7 +293,7 @@ def test_a_stream_that_goes_on_too_long_or_goes_silent_ends_with_a_504(
 
 def test_upstream_is_asked_to_stream_with_usage_and_the_client_gets_usage_if_it_asked(
         fake, start_proxy):
-    proxy = start_proxy(stream_mode="stream")
+    proxy = start_proxy(**LIVE)
     fake.answer(vllm_answer(vllm_completion(PROSE)))
     chunks = list(proxy.client().chat.completions.create(**_request()))
     sent = fake.chat_requests()[-1].json
@@ -306,16 +310,16 @@ def test_a_tool_choice_that_demands_a_call_is_answered_buffered(fake, start_prox
     be taken back, so such a turn is buffered while a retry is configured."""
     fake.answer(vllm_answer(vllm_completion(CALL)))
     required = _request(tool_choice="required")
-    list(start_proxy(stream_mode="stream").client().chat.completions.create(**required))
+    list(start_proxy(**LIVE).client().chat.completions.create(**required))
     assert fake.chat_requests()[-1].json["stream"] is False
-    proxy = start_proxy(stream_mode="stream", required_call_retries=0)
+    proxy = start_proxy(**LIVE, required_call_retries=0)
     chunks = list(proxy.client().chat.completions.create(**required))
     assert fake.chat_requests()[-1].json["stream"] is True
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
 def test_stream_mode_per_model_and_only_for_clients_that_stream(fake, start_proxy):
-    proxy = start_proxy(models={"qwen*": {"stream_mode": "stream"}})
+    proxy = start_proxy(models={"qwen*": LIVE})
     fake.answer(vllm_answer(vllm_completion(PROSE + CALL)))
     client = proxy.client()
     list(client.chat.completions.create(**_request(model="qwen3")))
@@ -328,7 +332,7 @@ def test_stream_mode_per_model_and_only_for_clients_that_stream(fake, start_prox
 
 
 def test_an_upstream_that_answers_json_to_a_stream_request_still_answers(fake, start_proxy):
-    proxy = start_proxy(stream_mode="stream")
+    proxy = start_proxy(**LIVE)
     fake.answer(Answer(body=vllm_completion(PROSE + CALL)))  # ignores `stream: true`
     chunks = list(proxy.client().chat.completions.create(**_request()))
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
@@ -344,7 +348,7 @@ def _sdk_message(proxy: Any, **extra: Any) -> dict[str, Any]:
 # 60 s limit is a guard against hangs, and a heavily loaded runner tripped it.
 @pytest.mark.timeout(600)
 def test_the_format_cases_give_the_same_message_in_both_modes_over_http(fake, start_proxy):
-    buffered, streamed = start_proxy(), start_proxy(stream_mode="stream")
+    buffered, streamed = start_proxy(), start_proxy(**LIVE)
     for _, text, *_ in [*POSITIVE, *NEGATIVE]:
         completion = vllm_completion(text, reasoning="Thinking about it.")
         fake.answer(vllm_answer(completion, size=3))
@@ -353,7 +357,7 @@ def test_the_format_cases_give_the_same_message_in_both_modes_over_http(fake, st
 
 def test_the_log_line_names_the_mode_and_when_text_first_flowed(
         fake, start_proxy, log_lines):  # noqa: F811
-    proxy = start_proxy(stream_mode="stream", log_level="info")
+    proxy = start_proxy(**LIVE, log_level="info")
     fake.answer(vllm_answer(vllm_completion(PROSE + CALL)))
     list(proxy.client().chat.completions.create(**_request()))
     (line,) = log_lines(1)
@@ -367,7 +371,7 @@ def test_a_streamed_turn_captured_in_the_log_replays_to_what_the_client_got(
         fake, start_proxy, log_lines):  # noqa: F811
     """With `log_bodies`, the line holds the completion the stream added up to: `replay`
     decides on it as the server did."""
-    proxy = start_proxy(stream_mode="stream", log_bodies=True, log_level="info")
+    proxy = start_proxy(**LIVE, log_bodies=True, log_level="info")
     fake.answer(vllm_answer(vllm_completion(PROSE + CALL, reasoning="Plan."), size=3))
     got = assembled(requests.post(proxy.url + "/v1/chat/completions", json=_request(),
                                   timeout=LIMIT).content)

@@ -26,12 +26,13 @@ from tests.streamed_cases import (
 )
 
 
-def _same_in_both_modes(texts: list[str], size: int, **settings) -> tuple[int, int]:
+def _same_in_both_modes(texts: list[str], size: int, answers_of=answers_for,
+                        **settings: str) -> tuple[int, int]:
     """Every answer of every text gives the same message; (answers, answers with live text)."""
     buffered, streamed = plans(**settings)
     answers = live = 0
     for text in texts:
-        for completion in answers_for(text):
+        for completion in answers_of(text):
             raw, flowed = streamed_stream(streamed, vllm_stream_of(completion, size=size))
             expected = assembled(buffered_stream(buffered, completion))
             assert assembled(raw) == expected, (text, completion["choices"][0]["message"])
@@ -75,6 +76,21 @@ def test_issue_26_shapes_give_the_same_message_in_both_modes(unknown):
               for name in ("Read", "functions.read", "run_shell", "rm -rf")]
     answers, _ = _same_in_both_modes(texts, size=3, unknown_tool_calls=unknown)
     assert answers >= 5 * len(texts)
+
+
+def _as_content(text: str) -> list[dict]:
+    """The text as the whole content, finished and cut by `length`."""
+    return [vllm_completion(text), vllm_completion(text, finish_reason="length")]
+
+
+# The same corpus with a template that opens thinking (issue 26): the content flows live as
+# reasoning until a lone closer, and all of it is reasoning without one.
+@pytest.mark.timeout(600)
+def test_every_corpus_text_gives_the_same_message_when_the_template_opens_thinking():
+    answers, live = _same_in_both_modes(corpus(), size=4, answers_of=_as_content,
+                                        thinking_opened_by_template="true")
+    assert answers > 2000
+    assert live > answers // 3  # not vacuous (reasoning that may hold a call waits too)
 
 
 def test_fuzzed_outputs_give_the_same_message_in_both_modes():

@@ -19,6 +19,7 @@ from ..metrics import Metrics
 from ..observe import RequestLog, make_logger
 from ..status import StatusInput, document, turn_record
 from ..turn.plan import TurnPlan
+from ..turn.thinking import ThinkingMemory
 from .clients import ClientWatcher
 from .door import Door, read_body
 from .recorder import make_recorder
@@ -64,6 +65,8 @@ class Proxy:
         # Set when the server stops (gunicorn's graceful shutdown or reload): requests still
         # waiting on upstream then are ended, retryably, before the server would cut them.
         self.drain_at: float | None = None
+        # Models seen closing a thinking block their template opened (per process).
+        self.thinking = ThinkingMemory()
         self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
         self._probing = threading.Lock()
 

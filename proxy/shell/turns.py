@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from flask import Response
@@ -20,6 +20,7 @@ from ..turn.context_window import with_max_tokens
 from ..turn.core import Answer, Decision, decide
 from ..turn.live import LiveTurn, written
 from ..turn.plan import TurnPlan
+from ..turn.thinking import LONE, ThinkingMemory
 from .clients import client_gone
 from .upstream import StreamEnd, Timeouts, UpstreamCall, UpstreamStream
 
@@ -110,6 +111,24 @@ class Driver:
         return [*actions, until]
 
 
+def with_thinking_seen(plan: TurnPlan, memory: ThinkingMemory) -> TurnPlan:
+    """`plan`, its model known (`thinking_opened_by_template: auto`) to open thinking in its
+    template when it was seen closing a lone block before: a cut output is all thinking."""
+    rule = plan.extraction.thinking
+    if not rule.learns or rule.cut_opened or not memory.knows(plan.model):
+        return plan
+    extraction = replace(plan.extraction, thinking=replace(rule, cut_opened=True))
+    return replace(plan, extraction=extraction)
+
+
+def learn_thinking(plan: TurnPlan, decision: Decision, memory: ThinkingMemory) -> None:
+    """Remember the model when its answer closed a template-opened block (`auto`)."""
+    outcome = decision.outcome
+    if (plan.extraction.thinking.learns and outcome is not None
+            and any(r.format == "content" and r.repair == LONE for r in outcome.repairs)):
+        memory.learn(plan.model)
+
+
 class TurnResponse:
     """One front's turn, answered: a whole response (JSON, an error with its status, or a
     stream delivered at once), or a stream that commits and goes on while upstream works."""
@@ -120,7 +139,7 @@ class TurnResponse:
         self.app = app
         self.api_key = api_key  # whose answer this is, when the front keeps it
         self.front = front
-        self.plan = plan
+        self.plan = plan = with_thinking_seen(plan, app.thinking)
         self.log = log
         config = plan.config
         upstream = app.upstreams[config.upstream]
@@ -166,6 +185,7 @@ class TurnResponse:
         if isinstance(reply, StreamEnd) and self.live is not None:
             reply = self.live.reply(reply.cut)
         decision = decide(self.plan, reply)
+        learn_thinking(self.plan, decision, self.app.thinking)
         log = self.log
         log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
         if decision.upstream_status is not None:

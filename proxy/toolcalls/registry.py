@@ -93,6 +93,13 @@ CONTENT_MARKUP: dict[str, ContentMarkup] = {
     module.NAME: module.content_markup for module in _MODULES
     if hasattr(module, "content_markup")}
 
+# Formats whose tokens frame a plain answer too (Harmony's headers, Command's response pair,
+# …): the spans of that markup in a text, and of the reasoning it holds (see `answer`).
+AnswerMarkup = Callable[[str], tuple[list[tuple[int, int]], list[tuple[int, int]]]]
+ANSWER_MARKUP: dict[str, AnswerMarkup] = {
+    module.NAME: module.answer_markup for module in _MODULES
+    if hasattr(module, "answer_markup")}
+
 # vLLM's `--tool-call-parser` names (and a few common spellings) → our format names, so that
 # a configuration can name the parser it would have used upstream. A parser that reads shapes
 # several of our formats read (xLAM) stands for all of them, in that order.

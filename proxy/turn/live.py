@@ -52,6 +52,7 @@ class LiveTurn:
         # A leading think block in the content flows as reasoning, as normalize will have it.
         self._thinking: dict[int, ThinkRouter | None] | None = (
             {} if extraction.reasoning_from_content else None)
+        self._rule_of_thinking = extraction.thinking
         self.assembler = StreamAssembler()
         self._held: dict[tuple[int, str], Held] = {}
         self._ready: list[Piece] = []
@@ -89,7 +90,7 @@ class LiveTurn:
                 yield piece
                 continue
             if piece.choice not in routers:
-                routers[piece.choice] = ThinkRouter()
+                routers[piece.choice] = ThinkRouter(self._rule_of_thinking)
             router = routers[piece.choice]
             if router is None:
                 yield piece

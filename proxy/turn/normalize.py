@@ -16,9 +16,10 @@ import orjson
 
 from ..ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
+from ..toolcalls.answer import plain_answer
 from ..toolcalls.names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
 from ..toolcalls.repair import NotJson, loads_repaired
-from .thinking import leading_thinking
+from .thinking import LONE_CLOSE_RULE, ThinkingRule, answer_thinking
 
 _TOP_LEVEL = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint",
               "service_tier")
@@ -77,11 +78,13 @@ class ExtractionSettings:
     # vLLM's `stop_reason` (the stop string that ended the choice) kept on each choice, for
     # fronts whose wire tells a stop sequence from a natural end (Anthropic's stop_sequence).
     keep_stop_reason: bool = False
-    # A leading think block in the content is the reasoning (see `turn.thinking`).
+    # A leading think block in the content is the reasoning (see `turn.thinking`), and how
+    # text before a lone closer is read (`thinking_opened_by_template`).
     reasoning_from_content: bool = True
     # A call the model plainly made to a name that matches no tool is delivered as written
     # (`unknown_tool_calls: deliver`); False keeps it out (native) or as text.
     deliver_unknown: bool = True
+    thinking: ThinkingRule = LONE_CLOSE_RULE
 
 
 def mint_call_id(taken: set[str]) -> str:
@@ -278,6 +281,20 @@ def _add_calls(calls: list[dict[str, Any]], found: Extraction, outcome: Outcome,
     outcome.formats.extend(f for f in found.formats if f not in outcome.formats)
 
 
+def _without_framing(content: str | None, reasoning: str | None,
+                     settings: ExtractionSettings, outcome: Outcome,
+                     ) -> tuple[str | None, str | None]:
+    """The content without the tokens that frame an answer in the configured formats
+    (Harmony's headers, Command's response pair, …), and the reasoning they held joined."""
+    if not (content and settings.tools and settings.formats):
+        return content, reasoning
+    answer, framed = plain_answer(content, settings.formats)
+    if answer == content and not framed:
+        return content, reasoning
+    outcome.repairs.append(Repair("content", "answer_markup", None))
+    return answer, _joined(reasoning, framed) or reasoning
+
+
 def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
                       outcome: Outcome, taken_ids: set[str]) -> dict[str, Any]:
     if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
@@ -291,10 +308,10 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
     if not isinstance(reasoning, str):
         reasoning = message.get("reasoning") if isinstance(message.get("reasoning"), str) else None
     if settings.reasoning_from_content and content and not reasoning:
-        thinking = leading_thinking(content)
+        thinking = answer_thinking(content, settings.thinking, finish)
         if thinking is not None:
-            reasoning, content = thinking
-            outcome.repairs.append(Repair("content", "reasoning_from_content", None))
+            reasoning, content, how = thinking
+            outcome.repairs.append(Repair("content", how, None))
 
     calls = _native_calls(message.get("tool_calls"), finish, settings, outcome, taken_ids)
     if calls:
@@ -314,6 +331,7 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
                 content = (content[:think[0]] + _joined(found.reasoning, found.content)
                            + content[think[1]:])
                 _add_calls(calls, found, outcome, taken_ids, from_reasoning=True)
+    content, reasoning = _without_framing(content, reasoning, settings, outcome)
     if (not calls and reasoning and settings.tools and finish != "length"
             and not (content and split_thinking(content)[2].strip())):
         # Nothing visible and no call: one written in the reasoning field is recovered, once.

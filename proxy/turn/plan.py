@@ -13,7 +13,7 @@ from ..errors import ProxyError
 from ..toolcalls.repair import loads as exact_loads
 from .compat import rewrite_request
 from .normalize import ExtractionSettings
-from .thinking import move_history_thinking
+from .thinking import move_history_thinking, thinking_rule, thinking_switched_off
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,9 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
         ExtractionSettings(tools=schemas, only=only, formats=formats,
                            reasoning_from_content=config.reasoning_from_content,
                            deliver_unknown=config.unknown_tool_calls == "deliver",
-                           reasoning_field=config.reasoning_field),
+                           reasoning_field=config.reasoning_field,
+                           thinking=thinking_rule(config.thinking_opened_by_template, False,
+                                                  thinking_switched_off(upstream))),
         model=model,
         client_stream=client_stream,
         include_usage=include_usage,

@@ -1,21 +1,33 @@
-"""Thinking written into the content: a leading `<think>…</think>` (or Seed-OSS's
-`<seed:think>…</seed:think>`, or gpt-oss's Harmony analysis channel
-`<|channel|>analysis<|message|>…<|end|>`) that a server without a reasoning parser leaves in
-the content. With `reasoning_from_content` (the default) it is the reasoning, not the answer:
-moved out of a finished completion (`leading_thinking`), routed to the reasoning as it
-streams (`ThinkRouter`), and moved out of the history a client sends back
-(`move_history_thinking`). Only a block whose opening tag starts the content counts: a tag
-further on is the answer's own text."""
+"""Thinking written into the content: a leading `<think>…</think>` (or another family's
+block: Seed-OSS's `<seed:think>`, Mistral's `[THINK]`, Command's `<|START_THINKING|>`, Kimi
+K3's `<|open|>think<|sep|>`, Gemma 4's `<|channel>thought`, gpt-oss's Harmony analysis
+channel `<|channel|>analysis<|message|>…<|end|>`) that a server without a reasoning parser
+leaves in the content, or the text before a lone closing tag (the template opened the block,
+see `closers`). With `reasoning_from_content` (the default) it is the reasoning, not the
+answer: moved out of a finished completion (`answer_thinking`), routed to the reasoning as it
+streams (`ThinkRouter`), and a leading block moved out of the history a client sends back
+(`move_history_thinking`). A leading block counts only where its opening tag starts the
+content; a lone closer only where it is not a mention (`closers.lone_close`)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from .assemble import CONTENT, REASONING
+from .closers import (
+    BLOCKED,
+    FAMILIES,
+    LONGEST_CLOSER,
+    MAY_CLOSE,
+    Close,
+    lone_close,
+    partial_closer,
+)
 
 _HARMONY_ANALYSIS = "<|channel|>analysis<|message|>"
-_TAGS = {"<think>": "</think>", "<seed:think>": "</seed:think>",
+_TAGS = {**dict(FAMILIES),
          _HARMONY_ANALYSIS: "<|end|>", "<|start|>assistant" + _HARMONY_ANALYSIS: "<|end|>"}
 _OPENING = re.compile(r"\s*+(" + "|".join(map(re.escape, _TAGS)) + ")")
 _LONGEST_OPENER = max(map(len, _TAGS))
@@ -35,6 +47,90 @@ def leading_thinking(content: str) -> tuple[str, str] | None:
             content[close + len(_TAGS[opening[1]]):].lstrip())
 
 
+# The log's word for each way thinking was found in the content.
+BLOCK = "reasoning_from_content"
+LONE = "reasoning_before_lone_close"
+OPENED = "reasoning_opened_by_template"
+
+
+@dataclass(frozen=True)
+class ThinkingRule:
+    """How a content without a leading block is read. `lone_close`: text before a lone
+    closer is the reasoning (False: the template never opens a block, such text is the
+    answer's); `opened`: the template surely opens one, so with no closer at all the whole
+    output is reasoning; `cut_opened`: that, only for an output cut by `length`; `learns`:
+    `auto`, whose `cut_opened` comes from a lone closer seen before from the same model
+    (`ThinkingMemory`)."""
+
+    lone_close: bool = True
+    opened: bool = False
+    cut_opened: bool = False
+    learns: bool = False
+
+
+LONE_CLOSE_RULE = ThinkingRule()  # `auto` before anything is learned
+
+
+def thinking_rule(setting: str, seen: bool, thinking_off: bool) -> ThinkingRule:
+    """The rule for a `thinking_opened_by_template` setting (`auto`, `true`, `false`),
+    whether this model was seen closing a lone block before, and whether the request
+    switches thinking off (then the template opens none)."""
+    if setting == "false":
+        return ThinkingRule(lone_close=False)
+    if thinking_off:
+        return ThinkingRule()
+    if setting == "true":
+        return ThinkingRule(opened=True, cut_opened=True)
+    return ThinkingRule(cut_opened=seen, learns=True)
+
+
+def thinking_switched_off(body: Any) -> bool:
+    """Whether a chat request switches the model's thinking off in its template's words
+    (`chat_template_kwargs`: `enable_thinking` or `thinking` false): then the template
+    opens no block, whatever `thinking_opened_by_template` says."""
+    kwargs = body.get("chat_template_kwargs") if isinstance(body, dict) else None
+    return isinstance(kwargs, dict) and any(kwargs.get(key) is False
+                                            for key in ("enable_thinking", "thinking"))
+
+
+class ThinkingMemory:
+    """The models seen closing a template-opened block (a lone closer), for `auto`: held by
+    the app, per process (each worker learns for itself), at most `size` models."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._seen: dict[str, None] = {}
+        self._size = size
+
+    def knows(self, model: str) -> bool:
+        """Whether `model` was seen closing a lone block."""
+        return model in self._seen
+
+    def learn(self, model: str) -> None:
+        """`model` closed a lone block (the oldest model is forgotten past `size`)."""
+        if model in self._seen:
+            return
+        if len(self._seen) >= self._size:
+            self._seen.pop(next(iter(self._seen)), None)
+        self._seen[model] = None
+
+
+def answer_thinking(content: str, rule: ThinkingRule, finish: str | None = None,
+                    ) -> tuple[str, str, str] | None:
+    """(the thinking, the answer, how it was found: BLOCK, LONE or OPENED) for a finished
+    content, else None; both stripped of the space around them."""
+    split = leading_thinking(content)
+    if split is not None:
+        return (*split, BLOCK)
+    if not rule.lone_close:
+        return None
+    close = lone_close(content)
+    if isinstance(close, Close):  # (BLOCKED: no lone close; the rest of the rule holds)
+        return content[:close.start].strip(), content[close.end:].lstrip(), LONE
+    if rule.opened or (rule.cut_opened and finish == "length"):
+        return content.strip(), "", OPENED
+    return None
+
+
 def _could_open(text: str) -> bool:
     """Whether `text` (space, then the start of a tag) may still become an opening."""
     rest = text.lstrip()
@@ -43,16 +139,20 @@ def _could_open(text: str) -> bool:
 
 class ThinkRouter:
     """One choice's content as it streams: pieces of it go out as reasoning while inside a
-    leading think block, as content after it (or throughout, when the content does not open
-    with one). What it lets out always agrees with `leading_thinking` on the whole text:
-    the space around the thinking and the answer's leading space are held back (and dropped
-    once they turn out to be edges), and so is what may be the start of a closing tag."""
+    leading think block (or, `rule.opened`, before the first lone closer), as content after
+    it (or throughout, when there is no thinking to look for). What it lets out always
+    agrees with `answer_thinking` on the whole text: the space around the thinking and the
+    answer's leading space are held back (and dropped once they turn out to be edges), so is
+    what may be the start of a closing tag, and, when a lone closer may still come but the
+    template is not known to open a block, all of the content until that closer."""
 
-    def __init__(self) -> None:
-        self._state = "start"  # start → think → after → content
+    def __init__(self, rule: ThinkingRule | None = None) -> None:
+        self._rule = rule or ThinkingRule(lone_close=False)
+        self._state = "start"  # start → think | lone | opened → after → content
         self._buffer = ""
         self._close = ""
         self._thinking = False  # some of the thinking has gone out (its leading space is gone)
+        self._before: _BeforeClose | None = None  # lone/opened: the content so far
 
     def push(self, piece: str) -> list[tuple[str, str]]:
         """Add `piece`; the (kind, text) that may go out now."""
@@ -68,7 +168,8 @@ class ThinkRouter:
                 if opening is None:
                     if _could_open(buffer):
                         return out
-                    self._state = "content"
+                    self._state = ("opened" if self._rule.opened else "lone"
+                                   if self._rule.lone_close else "content")
                     continue
                 self._close, self._state = _TAGS[opening[1]], "think"
                 self._buffer = buffer[opening.end():]
@@ -90,12 +191,93 @@ class ThinkRouter:
                     self._buffer = buffer[len(text):]
                     self._thinking = True
                 return out
+            if state in ("lone", "opened"):
+                if not self._lone(buffer, out):
+                    return out
+                continue
             # "after": the answer begins at its first character that is not space
             rest = buffer.lstrip()
             if not rest:
                 self._buffer = ""
                 return out
             self._state, self._buffer = "content", rest
+
+    def _lone(self, buffer: str, out: list[tuple[str, str]]) -> bool:
+        """Before a lone closer: whether the closer came (the state moved on to the answer
+        after it). With `rule.opened` the thinking flows meanwhile."""
+        if self._before is None:
+            self._before = _BeforeClose(self._state == "opened")
+        thinking, after = self._before.push(buffer)
+        self._buffer = ""
+        if thinking:
+            out.append((REASONING, thinking))
+        if after is None:
+            return False
+        self._state, self._buffer, self._before = "after", after, None
+        return True
+
+
+class _BeforeClose:
+    """A content while a lone closer may still come: kept as its pieces, joined only when a
+    closer may stand in what came (so a long thinking costs each piece, not the whole text
+    again). Says where the closer is, and, `live`, the thinking that may go out before it:
+    what `answer_thinking` will read as thinking, but the space at its end."""
+
+    _TAIL = 2 * LONGEST_CLOSER + 72  # reaches back over a closer and the context it needs
+
+    def __init__(self, live: bool) -> None:
+        self._parts: list[str] = []
+        self._size = 0
+        self._tail = ""
+        self._scan = 0  # no closer candidate begins before this (BLOCKED: none can come)
+        self._pending = False  # a candidate waits for its context
+        self._live = live
+        self._unsent = ""  # live: the text from `_done` on
+        self._done = 0  # live: where the text that went out (or was dropped as space) ends
+        self._sent = False
+
+    def push(self, piece: str) -> tuple[str, str | None]:
+        """Add `piece`: (the thinking that may go out now, the text after the closer once
+        it has come, else None)."""
+        self._parts.append(piece)
+        self._size += len(piece)
+        window = self._tail + piece
+        self._tail = window[-self._TAIL:]
+        if self._live:
+            self._unsent += piece
+        limit = self._size
+        if self._scan != BLOCKED and (self._pending or MAY_CLOSE.search(window)
+                                      or partial_closer(window)):
+            text = "".join(self._parts)
+            self._parts = [text]
+            found = lone_close(text, self._scan, whole=False)
+            if isinstance(found, Close):
+                return self._out(found.start, final=True), text[found.end:]
+            if found == BLOCKED:
+                self._scan = BLOCKED
+            else:
+                limit = len(text) - partial_closer(text) if found is None else found
+                self._scan, self._pending = limit, found is not None
+        elif self._scan != BLOCKED:
+            self._scan = self._size
+        return (self._out(limit) if self._live else ""), None
+
+    def _out(self, limit: int, final: bool = False) -> str:
+        """The thinking up to `limit` not yet out (all of it, `final`, from the text)."""
+        if not self._live:
+            return "".join(self._parts)[:limit].strip() if final else ""
+        text = self._unsent[:limit - self._done]
+        if not self._sent:
+            kept = text.lstrip()
+            self._done += len(text) - len(kept)
+            self._unsent = self._unsent[len(text) - len(kept):]
+            text = kept
+        out = text.rstrip()
+        if out:
+            self._sent = True
+            self._done += len(out)
+            self._unsent = self._unsent[len(out):]
+        return out
 
 
 def _partial_suffix(text: str, tag: str) -> int:

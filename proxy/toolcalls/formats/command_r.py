@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..framing import Openers, at_line_start, json_frame, reshaped
+from ..markup import edges
 from ..scan import Document
 from ..types import Frame
 
@@ -71,3 +72,18 @@ def _frames(doc: Document, pattern: re.Pattern[str], marker: str, offset: int,
             continue  # a fence must close
         openers.taken_to = frame.end
         yield reshaped(frame, _calls)
+
+
+# A plain answer in Command R7B/A's tokens: `<|START_RESPONSE|>…<|END_RESPONSE|>` (or the
+# `<|START_TEXT|>` pair), possibly several, and the turn's end token.
+_ANSWER_OPEN = re.compile(r"\s*+<\|START_(?:RESPONSE|TEXT)\|>")
+_ANSWER_TOKENS = re.compile(r"<\|(?:START|END)_(?:RESPONSE|TEXT)\|>|<\|END_OF_TURN_TOKEN\|>")
+_ANSWER_CLOSE = re.compile(r"(?:<\|END_(?:RESPONSE|TEXT)\|>\s*+)?"
+                           r"(?:<\|END_OF_TURN_TOKEN\|>\s*+)?\Z")
+
+
+def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The response tokens around (and between the pieces of) an answer they open."""
+    if _ANSWER_OPEN.match(text) is None:
+        return [], []
+    return edges(text, _ANSWER_OPEN, _ANSWER_CLOSE, _ANSWER_TOKENS), []

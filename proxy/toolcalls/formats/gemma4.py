@@ -138,3 +138,13 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             yield Frame(NAME, start, pos, closed=False, value=value,
                         repairs=("missing_close_tag",))
             openers.taken_to = pos
+
+
+# The turn's end token that closes a plain answer (`…<turn|>`), when the server kept it.
+_TURN_END = re.compile(r"<turn\|>\s*+\Z")
+
+
+def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The turn's end token at the end of the answer."""
+    end = _TURN_END.search(text)
+    return ([end.span()] if end is not None else []), []

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 
 from ..framing import Openers, unsure_frame
+from ..markup import edges
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame
@@ -154,3 +155,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                         repairs=("missing_close_tag",))
             openers.taken_to = pos
         # Anything else after the parameters: not a frame we understand; it stays text.
+
+
+# Ling's role tokens around a plain answer (`ling3` reads GLM's calls): `<role>ASSISTANT</role>`
+# opening it, `<|role_end|>` ending it.
+_ROLE = re.compile(r"\s*+<role>ASSISTANT</role>")
+_ROLE_END = re.compile(r"<\|role_end\|>\s*+\Z")
+
+
+def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Ling's role token at the start of the answer and its end token at its end."""
+    return edges(text, _ROLE, _ROLE_END), []

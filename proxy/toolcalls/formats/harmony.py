@@ -85,7 +85,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 
 # A message's header (`<|start|>assistant<|channel|>final<|message|>`, a constraint allowed),
 # where its text ends, and the tokens left over between messages.
-_HEADER = re.compile(r"(?:<\|start\|>[ \t]*+(?:assistant\b)?[ \t]*+)?<\|channel\|>[ \t]*+(\w++)"
+_HEADER = re.compile(r"(?:<\|start\|>[ \t]*+(?:assistant\b)?[ \t]*+(?:to=[^\s<]{1,64}+[ \t]*+)?)?"
+                     r"<\|channel\|>[ \t]*+(\w++)"
                      r"[^<]{0,200}?(?:<\|constrain\|>[^<]{0,64})?<\|message\|>")
 _BODY_END = re.compile(r"<\|(?:end|return|call|start|channel)\|>")
 _END_TOKENS = ("<|end|>", "<|return|>", "<|call|>")
@@ -127,3 +128,15 @@ def content_markup(text: str, frames: Sequence[tuple[int, int]],
         if i < 0 or covered[i][1] <= token.start():
             markup.append(token.span())
     return markup, reasoning
+
+
+_RAW = re.compile(r"\s*+(?:<\|start\|>|<\|channel\|>)")
+
+
+def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """A plain answer in raw Harmony (it opens with a message header, and holds no call's
+    recipient): its headers and end tokens, and its analysis channel's text (reasoning).
+    The final channel's text is the answer even when it looks like a call."""
+    if _RAW.match(text) is None or "<|channel|>" not in text or _ANCHOR in text:
+        return [], []
+    return content_markup(text, [])

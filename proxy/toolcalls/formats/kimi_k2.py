@@ -51,3 +51,15 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         yield Frame(NAME, start, pos, closed=closed, name=match[1], json_text=text[body:end],
                     repairs=repairs)
         openers.taken_to = pos
+
+
+# A tool section that holds no call (empty, or only space and K2's other tokens), or one
+# opened at the very end: markup of no call, not the answer's words.
+_EMPTY_SECTION = re.compile(r"<\|tool_calls_section_begin\|>"
+                            r"(?:\s|<\|(?!tool_call_begin\|)(?!tool_calls_section_end\|)"
+                            r"[a-z_]{1,40}\|>)*+(?:<\|tool_calls_section_end\|>|\Z)")
+
+
+def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Each tool section that holds no call."""
+    return [found.span() for found in _EMPTY_SECTION.finditer(text)], []

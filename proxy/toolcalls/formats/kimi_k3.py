@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from ..framing import Openers, section_start, unsure_frame
+from ..markup import edges
 from ..scan import Document
 from ..text_values import Tail, ValueTags, stray_tags, value_end
 from ..types import Frame
@@ -147,3 +148,16 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         else:
             yield Frame(NAME, start, pos, value={"name": name, "arguments": arguments})
         openers.taken_to = pos
+
+
+# A plain answer in its response section: `<|open|>response<|sep|>…<|close|>response<|sep|>`
+# and the message's close; the template may open the section itself (then only its close is
+# written, at the end of the answer).
+_RESPONSE_OPEN = re.compile(r"\s*+<\|open\|>response<\|sep\|>")
+_RESPONSE_CLOSE = re.compile(r"(?:<\|close\|>response<\|sep\|>\s*+)?"
+                             r"(?:<\|close\|>message<\|sep\|>\s*+)?\Z")
+
+
+def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The response section's tokens at the start and the end of the answer."""
+    return edges(text, _RESPONSE_OPEN, _RESPONSE_CLOSE), []

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from ..framing import invoke_frames, invoke_grammar
+from ..markup import edges
 from ..scan import Document
 from ..types import Frame
 
@@ -38,3 +39,15 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         eom = _EOM.match(text, frame.end) if frame.closed else None
         yield replace(frame, start=frame.start if header is None else header.start(),
                       end=frame.end if eom is None else eom.end())
+
+
+# A plain answer in its message: `<|start|>assistant<|message|>…<|eot|>` (a recipient `to=user`
+# allowed in the header), the end token alone when the template wrote the header.
+_ANSWER_HEADER = re.compile(r"\s*+(?:<\|start\|>assistant)?[ \t]*+(?:to=user[ \t]*+)?"
+                            r"<\|message\|>")
+_ANSWER_END = re.compile(r"<\|(?:eot|eom|end)\|>\s*+\Z")
+
+
+def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The message's header at the start of the answer and its end token at its end."""
+    return edges(text, _ANSWER_HEADER, _ANSWER_END), []

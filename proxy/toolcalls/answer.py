@@ -1,0 +1,45 @@
+"""An answer without the markup that frames it: the model's words only.
+
+A server without the matching parser (or with `skip_special_tokens: false`) leaves a format's
+framing tokens around a plain answer: Harmony's message headers and end tokens, Command's
+`<|START_RESPONSE|>` pairs, Kimi K3's response section, Ling's and Muse's role and end
+tokens, Kimi K2's empty tool sections. Each format that has such markup declares
+`answer_markup(text)`: the spans of it, and those of reasoning it holds (Harmony's analysis
+channel). The answer is what is left, each piece exactly as written, pieces a line apart (as
+messages are); reasoning found there joins the reasoning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .registry import ANSWER_MARKUP, resolve
+
+
+def plain_answer(text: str, formats: Sequence[str]) -> tuple[str, str]:
+    """(the answer without its framing, the reasoning found in it) for the configured
+    `formats`; `text` as it is and no reasoning when none of them frames it."""
+    reasoning: list[str] = []
+    for name, _ in resolve(formats):
+        hook = ANSWER_MARKUP.get(name)
+        if hook is None or not text:
+            continue
+        markup, thinking = hook(text)
+        if not markup and not thinking:
+            continue
+        reasoning += [piece for start, end in thinking if (piece := text[start:end].strip())]
+        text = _without(text, sorted(markup + thinking))
+    return text, "\n".join(reasoning)
+
+
+def _without(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` without `spans`: the pieces left, a line apart, those of space alone dropped."""
+    pieces = []
+    pos = 0
+    for start, end in spans:
+        if start > pos:
+            pieces.append(text[pos:start])
+        pos = max(pos, end)
+    pieces.append(text[pos:])
+    kept = [piece for piece in pieces if piece.strip()]
+    return "\n".join(kept) if len(kept) > 1 else kept[0] if kept else ""

@@ -1,0 +1,27 @@
+"""Helpers for the markup that frames a plain answer in a format's own tokens (see
+`answer`): what a format's `answer_markup` hook is made of."""
+
+from __future__ import annotations
+
+import re
+
+Span = tuple[int, int]
+
+
+def edges(text: str, opening: re.Pattern[str] | None, closing: re.Pattern[str] | None,
+          inner: re.Pattern[str] | None = None) -> list[Span]:
+    """The spans of a frame around the whole text: `opening` where it starts the text (it
+    may allow space before it), `closing` where it ends it (anchored with `\\Z`), and, only
+    inside a text that `opening` opened, the `inner` tokens between them."""
+    spans: list[Span] = []
+    start = opening.match(text) if opening is not None else None
+    low = start.end() if start is not None else 0
+    if start is not None:
+        spans.append(start.span())
+    end = closing.search(text, low) if closing is not None else None
+    high = end.start() if end is not None else len(text)
+    if end is not None and end.end() > end.start():
+        spans.append(end.span())
+    if start is not None and inner is not None:
+        spans += [token.span() for token in inner.finditer(text, low, high)]
+    return spans
