@@ -199,7 +199,9 @@ def test_a_lone_think_close_before_a_call_still_ends_the_thinking():
     completion, _ = normalize_completion(vllm_completion(text), ExtractionSettings(tools=TOOLS))
     message = completion["choices"][0]["message"]
     assert message["tool_calls"][0]["function"]["name"] == "read"
-    assert message["content"] == "I should read it.</think>"
+    # The text before the lone closer is the thinking (issue 26 item 1), the call the answer's.
+    assert message["content"] is None
+    assert message["reasoning_content"] == "I should read it."
 
 
 # --- Seed-OSS and Qwen: only the template's newlines are not the value's --------------------
