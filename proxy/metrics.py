@@ -105,6 +105,21 @@ class Metrics:
                                        ["mode"], buckets=_LATENCY_BUCKETS, registry=registry)
         self.in_flight = Gauge(prefix + "in_flight_requests", "Requests being handled",
                                registry=registry, multiprocess_mode="livesum")
+        # Per replica (its masked URL: a closed set, from the settings).
+        self.replica_requests = Counter(prefix + "replica_requests",
+                                        "Upstream calls by replica and result (ok, http_502/"
+                                        "503/504, or the failure's code)",
+                                        ["replica", "result"], registry=registry)
+        self.replica_failovers = Counter(prefix + "replica_failovers",
+                                         "Requests sent to another replica after a failure "
+                                         "before the first byte, by the replica that failed",
+                                         ["replica"], registry=registry)
+        self.replica_in_flight = Gauge(prefix + "replica_in_flight",
+                                       "Upstream calls in flight, by replica", ["replica"],
+                                       registry=registry, multiprocess_mode="livesum")
+        self.replica_up = Gauge(prefix + "replica_up",
+                                "0 while a replica is marked down (in any worker)",
+                                ["replica"], registry=registry, multiprocess_mode="livemin")
 
     def started(self) -> None:
         """A request began."""

@@ -12,7 +12,7 @@ import orjson
 from flask import Response, request
 
 from .. import __version__
-from ..config import Config, mask_url
+from ..config import Config, mask_upstream, mask_url
 from ..errors import ProxyError
 from ..fronts import Front
 from ..metrics import Metrics
@@ -21,6 +21,7 @@ from ..turn.plan import TurnPlan
 from .clients import ClientWatcher
 from .door import Door, read_body
 from .relay import all_models, model_ids, passthrough
+from .replicas import Replicas
 from .store import KeptStore
 from .turns import TurnResponse
 from .upstream import Timeouts, Upstream
@@ -54,6 +55,7 @@ class Proxy:
         self.upstreams = {url: Upstream(url) for url in config.upstreams()}
         self.logger = make_logger(config.log_level)
         self.metrics = Metrics()
+        self.replicas = Replicas(self.upstreams, self.metrics)
         self.door = Door(config.api_keys)
         self.client_watcher = ClientWatcher(self.draining)
         self.store = KeptStore(config.responses_store_path,
@@ -90,7 +92,7 @@ class Proxy:
         """The proxy's status, version and settings (no secrets); with `check_upstream`, each
         upstream's reachability and models too (503 when one is down)."""
         body: dict[str, Any] = {"status": "ok", "version": __version__,
-                                "upstream": mask_url(self.config.upstream),
+                                "upstream": mask_upstream(self.config.upstream),
                                 "config": self.config.summary()}
         if not check_upstream:
             return json_response(body)
@@ -100,6 +102,11 @@ class Proxy:
             return json_response(body, 503)
         return json_response(body)
 
+    def replica_reports(self) -> list[dict[str, Any]]:
+        """Every upstream URL (each replica) as this process sees it, without I/O: `url`
+        (masked), `up`, `in_flight`, `last_error`, `last_error_at` (for the status page)."""
+        return self.replicas.reports()
+
     def _upstream_reports(self) -> list[dict[str, Any]]:
         """Every upstream's report, asked anew at most every HEALTH_PROBE_SECONDS (a burst
         of health checks costs the upstreams one round of probes)."""
@@ -108,7 +115,11 @@ class Proxy:
                 reports = [self._upstream_report(url, settings)
                            for url, settings in self.config.upstream_settings().items()]
                 self._probed = (time.monotonic(), reports)
-            return self._probed[1]
+            reports = self._probed[1]
+        # What the probe found, with what the traffic found (both change: asked each time).
+        states = {state["url"]: state for state in self.replicas.reports()}
+        return [{**report, **{k: v for k, v in states.get(report["url"], {}).items()
+                              if k != "url"}} for report in reports]
 
     def _upstream_report(self, url: str, settings: Config) -> dict[str, Any]:
         """One upstream's reachability, status and models, as /proxy/health reports them."""
@@ -125,6 +136,9 @@ class Proxy:
             report["ok"] = reply.status == 200 and report["models"] is not None
         except ProxyError as exc:
             report["error"] = exc.message
+            self.replicas.failed(url, settings, exc.message, mark_down=True)
+        if report["ok"]:
+            self.replicas.mark_up(url)
         report["latency_ms"] = round((time.monotonic() - started) * 1000, 1)
         return report
 
@@ -154,8 +168,9 @@ class Proxy:
                                   lambda settings: self.upstream_headers(settings,
                                                                          buffered=True))
             config = self.config.for_model(_model_of(raw))
+        affinity = None if front is None else plan.affinity
         return passthrough(self, request.method, raw, log, target, config,
-                           self.upstream_headers(config, buffered=False), environ)
+                           self.upstream_headers(config, buffered=False), environ, affinity)
 
     def kept(self, front: Front, key: str, log: RequestLog) -> Response:
         """`GET` or `DELETE` of an answer the store keeps, in its front's shapes."""

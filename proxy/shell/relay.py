@@ -20,8 +20,9 @@ from ..sse import SseEvents
 from ..turn import waiting
 from ..turn.core import UpstreamReply
 from .clients import Watch, abort_connection
+from .replicas import RETRY_STATUSES, Route, affinity_key
 from .turns import Driver
-from .upstream import Timeouts, UpstreamCall, disconnect, response_headers
+from .upstream import Timeouts, Unreached, UpstreamCall, disconnect, response_headers
 
 if TYPE_CHECKING:
     from .handlers import Proxy
@@ -42,25 +43,53 @@ def _relay_failure(exc: Exception, drained: bool, read_timeout: float) -> ProxyE
                       type_="upstream_error", code="upstream_stream_cut")
 
 
+def _opened(route: Route, method: str, target: str, body: bytes, headers: dict[str, str],
+            timeouts: Timeouts) -> UpstreamCall[Any]:
+    """The relayed request up to its response headers, on the route's replica (and on
+    another, once, when that one is not there or answers 502/503/504: nothing has gone to
+    the client yet), started."""
+    def work(tracker: Any) -> Any:
+        return route.run(lambda upstream: upstream.open(method, target, body, headers,
+                                                        timeouts, tracker),
+                         worth_another=_gateway_failure,
+                         cancelled=lambda: tracker.cancelled, discard=_discard, hold=True)
+    return UpstreamCall(work).start()
+
+
+def _gateway_failure(outcome: Any) -> bool:
+    """A relayed request's outcome that another replica may do better with."""
+    return isinstance(outcome, Unreached) or getattr(outcome, "status", 0) in RETRY_STATUSES
+
+
+def _discard(outcome: Any) -> None:
+    """A response that will not be relayed: its connection closed."""
+    if not isinstance(outcome, ProxyError):
+        outcome.close()
+
+
 def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: str,
-                config: Config, headers: dict[str, str], environ: dict[str, Any]) -> Response:
+                config: Config, headers: dict[str, str], environ: dict[str, Any],
+                affinity: str | None = None) -> Response:
     """Relay the request; the answer streams back as upstream sends it."""
-    upstream = app.upstreams[config.upstream]
+    route = Route(app.replicas, config, affinity_key(config, headers, affinity), log)
     timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
     limit = config.connect_timeout_seconds + config.read_timeout_seconds
     # Until the headers come, only a silent client can be noticed: the machine looks for it.
     driver = Driver(waiting.start(log.started, limit),
-                    lambda: UpstreamCall.open(upstream, method, target, body, headers, timeouts),
+                    lambda: _opened(route, method, target, body, headers, timeouts),
                     environ, app.draining)
     for action in driver.actions():
         if isinstance(action, waiting.Fail):
+            route.done()
             raise action.error
         if isinstance(action, waiting.Abandon):
+            route.done()
             raise client_disconnected()
         break  # Collect: the headers are in
     response_in = driver.call.outcome()
     if isinstance(response_in, ProxyError):
         raise response_in
+    upstream = app.upstreams[route.url]
     log.upstream_status = log.status = response_in.status
     log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
     is_sse = (response_in.headers.get("Content-Type", "").startswith("text/event-stream")
@@ -99,6 +128,7 @@ def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: s
             else:  # the head promised a body that will not come: the client must see
                 abort_connection(environ)  # it cut short, not wait on a kept-alive socket
         finally:
+            route.done(response_in)
             if watch is not None:
                 watch.stop()
                 if watch.fired:
@@ -111,6 +141,7 @@ def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: s
         del response.headers["Content-Type"]
     if is_sse:
         response.headers["X-Accel-Buffering"] = "no"
+    response.call_on_close(lambda: route.done(response_in))  # a body never read, too
     return response
 
 
