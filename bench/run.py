@@ -33,6 +33,9 @@ Scenarios (issue 8):
 * Messages front: the buffered 1 KB tool turn (c8, 20 ms) as an Anthropic `/v1/messages`
   request to the proxy (client streams), against the same turn's chat request straight to the
   fake: latency and server CPU per turn beside the chat front's.
+* upstream replicas (`bench/replicas.py`): 16 agent conversations × 20 turns of growing
+  history over two fake replicas that model a prefix cache, routed cache-aware (affinity)
+  and round robin: turn p50/p90 and the replicas' prefill work, as ratios.
 * extraction alone: `proxy.toolcalls.extract` on the fake's 1 MB answer and on 1 MB
   pathological inputs (`proxy.toolcalls.bench.cases`).
 
@@ -62,14 +65,14 @@ from typing import Any
 
 import orjson
 
-from bench import load, streamed
+from bench import load, replicas, streamed
 from bench.fake_upstream import READY_MARKER, parse_size, raise_fd_limit
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf", "messages",
-            "streamed")
+            "streamed", "replicas")
 MESSAGES_PATH = "/v1/messages"
 
 TOOLS: list[dict[str, Any]] = [
@@ -841,6 +844,8 @@ class Bench:
             await self.messages()
         if "streamed" in sections:
             await streamed.section(self, TOOLS, MESSAGES)
+        if "replicas" in sections:
+            await replicas.section(self, TOOLS)
         if self.cpu_rows:
             self.section("server CPU per request (utime+stime of master+workers)")
             self.rows.extend(self.cpu_rows)
