@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fake_replica",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--prefill-us", type=float, default=25.0,
+    parser.add_argument("--prefill-us", type=float, default=100.0,
                         help="microseconds of prefill per prompt token not in cache")
     parser.add_argument("--decode-ms", type=float, default=50.0)
     parser.add_argument("--cache-tokens", type=int, default=4_000_000)

@@ -336,3 +336,20 @@ def test_killing_one_of_two_replicas_in_the_middle_of_100_turns(start):
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
+
+
+@pytest.mark.parametrize("tools", [True, False])
+def test_a_replica_that_is_slow_to_answer_is_not_asked_twice(fakes, start, tools):
+    """A read timeout is no sign of a replica gone (it may be generating): the request is
+    not sent to another, and the replica stays up."""
+    for fake in fakes:
+        fake.answer(Answer(body=CALL, delay=3))
+    proxy = start([fake.url for fake in fakes], read_timeout_seconds=0.3,
+                  buffered_timeout_seconds=0.3)
+    body = {"model": "qwen", "messages": [{"role": "user", "content": "hi"}]}
+    if tools:
+        body["tools"] = TOOLS
+    response = requests.post(proxy.url + "/v1/chat/completions", json=body, timeout=20)
+    assert response.status_code == 504
+    assert sum(len(fake.chat_requests()) for fake in fakes) == 1
+    assert {r["up"] for r in app_of(proxy).replica_reports()} == {True}

@@ -58,7 +58,9 @@ def _opened(route: Route, method: str, target: str, body: bytes, headers: dict[s
 
 def _gateway_failure(outcome: Any) -> bool:
     """A relayed request's outcome that another replica may do better with."""
-    return isinstance(outcome, Unreached) or getattr(outcome, "status", 0) in RETRY_STATUSES
+    if isinstance(outcome, ProxyError):
+        return isinstance(outcome, Unreached)
+    return outcome.status in RETRY_STATUSES
 
 
 def _discard(outcome: Any) -> None:

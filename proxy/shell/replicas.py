@@ -71,11 +71,12 @@ class Replicas:
         self._metrics = metrics
         self._clock = clock
         self._states = {url: ReplicaState() for url in clients}
+        self._labels = {url: mask_url(url) for url in clients}  # the metrics' `replica`
         self._settings: dict[str, Config] = {}
         self._lock = threading.Lock()
         self._turns = itertools.count()
-        for url in clients:
-            metrics.replica_up.labels(mask_url(url)).set(1)
+        for label in self._labels.values():
+            metrics.replica_up.labels(label).set(1)
 
     def choose(self, config: Config, key: str | None, exclude: frozenset[str] = frozenset(),
                ) -> str:
@@ -131,7 +132,7 @@ class Replicas:
             was_down = state.down_until is not None
             state.down_until, state.probing = None, False
         if was_down:
-            self._metrics.replica_up.labels(mask_url(url)).set(1)
+            self._metrics.replica_up.labels(self._labels[url]).set(1)
 
     def failed(self, url: str, config: Config, error: str, *, mark_down: bool) -> None:
         """A call to `url` failed with `error`; `mark_down`: it failed the way a replica
@@ -144,23 +145,23 @@ class Replicas:
             if down and state.down_until is None:
                 state.down_until = self._clock() + config.upstream_down_seconds
         if down:
-            self._metrics.replica_up.labels(mask_url(url)).set(0)
+            self._metrics.replica_up.labels(self._labels[url]).set(0)
 
     def failed_over(self, url: str) -> None:
         """A request that failed on `url` goes to another replica."""
-        self._metrics.replica_failovers.labels(mask_url(url)).inc()
+        self._metrics.replica_failovers.labels(self._labels[url]).inc()
 
     def begin(self, url: str) -> None:
         """A call to `url` started."""
         with self._lock:
             self._states[url].in_flight += 1
-        self._metrics.replica_in_flight.labels(mask_url(url)).inc()
+        self._metrics.replica_in_flight.labels(self._labels[url]).inc()
 
     def end(self, url: str, outcome: Any) -> None:
         """A call to `url` ended with `outcome` (a reply, a response, or a ProxyError)."""
         with self._lock:
             self._states[url].in_flight -= 1
-        label = mask_url(url)
+        label = self._labels[url]
         self._metrics.replica_in_flight.labels(label).dec()
         self._metrics.replica_requests.labels(label, result_of(outcome)).inc()
 
@@ -189,6 +190,8 @@ class Route:
         self.url = replicas.choose(config, key)
         self._held: str | None = None  # a replica whose answer is still being relayed
         self._failed_over = False  # once per request
+        self._holding = threading.Lock()
+        self._closed = False  # `done`: a response arriving now is not relayed
         if len(config.replicas()) > 1:
             log.replica = mask_url(self.url)
 
@@ -207,7 +210,7 @@ class Route:
             if isinstance(outcome, ProxyError):  # a cut answer: the replica went away
                 self._replicas.failed(failed, self._config, outcome.message, mark_down=True)
             discard(outcome)
-            self.done(outcome)
+            self._release(outcome)
             self.url = self._replicas.choose(self._config, self._key, frozenset({failed}))
             self._replicas.failed_over(failed)
             self._log.notes.append(f"failover:{result_of(outcome)}")
@@ -227,22 +230,37 @@ class Route:
         except BaseException as exc:
             replicas.end(url, ProxyError(502, "", code=type(exc).__name__))
             raise
-        status = getattr(outcome, "status", None)
-        if isinstance(outcome, ProxyError):
-            replicas.failed(url, self._config, outcome.message,
-                            mark_down=isinstance(outcome, Unreached))
-        elif status in RETRY_STATUSES:
-            replicas.failed(url, self._config, f"HTTP {status}", mark_down=True)
-        else:
-            replicas.mark_up(url)
-        if hold and not isinstance(outcome, ProxyError):
-            self._held = url
-            return outcome
+        self._judge(url, outcome)
+        with self._holding:
+            if hold and not self._closed and not isinstance(outcome, ProxyError):
+                self._held = url
+                return outcome
         replicas.end(url, outcome)
         return outcome
 
+    def _judge(self, url: str, outcome: Any) -> None:
+        """What an outcome says of the replica's health (a client leaving says nothing)."""
+        replicas = self._replicas
+        if isinstance(outcome, ProxyError):
+            if outcome.code != "client_disconnected":
+                replicas.failed(url, self._config, outcome.message,
+                                mark_down=isinstance(outcome, Unreached))
+        elif getattr(outcome, "status", 200) in RETRY_STATUSES:  # (a stream's end has none)
+            replicas.failed(url, self._config, f"HTTP {outcome.status}", mark_down=True)
+        else:
+            replicas.mark_up(url)
+
+    def _release(self, outcome: Any) -> None:
+        """A held response that will not be relayed (another replica is asked)."""
+        with self._holding:
+            held, self._held = self._held, None
+        if held is not None:
+            self._replicas.end(held, outcome)
+
     def done(self, outcome: Any = None) -> None:
-        """The relayed answer has ended: its replica's call is no longer in flight."""
-        held, self._held = self._held, None
+        """The relayed answer has ended (or the request gave up on it): its replica's call
+        is no longer in flight."""
+        with self._holding:
+            held, self._held, self._closed = self._held, None, True
         if held is not None:
             self._replicas.end(held, outcome)
