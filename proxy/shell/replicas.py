@@ -45,7 +45,10 @@ class ReplicaState:
 def affinity_key(config: Config, headers: dict[str, str], conversation: str | None,
                  ) -> str | None:
     """A request's affinity key: the first session header the client sent (the
-    `upstream_affinity_headers`), else its conversation's prefix key, else None."""
+    `upstream_affinity_headers`), else its conversation's prefix key, else None (always,
+    for a model with one upstream: there is nothing to choose)."""
+    if not isinstance(config.upstream, tuple):
+        return None
     wanted = {name.lower() for name in config.upstream_affinity_headers}
     for name, value in headers.items():
         if name.lower() in wanted and value.strip():
