@@ -103,7 +103,7 @@ def test_a_conversation_stays_on_one_replica_from_every_proxy_instance(fakes, st
     conversation, turn after turn, to the same replica; the conversations spread."""
     urls = [fake.url for fake in fakes]
     first, second = start(urls), start(list(reversed(urls)))
-    tasks = [f"task {i}" for i in range(12)]
+    tasks = [f"task {i}" for i in range(24)]  # all on one replica: 2 in 2**24
     for history in range(3):
         for i, task in enumerate(tasks):
             response = turn(first if (i + history) % 2 else second, task, history)
@@ -129,16 +129,16 @@ def test_a_refusing_replica_is_passed_over_once_and_reported(fakes, start, log_l
         closed.bind(("127.0.0.1", 0))
         refused = f"http://127.0.0.1:{closed.getsockname()[1]}"
         proxy = start([refused, fake.url], log_level="info", upstream_down_seconds=300)
-        for i in range(10):
+        for i in range(20):  # none of them hashed to the refused replica: 1 in 2**20
             assert turn(proxy, f"task {i}").status_code == 200
-        assert len(fake.chat_requests()) == 10  # each turn answered once
+        assert len(fake.chat_requests()) == 20  # each turn answered once
         metrics = requests.get(proxy.url + "/proxy/metrics", timeout=5).text
         # the first conversation that hashed to it failed over; then it was down
         assert metric(metrics, "toolcall_proxy_replica_failovers_total", replica=refused) == 1
         assert metric(metrics, "toolcall_proxy_replica_requests_total", replica=refused,
                       result="upstream_unreachable") == 1
         assert metric(metrics, "toolcall_proxy_replica_requests_total", replica=fake.url,
-                      result="ok") == 10
+                      result="ok") == 20
         assert metric(metrics, "toolcall_proxy_replica_up", replica=refused) == 0
         health = requests.get(proxy.url + "/proxy/health?upstream=1", timeout=10)
     assert health.status_code == 503
@@ -149,7 +149,7 @@ def test_a_refusing_replica_is_passed_over_once_and_reported(fakes, start, log_l
     assert reports[fake.url]["up"] is True
     assert reports[fake.url]["last_error"] is None
     assert health.json()["upstream"] == [refused, fake.url]
-    lines = [line for line in log_lines(10) if line["path"] == "/v1/chat/completions"]
+    lines = [line for line in log_lines(20) if line["path"] == "/v1/chat/completions"]
     assert {line["replica"] for line in lines} == {fake.url}
     assert sum("failover:upstream_unreachable" in line.get("notes", []) for line in lines) == 1
 
