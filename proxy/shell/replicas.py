@@ -105,7 +105,8 @@ class Replicas:
         return False
 
     def _probe(self, url: str, config: Config) -> None:
-        """Ask a replica marked down whether it is back: up when it answers 200."""
+        """Ask a replica marked down whether it is back: up when `/health` answers 200 (or,
+        a server without one, `/v1/models`)."""
         headers = {"Accept": "application/json"}
         if config.upstream_api_key:
             headers["Authorization"] = f"Bearer {config.upstream_api_key}"
@@ -122,6 +123,8 @@ class Replicas:
                 self.mark_up(url)
                 return
             error = f"probe: {path} answered HTTP {reply.status}"
+            if reply.status != 404:  # /health is there and says no; 404: a server without
+                break  # one, asked for its models instead
         with self._lock:
             state = self._states[url]
             state.probing = False
