@@ -2,8 +2,8 @@
 health, the choice of one for a request (`proxy.routing` decides, from this data), failover
 to another before the first byte, and the probe that brings a replica marked down back.
 
-Health is passive: a replica that cannot be reached, or answers 502/503/504, is marked down
-for `upstream_down_seconds`; the first request to look at it after that starts a probe
+Health is passive: a replica that cannot be connected to, or answers 502/503/504, is marked
+down for `upstream_down_seconds`; the first request to look at it after that starts a probe
 (`GET /health`, else `/v1/models`) beside it, which marks it up when it answers. A model with
 one upstream is never marked down nor probed: it is used as it always was.
 """
@@ -213,8 +213,6 @@ class Route:
                 and not self._failed_over and not cancelled()):
             self._failed_over = True
             failed = self.url
-            if isinstance(outcome, ProxyError):  # a cut answer: the replica went away
-                self._replicas.failed(failed, self._config, outcome.message, mark_down=True)
             discard(outcome)
             self._release(outcome)
             self.url = self._replicas.choose(self._config, self._key, frozenset({failed}))
@@ -249,8 +247,11 @@ class Route:
         replicas = self._replicas
         if isinstance(outcome, ProxyError):
             if outcome.code != "client_disconnected":
+                # Down only when it cannot be connected to: a connection that broke (a
+                # replica killed mid-answer, a kept-alive one it closed) is sent elsewhere,
+                # and the next connection says whether the replica is still there.
                 replicas.failed(url, self._config, outcome.message,
-                                mark_down=isinstance(outcome, Unreached))
+                                mark_down=isinstance(outcome, Unreached) and outcome.connecting)
         elif getattr(outcome, "status", 200) in RETRY_STATUSES:  # (a stream's end has none)
             replicas.failed(url, self._config, f"HTTP {outcome.status}", mark_down=True)
         else:

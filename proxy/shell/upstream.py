@@ -69,9 +69,12 @@ def response_headers(upstream: Any, *, keep_length: bool) -> list[tuple[str, str
 
 
 class Unreached(ProxyError):
-    """No answer came from this upstream at all: it refused or did not accept the connection,
-    or the connection broke before the status line (a replica that went away). Another
-    replica may take the same request."""
+    """No answer came from this upstream at all: it refused or did not accept the connection
+    (`connecting`: a replica that is not there), or the connection broke before the status
+    line (one that went away, or a kept-alive connection it closed as it was reused).
+    Another replica may take the same request."""
+
+    connecting = False
 
 
 class _ConnectionTracker:
@@ -183,9 +186,11 @@ class Upstream:
     def _failure(self, exc: Exception, timeouts: Timeouts) -> ProxyError:
         host = parse_url(self.base).netloc
         if isinstance(exc, ConnectTimeoutError) and not isinstance(exc, NewConnectionError):
-            return Unreached(504, f"The upstream at {host} did not accept a connection within "
-                                   f"{timeouts.connect:g} s.",
-                              type_="upstream_error", code="upstream_timeout")
+            failure = Unreached(504, f"The upstream at {host} did not accept a connection "
+                                f"within {timeouts.connect:g} s.",
+                                type_="upstream_error", code="upstream_timeout")
+            failure.connecting = True
+            return failure
         if isinstance(exc, (ReadTimeoutError, socket.timeout)):
             return ProxyError(504, f"The upstream at {host} did not answer within "
                                    f"{timeouts.read:g} s.",
@@ -193,8 +198,12 @@ class Upstream:
         # A header value http.client refuses to send is this request's fault, not the
         # upstream's: no other replica would take it either.
         kind = ProxyError if isinstance(exc, ValueError) else Unreached
-        return kind(502, f"The upstream at {host} could not be reached: {type(exc).__name__}.",
-                    type_="upstream_error", code="upstream_unreachable")
+        failure = kind(502, f"The upstream at {host} could not be reached: "
+                            f"{type(exc).__name__}.",
+                       type_="upstream_error", code="upstream_unreachable")
+        if isinstance(failure, Unreached):
+            failure.connecting = isinstance(exc, NewConnectionError)
+        return failure
 
     def _request(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
                  timeouts: Timeouts, *, preload: bool) -> urllib3.BaseHTTPResponse:
