@@ -25,7 +25,8 @@ class Config:
     upstream_routing: str = "affinity"
     upstream_load_factor: float = 0.25
     upstream_down_seconds: float = 10.0
-    upstream_affinity_headers: tuple[str, ...] = ("X-Session-Affinity",)
+    upstream_affinity_headers: tuple[str, ...] = ("X-Session-Affinity", "X-Opencode-Session",
+                                                  "X-Claude-Code-Session-Id", "Session-Id")
     loop_guard_max_tool_calls: int = 500
     connect_timeout_seconds: float = 5.0
     read_timeout_seconds: float = 600.0

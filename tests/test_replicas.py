@@ -123,6 +123,22 @@ def test_a_session_header_keeps_a_session_on_one_replica(fakes, start):
     assert sorted(len(fake.chat_requests()) for fake in fakes) == [0, 8]
 
 
+def test_claude_code_s_session_header_on_the_messages_front(fakes, start):
+    """Claude Code's `X-Claude-Code-Session-Id`, through the Messages front: its
+    conversations (other first messages each) stay where the session is."""
+    proxy = start([fake.url for fake in fakes])
+    tools = [{"name": "read", "input_schema": {"type": "object", "properties": {
+        "path": {"type": "string"}}}}]
+    for i in range(8):
+        response = requests.post(proxy.url + "/v1/messages", timeout=20, headers={
+            "X-Claude-Code-Session-Id": "6f1c2d3e", "anthropic-version": "2023-06-01"},
+            json={"model": "qwen", "max_tokens": 64, "tools": tools,
+                  "messages": [{"role": "user", "content": f"task {i}"}]})
+        assert response.status_code == 200, response.text
+        assert response.json()["content"][-1]["type"] == "tool_use"
+    assert sorted(len(fake.chat_requests()) for fake in fakes) == [0, 8]
+
+
 def test_a_refusing_replica_is_passed_over_once_and_reported(fakes, start, log_lines):
     fake = fakes[0]
     with socket.socket() as closed:  # bound, never listening: connections are refused

@@ -44,15 +44,16 @@ class ReplicaState:
 
 def affinity_key(config: Config, headers: dict[str, str], conversation: str | None,
                  ) -> str | None:
-    """A request's affinity key: the first session header the client sent (the
-    `upstream_affinity_headers`), else its conversation's prefix key, else None (always,
+    """A request's affinity key: the session header the client sent (the first of the
+    `upstream_affinity_headers` it sent), else its conversation's prefix key, else None (always,
     for a model with one upstream: there is nothing to choose)."""
     if not isinstance(config.upstream, tuple):
         return None
-    wanted = {name.lower() for name in config.upstream_affinity_headers}
-    for name, value in headers.items():
-        if name.lower() in wanted and value.strip():
-            return session_key(value.strip())
+    sent = {name.lower(): value.strip() for name, value in headers.items()}
+    for name in config.upstream_affinity_headers:
+        value = sent.get(name.lower())
+        if value:
+            return session_key(value)
     return conversation
 
 
