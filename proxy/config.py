@@ -126,6 +126,17 @@ class Config:
         return settings
 
 
+def upstream_groups(config: Config) -> list[tuple[tuple[str, ...], Config]]:
+    """Each distinct `upstream` (one URL, or the replicas of one model) with the settings it
+    is reached with: the global one first, then those of `models`, in file order."""
+    groups = [(config.replicas(), config)]
+    for _, values in config.models:
+        urls = values.get("upstream")
+        if urls is not None and all(replicas_of(urls) != seen for seen, _ in groups):
+            groups.append((replicas_of(urls), dataclasses.replace(config, **values)))
+    return groups
+
+
 def replicas_of(upstream: str | tuple[str, ...]) -> tuple[str, ...]:
     """An `upstream` setting as the tuple of its base URLs."""
     return upstream if isinstance(upstream, tuple) else (upstream,)

@@ -369,3 +369,18 @@ def test_a_replica_that_is_slow_to_answer_is_not_asked_twice(fakes, start, tools
     assert response.status_code == 504
     assert sum(len(fake.chat_requests()) for fake in fakes) == 1
     assert {r["up"] for r in app_of(proxy).replica_reports()} == {True}
+
+
+def test_the_model_list_asks_one_replica_and_passes_over_one_that_is_down(fakes, start):
+    proxy = start([fake.url for fake in fakes])
+    listed = requests.get(proxy.url + "/v1/models", timeout=10)
+    assert [m["id"] for m in listed.json()["data"]] == [fakes[0].model]
+    asked = [sum(r.path == "/v1/models" for r in fake.received) for fake in fakes]
+    assert sorted(asked) == [0, 1]
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        proxy = start([refused, fakes[1].url])
+        listed = requests.get(proxy.url + "/v1/models", timeout=10)  # the first refuses
+        assert listed.status_code == 200
+        assert [m["id"] for m in listed.json()["data"]] == [fakes[1].model]

@@ -12,7 +12,7 @@ import orjson
 from flask import Response
 from urllib3.exceptions import ReadTimeoutError
 
-from ..config import Config, mask_url
+from ..config import Config, mask_url, upstream_groups
 from ..errors import ProxyError, client_disconnected, from_upstream, proxy_restarting
 from ..fronts.chat import DONE, error_event
 from ..observe import RequestLog
@@ -163,22 +163,15 @@ def model_ids(reply: UpstreamReply) -> list[Any] | None:
 def all_models(app: Proxy, log: RequestLog, target: str,
                headers_for: Any) -> Response:
     """`/v1/models` across every upstream (each asked with its own key), so one proxy lists
-    every model it routes to; one that fails leaves its models out, not the others'."""
+    every model it routes to; one that fails leaves its models out, not the others'. Of the
+    replicas of one model, one is asked (one that is up first; the next if it fails)."""
     models: list[Any] = []
     seen: set[str] = set()
     failures: list[ProxyError] = []
-    for url, settings in app.config.upstream_settings().items():
-        timeouts = Timeouts(settings.connect_timeout_seconds, settings.read_timeout_seconds)
-        try:
-            reply = app.upstreams[url].complete_get(target, headers_for(settings), timeouts)
-            if reply.status >= 400:
-                raise from_upstream(reply.status, reply.body, reply.headers)
-            if model_ids(reply) is None:
-                raise ProxyError(502, f"{mask_url(url)}/v1/models is not a model list.",
-                                 type_="upstream_error", code="upstream_bad_shape")
-        except ProxyError as exc:
-            failures.append(exc)
-            log.notes.append(f"models_unavailable:{exc.code or exc.status}")
+    for urls, settings in upstream_groups(app.config):
+        reply = _models_of(app, urls, settings, target, headers_for(settings), log)
+        if isinstance(reply, ProxyError):
+            failures.append(reply)
             continue
         for model in orjson.loads(reply.body)["data"]:
             if isinstance(model, dict) and model.get("id") not in seen:
@@ -190,3 +183,23 @@ def all_models(app: Proxy, log: RequestLog, target: str,
     response = _json_response({"object": "list", "data": models})
     log.bytes_out = response.content_length or 0
     return response
+
+
+def _models_of(app: Proxy, urls: tuple[str, ...], settings: Config, target: str,
+               headers: dict[str, str], log: RequestLog) -> UpstreamReply | ProxyError:
+    """The model list of one upstream (of the first of its replicas that answers one)."""
+    timeouts = Timeouts(settings.connect_timeout_seconds, settings.read_timeout_seconds)
+    failure = ProxyError(502, "No upstream answered.", code="upstream_unreachable")
+    for url in app.replicas.up_first(urls):
+        try:
+            reply = app.upstreams[url].complete_get(target, headers, timeouts)
+            if reply.status >= 400:
+                raise from_upstream(reply.status, reply.body, reply.headers)
+            if model_ids(reply) is None:
+                raise ProxyError(502, f"{mask_url(url)}/v1/models is not a model list.",
+                                 type_="upstream_error", code="upstream_bad_shape")
+            return reply
+        except ProxyError as exc:
+            failure = exc
+            log.notes.append(f"models_unavailable:{exc.code or exc.status}")
+    return failure

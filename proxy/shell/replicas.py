@@ -93,6 +93,11 @@ class Replicas:
         return choose(config.upstream_routing, key, loads,
                       load_factor=config.upstream_load_factor, turn=next(self._turns))
 
+    def up_first(self, urls: tuple[str, ...]) -> list[str]:
+        """`urls`, those marked down last (for a request any of them can answer)."""
+        with self._lock:
+            return sorted(urls, key=lambda url: self._states[url].down_until is not None)
+
     def _is_up(self, url: str, config: Config) -> bool:
         """Whether `url` takes requests; one marked down whose time is over gets a probe
         (under the lock)."""
