@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from .config import Config
+from .routing import ROUTINGS
 from .toolcalls.registry import UnknownFormat, resolve
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
@@ -32,7 +33,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "log_level": ("debug", "info", "warning", "error"),
     "responses_mode": ("translate", "relay"),
     "stream_mode": ("buffer", "stream"),
-    "upstream_routing": ("affinity", "round_robin", "least_busy"),
+    "upstream_routing": ROUTINGS,
 }
 # Settings that only make sense for the whole process, never per model.
 _PROCESS_ONLY = frozenset({"host", "port", "models", "max_body_bytes", "log_format", "log_level",

@@ -76,7 +76,6 @@ class Replicas:
         self._clock = clock
         self._states = {url: ReplicaState() for url in clients}
         self._labels = {url: mask_url(url) for url in clients}  # the metrics' `replica`
-        self._settings: dict[str, Config] = {}
         self._lock = threading.Lock()
         self._turns = itertools.count()
         for label in self._labels.values():
@@ -106,7 +105,6 @@ class Replicas:
             return True
         if not state.probing and self._clock() >= state.down_until:
             state.probing = True
-            self._settings[url] = config
             run_beside(lambda: self._probe(url, config), "replica-probe")
         return False
 
