@@ -384,3 +384,27 @@ def test_the_model_list_asks_one_replica_and_passes_over_one_that_is_down(fakes,
         listed = requests.get(proxy.url + "/v1/models", timeout=10)  # the first refuses
         assert listed.status_code == 200
         assert [m["id"] for m in listed.json()["data"]] == [fakes[1].model]
+
+
+def test_a_replica_over_its_bounded_share_passes_turns_to_the_next(fakes, start):
+    """Eight turns of one session at once (answers held): the session's replica takes them
+    while it holds at most ⌈1.25 × the average⌉ in flight, the next replica the rest; when
+    they are done, the session's turns go home again."""
+    release = threading.Event()
+    for fake in fakes:
+        fake.answer(lambda r: Answer(body=CALL) if release.wait(15) else Answer(status=500))
+    proxy = start([fake.url for fake in fakes])
+    session = {"X-Session-Affinity": "ses_busy"}
+    with ThreadPoolExecutor(8) as pool:
+        held = []
+        for i in range(8):
+            held.append(pool.submit(turn, proxy, f"task {i}", **session))
+            assert wait_for(lambda n=i + 1: sum(len(f.chat_requests()) for f in fakes) == n)
+        counts = sorted(len(fake.chat_requests()) for fake in fakes)
+        release.set()
+        assert all(future.result().status_code == 200 for future in held)
+    # the n-th finds room ⌈1.25 n / 2⌉: home takes the 1st, 2nd, 4th, 5th and 7th
+    assert counts == [3, 5]
+    home = max(fakes, key=lambda fake: len(fake.chat_requests()))
+    assert turn(proxy, "task 9", **session).status_code == 200
+    assert len(home.chat_requests()) == 6
