@@ -35,6 +35,7 @@ class ReplicaLoad:
 
 
 def _digest(data: bytes) -> bytes:
+    """A stable 128-bit hash (the same in every process: never Python's salted `hash`)."""
     return hashlib.blake2b(data, digest_size=16).digest()
 
 

@@ -229,6 +229,8 @@ class Route:
         return outcome
 
     def _once(self, url: str, attempt: Callable[[Upstream], T], hold: bool) -> T | ProxyError:
+        """`attempt` on `url`, counted in flight (until `done`, when `hold`), its outcome
+        judged; a ProxyError is returned, not raised."""
         replicas = self._replicas
         replicas.begin(url)
         try:
