@@ -156,3 +156,17 @@ def test_the_bound_is_kept_whenever_a_replica_has_room(in_flight, factor, key):
     chosen = by_affinity(key, state, factor)
     held = next(load.in_flight for load in state if load.url == chosen)
     assert held + 1 <= capacity(state, factor)
+
+
+def test_the_affinity_key_is_the_first_configured_session_header_sent():
+    from proxy.config_load import build_config
+    from proxy.shell.replicas import affinity_key
+
+    config = build_config({"upstream": URLS[:2]})
+    both = {"x-claude-code-session-id": "cc", "X-Session-Affinity": "oc"}
+    assert affinity_key(config, both, "prefix:1") == session_key("oc")  # the list's order
+    assert affinity_key(config, {"session-id": " codex "}, "prefix:1") == session_key("codex")
+    assert affinity_key(config, {"X-Session-Affinity": " "}, "prefix:1") == "prefix:1"
+    assert affinity_key(config, {}, None) is None
+    one = build_config({"upstream": URLS[0]})  # one upstream: nothing to choose, no key
+    assert affinity_key(one, both, "prefix:1") is None
