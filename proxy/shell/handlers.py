@@ -24,7 +24,7 @@ from .relay import all_models, model_ids, passthrough
 from .replicas import Replicas
 from .store import KeptStore
 from .turns import TurnResponse
-from .upstream import Timeouts, Upstream
+from .upstream import Timeouts, Unreached, Upstream
 
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
 HEALTH_PROBE_SECONDS = 5.0  # /proxy/health?upstream=1 asks the upstreams at most this often
@@ -136,7 +136,8 @@ class Proxy:
             report["ok"] = reply.status == 200 and report["models"] is not None
         except ProxyError as exc:
             report["error"] = exc.message
-            self.replicas.failed(url, settings, exc.message, mark_down=True)
+            self.replicas.failed(url, settings, exc.message,
+                                 mark_down=isinstance(exc, Unreached) and exc.connecting)
         if report["ok"]:
             self.replicas.mark_up(url)
         report["latency_ms"] = round((time.monotonic() - started) * 1000, 1)
