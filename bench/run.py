@@ -35,6 +35,9 @@ Scenarios (issue 8):
 * Messages front: the buffered 1 KB tool turn (c8, 20 ms) as an Anthropic `/v1/messages`
   request to the proxy (client streams), against the same turn's chat request straight to the
   fake: latency and server CPU per turn beside the chat front's.
+* upstream replicas (`bench/replicas.py`): 16 agent conversations × 20 turns of growing
+  history over two fake replicas that model a prefix cache, routed cache-aware (affinity)
+  and round robin: turn p50/p90 and the replicas' prefill work, as ratios.
 * extraction alone: `proxy.toolcalls.extract` on the fake's 1 MB answer and on 1 MB
   pathological inputs (`proxy.toolcalls.bench.cases`).
 
@@ -64,7 +67,7 @@ from typing import Any
 
 import orjson
 
-from bench import load, store_backends, streamed
+from bench import load, replicas, store_backends, streamed
 from bench import status as status_rows
 from bench.fake_upstream import READY_MARKER, parse_size, raise_fd_limit
 
@@ -72,7 +75,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf", "messages",
-            "streamed", "status", "store")
+            "streamed", "status", "store", "replicas")
 MESSAGES_PATH = "/v1/messages"
 
 TOOLS: list[dict[str, Any]] = [
@@ -849,6 +852,8 @@ class Bench:
             await streamed.section(self, TOOLS, MESSAGES)
         if "store" in sections:
             await store_backends.section(self)
+        if "replicas" in sections:
+            await replicas.section(self, TOOLS)
         if self.cpu_rows:
             self.section("server CPU per request (utime+stime of master+workers)")
             self.rows.extend(self.cpu_rows)

@@ -19,7 +19,14 @@ class Config:
 
     host: str = "127.0.0.1"
     port: int = 8003
-    upstream: str = "http://127.0.0.1:8000"
+    # One base URL, or (a tuple) the replicas of one model: a turn goes to one of them by
+    # cache affinity with bounded load (`upstream_routing`), failing over before the first byte.
+    upstream: str | tuple[str, ...] = "http://127.0.0.1:8000"
+    upstream_routing: str = "affinity"
+    upstream_load_factor: float = 0.25
+    upstream_down_seconds: float = 10.0
+    upstream_affinity_headers: tuple[str, ...] = ("X-Session-Affinity", "X-Opencode-Session",
+                                                  "X-Claude-Code-Session-Id", "Session-Id")
     loop_guard_max_tool_calls: int = 500
     connect_timeout_seconds: float = 5.0
     read_timeout_seconds: float = 600.0
@@ -83,6 +90,9 @@ class Config:
         """The settings as plain JSON-able data (as in the config file)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["formats"] = list(self.formats)
+        out["upstream_affinity_headers"] = list(self.upstream_affinity_headers)
+        if isinstance(self.upstream, tuple):
+            out["upstream"] = list(self.upstream)
         out["api_keys"] = list(self.api_keys)
         out["models"] = {glob: dict(values) for glob, values in self.models}
         return out
@@ -107,20 +117,49 @@ class Config:
         out["models"] = {glob: _public_settings(values) for glob, values in self.models}
         return out
 
+    def replicas(self) -> tuple[str, ...]:
+        """The base URLs this model's turns may go to: one, or the replicas listed."""
+        return replicas_of(self.upstream)
+
     def upstreams(self) -> list[str]:
-        """Every upstream base URL: the default one first, then those of `models`."""
+        """Every upstream base URL (each replica): the default ones first, then those of
+        `models`."""
         return list(self.upstream_settings())
 
     def upstream_settings(self) -> dict[str, Config]:
-        """Each upstream base URL with the settings it is reached with (its key, timeouts):
-        the global ones for the default upstream, else those of the first `models` entry
-        that names it."""
-        settings = {self.upstream: self}
+        """Each upstream base URL (each replica) with the settings it is reached with (its
+        key, timeouts): the global ones for the default upstream, else those of the first
+        `models` entry that names it."""
+        settings = dict.fromkeys(self.replicas(), self)
         for _, values in self.models:
-            url = values.get("upstream")
-            if url is not None and url not in settings:
-                settings[url] = dataclasses.replace(self, **values)
+            urls = values.get("upstream")
+            for url in replicas_of(urls) if urls is not None else ():
+                if url not in settings:
+                    settings[url] = dataclasses.replace(self, **values)
         return settings
+
+
+def upstream_groups(config: Config) -> list[tuple[tuple[str, ...], Config]]:
+    """Each distinct `upstream` (one URL, or the replicas of one model) with the settings it
+    is reached with: the global one first, then those of `models`, in file order."""
+    groups = [(config.replicas(), config)]
+    for _, values in config.models:
+        urls = values.get("upstream")
+        if urls is not None and all(replicas_of(urls) != seen for seen, _ in groups):
+            groups.append((replicas_of(urls), dataclasses.replace(config, **values)))
+    return groups
+
+
+def replicas_of(upstream: str | tuple[str, ...]) -> tuple[str, ...]:
+    """An `upstream` setting as the tuple of its base URLs."""
+    return upstream if isinstance(upstream, tuple) else (upstream,)
+
+
+def mask_upstream(upstream: str | tuple[str, ...]) -> str | list[str]:
+    """An `upstream` setting safe to show: one masked URL, or the list of them."""
+    if isinstance(upstream, tuple):
+        return [mask_url(url) for url in upstream]
+    return mask_url(upstream)
 
 
 def mask_url(url: str) -> str:
@@ -139,7 +178,7 @@ def _public_settings(values: Mapping[str, Any]) -> dict[str, Any]:
     """Settings with their secrets out: `upstream` masked, `upstream_api_key` as a flag."""
     out = dict(values)
     if "upstream" in out:
-        out["upstream"] = mask_url(out["upstream"])
+        out["upstream"] = mask_upstream(out["upstream"])
     if "upstream_api_key" in out:
         out["upstream_api_key"] = bool(out["upstream_api_key"])
     return out

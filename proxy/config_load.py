@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from .config import Config, mask_url
+from .routing import ROUTINGS
 from .toolcalls.registry import UnknownFormat, resolve
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
@@ -35,6 +36,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "stream_mode": ("buffer", "stream"),
     "unknown_tool_calls": ("deliver", "text"),
     "thinking_opened_by_template": ("auto", "true", "false"),
+    "upstream_routing": ROUTINGS,
 }
 # Choices that read a JSON boolean as the choice of that name.
 _BOOL_AS_CHOICE = frozenset({"thinking_opened_by_template"})
@@ -57,6 +59,10 @@ _KINDS: dict[str, str] = {
 }
 _KINDS["tool_temperature"] = "optional_float"
 _KINDS["models"] = "models"
+_KINDS["upstream"] = "upstreams"
+# Between two replicas written in one string: a comma before the next URL's scheme (a comma
+# inside a URL, in its password, is left alone).
+_URL_SEPARATOR = re.compile(r"\s*,\s*(?=https?://)")
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
@@ -83,6 +89,8 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"{where} must be a string, not {value!r}")
         return value
+    if kind == "upstreams":
+        return _coerce_upstreams(value, where)
     if kind == "list":
         if isinstance(value, str):
             value = [value]
@@ -90,6 +98,20 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             raise ConfigError(f"{where} must be a list of strings, not {value!r}")
         return tuple(value)
     return _coerce_models(value, where)
+
+
+def _coerce_upstreams(value: Any, where: str) -> str | tuple[str, ...]:
+    """One base URL, or the replicas of one model (a list, or URLs joined by commas); a list
+    of one is that URL (a single upstream behaves as it always has)."""
+    if isinstance(value, str):
+        value = _URL_SEPARATOR.split(value.strip())
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(v, str) and v.strip() for v in value)):
+        raise ConfigError(f"{where} must be a URL or a non-empty list of URLs, not {value!r}")
+    urls = tuple(v.strip() for v in value)
+    if len(set(urls)) < len(urls):
+        raise ConfigError(f"{where} lists a replica twice")
+    return urls[0] if len(urls) == 1 else urls
 
 
 def _coerce_models(value: Any, where: str) -> tuple[tuple[str, Mapping[str, Any]], ...]:
@@ -117,9 +139,9 @@ def _from_env_text(name: str, text: str, var: str) -> Any:
     """An environment variable's text as the setting's type."""
     kind = _KINDS[name]
     stripped = text.strip()
-    if kind == "str":
+    if kind == "str" or (kind == "upstreams" and not stripped.startswith("[")):
         return text
-    if kind in ("list", "models") and stripped.startswith(("[", "{")):
+    if kind in ("list", "models", "upstreams") and stripped.startswith(("[", "{")):
         try:
             return orjson.loads(stripped)
         except orjson.JSONDecodeError:
@@ -151,16 +173,13 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
                               f"not {values[name]!r}")
     if not 0 < values["port"] < 65536:
         raise ConfigError(f"'port' must be between 1 and 65535, not {values['port']}")
-    parts = urlsplit(values["upstream"])
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{where}'upstream' must be an http:// or https:// URL, "
-                          f"not {values['upstream']!r}")
-    if parts.query or parts.fragment:
-        raise ConfigError(f"{where}'upstream' must not carry a query or fragment")
-    if parts.path.rstrip("/").endswith("/v1"):
-        root = values["upstream"].rstrip("/")[:-3]
-        raise ConfigError(f"{where}'upstream' is the server's root, without /v1 (request paths "
-                          f"already start with /v1): {root!r}, not {values['upstream']!r}")
+    upstream = values["upstream"]
+    for url in upstream if isinstance(upstream, tuple) else (upstream,):
+        _validate_url(url, where)
+    if not 0 <= values["upstream_load_factor"] <= 100:
+        raise ConfigError(f"{where}'upstream_load_factor' must be between 0 and 100")
+    if values["upstream_down_seconds"] <= 0:
+        raise ConfigError(f"{where}'upstream_down_seconds' must be greater than 0")
     for name in ("loop_guard_max_tool_calls", "max_body_bytes", "max_upstream_body_bytes",
                  "required_call_retries", "responses_store_max_responses",
                  "responses_store_max_age_seconds", "responses_store_max_bytes_per_key",
@@ -222,6 +241,19 @@ def _check_redis_url(url: str) -> None:
                           f"not {shown}")
 
 
+def _validate_url(url: str, where: str) -> None:
+    """One upstream base URL: http(s), a host, no query, not ending in /v1."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where}'upstream' must be an http:// or https:// URL, not {url!r}")
+    if parts.query or parts.fragment:
+        raise ConfigError(f"{where}'upstream' must not carry a query or fragment")
+    if parts.path.rstrip("/").endswith("/v1"):
+        root = url.rstrip("/")[:-3]
+        raise ConfigError(f"{where}'upstream' is the server's root, without /v1 (request paths "
+                          f"already start with /v1): {root!r}, not {url!r}")
+
+
 def read_config_file(path: str) -> dict[str, Any]:
     """The JSON object in `path`, or a ConfigError saying why it cannot be used."""
     try:
@@ -274,7 +306,8 @@ def parse_flags(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 8003)")
-    parser.add_argument("--upstream", help="base URL of vLLM (default http://127.0.0.1:8000)")
+    parser.add_argument("--upstream", help="base URL of vLLM (default http://127.0.0.1:8000); "
+                                           "replicas of one model: URLs joined by commas")
     parser.add_argument("--config", help="JSON config file (env TOOLCALL_PROXY_CONFIG)")
     return parser.parse_args(list(argv))
 

@@ -539,7 +539,9 @@ def run_doctor(url: str, model: str | None, *, api_key: str = "", max_tokens: in
     headers = _headers(api_key)
     health = proxy_health(upstream, headers, Timeouts(5.0, 30.0))
     if health is not None:
-        behind = mask_url(str(health["upstream"]))
+        named = health["upstream"]  # one URL, or the list of a proxy's replicas
+        behind = ",".join(mask_url(str(url)) for url in
+                          (named if isinstance(named, list) else [named]))
         raise DoctorError(f"{mask_url(upstream.base)} is a Tool Call Proxy, not vLLM (its "
                           "/proxy/health answers as one), and probing through it would "
                           "judge the proxy's repairs: point doctor at the vLLM server behind "
@@ -709,17 +711,24 @@ def main(argv: Sequence[str]) -> int:
         print(f"toolcall-proxy doctor: {exc}", file=sys.stderr)
         return EXIT_USAGE
     api_key = config.upstream_api_key if args.api_key is None else args.api_key
+    # Replicas of one model: each is probed, in turn (the worst outcome is the exit status).
+    # With --json, several reports are printed one per line.
+    urls = config.replicas()
+    return max(_doctor_one(url, args, api_key, len(urls) > 1) for url in urls)
+
+
+def _doctor_one(url: str, args: argparse.Namespace, api_key: str, lines: bool) -> int:
+    """Probe one server and print its report: the exit status for it."""
     try:
-        report = run_doctor(config.upstream, args.model, api_key=api_key,
+        report = run_doctor(url, args.model, api_key=api_key,
                             max_tokens=args.max_tokens, timeout=args.timeout)
     except DoctorError as exc:
         if args.json:
-            print(orjson.dumps({"upstream": mask_url(config.upstream),
-                                "error": str(exc)}).decode())
+            print(orjson.dumps({"upstream": mask_url(url), "error": str(exc)}).decode())
         print(f"toolcall-proxy doctor: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
     if args.json:
-        print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+        print(orjson.dumps(report, option=0 if lines else orjson.OPT_INDENT_2).decode())
     else:
         sys.stdout.write(render(report))
     for failed in report["failed"]:

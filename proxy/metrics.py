@@ -105,28 +105,33 @@ class Metrics:
                                        ["mode"], buckets=_LATENCY_BUCKETS, registry=registry)
         self.in_flight = Gauge(prefix + "in_flight_requests", "Requests being handled",
                                registry=registry, multiprocess_mode="livesum")
-        self.upstream_in_flight = Gauge(prefix + "upstream_in_flight_requests",
-                                        "Requests waiting on or streaming from each upstream "
-                                        "(its URL, credentials masked)", ["upstream"],
-                                        registry=registry, multiprocess_mode="livesum")
         self.upstream_up = Gauge(prefix + "upstream_up",
                                  "1 when the last request to the upstream did not fail on its "
                                  "side, 0 when it did", ["upstream"], registry=registry,
                                  multiprocess_mode="mostrecent")
+        # Per replica (its masked URL: a closed set, from the settings).
+        self.replica_requests = Counter(prefix + "replica_requests",
+                                        "Upstream calls by replica and result (ok, http_502/"
+                                        "503/504, or the failure's code)",
+                                        ["replica", "result"], registry=registry)
+        self.replica_failovers = Counter(prefix + "replica_failovers",
+                                         "Requests sent to another replica after a failure "
+                                         "before the first byte, by the replica that failed",
+                                         ["replica"], registry=registry)
+        self.replica_in_flight = Gauge(prefix + "replica_in_flight",
+                                       "Upstream calls in flight, by replica", ["replica"],
+                                       registry=registry, multiprocess_mode="livesum")
+        self.replica_up = Gauge(prefix + "replica_up",
+                                "0 while a replica is marked down (in any worker)",
+                                ["replica"], registry=registry, multiprocess_mode="livemin")
 
     def started(self) -> None:
         """A request began."""
         self.in_flight.inc()
 
-    def calling(self, upstream: str) -> None:
-        """A request is going to `upstream` (a masked URL; `finished` ends it)."""
-        self.upstream_in_flight.labels(upstream).inc()
-
     def finished(self, log: RequestLog, total_seconds: float) -> None:
         """A request ended: count everything its log record says."""
         self.in_flight.dec()
-        if log.upstream is not None:
-            self.upstream_in_flight.labels(log.upstream).dec()
         self.requests.labels(log.mode, str(log.status or 0), log.front or "none").inc()
         self.total_latency.labels(log.mode).observe(total_seconds)
         if log.upstream_ms is not None:
@@ -166,8 +171,8 @@ class Metrics:
         return generate_latest(self._whole())
 
     def upstreams_in_flight(self) -> dict[str, float]:
-        """Requests in flight to each upstream now, the whole server's."""
-        name = self.upstream_in_flight._name  # the family's sample name
-        return {sample.labels["upstream"]: sample.value
+        """Calls in flight to each upstream (each replica) now, the whole server's."""
+        name = self.replica_in_flight._name  # the family's sample name
+        return {sample.labels["replica"]: sample.value
                 for family in self._whole().collect() if family.name == name
                 for sample in family.samples if sample.name == name}

@@ -125,6 +125,7 @@ class RequestLog:
     tools: frozenset[str] = frozenset()  # the request's declared tool names
     emitted: bool = False
     first_text_ms: float | None = None  # streamed mode: when the first live text went out
+    replica: str | None = None  # the replica that answered (a model with several; masked)
 
     def as_dict(self) -> dict[str, Any]:
         """The log record's fields."""
@@ -146,6 +147,8 @@ class RequestLog:
         }
         if self.mode in ("buffered", "streamed"):
             record["heartbeats"] = self.heartbeats
+        if self.replica is not None:
+            record["replica"] = self.replica
         if self.first_text_ms is not None:
             record["first_text_ms"] = self.first_text_ms
         if self.rewrites:

@@ -427,3 +427,21 @@ class FakeVLLM:
         """Stop serving."""
         self.server.shutdown()
         self.server.server_close()
+
+
+def main(argv: list[str]) -> None:
+    """`python -m tests.fake_vllm [DELAY]`: a fake in a process of its own (one a test can
+    kill) answering every chat with a `read` call after DELAY seconds; its URL on stdout."""
+    delay = float(argv[0]) if argv else 0.0
+    fake = FakeVLLM()
+    call = vllm_completion(tool_calls=[vllm_tool_call("read", '{"path": "a"}')],
+                           finish_reason="tool_calls")
+    fake.answer(lambda received: Answer(body=call, delay=delay))
+    print(fake.url, flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

@@ -144,3 +144,55 @@ def test_thinking_opened_by_template_takes_its_choices_and_json_booleans(value, 
 def test_thinking_opened_by_template_refuses_anything_else_naming_the_key(value):
     with pytest.raises(ConfigError, match="thinking_opened_by_template"):
         build_config({"thinking_opened_by_template": value})
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ({"file": {"upstream": ["http://a:1", "http://b:2"]}}, ("http://a:1", "http://b:2")),
+    ({"env": "http://a:1, http://b:2"}, ("http://a:1", "http://b:2")),
+    ({"env": '["http://a:1", "http://b:2"]'}, ("http://a:1", "http://b:2")),
+    ({"env": "http://u:p,w@a:1,http://b:2"}, ("http://u:p,w@a:1", "http://b:2")),
+    ({"file": {"upstream": ["http://a:1"]}}, "http://a:1"),  # a list of one is that URL
+    ({"env": "http://a:1"}, "http://a:1"),
+])
+def test_upstream_replicas_from_file_or_environment(source, expected):
+    env = {"TOOLCALL_PROXY_UPSTREAM": source["env"]} if "env" in source else {}
+    config = build_config(source.get("file"), env)
+    assert config.upstream == expected
+    assert config.replicas() == (expected if isinstance(expected, tuple) else (expected,))
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    ([], "a URL or a non-empty list of URLs"),
+    (["http://a:1", "http://a:1"], "lists a replica twice"),
+    (["http://a:1", "ftp://b"], "must be an http:// or https:// URL, not 'ftp://b'"),
+    (["http://a:1", "http://b:2/v1"], "without /v1"),
+    ([1], "a URL or a non-empty list of URLs"),
+])
+def test_bad_replica_lists_are_refused(value, fragment):
+    with pytest.raises(ConfigError, match="upstream") as caught:
+        build_config({"upstream": value})
+    assert fragment in str(caught.value)
+    with pytest.raises(ConfigError, match=r"\['q\*'\]"):
+        build_config({"models": {"q*": {"upstream": value}}})
+
+
+def test_replicas_per_model_are_listed_masked_and_reached_with_their_settings():
+    config = build_config({"upstream": "http://main:1", "models": {
+        "q*": {"upstream": ["http://u:secret@a:1", "http://b:2"], "upstream_api_key": "k"}}})
+    assert config.upstreams() == ["http://main:1", "http://u:secret@a:1", "http://b:2"]
+    assert config.for_model("qwen").replicas() == ("http://u:secret@a:1", "http://b:2")
+    assert config.upstream_settings()["http://b:2"].upstream_api_key == "k"
+    summary = json.dumps(config.summary())
+    assert "secret" not in summary
+    assert config.summary()["models"]["q*"]["upstream"] == ["http://***@a:1", "http://b:2"]
+
+
+@pytest.mark.parametrize(("settings", "fragment"), [
+    ({"upstream_routing": "random"}, "'upstream_routing' must be one of"),
+    ({"upstream_load_factor": -0.1}, "'upstream_load_factor' must be between 0 and 100"),
+    ({"upstream_down_seconds": 0}, "'upstream_down_seconds' must be greater than 0"),
+])
+def test_bad_routing_settings_are_refused(settings, fragment):
+    with pytest.raises(ConfigError) as caught:
+        build_config(settings)
+    assert fragment in str(caught.value)

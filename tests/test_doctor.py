@@ -501,3 +501,26 @@ def test_thinking_opened_by_template_is_recommended_from_how_thinking_ends(
     if opened == "true":
         assert report["probes"]["none"]["thinking_in_content"] == "lone"
         assert report["reasoning"] == "content"
+
+
+def test_each_replica_is_probed(start_fake):
+    """`upstream` listing replicas: each is probed and reported (a JSON line each); one that
+    cannot be reached makes the exit status 1 without hiding the other's report."""
+    fakes = [start_fake(tool_parser=True), start_fake(tool_parser=True)]
+    native = vllm_completion(None, tool_calls=[vllm_tool_call("get_weather", '{"city": "Paris"}')],
+                             finish_reason="tool_calls")
+    for fake in fakes:
+        fake.answer(Answer(body=native))
+    closed = f"http://127.0.0.1:{_closed_port()}"
+    done = _doctor("--upstream", ",".join([fakes[0].url, closed, fakes[1].url]), "--json")
+    assert done.returncode == 1
+    reports = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["upstream"] for r in reports] == [fakes[0].url, closed, fakes[1].url]
+    assert reports[0]["failed"] == []
+    assert reports[2]["recommended"]["proxy"]["upstream"] == fakes[1].url
+    assert "could not be reached" in reports[1]["error"]
+    assert all(fake.chat_requests() for fake in fakes)
+
+    done = _doctor("--upstream", f"{fakes[0].url},{fakes[1].url}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("toolcall-proxy doctor: ") == 2

@@ -300,7 +300,7 @@ def test_status_json_and_the_page(fake, proxy):
     assert 'href="http' not in page.text
     assert "status.json" in page.text
     metrics = requests.get(proxy.url + "/proxy/metrics", timeout=5).text
-    assert f'toolcall_proxy_upstream_in_flight_requests{{upstream="{fake.url}"}} 0.0' in metrics
+    assert f'toolcall_proxy_replica_in_flight{{replica="{fake.url}"}} 0.0' in metrics
     assert f'toolcall_proxy_upstream_up{{upstream="{fake.url}"}} 1.0' in metrics
 
 

@@ -30,7 +30,7 @@ def count_tokens(app: Proxy, log: RequestLog, raw: bytes) -> Response:
     timeouts = Timeouts(config.connect_timeout_seconds,
                         min(config.read_timeout_seconds, _TOKENIZE_READ_SECONDS))
     try:
-        reply = app.upstreams[config.upstream].complete(
+        reply = app.upstreams[app.replicas.choose(config, None)].complete(
             TOKENIZE_PATH, request.tokenize, headers, timeouts, max_bytes=1 << 26)
         log.upstream_status = reply.status
         count = messages.count_of(reply.status, reply.body)

@@ -12,7 +12,7 @@ import orjson
 from flask import Response, request
 
 from .. import __version__
-from ..config import Config, mask_url
+from ..config import Config, mask_upstream, mask_url
 from ..errors import ProxyError
 from ..fronts import Front, Recall
 from ..metrics import Metrics
@@ -24,9 +24,10 @@ from .clients import ClientWatcher
 from .door import Door, read_body
 from .recorder import make_recorder
 from .relay import all_models, model_ids, passthrough
+from .replicas import Replicas
 from .store import StoreLimits, open_store, refusal
 from .turns import TurnResponse
-from .upstream import Timeouts, Upstream
+from .upstream import Timeouts, Unreached, Upstream
 
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
 HEALTH_PROBE_SECONDS = 5.0  # /proxy/health?upstream=1 asks the upstreams at most this often
@@ -59,6 +60,7 @@ class Proxy:
         self.metrics = Metrics()
         self.recorder = make_recorder()  # what /proxy/status shows, every worker's
         self.upstream_labels = {url: mask_url(url) for url in config.upstreams()}
+        self.replicas = Replicas(self.upstreams, self.metrics)
         self.door = Door(config.api_keys)
         self.client_watcher = ClientWatcher(self.draining)
         self.store = open_store(config, self.logger)
@@ -95,13 +97,6 @@ class Proxy:
         except OSError as exc:  # a full disk must not fail the request: the page misses it
             self.logger.warning("status record of %s not kept: %s", log.request_id, exc)
 
-    def calling(self, log: RequestLog, url: str) -> None:
-        """The request goes to the upstream (or replica) at `url`: named in its log line and
-        status record (masked), and counted in flight there until it ends."""
-        label = self.upstream_labels.get(url) or mask_url(url)
-        log.upstream = label
-        self.metrics.calling(label)
-
     def status(self, probe: bool) -> dict[str, Any]:
         """The status document, the whole server's; with `probe`, each upstream's health
         probe too (asked at most every HEALTH_PROBE_SECONDS)."""
@@ -125,7 +120,7 @@ class Proxy:
         when an upstream is down; the plain check reaches neither, as a liveness check
         should not)."""
         body: dict[str, Any] = {"status": "ok", "version": __version__,
-                                "upstream": mask_url(self.config.upstream),
+                                "upstream": mask_upstream(self.config.upstream),
                                 "config": self.config.summary()}
         if not check_upstream:
             return json_response(body)
@@ -146,6 +141,11 @@ class Proxy:
             report.update(ok=False, error=exc.message)
         return report
 
+    def replica_reports(self) -> list[dict[str, Any]]:
+        """Every upstream URL (each replica) as this process sees it, without I/O: `url`
+        (masked), `up`, `in_flight`, `last_error`, `last_error_at` (for the status page)."""
+        return self.replicas.reports()
+
     def _upstream_reports(self) -> list[dict[str, Any]]:
         """Every upstream's report, asked anew at most every HEALTH_PROBE_SECONDS (a burst
         of health checks costs the upstreams one round of probes)."""
@@ -154,7 +154,11 @@ class Proxy:
                 reports = [self._upstream_report(url, settings)
                            for url, settings in self.config.upstream_settings().items()]
                 self._probed = (time.monotonic(), reports)
-            return self._probed[1]
+            reports = self._probed[1]
+        # What the probe found, with what the traffic found (both change: asked each time).
+        states = {state["url"]: state for state in self.replicas.reports()}
+        return [{**report, **{k: v for k, v in states.get(report["url"], {}).items()
+                              if k != "url"}} for report in reports]
 
     def _upstream_report(self, url: str, settings: Config) -> dict[str, Any]:
         """One upstream's reachability, status and models, as /proxy/health reports them."""
@@ -171,6 +175,10 @@ class Proxy:
             report["ok"] = reply.status == 200 and report["models"] is not None
         except ProxyError as exc:
             report["error"] = exc.message
+            self.replicas.failed(url, settings, exc.message,
+                                 mark_down=isinstance(exc, Unreached) and exc.connecting)
+        if report["ok"]:
+            self.replicas.mark_up(url)
         report["latency_ms"] = round((time.monotonic() - started) * 1000, 1)
         return report
 
@@ -213,8 +221,9 @@ class Proxy:
                                   lambda settings: self.upstream_headers(settings,
                                                                          buffered=True))
             config = self.config.for_model(_model_of(raw))
+        affinity = None if front is None else plan.affinity
         return passthrough(self, request.method, raw, log, target, config,
-                           self.upstream_headers(config, buffered=False), environ)
+                           self.upstream_headers(config, buffered=False), environ, affinity)
 
     def _recall(self, api_key: str | None) -> Recall:
         """The store's recall for the requests of `api_key`: its own answers only, and no

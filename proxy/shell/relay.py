@@ -12,7 +12,7 @@ import orjson
 from flask import Response
 from urllib3.exceptions import ReadTimeoutError
 
-from ..config import Config, mask_url
+from ..config import Config, mask_url, upstream_groups
 from ..errors import ProxyError, client_disconnected, from_upstream, proxy_restarting
 from ..fronts.chat import DONE, error_event
 from ..observe import RequestLog
@@ -20,8 +20,9 @@ from ..sse import SseEvents
 from ..turn import waiting
 from ..turn.core import UpstreamReply
 from .clients import Watch, abort_connection
+from .replicas import RETRY_STATUSES, Route, affinity_key
 from .turns import Driver
-from .upstream import Timeouts, UpstreamCall, disconnect, response_headers
+from .upstream import Timeouts, Unreached, UpstreamCall, disconnect, response_headers
 
 if TYPE_CHECKING:
     from .handlers import Proxy
@@ -42,26 +43,55 @@ def _relay_failure(exc: Exception, drained: bool, read_timeout: float) -> ProxyE
                       type_="upstream_error", code="upstream_stream_cut")
 
 
+def _opened(route: Route, method: str, target: str, body: bytes, headers: dict[str, str],
+            timeouts: Timeouts) -> UpstreamCall[Any]:
+    """The relayed request up to its response headers, on the route's replica (and on
+    another, once, when that one is not there or answers 502/503/504: nothing has gone to
+    the client yet), started."""
+    def work(tracker: Any) -> Any:
+        return route.run(lambda upstream: upstream.open(method, target, body, headers,
+                                                        timeouts, tracker),
+                         worth_another=_gateway_failure,
+                         cancelled=lambda: tracker.cancelled, discard=_discard, hold=True)
+    return UpstreamCall(work).start()
+
+
+def _gateway_failure(outcome: Any) -> bool:
+    """A relayed request's outcome that another replica may do better with."""
+    if isinstance(outcome, ProxyError):
+        return isinstance(outcome, Unreached)
+    return outcome.status in RETRY_STATUSES
+
+
+def _discard(outcome: Any) -> None:
+    """A response that will not be relayed: its connection closed."""
+    if not isinstance(outcome, ProxyError):
+        outcome.close()
+
+
 def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: str,
-                config: Config, headers: dict[str, str], environ: dict[str, Any]) -> Response:
+                config: Config, headers: dict[str, str], environ: dict[str, Any],
+                affinity: str | None = None) -> Response:
     """Relay the request; the answer streams back as upstream sends it."""
-    upstream = app.upstreams[config.upstream]
-    app.calling(log, config.upstream)
+    route = Route(app.replicas, config, affinity_key(config, headers, affinity), log)
     timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
     limit = config.connect_timeout_seconds + config.read_timeout_seconds
     # Until the headers come, only a silent client can be noticed: the machine looks for it.
     driver = Driver(waiting.start(log.started, limit),
-                    lambda: UpstreamCall.open(upstream, method, target, body, headers, timeouts),
+                    lambda: _opened(route, method, target, body, headers, timeouts),
                     environ, app.draining)
     for action in driver.actions():
         if isinstance(action, waiting.Fail):
+            route.done()
             raise action.error
         if isinstance(action, waiting.Abandon):
+            route.done()
             raise client_disconnected()
         break  # Collect: the headers are in
     response_in = driver.call.outcome()
     if isinstance(response_in, ProxyError):
         raise response_in
+    upstream = app.upstreams[route.url]
     log.upstream_status = log.status = response_in.status
     log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
     is_sse = (response_in.headers.get("Content-Type", "").startswith("text/event-stream")
@@ -100,6 +130,7 @@ def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: s
             else:  # the head promised a body that will not come: the client must see
                 abort_connection(environ)  # it cut short, not wait on a kept-alive socket
         finally:
+            route.done(response_in)
             if watch is not None:
                 watch.stop()
                 if watch.fired:
@@ -112,6 +143,7 @@ def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: s
         del response.headers["Content-Type"]
     if is_sse:
         response.headers["X-Accel-Buffering"] = "no"
+    response.call_on_close(lambda: route.done(response_in))  # a body never read, too
     return response
 
 
@@ -131,22 +163,15 @@ def model_ids(reply: UpstreamReply) -> list[Any] | None:
 def all_models(app: Proxy, log: RequestLog, target: str,
                headers_for: Any) -> Response:
     """`/v1/models` across every upstream (each asked with its own key), so one proxy lists
-    every model it routes to; one that fails leaves its models out, not the others'."""
+    every model it routes to; one that fails leaves its models out, not the others'. Of the
+    replicas of one model, one is asked (one that is up first; the next if it fails)."""
     models: list[Any] = []
     seen: set[str] = set()
     failures: list[ProxyError] = []
-    for url, settings in app.config.upstream_settings().items():
-        timeouts = Timeouts(settings.connect_timeout_seconds, settings.read_timeout_seconds)
-        try:
-            reply = app.upstreams[url].complete_get(target, headers_for(settings), timeouts)
-            if reply.status >= 400:
-                raise from_upstream(reply.status, reply.body, reply.headers)
-            if model_ids(reply) is None:
-                raise ProxyError(502, f"{mask_url(url)}/v1/models is not a model list.",
-                                 type_="upstream_error", code="upstream_bad_shape")
-        except ProxyError as exc:
-            failures.append(exc)
-            log.notes.append(f"models_unavailable:{exc.code or exc.status}")
+    for urls, settings in upstream_groups(app.config):
+        reply = _models_of(app, urls, settings, target, headers_for(settings), log)
+        if isinstance(reply, ProxyError):
+            failures.append(reply)
             continue
         for model in orjson.loads(reply.body)["data"]:
             if isinstance(model, dict) and model.get("id") not in seen:
@@ -158,3 +183,23 @@ def all_models(app: Proxy, log: RequestLog, target: str,
     response = _json_response({"object": "list", "data": models})
     log.bytes_out = response.content_length or 0
     return response
+
+
+def _models_of(app: Proxy, urls: tuple[str, ...], settings: Config, target: str,
+               headers: dict[str, str], log: RequestLog) -> UpstreamReply | ProxyError:
+    """The model list of one upstream (of the first of its replicas that answers one)."""
+    timeouts = Timeouts(settings.connect_timeout_seconds, settings.read_timeout_seconds)
+    failure = ProxyError(502, "No upstream answered.", code="upstream_unreachable")
+    for url in app.replicas.up_first(urls):
+        try:
+            reply = app.upstreams[url].complete_get(target, headers, timeouts)
+            if reply.status >= 400:
+                raise from_upstream(reply.status, reply.body, reply.headers)
+            if model_ids(reply) is None:
+                raise ProxyError(502, f"{mask_url(url)}/v1/models is not a model list.",
+                                 type_="upstream_error", code="upstream_bad_shape")
+            return reply
+        except ProxyError as exc:
+            failure = exc
+            log.notes.append(f"models_unavailable:{exc.code or exc.status}")
+    return failure

@@ -139,7 +139,7 @@ def _int_env(environ: Mapping[str, str], name: str, default: int) -> int:
 
 def _announce(config: Config, say: Callable[[str], object]) -> None:
     say(f"toolcall-proxy listening on http://{_address(config.host, config.port)} "
-        f"→ {mask_url(config.upstream)}")
+        f"→ {', '.join(mask_url(url) for url in config.replicas())}")
     if not config.api_keys and not _is_loopback(config.host):
         say(f"WARNING: listening on {config.host} without api_keys: anyone who can reach this "
             "port can use the upstream through it (set TOOLCALL_PROXY_API_KEYS)")

@@ -22,7 +22,8 @@ from ..turn.live import LiveTurn, written
 from ..turn.plan import TurnPlan
 from ..turn.thinking import LONE, ThinkingMemory
 from .clients import client_gone
-from .upstream import StreamEnd, Timeouts, UpstreamCall, UpstreamStream
+from .replicas import RETRY_STATUSES, Route, affinity_key
+from .upstream import StreamEnd, Timeouts, Unreached, UpstreamCall, UpstreamStream
 
 if TYPE_CHECKING:
     from .handlers import Proxy
@@ -142,8 +143,7 @@ class TurnResponse:
         self.plan = plan = with_thinking_seen(plan, app.thinking)
         self.log = log
         config = plan.config
-        upstream = app.upstreams[config.upstream]
-        app.calling(log, config.upstream)
+        route = Route(app.replicas, config, affinity_key(config, headers, plan.affinity), log)
         state = waiting.start(
             log.started, config.buffered_timeout_seconds,
             commit_after=config.commit_window_seconds if plan.client_stream else None,
@@ -158,13 +158,13 @@ class TurnResponse:
             timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
             headers = {**headers, "Accept": "text/event-stream"}
             start_call = lambda: UpstreamStream(  # noqa: E731
-                upstream, path, self.upstream_body, headers, timeouts,
+                route.run, path, self.upstream_body, headers, timeouts,
                 config.max_upstream_body_bytes).start()
             feed: Callable[[list[bytes]], bool] | None = live.feed
         else:
             timeouts = Timeouts(config.connect_timeout_seconds, config.buffered_timeout_seconds)
-            start_call = lambda: UpstreamCall.complete(  # noqa: E731
-                upstream, path, self.upstream_body, headers, timeouts,
+            start_call = lambda: _completed(  # noqa: E731
+                route, path, self.upstream_body, headers, timeouts,
                 config.max_upstream_body_bytes)
             feed = None
         self.driver = Driver(
@@ -308,6 +308,25 @@ class TurnResponse:
 
         return Response(counted(), status=200,
                         headers={"Content-Type": writer.content_type, **SSE_HEADERS})
+
+
+def _completed(route: Route, path: str, body: bytes, headers: dict[str, str],
+               timeouts: Timeouts, max_bytes: int) -> UpstreamCall[Any]:
+    """A buffered POST on the route's replica, started; sent once more, to another replica,
+    when the first could not be reached, answered 502/503/504 or broke off before its end
+    (nothing of it has reached the client)."""
+    def work(tracker: Any) -> Any:
+        return route.run(lambda upstream: upstream.complete(path, body, headers, timeouts,
+                                                            tracker, max_bytes),
+                         worth_another=_not_answered, cancelled=lambda: tracker.cancelled)
+    return UpstreamCall(work).start()
+
+
+def _not_answered(outcome: Any) -> bool:
+    """A buffered call's outcome that another replica may do better with."""
+    if isinstance(outcome, ProxyError):
+        return isinstance(outcome, Unreached) or outcome.code == "upstream_cut"
+    return outcome.status in RETRY_STATUSES
 
 
 def error_response(front: Front, error: ProxyError, log: RequestLog | None = None) -> Response:

@@ -68,6 +68,15 @@ def response_headers(upstream: Any, *, keep_length: bool) -> list[tuple[str, str
     return [(k, v) for k, v in lines if k.lower() not in drop and k.lower() not in listed]
 
 
+class Unreached(ProxyError):
+    """No answer came from this upstream at all: it refused or did not accept the connection
+    (`connecting`: a replica that is not there), or the connection broke before the status
+    line (one that went away, or a kept-alive connection it closed as it was reused).
+    Another replica may take the same request."""
+
+    connecting = False
+
+
 class _ConnectionTracker:
     """Remembers the connection a buffered call is using, so another thread can cut it."""
 
@@ -177,16 +186,24 @@ class Upstream:
     def _failure(self, exc: Exception, timeouts: Timeouts) -> ProxyError:
         host = parse_url(self.base).netloc
         if isinstance(exc, ConnectTimeoutError) and not isinstance(exc, NewConnectionError):
-            return ProxyError(504, f"The upstream at {host} did not accept a connection within "
-                                   f"{timeouts.connect:g} s.",
-                              type_="upstream_error", code="upstream_timeout")
+            failure = Unreached(504, f"The upstream at {host} did not accept a connection "
+                                f"within {timeouts.connect:g} s.",
+                                type_="upstream_error", code="upstream_timeout")
+            failure.connecting = True
+            return failure
         if isinstance(exc, (ReadTimeoutError, socket.timeout)):
             return ProxyError(504, f"The upstream at {host} did not answer within "
                                    f"{timeouts.read:g} s.",
                               type_="upstream_error", code="upstream_timeout")
-        return ProxyError(502, f"The upstream at {host} could not be reached: "
-                               f"{type(exc).__name__}.",
-                          type_="upstream_error", code="upstream_unreachable")
+        # A header value http.client refuses to send is this request's fault, not the
+        # upstream's: no other replica would take it either.
+        kind = ProxyError if isinstance(exc, ValueError) else Unreached
+        failure = kind(502, f"The upstream at {host} could not be reached: "
+                            f"{type(exc).__name__}.",
+                       type_="upstream_error", code="upstream_unreachable")
+        if isinstance(failure, Unreached):
+            failure.connecting = isinstance(exc, NewConnectionError)
+        return failure
 
     def _request(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
                  timeouts: Timeouts, *, preload: bool) -> urllib3.BaseHTTPResponse:
@@ -364,18 +381,38 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
     reply when upstream did not stream (an error status, or a server that answered with
     JSON), or with a ProxyError."""
 
-    def __init__(self, upstream: Upstream, path: str, body: bytes, headers: dict[str, str],
-                 timeouts: Timeouts, max_bytes: int = 0) -> None:
+    def __init__(self, via: Upstream | Callable[..., StreamEnd | UpstreamReply], path: str,
+                 body: bytes, headers: dict[str, str], timeouts: Timeouts,
+                 max_bytes: int = 0) -> None:
         super().__init__(self._read)
-        self._upstream = upstream
+        # One upstream, or a replica route's `run` (another replica once, when the first is
+        # not there before the stream's first event).
+        self._via = via
         self._request = (path, body, headers)
         self._timeouts = timeouts
         self._max_bytes = max_bytes
         self._events: deque[bytes] = deque()
+        self._begun = False  # an event has been queued: the stream is never asked again
 
     def _read(self, tracker: _ConnectionTracker) -> StreamEnd | UpstreamReply:
+        via = self._via
+        if isinstance(via, Upstream):
+            return self._read_from(via, tracker)
+        return via(lambda upstream: self._read_from(upstream, tracker), self._not_begun,
+                   lambda: tracker.cancelled)
+
+    def _not_begun(self, outcome: Any) -> bool:
+        """An outcome another replica may do better with: nothing was streamed yet."""
+        if self._begun:
+            return False
+        if isinstance(outcome, ProxyError):
+            return isinstance(outcome, Unreached) or outcome.code == "upstream_stream_cut"
+        return isinstance(outcome, UpstreamReply) and outcome.status in (502, 503, 504)
+
+    def _read_from(self, upstream: Upstream, tracker: _ConnectionTracker,
+                   ) -> StreamEnd | UpstreamReply:
         path, body, headers = self._request
-        upstream, timeouts = self._upstream, self._timeouts
+        timeouts = self._timeouts
         response = upstream.open("POST", path, body, headers, timeouts, tracker)
         kind = response.headers.get("Content-Type", "")
         if response.status != 200 or not kind.startswith("text/event-stream"):
@@ -395,6 +432,7 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
                                      type_="upstream_error", code="upstream_too_large")
                 events = decoder.feed(data)
                 if events:
+                    self._begun = True
                     self._events.extend(events)
                     self._done.set()
         except _FAILURES as exc:

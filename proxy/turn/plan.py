@@ -10,6 +10,7 @@ import orjson
 
 from ..config import Config
 from ..errors import ProxyError
+from ..routing import conversation_key
 from ..toolcalls.repair import loads as exact_loads
 from .compat import rewrite_request
 from .normalize import ExtractionSettings
@@ -35,6 +36,7 @@ class TurnPlan:
     tool_call_required: bool = False
     front: Any = None  # what the front needs to render its answer; the core never reads it
     streamed: bool = False  # `stream_mode: stream`: upstream streams, the turn flows live
+    affinity: str | None = None  # the conversation's key for the replica choice (routing)
 
     @property
     def mode(self) -> str:
@@ -53,6 +55,7 @@ class PassthroughPlan:
     model: str = ""
     client_stream: bool = False
     rewrites: tuple[str, ...] = ()
+    affinity: str | None = None  # the conversation's key for the replica choice (routing)
 
 
 def _bad_request(message: str, param: str | None, code: str = "invalid_request") -> ProxyError:
@@ -143,7 +146,8 @@ def plan_chat(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
     if not is_buffered(body):
         rewrites = rewrite_request(body, config, upstream_streams=stream)
         return PassthroughPlan(orjson.dumps(body) if rewrites else raw, config, model=model,
-                               client_stream=stream, rewrites=tuple(rewrites))
+                               client_stream=stream, rewrites=tuple(rewrites),
+                               affinity=_affinity(config, body))
     options = body.get("stream_options")
     include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
     return plan_turn(body, config, client_stream=stream, include_usage=include_usage)
@@ -215,7 +219,14 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
         tool_call_required=required,
         front=front,
         streamed=streamed,
+        affinity=_affinity(config, upstream),
     )
+
+
+def _affinity(config: Config, body: dict[str, Any]) -> str | None:
+    """The conversation's affinity key, when the model has replicas to choose from (one
+    upstream needs none: no hashing)."""
+    return conversation_key(body) if isinstance(config.upstream, tuple) else None
 
 
 def streams_live(config: Config, *, client_stream: bool, tool_call_required: bool) -> bool:

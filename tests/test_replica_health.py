@@ -1,0 +1,125 @@
+"""A replica's passive health in one process (`proxy.shell.replicas.Replicas`), on a clock the
+test moves: marked down, passed over, probed once its time is over (one probe at a time), back
+when the probe answers 200, down again when it does not."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from proxy.config_load import build_config
+from proxy.metrics import Metrics
+from proxy.routing import preference
+from proxy.shell.replicas import Replicas
+from proxy.shell.upstream import Upstream
+from tests.fake_vllm import Answer, FakeVLLM, vllm_error
+
+pytestmark = pytest.mark.integration
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def fakes() -> Iterator[list[FakeVLLM]]:
+    servers = [FakeVLLM(), FakeVLLM()]
+    yield servers
+    for server in servers:
+        server.close()
+
+
+def setup(fakes: list[FakeVLLM]):
+    urls = [fake.url for fake in fakes]
+    config = build_config({"upstream": urls, "upstream_down_seconds": 10})
+    clock = Clock()
+    replicas = Replicas({url: Upstream(url) for url in urls}, Metrics(), clock)
+    key = next(k for k in (f"prefix:{i}" for i in range(100))
+               if preference(k, urls)[0] == urls[0])  # a conversation at home on fakes[0]
+    return replicas, config, clock, key
+
+
+def up(replicas: Replicas, url: str) -> bool:
+    return next(r["up"] for r in replicas.reports() if r["url"] == url)
+
+
+def probes(fake: FakeVLLM) -> list[str]:
+    return [r.path for r in fake.received]
+
+
+def wait_for(condition, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_down_passed_over_probed_once_then_back(fakes):
+    replicas, config, clock, key = setup(fakes)
+    home, other = fakes[0].url, fakes[1].url
+    assert replicas.choose(config, key) == home
+    replicas.failed(home, config, "HTTP 503", mark_down=True)
+    assert not up(replicas, home)
+    clock.now += 9.9
+    assert [replicas.choose(config, key) for _ in range(3)] == [other] * 3
+    assert probes(fakes[0]) == []  # not before its time
+    release = threading.Event()
+    fakes[0].answer(lambda r: Answer(body={}) if release.wait(10) else Answer(status=500))
+    clock.now += 0.1
+    assert [replicas.choose(config, key) for _ in range(5)] == [other] * 5  # probing
+    assert wait_for(lambda: probes(fakes[0]) == ["/health"])
+    release.set()
+    assert wait_for(lambda: up(replicas, home))
+    assert probes(fakes[0]) == ["/health"]  # one probe, however many looks
+    assert replicas.choose(config, key) == home
+
+
+def test_a_failed_probe_keeps_it_down_for_another_while(fakes):
+    replicas, config, clock, key = setup(fakes)
+    home = fakes[0].url
+    fakes[0].answer(vllm_error(503, "loading", "ServiceUnavailableError"))
+    replicas.failed(home, config, "HTTP 503", mark_down=True)
+    clock.now += 10
+    replicas.choose(config, key)
+    assert wait_for(lambda: next(r["last_error"] for r in replicas.reports()
+                                 if r["url"] == home).startswith("probe:"))
+    assert probes(fakes[0]) == ["/health"]  # it says no: its models are not asked
+    assert not up(replicas, home)
+    replicas.choose(config, key)
+    time.sleep(0.1)
+    assert len(probes(fakes[0])) == 1  # the next probe waits its 10 s
+    clock.now += 10
+    replicas.choose(config, key)
+    assert wait_for(lambda: len(probes(fakes[0])) == 2)
+
+
+def test_a_server_without_health_is_asked_for_its_models(fakes):
+    replicas, config, clock, key = setup(fakes)
+    home = fakes[0].url
+    fakes[0].answer(Answer(status=404, body={"detail": "Not Found"}))  # /v1/models: the fake's
+    replicas.failed(home, config, "HTTP 503", mark_down=True)
+    clock.now += 10
+    replicas.choose(config, key)
+    assert wait_for(lambda: up(replicas, home))
+    assert probes(fakes[0]) == ["/health", "/v1/models"]
+
+
+def test_the_only_upstream_is_never_marked_down(fakes):
+    url = fakes[0].url
+    config = build_config({"upstream": url})
+    replicas = Replicas({url: Upstream(url)}, Metrics(), Clock())
+    replicas.failed(url, config, "HTTP 503", mark_down=True)
+    report = replicas.reports()[0]
+    assert report["up"] is True
+    assert report["last_error"] == "HTTP 503"
+    assert replicas.choose(config, "prefix:x") == url
+    assert probes(fakes[0]) == []
