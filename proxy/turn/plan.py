@@ -10,6 +10,7 @@ import orjson
 
 from ..config import Config
 from ..errors import ProxyError
+from ..json_depth import MAX_DEPTH, deep_path, deeper_than
 from ..toolcalls.repair import loads as exact_loads
 from .compat import rewrite_request
 from .normalize import ExtractionSettings
@@ -62,18 +63,35 @@ def _bad_request(message: str, param: str | None, code: str = "invalid_request")
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The request body as a JSON object, or a 400 saying what is wrong with it. Integers
     past 64 bits keep their exact value (`seed: 10**30` reaches upstream as written, never
-    as the float orjson alone would make of it)."""
+    as the float orjson alone would make of it); a body nested deeper than MAX_DEPTH is
+    refused before it is decoded (orjson would read it, then fail to write it on)."""
     try:
-        body = exact_loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _bad_request(f"The request body is not valid UTF-8: {exc}", None,
                            "invalid_json") from None
+    if deeper_than(raw):
+        raise _too_deep(text)
+    try:
+        body = exact_loads(text)
     except orjson.JSONDecodeError as exc:
         raise _bad_request(f"The request body is not valid JSON: {exc}", None,
                            "invalid_json") from None
     if not isinstance(body, dict):
         raise _bad_request("The request body must be a JSON object.", None, "invalid_json")
     return body
+
+
+def _too_deep(text: str) -> ProxyError:
+    """The 400 for a body nested past MAX_DEPTH, naming where when the parser can read it."""
+    try:
+        where = deep_path(orjson.loads(text))
+    except orjson.JSONDecodeError:
+        where = ""
+    at = f" (at {where})" if where else ""
+    return _bad_request(f"The request body nests arrays and objects more than {MAX_DEPTH} "
+                        f"levels deep{at}; at most {MAX_DEPTH} are accepted.",
+                        where.removesuffix("…") or None, "json_too_deep")
 
 
 def _tool_schemas(tools: list[Any]) -> dict[str, dict[str, Any]]:
