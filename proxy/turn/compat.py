@@ -108,7 +108,8 @@ def repair_history(messages: Any) -> bool:
     for message in messages if isinstance(messages, list) else ():
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
-        for call in message.get("tool_calls") or ():
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():  # another shape: upstream's 400
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict):
                 continue
