@@ -4,7 +4,7 @@ every wrong type, or left out. For the wrong-type properties (issue 30, item 5).
 
 from __future__ import annotations
 
-import copy
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -212,7 +212,7 @@ def replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
     unchanged when the path no longer leads anywhere (an earlier change removed it)."""
     if not path:
         return {} if new is MISSING else new
-    out = copy.deepcopy(value)
+    out = json.loads(json.dumps(value))  # a copy sharing nothing (deepcopy keeps sharing)
     parent = out
     for step in path[:-1]:
         try:

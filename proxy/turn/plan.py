@@ -127,6 +127,21 @@ def _chosen_function(tool_choice: Any, schemas: dict[str, Any]) -> str | None:
     return name
 
 
+def _check_messages(messages: list[Any]) -> None:
+    """The parts of each message the proxy reads (its role, its calls) of the right type: a
+    400 naming the field, as upstream would answer, before the proxy relies on them."""
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _bad_request(f"messages[{i}] must be an object.", f"messages[{i}]")
+        if not isinstance(message.get("role"), str):
+            raise _bad_request(f"messages[{i}].role must be a string.", f"messages[{i}].role")
+        calls = message.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list)
+                                      and all(isinstance(call, dict) for call in calls)):
+            raise _bad_request(f"messages[{i}].tool_calls must be a list of objects.",
+                               f"messages[{i}].tool_calls")
+
+
 def count_tool_calls(messages: list[Any]) -> int:
     """Tool calls the conversation already holds (assistant `tool_calls` and `function_call`)."""
     count = 0
@@ -176,6 +191,7 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise _bad_request("messages must be a list.", "messages")
+    _check_messages(messages)
     tools = body.get("tools") if isinstance(body.get("tools"), list) else []
     schemas = _tool_schemas(tools)
     tool_choice = body.get("tool_choice") if schemas else None
