@@ -244,3 +244,15 @@ def test_logged_bodies_too_deep_to_write_leave_the_line_written(fake, start_prox
     line = log_lines(1)[-1]
     assert line["status"] == 200
     assert line["bodies"].startswith("not logged: nested deeper")
+
+
+@pytest.mark.parametrize("levels", [300, 1100])
+def test_a_deep_body_to_a_relayed_path_is_relayed_as_written(fake, start_proxy, levels):
+    # Two upstreams: the relay reads the body's model to route it (nothing is written back).
+    proxy = start_proxy(models={"other*": {"upstream": "http://127.0.0.1:9"}})
+    fake.answer(Answer(body={"id": "cmpl-1", "object": "text_completion", "choices": []}))
+    raw = _deep_body({"model": "m", "prompt": "x"}, levels)
+    response = requests.post(proxy.url + "/v1/completions", data=raw, timeout=20,
+                             headers={"Content-Type": "application/json"})
+    assert response.status_code == 200
+    assert [r.raw for r in fake.received if r.path == "/v1/completions"] == [raw]

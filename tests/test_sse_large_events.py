@@ -5,8 +5,6 @@ that error while the upstream is still sending the event."""
 
 from __future__ import annotations
 
-import threading
-
 import orjson
 import pytest
 import requests
@@ -98,32 +96,42 @@ def _sse_events(response: requests.Response):
         yield from decoder.feed(piece)
 
 
+class _Counted(list):
+    """Chunks for the fake that count how many it has taken to send."""
+
+    given = 0
+
+    def __iter__(self):
+        for chunk in super().__iter__():
+            self.given += 1
+            yield chunk
+
+
 def test_an_upstream_event_past_the_limit_ends_the_clients_stream_before_it_is_read(
         fake, start_proxy):
     limit = 1 << 20
     proxy = start_proxy(stream_mode="stream", max_upstream_body_bytes=limit,
                         commit_window_seconds=0.05)
-    resume = threading.Event()
     # Prose first (the client's stream begins), then an event of 4 MB in 64 KB pieces; the
-    # upstream stops after 2 MB of it, until the test lets it go on.
+    # upstream stops after 2 MB of it, until the proxy hangs up (or for two minutes).
     huge = _chunk({"content": "x" * (4 << 20)})
     pieces = [huge[i:i + (64 << 10)] for i in range(0, len(huge), 64 << 10)]
-    chunks = [_chunk({"role": "assistant", "content": ""}), _chunk({"content": "Hello. "}),
-              *pieces]
-    fake.answer(Answer(chunks=chunks, pauses={2 + 32: resume}))
-    try:
-        with requests.post(proxy.url + "/v1/chat/completions", stream=True, timeout=20, json={
-                "model": "m", "messages": [{"role": "user", "content": "hi"}],
-                "tools": TOOLS, "stream": True}) as response:
-            assert response.status_code == 200
-            events = []
-            for data in _sse_events(response):
-                events.append(data)
-                if data == b"[DONE]":
-                    break
-            assert not resume.is_set()  # all of it came while the event was still coming
-    finally:
-        resume.set()
+    paused_after = 2 + 32
+    chunks = _Counted([_chunk({"role": "assistant", "content": ""}),
+                       _chunk({"content": "Hello. "}), *pieces])
+    fake.answer(Answer(chunks=chunks, pauses={paused_after: 120.0}))
+    with requests.post(proxy.url + "/v1/chat/completions", stream=True, timeout=20, json={
+            "model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "tools": TOOLS, "stream": True}) as response:
+        assert response.status_code == 200
+        events = []
+        for data in _sse_events(response):
+            events.append(data)
+            if data == b"[DONE]":
+                break
+    # The proxy hung up while the upstream was paused mid-event: nothing after it was sent.
+    assert fake.first_disconnect(within=20) is not None
+    assert chunks.given == paused_after + 1
     errors = [orjson.loads(e)["error"] for e in events if e.startswith(b'{"error"')]
     assert [e["code"] for e in errors] == ["upstream_too_large"]
     assert "is larger than max_upstream_body_bytes" in errors[0]["message"]
