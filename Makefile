@@ -87,6 +87,7 @@ pyz:
 		--preamble deploy/pyz_preamble.py --site-packages $(STAGE) \
 		--quiet --no-index --find-links $(WHEELS) --require-hashes --only-binary=:all: \
 		-r requirements.lock
+	$(PY) deploy/pyz_finish.py $(PYZ)
 	rm -rf $(STAGE)
 	@ls -l $(PYZ)
 

@@ -86,6 +86,14 @@ def answer_not_completion(detail: object) -> ProxyError:
                       type_="upstream_error", code="upstream_bad_shape")
 
 
+def _shown(value: object) -> str:
+    """An upstream's error field as text; "" for one nested too deep to show."""
+    try:
+        return str(value)
+    except RecursionError:
+        return ""
+
+
 def from_upstream(status: int, body: bytes, headers: dict[str, str]) -> ProxyError:
     """An upstream error response as a `ProxyError` with the same status.
 
@@ -111,13 +119,13 @@ def from_upstream(status: int, body: bytes, headers: dict[str, str]) -> ProxyErr
         elif "message" in parsed or parsed.get("object") == "error":
             detail = parsed
     if detail is not None:
-        message = str(detail.get("message") or "")
+        message = _shown(detail.get("message") or "")
         if isinstance(detail.get("type"), str) and detail["type"]:
             type_ = detail["type"]
         if isinstance(detail.get("param"), str):
             param = detail["param"]
         if detail.get("code") is not None:
-            code = str(detail["code"])
+            code = _shown(detail["code"])
     if not message:
         excerpt = body[:300].decode("utf-8", "replace").strip()
         message = f"upstream answered HTTP {status}" + (f": {excerpt}" if excerpt else "")

@@ -39,6 +39,17 @@ def redact(value: Any, secret: bool = False) -> Any:
     return value
 
 
+def _loggable(bodies: dict[str, Any]) -> Any:
+    """The bodies `log_bodies` writes, redacted; a note instead when one nests deeper than
+    orjson writes (an upstream's answer may), so that the line is still written."""
+    try:
+        redacted = redact(bodies)
+        orjson.dumps(redacted)
+    except (TypeError, RecursionError):  # orjson.JSONEncodeError is a TypeError
+        return "not logged: nested deeper than the log's JSON writer allows"
+    return redacted
+
+
 # Characters that make a logfmt value need quotes; control characters and the Unicode line
 # breaks are escaped inside them, so a value can never start a new (forged) line.
 _NEEDS_QUOTES = re.compile(r'[\s"=\\\x00-\x1f\x7f\x85\u2028\u2029]')
@@ -170,7 +181,7 @@ class RequestLog:
         if self.error:
             record["error"] = self.error
         if self.bodies is not None:
-            record["bodies"] = redact(self.bodies)
+            record["bodies"] = _loggable(self.bodies)
         return record
 
     def emit(self, logger: logging.Logger, fmt: str) -> dict[str, Any] | None:

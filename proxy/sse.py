@@ -3,6 +3,7 @@ boundaries. Wire-neutral: each front builds its own events with these."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -64,44 +65,93 @@ class SseEvents:
         return out
 
 
+class SseEventTooLarge(ValueError):
+    """An incoming event grew past the decoder's limit before it ended."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"an event is larger than {limit} bytes")
+        self.limit = limit
+
+
 class SseDecoder:
     """Incoming SSE bytes → the `data` of each whole event, as events complete (an upstream's
     stream read by the proxy). Comments, `event:`/`id:`/`retry:` lines and events without
-    data are skipped; several `data:` lines of one event are joined by newlines (the spec)."""
+    data are skipped; several `data:` lines of one event are joined by newlines (the spec).
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    Linear in the bytes fed, however they are cut: an event not yet whole is held as its
+    pieces (joined once, when it ends), and each new piece is searched for the event's end
+    with only the held tail that may begin one. `max_event` (0: none) refuses an event that
+    grows past it as soon as it does (SseEventTooLarge), before the rest is read."""
+
+    def __init__(self, max_event: int = 0) -> None:
+        self._parts: list[bytes] = []  # the event not yet whole, in pieces
+        self._size = 0
+        self._tail = b""  # its last bytes, where an event's end may begin
+        self._max_event = max_event
 
     @property
     def pending(self) -> bytes:
         """The bytes of an event not yet whole (at the stream's end: an event cut off)."""
-        return self._buffer
+        return b"".join(self._parts)
 
     def feed(self, data: bytes) -> list[bytes]:
         """The data of every event `data` completes, in order."""
-        buffer = self._buffer + data if self._buffer else data
+        if not data:
+            return []
         out: list[bytes] = []
-        start = 0
-        while True:
-            end, size = _event_end(buffer, start)
-            if end < 0:
-                break
-            payload = _event_data(buffer[start:end])
+        if self._parts:
+            seam = len(self._tail)
+            end = next(_event_ends(self._tail + data), None)
+            if end is None:
+                self._hold(data)
+                return out
+            at, size = end[0] - seam, end[1]
+            held = b"".join(self._parts)  # the event's pieces, joined once
+            # The end may begin in the held tail: the event then stops before it.
+            payload = _event_data(held[:at] if at < 0 else held + data[:at])
             if payload is not None:
                 out.append(payload)
-            start = end + size
-        self._buffer = buffer[start:]
+            self._parts, self._size, self._tail = [], 0, b""
+            data = data[at + size:]
+        start = 0
+        for at, size in _event_ends(data):
+            payload = _event_data(data[start:at])
+            if payload is not None:
+                out.append(payload)
+            start = at + size
+        if start < len(data):
+            self._hold(data[start:])
         return out
 
+    def _hold(self, piece: bytes) -> None:
+        """Keep `piece` of the event not yet whole (refused past `max_event`)."""
+        self._parts.append(piece)
+        self._size += len(piece)
+        if self._max_event and self._size > self._max_event:
+            raise SseEventTooLarge(self._max_event)
+        self._tail = (self._tail + piece)[-3:]
 
-def _event_end(buffer: bytes, start: int) -> tuple[int, int]:
-    """Where the first event from `start` ends (the blank line's position, its length)."""
-    found = buffer.find(b"\n\n", start)
+
+def _event_ends(buffer: bytes) -> Iterator[tuple[int, int]]:
+    """Where each event in `buffer` ends, in order (the blank line's position, its length).
+    Each kind of blank line is searched for forward only: linear in the buffer."""
     if b"\r" not in buffer:  # the usual stream: lines end in \n only
-        return found, 2
-    ends = [(at, len(blank)) for blank in _EVENT_ENDS
-            if (at := buffer.find(blank, start)) >= 0]
-    return min(ends) if ends else (-1, 0)
+        at = buffer.find(b"\n\n")
+        while at >= 0:
+            yield at, 2
+            at = buffer.find(b"\n\n", at + 2)
+        return
+    found = {blank: buffer.find(blank) for blank in _EVENT_ENDS}
+    while True:
+        ends = [(at, len(blank)) for blank, at in found.items() if at >= 0]
+        if not ends:
+            return
+        at, size = min(ends)
+        yield at, size
+        start = at + size
+        for blank, next_at in found.items():
+            if 0 <= next_at < start:
+                found[blank] = buffer.find(blank, start)
 
 
 def _event_data(event: bytes) -> bytes | None:

@@ -253,7 +253,10 @@ def _validate_like_vllm(body: Any, tool_parser: bool) -> Answer | None:
         role = message.get("role") if isinstance(message, dict) else None
         if role not in ("system", "user", "assistant", "tool"):
             return vllm_error(400, f"Unexpected message role: {role}")
-        for call in message.get("tool_calls") or ():
+        calls = message.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            return vllm_error(400, "messages.tool_calls: Input should be a valid list")
+        for call in calls or ():
             try:
                 arguments = orjson.loads(call["function"]["arguments"])
             except (orjson.JSONDecodeError, TypeError, KeyError):

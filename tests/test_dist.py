@@ -4,12 +4,17 @@ and replays."""
 
 from __future__ import annotations
 
+import ast
 import glob
+import hashlib
 import json
 import os
+import pwd
 import shutil
+import stat
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -28,19 +33,23 @@ BARE = Path(sys._base_executable).resolve()
 PYTHON = [str(BARE), "-I", "-S"]
 
 
-@pytest.fixture(scope="module")
-def pyz(tmp_path_factory) -> Path:
+def _build(build: Path, umask: int) -> Path:
+    """`make pyz` into `build`, offline, under `umask`."""
     if not WHEELHOUSE.exists():
         pytest.fail("no wheelhouse: `make test` (or `make wheels`) fetches it before the tests")
-    build = tmp_path_factory.mktemp("build")
     done = subprocess.run(
         ["make", "--no-print-directory", "pyz", f"DIST={build / 'dist'}",
          f"STAGE={build / 'stage'}", f"VENV={sys.prefix}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        cwd=ROOT, capture_output=True, text=True, timeout=300, umask=umask)
     assert done.returncode == 0, done.stdout + done.stderr
     built = build / "dist" / "toolcall-proxy.pyz"
     assert built.read_bytes().startswith(b"#!/usr/bin/env python%d.%d\n" % sys.version_info[:2])
     return built
+
+
+@pytest.fixture(scope="module")
+def pyz(tmp_path_factory) -> Path:
+    return _build(tmp_path_factory.mktemp("build"), 0o022)
 
 
 @pytest.fixture
@@ -121,3 +130,136 @@ def test_another_python_is_told_which_one_the_file_needs(alone):
     assert "make dist PYTHON=" in done.stderr
     assert len(done.stderr.splitlines()) == 1
     assert os.listdir(here) == ["toolcall-proxy.pyz"]
+
+
+# --- the file runs only code it unpacked itself (issue 30, item 7) ----------------------------
+
+PREAMBLE = ROOT / "deploy" / "pyz_preamble.py"
+MAIN = ROOT / "deploy" / "pyz_main.py"
+
+
+@pytest.mark.parametrize("path", [PREAMBLE, MAIN], ids=lambda path: path.name)
+def test_what_runs_before_the_version_check_parses_as_python_3_7(path):
+    ast.parse(path.read_text(), str(path), feature_version=(3, 7))
+
+
+def test_a_python_too_old_to_parse_newer_syntax_gets_the_one_line_message(alone):
+    old = [path for path in _other_pythons() if "3.7" in Path(path).resolve().parts[-3]
+           or Path(path).name == "python3.7"]
+    if not old:
+        pytest.skip("no Python 3.7 on this machine")
+    here, env = alone
+    done = subprocess.run([old[0], "-I", "toolcall-proxy.pyz", "--help"], cwd=here, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("toolcall-proxy: this file was built for cpython-")
+    assert "cpython-37" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+
+
+def _unpack_folder(pyz: Path, root: Path) -> Path:
+    """Where the file unpacks under `root` (its build id is public: in the archive)."""
+    with zipfile.ZipFile(pyz) as archive:
+        build_id = json.loads(archive.read("environment.json"))["build_id"]
+    return root / f"toolcall-proxy.pyz_{build_id}"
+
+
+def _planted(folder: Path, marker: Path) -> None:
+    """Code another user leaves in the unpack folder: a `.pth` line that runs at start."""
+    site = folder / "site-packages"
+    site.mkdir(parents=True)
+    (site / "evil.pth").write_text(f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n")
+
+
+def _refused(alone, root: Path) -> str:
+    here, env = alone
+    done = subprocess.run([*PYTHON, "toolcall-proxy.pyz", "--help"], cwd=here,
+                          env={**env, "SHIV_ROOT": str(root)}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("toolcall-proxy: will not run code from ")
+    return done.stderr
+
+
+@pytest.fixture
+def shared_root(tmp_path) -> Path:
+    """A root every local user may write to, as /tmp is (sticky)."""
+    root = tmp_path / "shared"
+    root.mkdir()
+    root.chmod(0o1777)
+    return root
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a folder another user owns needs root")
+def test_an_unpack_folder_another_user_made_first_is_refused(pyz, alone, shared_root, tmp_path):
+    folder = _unpack_folder(pyz, shared_root)
+    marker = tmp_path / "ran"
+    _planted(folder, marker)
+    nobody = pwd.getpwnam("nobody")
+    for path in (folder, folder / "site-packages", folder / "site-packages" / "evil.pth"):
+        os.chown(path, nobody.pw_uid, nobody.pw_gid)
+    folder.chmod(0o755)
+    assert f"{folder}, which is owned by another user" in _refused(alone, shared_root)
+    assert not marker.exists()
+
+
+def test_an_unpack_folder_others_can_write_to_is_refused(pyz, alone, shared_root, tmp_path):
+    folder = _unpack_folder(pyz, shared_root)
+    marker = tmp_path / "ran"
+    _planted(folder, marker)
+    folder.chmod(0o777)
+    assert f"{folder}, which is writable by its group or by others" in _refused(
+        alone, shared_root)
+    assert not marker.exists()
+
+
+def test_a_root_others_can_write_to_and_not_sticky_is_refused(alone, tmp_path):
+    root = tmp_path / "open"
+    root.mkdir()
+    root.chmod(0o777)
+    assert "which is writable by others and not sticky" in _refused(alone, root)
+    assert list(root.iterdir()) == []  # nothing unpacked there
+
+
+def test_the_file_unpacks_privately_into_a_shared_root_and_runs(pyz, alone, shared_root):
+    here, env = alone
+    done = subprocess.run([*PYTHON, "toolcall-proxy.pyz", "--help"], cwd=here,
+                          env={**env, "SHIV_ROOT": str(shared_root)}, capture_output=True,
+                          text=True, timeout=120, umask=0o002)
+    assert done.returncode == 0, done.stderr
+    folder = _unpack_folder(pyz, shared_root)
+    for path in (folder, folder / "site-packages", folder / "site-packages" / "proxy"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "site-packages" / "proxy" / "sse.py").stat().st_mode) == 0o644
+
+
+def test_the_default_root_is_private(pyz, alone):
+    here, env = alone
+    env = {key: value for key, value in env.items() if key != "SHIV_ROOT"}
+    default = Path(env["HOME"]) / ".shiv"
+    default.mkdir(parents=True)
+    default.chmod(0o755)  # as an earlier version left it
+    done = subprocess.run([*PYTHON, "toolcall-proxy.pyz", "--help"], cwd=here, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(default.stat().st_mode) == 0o700
+    assert _unpack_folder(pyz, default).is_dir()
+
+
+def _entries(archive: Path) -> list[tuple[str, int, str]]:
+    with zipfile.ZipFile(archive) as opened:
+        return [(info.filename, info.external_attr >> 16,
+                 hashlib.sha256(opened.read(info)).hexdigest()) for info in opened.infolist()]
+
+
+def test_the_archives_files_carry_fixed_modes_whatever_the_umask(pyz, tmp_path):
+    private = _build(tmp_path / "private", 0o077)
+    entries = _entries(pyz)
+    assert _entries(private) == entries
+    assert private.read_bytes() == pyz.read_bytes()
+    modes = {mode for _, mode, _ in entries}
+    assert modes <= {stat.S_IFREG | 0o644, stat.S_IFREG | 0o755}
+    assert stat.S_IFREG | 0o644 in modes
+    main = dict((name, digest) for name, _, digest in entries)["__main__.py"]
+    assert main == hashlib.sha256(MAIN.read_bytes()).hexdigest()

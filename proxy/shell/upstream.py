@@ -24,7 +24,7 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTime
 from urllib3.util import make_headers, parse_url
 
 from ..errors import ProxyError, client_disconnected
-from ..sse import SseDecoder
+from ..sse import SseDecoder, SseEventTooLarge
 from ..turn.core import UpstreamReply
 from .background import new_event, readable_now, run_beside
 
@@ -421,16 +421,19 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
             except _FAILURES as exc:
                 raise self._broken(exc) from None
             return UpstreamReply(response.status, dict(response.headers), data)
-        decoder = SseDecoder()
+        # One event may not outgrow the answer's limit either: refused as soon as it does,
+        # not once it has all been read.
+        decoder = SseDecoder(max_event=self._max_bytes)
         size = 0
         try:
             while data := response.read1(_PIECE, decode_content=True):
                 size += len(data)
+                try:
+                    events = decoder.feed(data)
+                except SseEventTooLarge:
+                    raise self._too_large("One event of the upstream's stream") from None
                 if self._max_bytes and size > self._max_bytes:
-                    raise ProxyError(502, f"The upstream's answer is larger than "
-                                     f"max_upstream_body_bytes ({self._max_bytes} bytes).",
-                                     type_="upstream_error", code="upstream_too_large")
-                events = decoder.feed(data)
+                    raise self._too_large("The upstream's answer")
                 if events:
                     self._begun = True
                     self._events.extend(events)
@@ -443,6 +446,12 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
             raise
         response.release_conn()
         return StreamEnd(cut=bool(decoder.pending.strip()))
+
+    def _too_large(self, what: str) -> ProxyError:
+        """`what` has grown past max_upstream_body_bytes."""
+        return ProxyError(502, f"{what} is larger than max_upstream_body_bytes "
+                          f"({self._max_bytes} bytes).", type_="upstream_error",
+                          code="upstream_too_large")
 
     def _broken(self, exc: Exception) -> ProxyError:
         """Why the stream stopped before its end."""

@@ -73,7 +73,16 @@ def _decoded(text: str) -> Any:
 
 
 def _object_string(arguments: Any) -> str | None:
-    """`arguments` as a JSON-object string, or None when it already is one."""
+    """`arguments` as a JSON-object string, or None when it already is one (or is an object
+    too deep for orjson to write: then it goes on as the client wrote it)."""
+    try:
+        return _object_text(arguments)
+    except TypeError:  # orjson.JSONEncodeError: nested past the 254 levels orjson writes
+        return None
+
+
+def _object_text(arguments: Any) -> str | None:
+    """`_object_string`, raising orjson's error for a value it cannot write."""
     if isinstance(arguments, dict):
         return orjson.dumps(arguments).decode()
     if not isinstance(arguments, str) or not arguments.strip():
@@ -99,7 +108,8 @@ def repair_history(messages: Any) -> bool:
     for message in messages if isinstance(messages, list) else ():
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
-        for call in message.get("tool_calls") or ():
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():  # another shape: upstream's 400
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict):
                 continue

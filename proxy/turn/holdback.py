@@ -29,8 +29,8 @@ from .openers import OPENERS, Opener, Pattern, alt, seq
 # a call is taken from it (`normalize.split_thinking`).
 _THINK_CLOSE = ("</think>", "</seed:think>")
 _THINK_TAGS = ("<think>", "<seed:think>", *_THINK_CLOSE)
-_LINE_START = re.compile(r"(?:\A|(?<=\n)|"
-                         + "|".join(f"(?<={re.escape(tag)})" for tag in _THINK_TAGS) + r")\s*")
+_SPACES = re.compile(r"\s*")
+_LINE_END_LAST = re.compile(r"[\n>]")  # a line begins after a newline or a think tag (…>)
 _SEAM_HELD = re.compile(r"[^\n]|\n[^\n]|\n\n\s")  # after a close: not exactly one blank line
 _SEAM_OPEN = re.compile(r"\n\n?\Z")  # … or not yet known
 _WHOLE = "whole"
@@ -127,20 +127,35 @@ def _at_line_start(text: str, rule: HoldRule, pos: int) -> tuple[Candidate | Non
     """The first opener at the start of a line (or of the text) from `pos`, and where the
     next look must begin: at that line's start (a line begun with only space so far may
     still get an opener; one with an unfinished opener may still turn to prose)."""
-    while (found := _LINE_START.search(text, pos)) is not None:
-        at = found.end()
+    while (begins := _line_start(text, pos)) >= 0:
+        at = _SPACES.match(text, begins).end()
         if at == len(text):
-            return None, found.start()
-        before = found.start()
+            return None, begins
+        before = begins
         while before > 0 and text[before - 1].isspace():
             before -= 1
         starts_text = before == 0 or text.endswith(_THINK_TAGS, 0, before)
         for regex in (rule.line, rule.start if starts_text else None):
             match = regex.match(text, at) if regex is not None else None
             if match is not None:
-                return (at, match.lastgroup == _WHOLE), found.start()
+                return (at, match.lastgroup == _WHOLE), begins
         pos = at + 1
     return None, len(text)
+
+
+def _line_start(text: str, pos: int) -> int:
+    """The first place from `pos` where a line begins: the text's start, or after a newline
+    or a think tag (-1: none). Found by searching for the last character of one (a newline
+    or `>`), not by looking behind every character: fast however long the line."""
+    if pos == 0:
+        return 0
+    search = pos - 1
+    while (hit := _LINE_END_LAST.search(text, search)) is not None:
+        end = hit.end()
+        if hit[0] == "\n" or text.endswith(_THINK_TAGS, 0, end):
+            return end
+        search = end
+    return -1
 
 
 def _seam(text: str, pos: int) -> Candidate | None:

@@ -6,7 +6,7 @@ back rule lets out are ready to send. At the end the assembled completion is the
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
@@ -127,7 +127,7 @@ class LiveTurn:
             inner = error.get("error") if isinstance(error.get("error"), dict) else error
             code = inner.get("code") if isinstance(inner, dict) else None
             status = code if isinstance(code, int) and 400 <= code < 600 else 502
-            return from_upstream(status, orjson.dumps(error), {})
+            return from_upstream(status, _written(error), {})
         if self._not_json is not None:
             return ProxyError(502, "The upstream's stream holds an event that is not JSON: "
                               f"{self._not_json.decode('utf-8', 'replace')!r}.",
@@ -136,3 +136,12 @@ class LiveTurn:
             return stream_cut("broke off in the middle of an event" if cut
                               else "ended without [DONE]")
         return UpstreamReply(200, {}, b"", parsed=self.assembler.completion())
+
+
+def _written(error: dict[str, Any]) -> bytes:
+    """An upstream's error event written back for `from_upstream`; nothing (the status tells)
+    when the event nests deeper than orjson writes."""
+    try:
+        return orjson.dumps(error)
+    except TypeError:  # orjson.JSONEncodeError: nested past the 254 levels orjson writes
+        return b""

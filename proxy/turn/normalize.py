@@ -113,10 +113,21 @@ def _clean_usage(usage: Any) -> dict[str, Any] | None:
     return clean
 
 
+def _object_text(value: Any, repair: str) -> tuple[str | None, str | None]:
+    """A decoded object written back as JSON text, with the repair that needed it; or no
+    text and why, when orjson cannot write it (nested past the 254 levels it writes): then
+    no call is made of it, as the extraction engine does with such a value written as text."""
+    try:
+        return orjson.dumps(value).decode(), repair
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return None, "unserialisable_arguments"
+
+
 def _native_arguments(raw: Any) -> tuple[str | None, str | None]:
-    """A parsed call's arguments as a JSON-object string, and the repair applied (if any)."""
+    """A parsed call's arguments as a JSON-object string, and the repair applied (if any);
+    no string when they are not an object, and then (if known) why."""
     if isinstance(raw, dict):
-        return orjson.dumps(raw).decode(), "arguments_as_object"
+        return _object_text(raw, "arguments_as_object")
     if raw is None or (isinstance(raw, str) and raw.strip() in ("", "null")):
         return "{}", "empty_arguments"
     if not isinstance(raw, str):
@@ -129,7 +140,7 @@ def _native_arguments(raw: Any) -> tuple[str | None, str | None]:
         except NotJson:
             return None, None
         if isinstance(value, dict):
-            return orjson.dumps(value).decode(), "invalid_json_arguments"
+            return _object_text(value, "invalid_json_arguments")
     if isinstance(value, dict):
         return raw, None
     if isinstance(value, str):  # double-encoded: a JSON string holding the object
@@ -138,7 +149,7 @@ def _native_arguments(raw: Any) -> tuple[str | None, str | None]:
         except NotJson:
             return None, None
         if isinstance(inner, dict):
-            return orjson.dumps(inner).decode(), "double_encoded_arguments"
+            return _object_text(inner, "double_encoded_arguments")
     return None, None
 
 
@@ -182,7 +193,8 @@ def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
             continue
         arguments, repair = _native_arguments(function.get("arguments"))
         if arguments is None:
-            reason = "cut_by_length" if finish == "length" else "arguments_not_object"
+            reason = ("cut_by_length" if finish == "length"
+                      else repair or "arguments_not_object")
             outcome.left_as_text.append(TextLeft("native", reason, name))
             continue
         if repair:
@@ -373,14 +385,19 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
 
 
 def _clean_tokens(tokens: Any, top: bool = True) -> list[dict[str, Any]] | None:
-    """Token log-probabilities with only OpenAI's fields (vLLM adds its own)."""
+    """Token log-probabilities with only OpenAI's fields (vLLM adds its own), each of its
+    type or null (a value of another shape, nested deep, would not be written back)."""
     if not isinstance(tokens, list):
         return None
     clean = []
     for item in tokens:
         if not isinstance(item, dict):
             continue
-        entry = {key: item.get(key) for key in ("token", "logprob", "bytes")}
+        token, logprob, raw = item.get("token"), item.get("logprob"), item.get("bytes")
+        entry = {"token": token if isinstance(token, str) else None,
+                 "logprob": logprob if isinstance(logprob, (int, float)) else None,
+                 "bytes": raw if isinstance(raw, list) and all(
+                     isinstance(b, int) for b in raw) else None}
         if top:
             entry["top_logprobs"] = _clean_tokens(item.get("top_logprobs"), top=False) or []
         clean.append(entry)

@@ -10,6 +10,7 @@ import orjson
 
 from ..config import Config
 from ..errors import ProxyError
+from ..json_depth import MAX_DEPTH, deep_path, deeper_than
 from ..routing import conversation_key
 from ..toolcalls.repair import loads as exact_loads
 from .compat import rewrite_request
@@ -65,18 +66,35 @@ def _bad_request(message: str, param: str | None, code: str = "invalid_request")
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The request body as a JSON object, or a 400 saying what is wrong with it. Integers
     past 64 bits keep their exact value (`seed: 10**30` reaches upstream as written, never
-    as the float orjson alone would make of it)."""
+    as the float orjson alone would make of it); a body nested deeper than MAX_DEPTH is
+    refused before it is decoded (orjson would read it, then fail to write it on)."""
     try:
-        body = exact_loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _bad_request(f"The request body is not valid UTF-8: {exc}", None,
                            "invalid_json") from None
+    if deeper_than(raw):
+        raise _too_deep(text)
+    try:
+        body = exact_loads(text)
     except orjson.JSONDecodeError as exc:
         raise _bad_request(f"The request body is not valid JSON: {exc}", None,
                            "invalid_json") from None
     if not isinstance(body, dict):
         raise _bad_request("The request body must be a JSON object.", None, "invalid_json")
     return body
+
+
+def _too_deep(text: str) -> ProxyError:
+    """The 400 for a body nested past MAX_DEPTH, naming where when the parser can read it."""
+    try:
+        where = deep_path(orjson.loads(text))
+    except orjson.JSONDecodeError:
+        where = ""
+    at = f" (at {where})" if where else ""
+    return _bad_request(f"The request body nests arrays and objects more than {MAX_DEPTH} "
+                        f"levels deep{at}; at most {MAX_DEPTH} are accepted.",
+                        where.removesuffix("…") or None, "json_too_deep")
 
 
 def _tool_schemas(tools: list[Any]) -> dict[str, dict[str, Any]]:
@@ -110,6 +128,21 @@ def _chosen_function(tool_choice: Any, schemas: dict[str, Any]) -> str | None:
         raise _bad_request(f"tool_choice names {name!r}, which is not among the tools.",
                            "tool_choice")
     return name
+
+
+def _check_messages(messages: list[Any]) -> None:
+    """The parts of each message the proxy reads (its role, its calls) of the right type: a
+    400 naming the field, as upstream would answer, before the proxy relies on them."""
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _bad_request(f"messages[{i}] must be an object.", f"messages[{i}]")
+        if not isinstance(message.get("role"), str):
+            raise _bad_request(f"messages[{i}].role must be a string.", f"messages[{i}].role")
+        calls = message.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list)
+                                      and all(isinstance(call, dict) for call in calls)):
+            raise _bad_request(f"messages[{i}].tool_calls must be a list of objects.",
+                               f"messages[{i}].tool_calls")
 
 
 def count_tool_calls(messages: list[Any]) -> int:
@@ -162,6 +195,7 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise _bad_request("messages must be a list.", "messages")
+    _check_messages(messages)
     tools = body.get("tools") if isinstance(body.get("tools"), list) else []
     schemas = _tool_schemas(tools)
     tool_choice = body.get("tool_choice") if schemas else None

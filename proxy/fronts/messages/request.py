@@ -308,7 +308,7 @@ def _thinking(raw: Any, body: dict[str, Any], switch: str) -> None:
     if raw is None:
         return
     kind = raw.get("type") if isinstance(raw, dict) else None
-    if kind not in _THINKING_ON:
+    if not isinstance(kind, str) or kind not in _THINKING_ON:
         raise bad_request("thinking.type: expected 'enabled', 'adaptive' or 'disabled'.",
                           "thinking.type")
     if switch:

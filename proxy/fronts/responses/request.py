@@ -102,7 +102,7 @@ class _Conversation:
         self.messages: list[dict[str, Any]] = []
 
     def message(self, item: dict[str, Any], where: str) -> None:
-        role = ROLES.get(item.get("role"))  # type: ignore[arg-type]
+        role = ROLES.get(item["role"]) if isinstance(item.get("role"), str) else None
         if role is None:
             raise bad(f"{where}.role must be one of {', '.join(ROLES)}.", f"{where}.role")
         content = content_of(item.get("content"), f"{where}.content",

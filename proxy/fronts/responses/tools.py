@@ -180,11 +180,25 @@ def read_tool_choice(choice: Any, toolset: Toolset) -> Any:
         if mode not in ("auto", "required") or not isinstance(allowed, list):
             raise bad("tool_choice allowed_tools needs mode 'auto' or 'required' and a list "
                       "of tools.", "tool_choice")
-        toolset.only({flat_name(t.get("name", ""), t.get("namespace"))
-                      for t in allowed if isinstance(t, dict) and isinstance(t.get("name"), str)})
+        toolset.only(_allowed_names(allowed))
         return mode
     raise bad(f"tool_choice {kind!r} names a hosted tool, which a chat completions server "
               "cannot run.", "tool_choice")
+
+
+def _allowed_names(allowed: list[Any]) -> set[str]:
+    """The chat names of the tools `allowed_tools` lists (a hosted tool, without a name, is
+    skipped: it is never offered)."""
+    names = set()
+    for i, tool in enumerate(allowed):
+        where = f"tool_choice.tools[{i}]"
+        if not isinstance(tool, dict):
+            raise bad(f"{where} must be an object.", where)
+        name = _text(tool.get("name"), f"{where}.name")
+        namespace = _text(tool.get("namespace"), f"{where}.namespace")
+        if name is not None:
+            names.add(flat_name(name, namespace))
+    return names
 
 
 def custom_input(arguments: str) -> str:

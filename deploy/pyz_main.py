@@ -1,0 +1,108 @@
+"""The single file's `__main__` (written into toolcall-proxy.pyz in place of shiv's own by
+`deploy/pyz_finish.py`), read from the archive itself: it runs only code the file unpacked.
+
+shiv unpacks the file once per build into `<root>/toolcall-proxy.pyz_<build id>/` and then
+runs what that folder holds (its `.pth` files, the preamble, the proxy). The build id is
+public, so on a root other users can write to (a shared `SHIV_ROOT`) one of them could make
+that folder first, with code of theirs in it. Before shiv's bootstrap looks inside, the
+folder is unpacked here with a private umask and must be a directory owned by this user (or
+root) that no group or other user can write to, in a root where no one else can swap it
+(not writable by others, or sticky like /tmp); else one line on stderr and exit status 2.
+The default root, ~/.shiv, is kept private (0700).
+
+Parsable by Python 3.7 (no walrus, no f-string `=`): an old Python reaches the preamble's
+one-line message, not a SyntaxError.
+"""
+
+from __future__ import annotations  # (3.7: annotations are not evaluated)
+
+import os
+import stat
+import sys
+import zipfile
+from pathlib import Path
+from typing import NoReturn
+
+import _bootstrap
+from _bootstrap.environment import Environment
+
+TRUSTED_OWNERS = (os.geteuid(), 0)
+
+
+def refuse(message: str) -> NoReturn:
+    """One line on stderr, exit status 2."""
+    print("toolcall-proxy: " + message, file=sys.stderr)
+    raise SystemExit(2)
+
+
+def unsafe_folder(path: Path) -> str | None:
+    """Why code in `path` may have been put there by someone else (None: it may not)."""
+    try:
+        info = os.lstat(str(path))
+    except FileNotFoundError:
+        return "is missing"
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a directory"
+    if info.st_uid not in TRUSTED_OWNERS:
+        return "is owned by another user"
+    if info.st_mode & 0o022:
+        return "is writable by its group or by others"
+    return None
+
+
+def unsafe_root(root: Path) -> str | None:
+    """Why others could replace a folder in `root` (None: they cannot)."""
+    info = os.stat(str(root))
+    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        return "is writable by others and not sticky: they could replace what is unpacked there"
+    return None
+
+
+def private_root(root: Path, default: bool) -> None:
+    """The root, made if missing (0700); the default one (~/.shiv) kept 0700."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if default:
+        info = os.stat(str(root))
+        if info.st_uid == os.geteuid() and info.st_mode & 0o077:
+            os.chmod(str(root), 0o700)
+
+
+def unpack(archive: zipfile.ZipFile, env: Environment, target: Path) -> None:
+    """Unpack the file's site-packages into `target` (when not there yet), with a private
+    umask: what shiv then reads is this user's alone."""
+    site_packages = target / "site-packages"
+    if site_packages.exists() and not env.force_extract:
+        return
+    mask = os.umask(0o077)
+    try:
+        _bootstrap.extract_site_packages(archive, target, env.compile_pyc,
+                                         env.compile_workers, env.force_extract)
+    except OSError as error:
+        refuse(f"cannot unpack into {target}: {error.strerror or error}")
+    finally:
+        os.umask(mask)
+    os.environ.pop(Environment.FORCE_EXTRACT, None)  # unpacked: shiv must not do it again
+
+
+def refuse_unless_safe(path: Path, why: str | None, advice: str = "remove it, or ") -> None:
+    """Exit when `why` (a reason `path` is not safe) is given."""
+    if why:
+        refuse(f"will not run code from {path}, which {why}; {advice}set SHIV_ROOT to a "
+               "directory of your own")
+
+
+def checked_folder() -> Path:
+    """The folder shiv will run, unpacked and checked (or exit saying why not)."""
+    with zipfile.ZipFile(sys.argv[0]) as archive:
+        env = Environment.from_json(archive.read("environment.json").decode())
+        target = _bootstrap.cache_path(archive, env.root, env.build_id)
+        private_root(target.parent, default=not env.root)
+        refuse_unless_safe(target.parent, unsafe_root(target.parent), advice="")
+        unpack(archive, env, target)
+    for path in (target, target / "site-packages"):
+        refuse_unless_safe(path, unsafe_folder(path))
+    return target
+
+
+checked_folder()
+_bootstrap.bootstrap()
