@@ -199,7 +199,9 @@ def test_a_stream_that_has_begun_is_never_sent_again(fakes, start):
     for fake in fakes:
         fake.answer(Answer(chunks=vllm_stream_chunks("Reading the file now, then more."),
                            cut_after=3))
-    proxy = start([fake.url for fake in fakes], stream_mode="stream")
+    # The text flows live at once (no template that may open thinking holds it).
+    proxy = start([fake.url for fake in fakes], stream_mode="stream",
+                  thinking_opened_by_template="false")
     response = requests.post(proxy.url + "/v1/chat/completions", timeout=20, json={
         "model": "qwen", "stream": True, "tools": TOOLS,
         "messages": [{"role": "user", "content": "hi"}]})

@@ -110,8 +110,10 @@ class _Counted(list):
 def test_an_upstream_event_past_the_limit_ends_the_clients_stream_before_it_is_read(
         fake, start_proxy):
     limit = 1 << 20
+    # `thinking_opened_by_template: false`: the prose flows live at once (a template that may
+    # open thinking would hold it until a closer or the end).
     proxy = start_proxy(stream_mode="stream", max_upstream_body_bytes=limit,
-                        commit_window_seconds=0.05)
+                        commit_window_seconds=0.05, thinking_opened_by_template="false")
     # Prose first (the client's stream begins), then an event of 4 MB in 64 KB pieces; the
     # upstream stops after 2 MB of it, until the proxy hangs up (or for two minutes).
     huge = _chunk({"content": "x" * (4 << 20)})
@@ -129,9 +131,10 @@ def test_an_upstream_event_past_the_limit_ends_the_clients_stream_before_it_is_r
             events.append(data)
             if data == b"[DONE]":
                 break
-    # The proxy hung up while the upstream was paused mid-event: nothing after it was sent.
+    # The proxy hung up before the upstream's pause ended (at the limit, or while the upstream
+    # was paused mid-event, as the socket's buffers decide): nothing after the pause was sent.
     assert fake.first_disconnect(within=20) is not None
-    assert chunks.given == paused_after + 1
+    assert chunks.given <= paused_after + 1
     errors = [orjson.loads(e)["error"] for e in events if e.startswith(b'{"error"')]
     assert [e["code"] for e in errors] == ["upstream_too_large"]
     assert "is larger than max_upstream_body_bytes" in errors[0]["message"]
