@@ -249,3 +249,40 @@ def test_over_http_a_template_opened_thinking_flows_live_as_reasoning(fake, star
                                                tools=TOOLS).choices[0].message
     assert (message.model_extra["reasoning_content"], message.content) == (
         "The user wants 2+2; that is simple arithmetic, four.", "It is 4.")
+
+
+@pytest.mark.integration
+def test_auto_learns_from_a_finished_answer_without_a_closer_that_text_may_flow_live(
+        fake, start_proxy):
+    """`auto`: once a model finished an answer with no closer, its template opens no block:
+    its text flows live in the streamed mode, and a later lone closer is the answer's text
+    (in both modes alike)."""
+    messages = [{"role": "user", "content": "Hi?"}]
+    streamed = start_proxy(stream_mode="stream").client()
+    text = "Hello there, friend. How can I help?"
+    fake.answer(vllm_answer(vllm_completion(text)))  # the first: nothing learned yet
+    first = streamed.chat.completions.create(model="m", messages=messages, tools=TOOLS,
+                                             stream=True)
+    assert "".join(_delta(c).get("content") or "" for c in first) == text
+    answer, resume = _paused_after(vllm_stream_of(vllm_completion(text), size=5), "friend")
+    fake.answer(answer)
+    try:
+        reader = Reader(streamed.chat.completions.create(model="m", messages=messages,
+                                                         tools=TOOLS, stream=True))
+        live = reader.next_where(lambda chunk: "Hello" in (_delta(chunk).get("content") or ""))
+        assert live is not None
+        assert not resume.is_set()  # the text flowed while upstream was still writing
+    finally:
+        resume.set()
+    reader.rest()
+
+    buffered = start_proxy().client()
+    fake.answer(vllm_answer(vllm_completion("Sure.")))
+    buffered.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+    fake.answer(vllm_answer(vllm_completion("Plan it.\n</think>\n\nIt is sunny.")))
+    later = buffered.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+    # Learned plain: a lone closer later is the answer's words, not thinking.
+    assert later.choices[0].message.content == "Plan it.\n</think>\n\nIt is sunny."
+    fake.answer(vllm_answer(vllm_completion("Plan it.\n</think>\n\nIt is sunny.")))
+    other = buffered.chat.completions.create(model="fresh", messages=messages, tools=TOOLS)
+    assert other.choices[0].message.content == "It is sunny."  # another model: the rule holds

@@ -20,7 +20,7 @@ from ..turn.context_window import with_max_tokens
 from ..turn.core import Answer, Decision, decide
 from ..turn.live import LiveTurn, written
 from ..turn.plan import TurnPlan
-from ..turn.thinking import LONE, ThinkingMemory
+from ..turn.thinking import LONE, OPENED, ThinkingMemory
 from .clients import client_gone
 from .replicas import RETRY_STATUSES, Route, affinity_key
 from .upstream import StreamEnd, Timeouts, Unreached, UpstreamCall, UpstreamStream
@@ -113,21 +113,40 @@ class Driver:
 
 
 def with_thinking_seen(plan: TurnPlan, memory: ThinkingMemory) -> TurnPlan:
-    """`plan`, its model known (`thinking_opened_by_template: auto`) to open thinking in its
-    template when it was seen closing a lone block before: a cut output is all thinking."""
+    """`plan` with what `thinking_opened_by_template: auto` learned of its model: seen closing
+    a lone block before, its template opens thinking (a cut output is all thinking); seen
+    finishing answers with no closer, it opens none (its text is the answer's, and flows live
+    in the streamed mode, as with `false`)."""
     rule = plan.extraction.thinking
-    if not rule.learns or rule.cut_opened or not memory.knows(plan.model):
+    if not rule.learns:
         return plan
-    extraction = replace(plan.extraction, thinking=replace(rule, cut_opened=True))
-    return replace(plan, extraction=extraction)
+    if memory.knows(plan.model):
+        if rule.cut_opened:
+            return plan
+        rule = replace(rule, cut_opened=True)
+    elif memory.answers_plainly(plan.model):
+        rule = replace(rule, lone_close=False)
+    else:
+        return plan
+    return replace(plan, extraction=replace(plan.extraction, thinking=rule))
+
+
+_FINISHED = frozenset({"stop", "tool_calls"})  # an answer the model ended itself
 
 
 def learn_thinking(plan: TurnPlan, decision: Decision, memory: ThinkingMemory) -> None:
-    """Remember the model when its answer closed a template-opened block (`auto`)."""
+    """Remember the model when its answer closed a template-opened block, or when it
+    finished an answer with no closer at all (`auto`; a request that switched thinking off
+    teaches nothing: its rule does not learn)."""
     outcome = decision.outcome
-    if (plan.extraction.thinking.learns and outcome is not None
-            and any(r.format == "content" and r.repair == LONE for r in outcome.repairs)):
+    if not plan.extraction.thinking.learns or outcome is None:
+        return
+    found = {r.repair for r in outcome.repairs if r.format == "content"}
+    if LONE in found:
         memory.learn(plan.model)
+    elif (plan.extraction.thinking.lone_close and OPENED not in found
+          and outcome.finish_before and all(f in _FINISHED for f in outcome.finish_before)):
+        memory.learn_plain(plan.model)
 
 
 class TurnResponse:

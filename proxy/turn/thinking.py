@@ -94,24 +94,38 @@ def thinking_switched_off(body: Any) -> bool:
 
 
 class ThinkingMemory:
-    """The models seen closing a template-opened block (a lone closer), for `auto`: held by
-    the app, per process (each worker learns for itself), at most `size` models."""
+    """What `auto` learned of each model's template, per process (each worker learns for
+    itself), at most `size` models of each kind: the models seen closing a template-opened
+    block (a lone closer: `knows`), and those seen finishing an answer with no closer at all
+    (`answers_plainly`: the template opens no block, so their text may flow live)."""
 
     def __init__(self, size: int = 1024) -> None:
         self._seen: dict[str, None] = {}
+        self._plain: dict[str, None] = {}
         self._size = size
 
     def knows(self, model: str) -> bool:
         """Whether `model` was seen closing a lone block."""
         return model in self._seen
 
+    def answers_plainly(self, model: str) -> bool:
+        """Whether `model` was seen finishing an answer with no closer (and never one)."""
+        return model in self._plain and model not in self._seen
+
     def learn(self, model: str) -> None:
         """`model` closed a lone block (the oldest model is forgotten past `size`)."""
-        if model in self._seen:
+        self._remember(self._seen, model)
+
+    def learn_plain(self, model: str) -> None:
+        """`model` finished an answer without closing a template-opened block."""
+        self._remember(self._plain, model)
+
+    def _remember(self, models: dict[str, None], model: str) -> None:
+        if model in models:
             return
-        if len(self._seen) >= self._size:
-            self._seen.pop(next(iter(self._seen)), None)
-        self._seen[model] = None
+        if len(models) >= self._size:
+            models.pop(next(iter(models)), None)
+        models[model] = None
 
 
 def answer_thinking(content: str, rule: ThinkingRule, finish: str | None = None,
