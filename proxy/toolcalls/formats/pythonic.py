@@ -19,7 +19,8 @@ from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
 from ..framing import Openers
-from ..repair import NotLiteral, join_surrogate_pairs, literal_value, parse_expression
+from ..repair.python_literal import NotLiteral, literal_value, parse_expression
+from ..repair.regexes import join_surrogate_pairs
 from ..scan import Document
 from ..types import Frame
 

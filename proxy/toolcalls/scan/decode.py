@@ -10,7 +10,7 @@ import re
 import orjson
 
 from ...bulk_decode import loads
-from ..repair import PY_NAMES_AS_JSON
+from ..repair.regexes import PY_NAMES_AS_JSON
 from .budget import Budget
 
 _PY_WORD = re.compile(r"(?:True|False|None)\b")
