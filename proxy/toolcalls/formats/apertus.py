@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, json_frame, json_run, reshaped
+from ..framing import OpenerMatches, json_frame, json_run, reshaped
 from ..scan import Document
 from ..types import Frame
 
@@ -56,7 +56,7 @@ def _list_without_close(doc: Document, start: int, body: int) -> Frame | None:
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tools_prefix|>` list, to its suffix (or to the end of the output)."""
-    openers = Openers(doc, _OPENER, _OPEN)
+    openers = OpenerMatches(doc, _OPENER, _OPEN)
     for match in openers:
         start = match.start()
         body = doc.skip_space(match.end())

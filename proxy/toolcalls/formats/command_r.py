@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import Openers, at_line_start, json_frame, reshaped
+from ..framing import OpenerMatches, at_line_start, json_frame, reshaped
 from ..markup import edges
 from ..scan import Document
 from ..types import Frame
@@ -61,7 +61,7 @@ def _frames(doc: Document, pattern: re.Pattern[str], marker: str, offset: int,
             ) -> Iterator[Frame]:
     text = doc.text
     token = offset == 1  # the special token, else the `Action:` fence
-    openers = Openers(doc, pattern, marker, offset=offset, keep_backticked=True)
+    openers = OpenerMatches(doc, pattern, marker, offset=offset, keep_backticked=True)
     for match in openers:
         start = match.start()
         if not token and not at_line_start(text, start):

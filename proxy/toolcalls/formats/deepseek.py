@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, section_call_end
+from ..framing import OpenerMatches, section_call_end
 from ..scan import Document
 from ..types import Frame
 
@@ -59,7 +59,7 @@ _SECTION_END = re.compile(r"\s*+" + _token("tool calls end"))
 def _calls_without_begin_token(doc: Document) -> Iterator[Frame]:
     """Calls written without their `tool▁call▁begin`, inside a section."""
     text = doc.text
-    openers = Openers(doc, _BARE_HEAD, "function")
+    openers = OpenerMatches(doc, _BARE_HEAD, "function")
     for match in openers:
         start = match.start()
         before = _BARE_AFTER.search(text, max(0, start - 40), start)
@@ -90,7 +90,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 def _calls_with_begin_token(doc: Document) -> Iterator[Frame]:
     """Each `tool▁call▁begin … tool▁call▁end` call with its JSON arguments."""
     text = doc.text
-    openers = Openers(doc, _HEAD, _BEGIN_MARKERS, offset=2)  # after `<｜` or `<|`
+    openers = OpenerMatches(doc, _HEAD, _BEGIN_MARKERS, offset=2)  # after `<｜` or `<|`
     for match in openers:
         start = match.start()
         section = _SECTION_BEGIN.search(text, max(openers.taken_to, start - 40), start)

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import orjson
 
-from ..framing import Openers, at_line_start, next_or_end
+from ..framing import OpenerMatches, at_line_start, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -58,7 +58,7 @@ def _is_envelope(payload: str) -> bool:
 def find_frames(doc: Document) -> Iterator[Frame]:
     """The call opening the content, then each `>>>NAME` call where one may stand."""
     text = doc.text
-    openers = Openers(doc, _NEXT, ">>>", keep_backticked=True)
+    openers = OpenerMatches(doc, _NEXT, ">>>", keep_backticked=True)
     first = _FIRST.match(text)
     if first is not None and first[1] != "all" and doc.spend():
         frame = _call_frame(doc, doc.skip_space(0), first[1], first.end())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers
+from ..framing import OpenerMatches
 from ..scan import Document
 from ..types import Frame
 
@@ -54,7 +54,7 @@ def _arguments(doc: Document, pos: int) -> tuple[list[tuple[str, str]], int] | N
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<start_function_call>call:NAME{…}<end_function_call>`."""
     text = doc.text
-    openers = Openers(doc, _HEAD, _OPEN)
+    openers = OpenerMatches(doc, _HEAD, _OPEN)
     for match in openers:
         read = _arguments(doc, match.end())
         if read is None:

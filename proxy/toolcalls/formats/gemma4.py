@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..framing import Openers, ends_or_opens, next_or_end
+from ..framing import OpenerMatches, ends_or_opens, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -113,7 +113,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call>call:NAME{…}<tool_call|>`."""
     text = doc.text
     reader = _Reader(text)
-    openers = Openers(doc, _HEAD, _OPEN)
+    openers = OpenerMatches(doc, _HEAD, _OPEN)
     for match in openers:
         start = match.start()
         read = reader.object(match.end(), 1)

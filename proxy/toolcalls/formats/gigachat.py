@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import Openers, invoke_frames, invoke_grammar, json_frame, outermost
+from ..framing import OpenerMatches, invoke_frames, invoke_grammar, json_frame, outermost
 from ..scan import Document
 from ..types import Frame
 
@@ -40,7 +40,7 @@ _EOS = re.compile(r"\s*+</s>")
 def _json_calls(doc: Document) -> Iterator[Frame]:
     text = doc.text
     for pattern, marker, offset in _OPENERS:
-        openers = Openers(doc, pattern, marker, offset=offset)
+        openers = OpenerMatches(doc, pattern, marker, offset=offset)
         for match in openers:
             start = match.start()
             if offset > 1:  # the role header: its message separator goes with it

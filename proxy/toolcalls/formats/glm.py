@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, unsure_frame
+from ..framing import OpenerMatches, unsure_frame
 from ..markup import edges
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end
@@ -114,7 +114,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<tool_call>NAME` followed by `<arg_key>`/`<arg_value>` pairs."""
     text = doc.text
     tail = _tail(doc)
-    openers = Openers(doc, _OPENER, _OPEN)
+    openers = OpenerMatches(doc, _OPENER, _OPEN)
     sure: set[int] = set()  # see _leaves_a_close
     for match in openers:
         start = match.start()

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import Openers, at_line_start, json_frame
+from ..framing import OpenerMatches, at_line_start, json_frame
 from ..scan import Document
 from ..types import Frame
 
@@ -30,7 +30,7 @@ _LINE_END = re.compile(r"[ \t]*+(?:\r?\n|\Z)")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<function_call>` with its JSON call object."""
     text = doc.text
-    openers = Openers(doc, _OPENER, _OPEN, keep_backticked=True)
+    openers = OpenerMatches(doc, _OPENER, _OPEN, keep_backticked=True)
     for match in openers:
         start = match.start()
         cursor = openers.taken_to

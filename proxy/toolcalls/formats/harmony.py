@@ -18,7 +18,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
-from ..framing import Openers, next_or_end
+from ..framing import OpenerMatches, next_or_end
 from ..scan import Document
 from ..types import Frame
 
@@ -59,7 +59,7 @@ def _function_name(written: str, tools: frozenset[str]) -> tuple[str, tuple[str,
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `to=functions.NAME … {arguments}` call, with the header tokens around it."""
     text = doc.text
-    openers = Openers(doc, _HEAD, _ANCHOR)
+    openers = OpenerMatches(doc, _HEAD, _ANCHOR)
     for match in openers:
         start = match.start()
         name, repairs = _function_name(match[1], doc.tools)

@@ -13,7 +13,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
-from ..framing import Openers, cut_list_head, joined, json_run, next_or_end, whole_values
+from ..framing import OpenerMatches, cut_list_head, joined, json_run, next_or_end, whole_values
 from ..scan import Document
 from ..types import Frame
 
@@ -36,7 +36,7 @@ _MAX_ORPHAN_MISSES = 64
 def _opened_frames(doc: Document) -> Iterator[Frame]:
     """Every `<tool_call>` whose payload is JSON, scanned JSON-aware to its close tag."""
     text = doc.text
-    openers = Openers(doc, _OPENER, _OPEN)
+    openers = OpenerMatches(doc, _OPENER, _OPEN)
     for match in openers:
         start = match.start()
         body = doc.skip_space(match.end())

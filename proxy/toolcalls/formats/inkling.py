@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import Openers, json_frame, reshaped
+from ..framing import OpenerMatches, json_frame, reshaped
 from ..scan import Document
 from ..types import Frame
 
@@ -36,7 +36,7 @@ def _call(value: Any, header: re.Match[str] | None) -> dict[str, Any] | None:
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each tool message's JSON payload, with its header, to `<|end_message|>`."""
     text = doc.text
-    openers = Openers(doc, _OPENER, MARKERS[0], offset=1)
+    openers = OpenerMatches(doc, _OPENER, MARKERS[0], offset=1)
     for match in openers:
         start = match.start()
         header = _HEADER.search(text, max(openers.taken_to, start - 240), start)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, next_or_end, section_call_end
+from ..framing import OpenerMatches, next_or_end, section_call_end
 from ..scan import Document
 from ..types import Frame
 
@@ -31,7 +31,7 @@ _SECTION_END = re.compile(r"\s*+<\|tool_calls_section_end\|>")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call_begin|>` call with its JSON arguments."""
     text = doc.text
-    openers = Openers(doc, _HEAD, _OPEN, keep_backticked=True)
+    openers = OpenerMatches(doc, _HEAD, _OPEN, keep_backticked=True)
     for match in openers:
         start = match.start()
         section = _SECTION_BEGIN.search(text, max(openers.taken_to, start - 40), start)

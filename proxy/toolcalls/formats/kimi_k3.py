@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ..framing import Openers, section_start, unsure_frame
+from ..framing import OpenerMatches, section_start, unsure_frame
 from ..markup import edges
 from ..scan import Document
 from ..text_values import Tail, ValueTags, stray_tags, value_end
@@ -122,7 +122,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     text = doc.text
     in_section = False
     tail = _tail(doc)
-    openers = Openers(doc, _CALL, MARKERS[0], offset=1, keep_backticked=True)
+    openers = OpenerMatches(doc, _CALL, MARKERS[0], offset=1, keep_backticked=True)
     for match in openers:
         start = section_start(doc, _SECTION_OPEN, match.start(), openers.taken_to, in_section)
         if start is None:

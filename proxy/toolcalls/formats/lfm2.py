@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, json_frame
+from ..framing import OpenerMatches, json_frame
 from ..scan import Document
 from ..types import Frame
 from .pythonic import wrapped_list
@@ -30,7 +30,7 @@ _JSON_CLOSE = re.compile(r"\s*+" + re.escape(_CLOSE))
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call_start|>` list, JSON or pythonic, to its end token."""
     text = doc.text
-    openers = Openers(doc, _OPENER, MARKERS[0], offset=1)
+    openers = OpenerMatches(doc, _OPENER, MARKERS[0], offset=1)
     for match in openers:
         start, body = match.start(), match.end()
         if text.startswith("[", body) and not text.startswith("{", doc.skip_space(body + 1)):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, next_or_end, outermost, whole_values
+from ..framing import OpenerMatches, next_or_end, outermost, whole_values
 from ..scan import Document
 from ..types import Frame
 from .pythonic import list_frame
@@ -60,7 +60,7 @@ def _as_json_list(text: str, spans: list[tuple[int, int]]) -> str:
 
 def _tagged_calls(doc: Document) -> Iterator[Frame]:
     text = doc.text
-    openers = Openers(doc, _TAGGED, _TAG, keep_backticked=True)
+    openers = OpenerMatches(doc, _TAGGED, _TAG, keep_backticked=True)
     for match in openers:
         start = match.start()
         spans, end, unbalanced = _objects_by_semicolons(doc, doc.skip_space(match.end()))
@@ -87,7 +87,7 @@ def _tagged_calls(doc: Document) -> Iterator[Frame]:
 def _built_in_call(doc: Document) -> Iterator[Frame]:
     """A built-in tool's `NAME.call(…)` after the tag, closing the content."""
     text = doc.text
-    for match in Openers(doc, _BUILT_IN, _TAG):
+    for match in OpenerMatches(doc, _BUILT_IN, _TAG):
         end = _CALL_END.search(text, match.end())
         if end is not None:
             source = f"[{match[1]}{text[match.end():end.start() + 1]}]"
@@ -113,7 +113,7 @@ def _semicolon_separated_content(doc: Document) -> Iterator[Frame]:
 
 def _function_tag_calls(doc: Document) -> Iterator[Frame]:
     text = doc.text
-    openers = Openers(doc, _FUNCTION, _FUNCTION_OPENS)
+    openers = OpenerMatches(doc, _FUNCTION, _FUNCTION_OPENS)
     for match in openers:
         start = match.start()
         name = match[1] or match[2]

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import Openers, section_start, unsure_frame
+from ..framing import OpenerMatches, section_start, unsure_frame
 from ..scan import Document
 from ..schema import coerce
 from ..types import Frame
@@ -119,7 +119,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each namespaced invoke inside a `<tool_call>` block."""
     text = doc.text
     in_block = False
-    openers = Openers(doc, _INVOKE, _NS, keep_backticked=True)
+    openers = OpenerMatches(doc, _INVOKE, _NS, keep_backticked=True)
     for match in openers:
         start = section_start(doc, _BLOCK_OPEN, match.start(), openers.taken_to, in_block)
         if start is None:

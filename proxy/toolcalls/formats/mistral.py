@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import Openers, at_line_start, json_frame
+from ..framing import OpenerMatches, at_line_start, json_frame
 from ..scan import Document
 from ..types import Frame
 
@@ -37,7 +37,7 @@ _SENTENCE_END = re.compile(r"[.!?。！？…][ \t]*+\Z")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `[TOOL_CALLS]` with its JSON list of calls, or its NAME[ARGS]{arguments}."""
     text = doc.text
-    openers = Openers(doc, _OPENER, _OPEN)
+    openers = OpenerMatches(doc, _OPENER, _OPEN)
     for match in openers:
         start = match.start()
         body = doc.skip_space(match.end())

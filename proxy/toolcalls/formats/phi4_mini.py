@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, json_frame
+from ..framing import OpenerMatches, json_frame
 from ..scan import Document
 from ..types import Frame
 
@@ -21,7 +21,7 @@ _OPENER = re.compile(r"functools(?=\[\s*+[{\]])")  # literal first: the regex sk
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `functools` followed by a JSON array of calls."""
     text = doc.text
-    openers = Openers(doc, _OPENER, _OPEN)
+    openers = OpenerMatches(doc, _OPENER, _OPEN)
     for match in openers:
         start = match.start()
         if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_."):

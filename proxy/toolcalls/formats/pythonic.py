@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
-from ..framing import Openers
+from ..framing import OpenerMatches
 from ..repair.python_literal import NotLiteral, literal_value, parse_expression
 from ..repair.regexes import join_surrogate_pairs
 from ..scan import Document
@@ -359,7 +359,7 @@ def wrapped_list(doc: Document, start: int, body: int, close: str, fmt: str = NA
 
 
 def _wrapped_lists(doc: Document) -> Iterator[Frame]:
-    openers = Openers(doc, _WRAPPED, _WRAP_START, keep_backticked=True)
+    openers = OpenerMatches(doc, _WRAPPED, _WRAP_START, keep_backticked=True)
     for match in openers:
         frame = wrapped_list(doc, match.start(), match.end(), _WRAP_END)
         yield frame
@@ -384,7 +384,7 @@ def _olmo_blocks(doc: Document) -> Iterator[Frame]:
     """OLMo 3's `<function_calls>` blocks; the closing tag may be missing when the calls
     close the content."""
     text = doc.text
-    openers = Openers(doc, _BLOCK_OPEN, _BLOCK, keep_backticked=True)
+    openers = OpenerMatches(doc, _BLOCK_OPEN, _BLOCK, keep_backticked=True)
     for match in openers:
         close = text.find(_BLOCK_END, match.end())
         closed = close >= 0

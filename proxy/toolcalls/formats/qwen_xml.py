@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, template_value, unsure_frame
+from ..framing import OpenerMatches, template_value, unsure_frame
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame
@@ -106,7 +106,7 @@ def _parameters(doc: Document, pos: int, tail: Tail, exact: bool = False,
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<function=NAME>` block with its parameters, and its `<tool_call>` wrapper if any."""
     text = doc.text
-    openers = Openers(doc, _FUNCTION, "<function=", keep_backticked=True)  # unless wrapped
+    openers = OpenerMatches(doc, _FUNCTION, "<function=", keep_backticked=True)  # unless wrapped
     for match in openers:
         start = match.start()
         wrapper = _WRAP_OPEN.search(text, max(openers.taken_to, start - 64), start)

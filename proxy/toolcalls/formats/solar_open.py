@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, PairGrammar, json_frame, outermost, pair_frames
+from ..framing import OpenerMatches, PairGrammar, json_frame, outermost, pair_frames
 from ..scan import Document
 from ..text_values import ValueTags, stray_tags
 from ..types import Frame
@@ -52,7 +52,7 @@ _ARGUMENTS = PairGrammar(
 def _json_calls(doc: Document) -> Iterator[Frame]:
     """Solar Open's calls: JSON arguments after the id and the name."""
     text = doc.text
-    openers = Openers(doc, _HEAD, _BEGIN[1:], offset=1)
+    openers = OpenerMatches(doc, _HEAD, _BEGIN[1:], offset=1)
     for match in openers:
         start = match.start()
         section = _SECTION_OPEN.search(text, max(openers.taken_to, start - 40), start)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, invoke_grammar, invoke_parameters, unsure_frame
+from ..framing import OpenerMatches, invoke_grammar, invoke_parameters, unsure_frame
 from ..scan import Document
 from ..text_values import Tail
 from ..types import Frame
@@ -56,7 +56,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `tool_call_begin … steptml:invoke … tool_call_end` call inside a section."""
     text = doc.text
     tail = _tail(doc)
-    openers = Openers(doc, _HEAD, _BEGIN_MARKERS, offset=2)
+    openers = OpenerMatches(doc, _HEAD, _BEGIN_MARKERS, offset=2)
     for head in openers:
         start = head.start()
         cursor = openers.taken_to

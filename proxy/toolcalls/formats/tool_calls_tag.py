@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 
 from ..framing import (
-    Openers,
+    OpenerMatches,
     cut_list_head,
     ends_or_opens,
     joined,
@@ -46,7 +46,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 def _blocks(doc: Document, tag: str, opener: re.Pattern[str], close_tag: re.Pattern[str],
             ) -> Iterator[Frame]:
     text = doc.text
-    openers = Openers(doc, opener, tag)
+    openers = OpenerMatches(doc, opener, tag)
     for match in openers:
         start = match.start()
         spans, stop, unbalanced = json_run(doc, match.end())

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, at_line_start, joined, json_run
+from ..framing import OpenerMatches, at_line_start, joined, json_run
 from ..scan import Document
 from ..types import Frame
 
@@ -42,7 +42,7 @@ _FENCE_CLOSE = re.compile(r"\s*+```")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each wrapper whose body is a sequence of JSON values (comma or space separated)."""
     text = doc.text
-    openers = Openers(doc, _OPENER, _OPENS if doc.has('"name"') else ("<tools>",))
+    openers = OpenerMatches(doc, _OPENER, _OPENS if doc.has('"name"') else ("<tools>",))
     for match in openers:
         start = match.start()
         tag = match[1] or match[2]
