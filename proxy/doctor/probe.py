@@ -12,6 +12,7 @@ import orjson
 
 from ..config import Config
 from ..toolcalls import FORMATS, extract
+from ..toolcalls.registry import SPECS
 from ..turn.core import Failure, UpstreamReply, decide
 from ..turn.normalize import split_thinking
 from ..turn.plan import TurnPlan, plan_turn
@@ -37,58 +38,12 @@ PROMPT = ("What is the weather in Paris right now? Use the get_weather tool to f
           "do not guess.")
 
 # The vLLM `--tool-call-parser` that reads each text format the proxy knows (None: no vLLM
-# parser does; the proxy recovers those calls from the text).
-VLLM_TOOL_PARSERS: dict[str, str | None] = {
-    "hermes": "hermes",
-    "qwen_xml": "qwen3_coder",
-    "glm": "glm45",
-    "tools_wrapper": None,
-    "tool_calls_tag": "jamba",
-    "granite": "granite",
-    "llama3": "llama3_json",
-    "mistral": "mistral",
-    "deepseek": "deepseek_v3",
-    "deepseek_dsml": "deepseek_v32",
-    "kimi_k2": "kimi_k2",
-    "minimax_m2": "minimax_m2",
-    "harmony": "openai",
-    "internlm": "internlm",
-    "phi4_mini": "phi4_mini_json",
-    "pythonic": "pythonic",
-    "code_fence": None,
-    "bare_json": "llama3_json",
-    "longcat": "longcat",
-    "granite_20b_fc": "granite-20b-fc",
-    "step3": "step3",
-    "apertus": "apertus",
-    "gemma4": "gemma4",
-    "functionary": None,  # llama.cpp reads Functionary v3.2; vLLM has no parser for it
-    "kimi_k3": "kimi_k3",
-    "minimax_m3": "minimax_m3",
-    "lfm2": "lfm2",
-    "gigachat": "gigachat3",
-    "command_r": "cohere_command3",
-    "solar_open": "solar_open2",
-    "k2_horizon": None,  # SGLang's k2_horizon reads it; vLLM has no parser for it
-    "inkling": "inkling",
-    "functiongemma": "functiongemma",
-    "hunyuan": "hy_v3",
-    "minicpm": "minicpm5",
-    "dots": None,  # SGLang's dots reads it; vLLM has no parser for it
-    "muse": None,  # SGLang's muse reads it; vLLM has no parser for it
-}
+# parser does; the proxy recovers those calls from the text), from the formats' specs.
+VLLM_TOOL_PARSERS: dict[str, str | None] = {spec.name: spec.doctor_parser for spec in SPECS}
 # Call markers, and the vLLM parser that reads them: named when the text holds a marker but
 # no format could read a call from it (a broken or unfamiliar call).
 FOREIGN_MARKERS: dict[str, str] = {
-    "[TOOL_CALLS]": "mistral",
-    "<|tool_calls_section_begin|>": "kimi_k2",
-    "<｜tool▁calls▁begin｜>": "deepseek_v3",
-    "<arg_key>": "glm45",
-    "<|python_tag|>": "llama3_json",
-    "<｜DSML｜tool_calls>": "deepseek_v4",
-    "<|open|>tools<|sep|>": "kimi_k3",
-    "<|tool_call_start|>": "lfm2",
-}
+    marker: parser for spec in SPECS for marker, parser in spec.doctor_markers}
 _PARSER_OFF_SIGNS = ("enable-auto-tool-choice", "tool-call-parser")
 _EXCERPT = 300
 

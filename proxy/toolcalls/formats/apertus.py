@@ -14,8 +14,10 @@ import re
 from collections.abc import Iterator
 
 from ..framing import OpenerMatches, json_frame, json_run, reshaped
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "apertus"
 _OPEN = "<|tools_prefix|>"
@@ -67,3 +69,13 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             continue
         openers.taken_to = frame.end
         yield reshaped(frame, _envelopes)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|tools_prefix|>"),
+    vllm=("apertus",),
+    sglang=("apertus2509",),
+    llama_cpp=("Apertus",),
+    doctor_parser="apertus",
+)

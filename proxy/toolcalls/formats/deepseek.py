@@ -23,8 +23,10 @@ import re
 from collections.abc import Iterator
 
 from ..framing import OpenerMatches, section_call_end
+from ..opener_patterns import Opener, alt, seq
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "deepseek"
 _BEGIN_MARKERS = ("tool▁call▁begin", "tool_call_begin")  # a call's own opener
@@ -118,3 +120,19 @@ def _calls_with_begin_token(doc: Document) -> Iterator[Frame]:
         yield Frame(NAME, start, pos, closed=closed, name=name, json_text=text[body:end],
                     repairs=repairs)
         openers.taken_to = pos
+
+
+# `<｜tool▁calls▁begin｜>`, `<|tool_call_begin|>` and the other spellings of DeepSeek's tokens
+# (Step 3 writes them too).
+CALLS_OPENER = Opener(seq("<", alt("｜", "|"), "tool", alt("▁", "_", " ", "\\_"), "call"))
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(CALLS_OPENER,),
+    vllm=("deepseek_v3", "deepseek_v31"),
+    sglang=("deepseekv3", "deepseekv31"),
+    llama_cpp=("DeepSeek R1", "DeepSeek V3.1"),
+    aliases=("deepseek_r1",),
+    doctor_parser="deepseek_v3",
+    doctor_markers=(("<｜tool▁calls▁begin｜>", "deepseek_v3"),),
+)

@@ -22,8 +22,10 @@ from collections.abc import Iterator
 import orjson
 
 from ..framing import OpenerMatches, at_line_start, next_or_end
+from ..opener_patterns import WORD, Opener, opt, seq
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "functionary"
 MARKERS = ("\n{",)  # every call: the name's line, then the arguments' line
@@ -80,3 +82,12 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if frame is not None:
             yield frame
             openers.taken_to = frame.end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(Opener(seq(opt(">>>"), WORD, "\n", "{"), "start"),
+             Opener(seq(">>>", WORD, "\n", "{"))),
+    llama_cpp=("Functionary v3.2",),
+    own_markers_at_start=(),
+)

@@ -13,8 +13,10 @@ import re
 from collections.abc import Iterator
 
 from ..framing import OpenerMatches
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "functiongemma"
 _OPEN = "<start_function_call>"
@@ -66,3 +68,12 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         args, end = read
         yield Frame(NAME, match.start(), end, name=match[1], text_args=tuple(args))
         openers.taken_to = end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<start_function_call>"),
+    vllm=("functiongemma",),
+    llama_cpp=("Function Gemma",),
+    doctor_parser="functiongemma",
+)

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..framing import OpenerMatches, ends_or_opens, next_or_end
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "gemma4"
 _OPEN = "<|tool_call>"
@@ -148,3 +150,13 @@ def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
     """The turn's end token at the end of the answer."""
     end = _TURN_END.search(text)
     return ([end.span()] if end is not None else []), []
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|tool_call>", "<turn|>"),
+    vllm=("gemma4",),
+    sglang=("gemma4",),
+    doctor_parser="gemma4",
+    answer_markup=answer_markup,
+)

@@ -14,8 +14,10 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 from ..framing import OpenerMatches, cut_list_head, joined, json_run, next_or_end, whole_values
+from ..opener_patterns import CALL_OBJECT, literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "hermes"
 _OPEN = "<tool_call>"
@@ -155,3 +157,15 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Opened `<tool_call>` frames, then call objects whose opening tag is missing."""
     yield from _opened_frames(doc)
     yield from _frames_missing_open_tag(doc)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    # a call object closed by an orphan close
+    openers=(*literals("<tool_call>"), CALL_OBJECT),
+    vllm=("hermes", "ernie45", "granite4", "xlam"),
+    sglang=("hermes", "qwen", "qwen25", "trinity"),
+    llama_cpp=("Hermes 2 Pro", "Xiaomi MiMo", "EXAONE MoE"),
+    doctor_parser="hermes",
+    wrapper_tags=("tool_call",),
+)

@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..framing import OpenerMatches, json_frame, reshaped
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "inkling"
 _OPEN = "<|content_invoke_tool_json|>"
@@ -46,3 +48,12 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             continue
         openers.taken_to = frame.end
         yield reshaped(frame, lambda value, header=header: _call(value, header))
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|message_model|>", "<|content_invoke_tool_json|>"),
+    vllm=("inkling",),
+    sglang=("inkling",),
+    doctor_parser="inkling",
+)

@@ -18,9 +18,11 @@ import re
 from collections.abc import Iterator
 
 from ..framing import OpenerMatches, next_or_end, outermost, whole_values
+from ..opener_patterns import CALL_OBJECT, Opener, literals
 from ..scan import Document
 from ..types import Frame
 from .pythonic import list_frame
+from .spec import FormatSpec
 
 NAME = "llama3"
 _TAG = "<|python_tag|>"
@@ -147,3 +149,17 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         yield from whole
     elif functions:
         yield from _function_tag_calls(doc)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    # `{…}; {…}` as the whole content
+    openers=(*literals("<|python_tag|>", "<function=", '<function name="'),
+             Opener(CALL_OBJECT.pattern, "start")),
+    vllm=("llama3_json", "llama4_json"),
+    sglang=("llama3",),
+    llama_cpp=("Llama 3.x", "Llama 3.x with built-in tools", "Functionary v3.1 Llama 3.1"),
+    doctor_parser="llama3_json",
+    doctor_markers=(("<|python_tag|>", "llama3_json"),),
+    own_markers_at_start=("<|python_tag|>{", "<function"),
+)

@@ -17,8 +17,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from ..framing import OpenerMatches, at_line_start, json_frame
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "mistral"
 _OPEN = "[TOOL_CALLS]"
@@ -56,3 +58,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             frame = replace(frame, closed=True, repairs=())
         yield frame
         openers.taken_to = frame.end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("[TOOL_CALLS]"),
+    vllm=("mistral", "xlam"),
+    sglang=("mistral",),
+    llama_cpp=("Mistral Nemo", "Magistral", "Ministral 3"),
+    doctor_parser="mistral",
+    doctor_markers=(("[TOOL_CALLS]", "mistral"),),
+)

@@ -9,8 +9,10 @@ import re
 from collections.abc import Iterator
 
 from ..framing import OpenerMatches, json_frame
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "phi4_mini"
 _OPEN = "functools["
@@ -30,3 +32,13 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if frame is not None:
             yield frame
             openers.taken_to = frame.end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("functools["),
+    vllm=("phi4_mini_json",),
+    llama_cpp=("FireFunction v2",),
+    aliases=("firefunction_v2",),
+    doctor_parser="phi4_mini_json",
+)

@@ -19,10 +19,12 @@ from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
 from ..framing import OpenerMatches
+from ..opener_patterns import SPACE, Opener, literals, opt, run, seq
 from ..repair.python_literal import NotLiteral, literal_value, parse_expression
 from ..repair.regexes import join_surrogate_pairs
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "pythonic"
 # A line that opens the list, `[` then the first call's name; the content ends with `)]`.
@@ -441,3 +443,15 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if kept:
             yield from kept
             return
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(Opener(seq(opt(seq("<|python_tag|>", SPACE)), "[", SPACE,
+                            run("[A-Za-z_]", 1, 1), run(r"[\w.]", 0, 200), "("), "line"),
+             *literals("<|python_start|>", "<function_calls>")),
+    vllm=("pythonic", "llama4_pythonic", "olmo3"),
+    sglang=("pythonic",),
+    doctor_parser="pythonic",
+    wrapper_tags=("function_calls",),
+)

@@ -19,9 +19,11 @@ import re
 from collections.abc import Iterator
 
 from ..framing import OpenerMatches, PairGrammar, json_frame, outermost, pair_frames
+from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import ValueTags, stray_tags
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "solar_open"
 _BEGIN = "<|tool_call:begin|>"
@@ -72,3 +74,12 @@ def _json_calls(doc: Document) -> Iterator[Frame]:
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Solar Open's JSON calls and Solar Open 2's key/value calls."""
     yield from outermost(_json_calls(doc), pair_frames(doc, NAME, _ARGUMENTS))
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|tool_calls|>", "<|tool_call:"),
+    vllm=("solar_open2",),
+    llama_cpp=("Solar Open",),
+    doctor_parser="solar_open2",
+)

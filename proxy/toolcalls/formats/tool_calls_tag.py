@@ -25,8 +25,10 @@ from ..framing import (
     next_or_end,
     whole_values,
 )
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "tool_calls_tag"
 _TAGS = ("<tool_calls>", "<TOOLCALL>")
@@ -71,3 +73,14 @@ def _blocks(doc: Document, tag: str, opener: re.Pattern[str], close_tag: re.Patt
             continue  # something else inside the block: not ours to read; it stays text
         yield frame
         openers.taken_to = frame.end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<tool_calls>", "<TOOLCALL>"),
+    vllm=("jamba", "hunyuan_a13b"),
+    llama_cpp=("Apriel 1.5", "Nemotron V2"),
+    aliases=("minimax", "minimax_m1", "nemotron_json", "nemotron_nano_v2", "apriel", "nemotron_v2"),
+    doctor_parser="jamba",
+    wrapper_tags=("tool_calls",),
+)
