@@ -126,6 +126,7 @@ def _calls_with_begin_token(doc: Document) -> Iterator[Frame]:
 # (Step 3 writes them too).
 CALLS_OPENER = Opener(seq("<", alt("｜", "|"), "tool", alt("▁", "_", " ", "\\_"), "call"))
 
+
 SPEC = FormatSpec(
     name=NAME, find_frames=find_frames, markers=MARKERS,
     openers=(CALLS_OPENER,),

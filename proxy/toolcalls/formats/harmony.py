@@ -152,6 +152,7 @@ _RECIPIENT_OPENER = Opener(lit("to=functions."), lead=seq(
     opt(seq("<|start|>", SPACE)), opt(seq("assistant", SPACE)), opt(seq("<|channel|>", SPACE)),
     opt(seq(alt("commentary", "analysis"), SPACE))))
 
+
 SPEC = FormatSpec(
     name=NAME, find_frames=find_frames, markers=MARKERS,
     # Raw Harmony text: the engine reads its other messages around a taken call (analysis to

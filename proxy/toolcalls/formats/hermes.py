@@ -161,7 +161,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 
 SPEC = FormatSpec(
     name=NAME, find_frames=find_frames, markers=MARKERS,
-    # a call object closed by an orphan close
+    # CALL_OBJECT: a call object closed by an orphan `</tool_call>` (its opening tag left out)
     openers=(*literals("<tool_call>"), CALL_OBJECT),
     vllm=("hermes", "ernie45", "granite4", "xlam"),
     sglang=("hermes", "qwen", "qwen25", "trinity"),

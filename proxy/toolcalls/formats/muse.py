@@ -55,12 +55,13 @@ def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
     return edges(text, _ANSWER_HEADER, _ANSWER_END), []
 
 
+# The header before a call (`<|start|>assistant to=NAME`), which belongs to its frame.
 _HEADER_TO = opt(seq(opt(seq("<|start|>assistant", run(r"[ \t]", 0, 64))), "to=",
-                      run(r"[^\s<>]", 1, 200)))
+                     run(r"[^\s<>]", 1, 200)))
+
 
 SPEC = FormatSpec(
     name=NAME, find_frames=find_frames, markers=MARKERS,
-    # Muse's header (`<|start|>assistant to=NAME<|message|>`) goes with the call after it.
     openers=(Opener(lit("<|message|>"), lead=_HEADER_TO),
              Opener(lit("<atem:"), lead=opt(seq(_HEADER_TO, "<|message|>", SPACE))),
              *literals("<|start|>assistant", "<|eot|>", "<|eom|>", "<|end|>")),
