@@ -15,7 +15,8 @@ from proxy.toolcalls import extract
 from proxy.toolcalls import repair as repair_module
 from proxy.toolcalls.formats import pythonic
 from proxy.toolcalls.registry import MARKERS
-from proxy.toolcalls.repair import _MISSING, NotJson, loads_repaired
+from proxy.toolcalls.repair import NotJson, loads_repaired, python_literal
+from proxy.toolcalls.repair.python_literal import _MISSING
 from proxy.toolcalls.scan import Document, MarkerIndex, json_spans, markers, markers_present
 
 from .test_toolcalls_formats import NEGATIVE, POSITIVE, TOOLS
@@ -233,7 +234,7 @@ def test_python_literals_read_as_python_reads_them(value):
     read, _ = loads_repaired(text)
     assert json.loads(orjson.dumps(read)) == expected  # as a call carries it
     with pytest.MonkeyPatch.context() as patch:  # string by string, as the fast path does
-        patch.setattr(repair_module, "_single_quoted_at_once", lambda source: _MISSING)
+        patch.setattr(python_literal, "_single_quoted_at_once", lambda source: _MISSING)
         assert json.loads(orjson.dumps(loads_repaired(text)[0])) == expected
 
 

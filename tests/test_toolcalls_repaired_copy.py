@@ -17,9 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.toolcalls import bench, extract
+from proxy.toolcalls import bench, exact_json, extract
 from proxy.toolcalls import repair as repair_module
-from proxy.toolcalls.repair import NotJson, loads_repaired, read_python_literal
+from proxy.toolcalls.repair import NotJson, loads_repaired
+from proxy.toolcalls.repair import regexes as regex_repairs
+from proxy.toolcalls.repair.at_errors import RepairedText
+from proxy.toolcalls.repair.python_literal import NotLiteral, read_python_literal
 from proxy.toolcalls.scan import Document, MarkerIndex, json_spans, repaired
 from proxy.toolcalls.scan.decode import UNKNOWN
 
@@ -253,7 +256,7 @@ def test_repairs_where_the_decoder_reports_errors_equal_the_repairs_at_once(text
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(repair_module, "_repaired_at_errors", lambda text, error: None)
         fast = _loads(text)
-        patch.setattr(repair_module.RepairedText, "value", lambda self: None)
+        patch.setattr(RepairedText, "value", lambda self: None)
         assert fast == _loads(text)
 
 
@@ -269,12 +272,12 @@ def test_single_quoted_literals_read_the_same_where_the_decoder_reports_errors(o
     def read(text: str) -> object:
         try:
             return exact(read_python_literal(text))
-        except repair_module.NotLiteral:
+        except NotLiteral:
             return "not a literal"
     text = opening + rest
     fast = read(text)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(repair_module.RepairedText, "value", lambda self: None)
+        patch.setattr(RepairedText, "value", lambda self: None)
         assert fast == read(text)
 
 
@@ -282,10 +285,10 @@ def test_single_quoted_literals_read_the_same_where_the_decoder_reports_errors(o
 @given(st.lists(st.sampled_from(["\\", "\\\\", "q", "n", "u", "u00e9", '"', "/", "x", "\x00",
                                  "é", "b", " "]), max_size=20).map("".join))
 def test_invalid_escapes_doubled_at_once_equal_the_general_rewrite(text):
-    fast = repair_module._invalid_escapes(text)
+    fast = regex_repairs._invalid_escapes(text)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(repair_module, "_no_json_escape", lambda text: False)
-        assert repair_module._invalid_escapes(text) == fast
+        patch.setattr(regex_repairs, "_no_json_escape", lambda text: False)
+        assert regex_repairs._invalid_escapes(text) == fast
 
 
 @settings(max_examples=300, deadline=None)
@@ -310,11 +313,11 @@ def test_markers_outside_the_documents_set_are_found_exactly(text, marker):
 def test_long_digit_runs_are_found_as_a_regex_finds_them(text, padding):
     for padded in (text, "a" * padding + text, text + "é" * padding):
         expected = re.search("[0-9]{19}", padded) is not None
-        assert repair_module.has_long_digit_run(padded) == expected
+        assert exact_json.has_long_digit_run(padded) == expected
 
 
 @pytest.mark.parametrize("length", [18, 19, 20])
 def test_a_long_digit_run_is_found_wherever_it_starts(length):
     for offset in range(24):
         text = "x" * 5_000 + "-" * offset + "7" * length + "-" * 100
-        assert repair_module.has_long_digit_run(text) == (length >= 19)
+        assert exact_json.has_long_digit_run(text) == (length >= 19)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.toolcalls.registry import FORMATS
+from proxy.toolcalls.registry import FORMATS, OPENERS
 from proxy.turn.holdback import Held, hold_rule, releasable
 from proxy.turn.normalize import ExtractionSettings, normalize_completion
-from proxy.turn.openers import OPENERS
 from tests.streamed_cases import TOOL_NAMES, corpus, fuzzed
 
 ALL = hold_rule(("auto",))

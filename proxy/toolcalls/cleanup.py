@@ -15,11 +15,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from .registry import WRAPPER_TAGS
 from .types import LeftAsText
 
-# Tags of tool-call wrappers, as models write them around (or beside) a call.
-_NAMES = (r"(?:(?:seed:|minimax:|longcat_)?tool_calls?|tools?|response|json|xml|JSON"
-          r"|function_calls?|function)")
+# Tags of tool-call wrappers, as models write them around (or beside) a call (the formats'
+# `wrapper_tags`), the longest first.
+_NAMES = "(?:" + "|".join(re.escape(tag) for tag in sorted(WRAPPER_TAGS, key=len, reverse=True)
+                          ) + ")"
 _CLOSE = re.compile(r"</(" + _NAMES + r")>")
 _EMPTY_PAIR = re.compile(r"<(" + _NAMES + r")>\s*+</\1>")
 _OPEN_AT_END = re.compile(r"<(" + _NAMES + r")>\Z")

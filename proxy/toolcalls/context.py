@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import re
 
+from .registry import MESSAGE_HEADERS
+
 # Words that introduce an example rather than an action.
 # Words that introduce an example rather than an action, in a line that introduces what
 # follows (it ends with a colon): "Here is an example request:", "The syntax looks like this:".
@@ -41,11 +43,10 @@ _HYPOTHETICAL_CUE = re.compile(
     r"output|result|response|returns?)\b", re.IGNORECASE)
 # Special tokens and end markers that may sit beside a frame on its line without being prose.
 _SPECIAL = r"<[|｜][^<>\n]{0,64}[|｜]>"  # `<|end|>`, `<｜tool▁sep｜>`: a reserved token
-# A Harmony message's header (`<|start|>assistant<|channel|>final<|message|>`) is not prose: a
-# call followed by a final-channel message ends its sentence there.
-_HARMONY_HEADER = (r"<\|start\|>[ \t]*+(?:assistant\b)?|<\|channel\|>[^<>\n]{0,64}?"
-                   r"(?:<\|constrain\|>[^<>\n]{0,32}?)?<\|message\|>")
-_TOKEN = re.compile(_HARMONY_HEADER + "|" + _SPECIAL + r"|</?\|?[a-z_:]{1,32}\|?>")
+# A message's header in the formats that have one (`FormatSpec.message_header`) is not prose:
+# a call followed by another message (Harmony's final channel) ends its sentence there.
+_HEADER = "|".join(MESSAGE_HEADERS)
+_TOKEN = re.compile(_HEADER + "|" + _SPECIAL + r"|</?\|?[a-z_:]{1,32}\|?>")
 # Fence lines: three or more backticks or tildes after at most three spaces. Counted with
 # str.count (C speed) rather than parsed: inside a block iff an odd number open before it.
 _FENCE_LINES = tuple(f"\n{indent}{mark}" for indent in ("", " ", "  ", "   ")
@@ -258,7 +259,7 @@ def _closes_sentence(after: str) -> bool:
 def _continues_sentence(after: str) -> bool:
     """The text after a frame goes on with the sentence the frame began: its first word is
     written in lower case (punctuation such as a dash or a quote before it aside)."""
-    if re.match(r"\s*+" + _HARMONY_HEADER, after):
+    if re.match(r"\s*+" + _HEADER, after):
         return False  # another message starts (Harmony's final channel after a call)
     words = _TOKEN.sub("", after[:160]).lstrip()
     first = next((char for char in words[:4] if char.isalnum()), "")

@@ -12,9 +12,10 @@ import orjson
 
 from . import cleanup, schema
 from .context import Context
+from .exact_json import ORJSON_INTS
 from .names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
 from .registry import CONTENT_MARKUP, MARKERS, made_with_markers, markers_of, resolve
-from .repair import ORJSON_INTS, NotJson, loads_repaired
+from .repair import NotJson, loads_repaired
 from .scan import Document, Spans
 from .types import Extraction, Frame, LeftAsText, Refusal, ToolCall, ToolSchemas
 

@@ -16,7 +16,7 @@ from .text_values import Tail, ValueTags, stray_tags, value_end
 from .types import Frame
 
 
-class Openers:
+class OpenerMatches:
     """A format's opening markers in order, for its frame loop (every format loops this way):
     one that starts inside the frame taken last (before `taken_to`, which the loop moves) is
     skipped, and so is one right after a backtick (an inline-code mention), unless
@@ -141,7 +141,7 @@ def json_frames(doc: Document, fmt: str, pattern: re.Pattern[str], opener: str, 
                 listed: bool = False, arguments_key: str = "arguments") -> Iterator[Frame]:
     """The frames of a format that writes an `opener` (matched by `pattern`) and then one
     JSON payload, as json_frame reads them."""
-    openers = Openers(doc, pattern, opener, keep_backticked=keep_backticked)
+    openers = OpenerMatches(doc, pattern, opener, keep_backticked=keep_backticked)
     for match in openers:
         frame = json_frame(doc, fmt, match.start(), doc.skip_space(match.end()), close=close,
                            opener=opener, listed=listed, arguments_key=arguments_key)
@@ -350,7 +350,7 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
     opened, closed_block = grammar.block_opened, grammar.block_closed
     in_block = False
     tail = _invoke_tail(doc, grammar)
-    openers = Openers(doc, grammar.invoke, invoke_open, keep_backticked=True)
+    openers = OpenerMatches(doc, grammar.invoke, invoke_open, keep_backticked=True)
     for match in openers:
         start = match.start()
         cursor = openers.taken_to
@@ -454,7 +454,7 @@ def pair_frames(doc: Document, fmt: str, grammar: PairGrammar) -> Iterator[Frame
     (which value is meant is a guess)."""
     text = doc.text
     tail = _pair_tail(doc, grammar)
-    openers = Openers(doc, grammar.head, grammar.marker, offset=grammar.offset)
+    openers = OpenerMatches(doc, grammar.head, grammar.marker, offset=grammar.offset)
     for match in openers:
         start = match.start()
         if grammar.section_open is not None:

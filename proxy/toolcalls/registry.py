@@ -1,8 +1,9 @@
-"""The formats the engine knows, the order they are tried in by default, and their names."""
+"""The formats the engine knows, in the order they are tried by default; every other table of
+formats (names, markers, openers, markup, aliases) is read from their specs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
@@ -45,31 +46,54 @@ from .formats import (
     tool_calls_tag,
     tools_wrapper,
 )
-from .scan import Document
+from .formats.spec import AnswerMarkup, ContentMarkup, FormatSpec, FrameFinder
+from .opener_patterns import Opener
 from .types import Frame
 
-FrameFinder = Callable[[Document], Iterator[Frame]]
-
-# Order matters where frames overlap: formats with their own special tokens first, then the
-# tag formats, then those recognised by shape alone (pythonic, fenced, bare JSON) last.
+# The formats in the order they are tried. Order matters where frames overlap: formats with
+# their own special tokens first, then the tag formats, then those recognised by shape alone
+# (pythonic, fenced, bare JSON) last. Everything else about a format is in its module's SPEC.
 _MODULES = (hermes, longcat, qwen_xml, glm, tools_wrapper, granite_20b_fc, tool_calls_tag,
             granite, llama3, mistral, deepseek, deepseek_dsml, step3, kimi_k2, minimax_m2,
             kimi_k3, minimax_m3, lfm2, gigachat, command_r, solar_open, k2_horizon, inkling,
             harmony, internlm, phi4_mini, apertus, gemma4, functiongemma,
             hunyuan, minicpm, dots, muse, functionary,
             pythonic, code_fence, bare_json)
-FORMATS: dict[str, FrameFinder] = {module.NAME: module.find_frames for module in _MODULES}
+SPECS: tuple[FormatSpec, ...] = tuple(module.SPEC for module in _MODULES)
 
-# Each format's trigger markers: literals of which every frame it finds holds at least one.
-# When none occurs in a text, the format is not run at all (all formats' markers are looked
-# for in one combined search). Empty: the format is recognised by shape and always runs.
-MARKERS: dict[str, tuple[str, ...]] = {module.NAME: module.MARKERS for module in _MODULES}
+# The views of the specs the engine, the streamed mode and `doctor` read.
+FORMATS: dict[str, FrameFinder] = {spec.name: spec.find_frames for spec in SPECS}
+MARKERS: dict[str, tuple[str, ...]] = {spec.name: spec.markers for spec in SPECS}
+OPENERS: dict[str, tuple[Opener, ...]] = {spec.name: spec.openers for spec in SPECS}
+CONTENT_MARKUP: dict[str, ContentMarkup] = {
+    spec.name: spec.content_markup for spec in SPECS if spec.content_markup is not None}
+ANSWER_MARKUP: dict[str, AnswerMarkup] = {
+    spec.name: spec.answer_markup for spec in SPECS if spec.answer_markup is not None}
 
-# Where a format's MARKERS are not all the model's own: a frame of these formats is made with
-# markers of its own only when it starts with one of these (Llama 3's bare `{"name": …}; …`
-# objects hold none; Functionary's only marker is the tool's name on its line).
+# The tags of every format's wrappers, which the content cleanup takes beside a taken frame.
+WRAPPER_TAGS: tuple[str, ...] = tuple(dict.fromkeys(
+    tag for spec in SPECS for tag in spec.wrapper_tags))
+
+# The regexes of the formats' message headers, which are not prose beside a frame.
+MESSAGE_HEADERS: tuple[str, ...] = tuple(
+    spec.message_header for spec in SPECS if spec.message_header is not None)
+
+
+def _aliases(specs: Sequence[FormatSpec]) -> dict[str, str | tuple[str, ...]]:
+    """The engines' names → our format names: a name one spec lists stands for it; one that
+    several list (xLAM's parser reads several shapes) for all of them, in name order."""
+    readers: dict[str, list[str]] = {}
+    for spec in specs:
+        for name in spec.engine_names:
+            readers.setdefault(name, []).append(spec.name)
+    return {name: formats[0] if len(formats) == 1 else tuple(sorted(formats))
+            for name, formats in readers.items()}
+
+
+ALIASES: dict[str, str | tuple[str, ...]] = _aliases(SPECS)
 _OWN_MARKERS_AT_START: dict[str, tuple[str, ...]] = {
-    "llama3": ("<|python_tag|>{", "<function"), "functionary": ()}
+    spec.name: spec.own_markers_at_start for spec in SPECS
+    if spec.own_markers_at_start is not None}
 
 
 def made_with_markers(frame: Frame, text: str) -> bool:
@@ -82,56 +106,6 @@ def made_with_markers(frame: Frame, text: str) -> bool:
     if own is None:
         return bool(MARKERS.get(frame.format))
     return any(text.startswith(marker, frame.start) for marker in own)
-
-
-# Formats whose output holds more structure around a call than its frames (Harmony's other
-# messages): once a call of theirs is taken, the spans of that markup and of the reasoning
-# it holds, given the text and the taken frames' spans.
-ContentMarkup = Callable[[str, Sequence[tuple[int, int]]],
-                         tuple[list[tuple[int, int]], list[tuple[int, int]]]]
-CONTENT_MARKUP: dict[str, ContentMarkup] = {
-    module.NAME: module.content_markup for module in _MODULES
-    if hasattr(module, "content_markup")}
-
-# Formats whose tokens frame a plain answer too (Harmony's headers, Command's response pair,
-# …): the spans of that markup in a text, and of the reasoning it holds (see `answer`).
-AnswerMarkup = Callable[[str], tuple[list[tuple[int, int]], list[tuple[int, int]]]]
-ANSWER_MARKUP: dict[str, AnswerMarkup] = {
-    module.NAME: module.answer_markup for module in _MODULES
-    if hasattr(module, "answer_markup")}
-
-# vLLM's `--tool-call-parser` names (and a few common spellings) → our format names, so that
-# a configuration can name the parser it would have used upstream. A parser that reads shapes
-# several of our formats read (xLAM) stands for all of them, in that order.
-ALIASES: dict[str, str | tuple[str, ...]] = {
-    "qwen3_coder": "qwen_xml", "qwen3_xml": "qwen_xml", "qwen": "hermes",
-    "glm45": "glm", "glm4_moe": "glm", "glm47": "glm",
-    "jamba": "tool_calls_tag", "hunyuan_a13b": "tool_calls_tag",
-    "llama3_json": "llama3", "llama4_json": "llama3",
-    "llama4_pythonic": "pythonic", "olmo3": "pythonic",
-    "deepseek_v3": "deepseek", "deepseek_v31": "deepseek", "deepseek_r1": "deepseek",
-    "deepseek_v32": "deepseek_dsml", "minimax": "tool_calls_tag", "minimax_m1": "tool_calls_tag",
-    "kimi": "kimi_k2", "openai": "harmony", "gpt_oss": "harmony",
-    "phi4_mini_json": "phi4_mini", "seed_oss": "qwen_xml",
-    "ernie45": "hermes", "granite-20b-fc": "granite_20b_fc",
-    "xlam": ("bare_json", "code_fence", "hermes", "mistral"),
-    # vLLM 0.33's parsers for this year's families
-    "deepseek_v4": "deepseek_dsml", "deepseek_v41": "deepseek_dsml",
-    "cohere_command3": "command_r", "cohere_command4": "command_r", "granite4": "hermes",
-    "poolside_v1": "glm", "hy_v3": "hunyuan", "mimo": "qwen_xml", "step3p5": "qwen_xml",
-    "minicpm5": "minicpm", "gigachat3": "gigachat", "gigachat35": "gigachat",
-    "solar_open2": "solar_open", "nemotron_json": "tool_calls_tag",
-    "nemotron_nano_v2": "tool_calls_tag",
-    "ling3": "glm",
-    # SGLang's spellings of its detectors' names
-    "apertus2509": "apertus", "deepseekv3": "deepseek", "deepseekv31": "deepseek",
-    "deepseekv32": "deepseek_dsml", "deepseekv4": "deepseek_dsml", "deepseekv41": "deepseek_dsml",
-    "gpt-oss": "harmony", "minimax-m2": "minimax_m2", "minimax-m3": "minimax_m3",
-    "qwen25": "hermes", "trinity": "hermes", "interns1": "internlm", "spark25": "glm",
-    # llama.cpp's format names where they differ
-    "apriel": "tool_calls_tag", "firefunction_v2": "phi4_mini", "command_r7b": "command_r",
-    "nemotron_v2": "tool_calls_tag", "generic": "bare_json",
-}
 
 
 @lru_cache(maxsize=64)

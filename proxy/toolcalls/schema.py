@@ -24,7 +24,8 @@ from typing import Any
 
 import orjson
 
-from .repair import NotLiteral, exact_int, loads, read_python_literal
+from .exact_json import exact_int, loads
+from .repair.python_literal import NotLiteral, read_python_literal
 
 _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from ..toolcalls.repair import loads as exact_loads
+from ..toolcalls.exact_json import loads as exact_loads
 
 # Below this many tokens of room a completion is cut before it says anything of use (a tool
 # call's arguments alone take more): the client is told the prompt is too long instead.

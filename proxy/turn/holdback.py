@@ -10,9 +10,9 @@ at the end of what went out (a seam would trim it), and a `</think>` not followe
 one blank line holds what comes after it (the thinking's seam is rewritten to one when a
 call is taken from the rest).
 
-Each format lists where its frames can begin (`OPENERS`); a test checks that every format of
-the registry is listed, and the property that the finished content always starts with what
-was released (tests/test_turn_holdback.py).
+Each format's spec lists where its frames can begin (`FormatSpec.openers`); a test checks that
+every format of the registry lists some, and the property that the finished content always
+starts with what was released (tests/test_turn_holdback.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..toolcalls.registry import resolve
-from .openers import OPENERS, Opener, Pattern, alt, seq
+from ..toolcalls.opener_patterns import Opener, Pattern, alt, seq
+from ..toolcalls.registry import OPENERS, resolve
 
 # A think block's tags: what follows one begins a text of its own (the thinking, or the
 # visible answer after it), and a close is joined back to the answer with one blank line when

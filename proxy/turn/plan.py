@@ -12,7 +12,7 @@ from ..config import Config
 from ..errors import ProxyError
 from ..json_depth import MAX_DEPTH, deep_path, deeper_than
 from ..routing import conversation_key
-from ..toolcalls.repair import loads as exact_loads
+from ..toolcalls.exact_json import loads as exact_loads
 from .compat import rewrite_request
 from .normalize import ExtractionSettings
 from .thinking import move_history_thinking, thinking_rule, thinking_switched_off

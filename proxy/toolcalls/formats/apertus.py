@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, json_frame, json_run, reshaped
+from ..framing import OpenerMatches, json_frame, json_run, reshaped
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "apertus"
 _OPEN = "<|tools_prefix|>"
@@ -56,7 +58,7 @@ def _list_without_close(doc: Document, start: int, body: int) -> Frame | None:
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tools_prefix|>` list, to its suffix (or to the end of the output)."""
-    openers = Openers(doc, _OPENER, _OPEN)
+    openers = OpenerMatches(doc, _OPENER, _OPEN)
     for match in openers:
         start = match.start()
         body = doc.skip_space(match.end())
@@ -67,3 +69,13 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             continue
         openers.taken_to = frame.end
         yield reshaped(frame, _envelopes)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|tools_prefix|>"),
+    vllm=("apertus",),
+    sglang=("apertus2509",),
+    llama_cpp=("Apertus",),
+    doctor_parser="apertus",
+)

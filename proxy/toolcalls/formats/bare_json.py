@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..opener_patterns import CALL_LIST, CALL_OBJECT
 from ..repair import NotJson, loads_repaired
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "bare_json"
 MARKERS = ()  # none: recognised by shape, at the start and end of the content
@@ -63,3 +65,13 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         frames.append(Frame(NAME, opening, closing, json_text=text[opening:closing]))
         line_end = line_start - 1
     yield from reversed(frames)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(CALL_OBJECT, CALL_LIST),
+    vllm=("xlam",),
+    llama_cpp=("Generic",),
+    aliases=("generic",),
+    doctor_parser="llama3_json",
+)

@@ -14,8 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..opener_patterns import FENCE
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "code_fence"
 _FENCE = "```"
@@ -66,3 +68,10 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         yield Frame(NAME, first.start, frames[0].end, refused="example_in_prose")
         return
     yield from reversed(frames)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(FENCE,),
+    vllm=("xlam",),
+)

@@ -18,10 +18,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import Openers, at_line_start, json_frame, reshaped
+from ..framing import OpenerMatches, at_line_start, json_frame, reshaped
 from ..markup import edges
+from ..opener_patterns import Opener, literals, seq
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "command_r"
 _OPEN = "<|START_ACTION|>"
@@ -61,7 +63,7 @@ def _frames(doc: Document, pattern: re.Pattern[str], marker: str, offset: int,
             ) -> Iterator[Frame]:
     text = doc.text
     token = offset == 1  # the special token, else the `Action:` fence
-    openers = Openers(doc, pattern, marker, offset=offset, keep_backticked=True)
+    openers = OpenerMatches(doc, pattern, marker, offset=offset, keep_backticked=True)
     for match in openers:
         start = match.start()
         if not token and not at_line_start(text, start):
@@ -87,3 +89,17 @@ def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
     if _ANSWER_OPEN.match(text) is None:
         return [], []
     return edges(text, _ANSWER_OPEN, _ANSWER_CLOSE, _ANSWER_TOKENS), []
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(*literals("<|START_ACTION|>", "<|START_RESPONSE|>", "<|START_TEXT|>",
+                       "<|END_RESPONSE|>", "<|END_TEXT|>", "<|END_OF_TURN_TOKEN|>"),
+             Opener(seq("Action: ```"), "line")),
+    vllm=("cohere_command3", "cohere_command4"),
+    sglang=("cohere_command4",),
+    llama_cpp=("Command R7B",),
+    aliases=("command_r7b",),
+    doctor_parser="cohere_command3",
+    answer_markup=answer_markup,
+)

@@ -22,9 +22,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, section_call_end
+from ..framing import OpenerMatches, section_call_end
+from ..opener_patterns import Opener, alt, seq
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "deepseek"
 _BEGIN_MARKERS = ("tool▁call▁begin", "tool_call_begin")  # a call's own opener
@@ -59,7 +61,7 @@ _SECTION_END = re.compile(r"\s*+" + _token("tool calls end"))
 def _calls_without_begin_token(doc: Document) -> Iterator[Frame]:
     """Calls written without their `tool▁call▁begin`, inside a section."""
     text = doc.text
-    openers = Openers(doc, _BARE_HEAD, "function")
+    openers = OpenerMatches(doc, _BARE_HEAD, "function")
     for match in openers:
         start = match.start()
         before = _BARE_AFTER.search(text, max(0, start - 40), start)
@@ -90,7 +92,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 def _calls_with_begin_token(doc: Document) -> Iterator[Frame]:
     """Each `tool▁call▁begin … tool▁call▁end` call with its JSON arguments."""
     text = doc.text
-    openers = Openers(doc, _HEAD, _BEGIN_MARKERS, offset=2)  # after `<｜` or `<|`
+    openers = OpenerMatches(doc, _HEAD, _BEGIN_MARKERS, offset=2)  # after `<｜` or `<|`
     for match in openers:
         start = match.start()
         section = _SECTION_BEGIN.search(text, max(openers.taken_to, start - 40), start)
@@ -118,3 +120,20 @@ def _calls_with_begin_token(doc: Document) -> Iterator[Frame]:
         yield Frame(NAME, start, pos, closed=closed, name=name, json_text=text[body:end],
                     repairs=repairs)
         openers.taken_to = pos
+
+
+# `<｜tool▁calls▁begin｜>`, `<|tool_call_begin|>` and the other spellings of DeepSeek's tokens
+# (Step 3 writes them too).
+CALLS_OPENER = Opener(seq("<", alt("｜", "|"), "tool", alt("▁", "_", " ", "\\_"), "call"))
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(CALLS_OPENER,),
+    vllm=("deepseek_v3", "deepseek_v31"),
+    sglang=("deepseekv3", "deepseekv31"),
+    llama_cpp=("DeepSeek R1", "DeepSeek V3.1"),
+    aliases=("deepseek_r1",),
+    doctor_parser="deepseek_v3",
+    doctor_markers=(("<｜tool▁calls▁begin｜>", "deepseek_v3"),),
+)

@@ -25,8 +25,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..framing import invoke_frames, invoke_grammar, outermost
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "deepseek_dsml"
 _BAR = "｜DSML｜"
@@ -48,3 +50,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     quoted in a value of the other is that value's text)."""
     yield from outermost(*(invoke_frames(doc, NAME, grammar) for grammar in (_UNSPACED, _SPACED)
                            if doc.has(grammar.invoke_open)))
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<｜DSML｜"),
+    vllm=("deepseek_v32", "deepseek_v4"),
+    sglang=("deepseekv32", "deepseekv4"),
+    aliases=("deepseek_v41", "deepseekv41"),
+    doctor_parser="deepseek_v32",
+    doctor_markers=(("<｜DSML｜tool_calls>", "deepseek_v4"),),
+)

@@ -17,8 +17,10 @@ import re
 from collections.abc import Iterator
 
 from ..framing import invoke_frames, invoke_grammar, json_frames, outermost
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "dots"
 _OPEN = "<dots_function_call>"
@@ -32,3 +34,10 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<invoke>` inside a `<dots_function_call>` block, and the JSON blocks."""
     yield from outermost(invoke_frames(doc, NAME, _GRAMMAR),
                          json_frames(doc, NAME, _JSON_OPENER, _OPEN, close=_JSON_CLOSE))
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<dots_function_call>"),
+    sglang=("dots",),
+)

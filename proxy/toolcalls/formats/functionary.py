@@ -21,9 +21,11 @@ from collections.abc import Iterator
 
 import orjson
 
-from ..framing import Openers, at_line_start, next_or_end
+from ..framing import OpenerMatches, at_line_start, next_or_end
+from ..opener_patterns import WORD, Opener, opt, seq
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "functionary"
 MARKERS = ("\n{",)  # every call: the name's line, then the arguments' line
@@ -58,7 +60,7 @@ def _is_envelope(payload: str) -> bool:
 def find_frames(doc: Document) -> Iterator[Frame]:
     """The call opening the content, then each `>>>NAME` call where one may stand."""
     text = doc.text
-    openers = Openers(doc, _NEXT, ">>>", keep_backticked=True)
+    openers = OpenerMatches(doc, _NEXT, ">>>", keep_backticked=True)
     first = _FIRST.match(text)
     if first is not None and first[1] != "all" and doc.spend():
         frame = _call_frame(doc, doc.skip_space(0), first[1], first.end())
@@ -80,3 +82,12 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if frame is not None:
             yield frame
             openers.taken_to = frame.end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(Opener(seq(opt(">>>"), WORD, "\n", "{"), "start"),
+             Opener(seq(">>>", WORD, "\n", "{"))),
+    llama_cpp=("Functionary v3.2",),
+    own_markers_at_start=(),
+)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers
+from ..framing import OpenerMatches
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "functiongemma"
 _OPEN = "<start_function_call>"
@@ -54,7 +56,7 @@ def _arguments(doc: Document, pos: int) -> tuple[list[tuple[str, str]], int] | N
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<start_function_call>call:NAME{…}<end_function_call>`."""
     text = doc.text
-    openers = Openers(doc, _HEAD, _OPEN)
+    openers = OpenerMatches(doc, _HEAD, _OPEN)
     for match in openers:
         read = _arguments(doc, match.end())
         if read is None:
@@ -66,3 +68,12 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         args, end = read
         yield Frame(NAME, match.start(), end, name=match[1], text_args=tuple(args))
         openers.taken_to = end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<start_function_call>"),
+    vllm=("functiongemma",),
+    llama_cpp=("Function Gemma",),
+    doctor_parser="functiongemma",
+)

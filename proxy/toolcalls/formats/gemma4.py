@@ -17,9 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..framing import Openers, ends_or_opens, next_or_end
+from ..framing import OpenerMatches, ends_or_opens, next_or_end
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "gemma4"
 _OPEN = "<|tool_call>"
@@ -113,7 +115,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call>call:NAME{…}<tool_call|>`."""
     text = doc.text
     reader = _Reader(text)
-    openers = Openers(doc, _HEAD, _OPEN)
+    openers = OpenerMatches(doc, _HEAD, _OPEN)
     for match in openers:
         start = match.start()
         read = reader.object(match.end(), 1)
@@ -148,3 +150,13 @@ def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
     """The turn's end token at the end of the answer."""
     end = _TURN_END.search(text)
     return ([end.span()] if end is not None else []), []
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|tool_call>", "<turn|>"),
+    vllm=("gemma4",),
+    sglang=("gemma4",),
+    doctor_parser="gemma4",
+    answer_markup=answer_markup,
+)

@@ -21,9 +21,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import Openers, invoke_frames, invoke_grammar, json_frame, outermost
+from ..framing import OpenerMatches, invoke_frames, invoke_grammar, json_frame, outermost
+from ..opener_patterns import SPACE, Opener, literals, seq
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "gigachat"
 _HEADER = "function call<|role_sep|>"
@@ -40,7 +42,7 @@ _EOS = re.compile(r"\s*+</s>")
 def _json_calls(doc: Document) -> Iterator[Frame]:
     text = doc.text
     for pattern, marker, offset in _OPENERS:
-        openers = Openers(doc, pattern, marker, offset=offset)
+        openers = OpenerMatches(doc, pattern, marker, offset=offset)
         for match in openers:
             start = match.start()
             if offset > 1:  # the role header: its message separator goes with it
@@ -61,3 +63,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     call of one kind quoted in a value of the other is that value's text)."""
     gcml = invoke_frames(doc, NAME, _GCML) if doc.has(_GCML.invoke_open) else iter(())
     yield from outermost(_json_calls(doc), gcml)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(*literals("<|message_sep|>", "<|function_call|>", "<｜GCML｜"),
+             Opener(seq("function call", SPACE, "<|role_sep|>"))),
+    vllm=("gigachat3",),
+    sglang=("gigachat3", "gigachat35"),
+    llama_cpp=("GigaChat V3",),
+    doctor_parser="gigachat3",
+)

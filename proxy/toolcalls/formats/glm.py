@@ -22,11 +22,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, unsure_frame
+from ..framing import OpenerMatches, unsure_frame
 from ..markup import edges
+from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "glm"
 _OPEN = "<tool_call>"
@@ -114,7 +116,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<tool_call>NAME` followed by `<arg_key>`/`<arg_value>` pairs."""
     text = doc.text
     tail = _tail(doc)
-    openers = Openers(doc, _OPENER, _OPEN)
+    openers = OpenerMatches(doc, _OPENER, _OPEN)
     sure: set[int] = set()  # see _leaves_a_close
     for match in openers:
         start = match.start()
@@ -166,3 +168,17 @@ _ROLE_END = re.compile(r"<\|role_end\|>\s*+\Z")
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Ling's role token at the start of the answer and its end token at its end."""
     return edges(text, _ROLE, _ROLE_END), []
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    # and Ling's role tokens
+    openers=literals("<tool_call>", "<role>ASSISTANT</role>", "<|role_end|>"),
+    vllm=("glm45", "glm47", "poolside_v1"),
+    sglang=("glm", "glm45", "glm47", "ling3", "poolside_v1", "spark25"),
+    llama_cpp=("GLM 4.5",),
+    aliases=("glm4_moe",),
+    doctor_parser="glm45",
+    doctor_markers=(("<arg_key>", "glm45"),),
+    answer_markup=answer_markup,
+)

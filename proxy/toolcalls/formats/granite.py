@@ -12,8 +12,10 @@ import re
 from collections.abc import Iterator
 
 from ..framing import json_frames
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "granite"
 _OPEN = "<|tool_call|>"
@@ -27,3 +29,12 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call|>` (or `<tool_call>`) followed by a JSON array of calls."""
     yield from json_frames(doc, NAME, _OPENER, _OPEN, close=None, listed=True)
     yield from json_frames(doc, NAME, _STRING_OPENER, _STRING_OPEN, close=None, listed=True)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|tool_call|>", "<tool_call>"),
+    vllm=("granite",),
+    llama_cpp=("Granite",),
+    doctor_parser="granite",
+)

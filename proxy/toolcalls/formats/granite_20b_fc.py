@@ -15,9 +15,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import Openers, at_line_start, json_frame
+from ..framing import OpenerMatches, at_line_start, json_frame
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "granite_20b_fc"
 _OPEN = "<function_call>"
@@ -30,7 +32,7 @@ _LINE_END = re.compile(r"[ \t]*+(?:\r?\n|\Z)")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<function_call>` with its JSON call object."""
     text = doc.text
-    openers = Openers(doc, _OPENER, _OPEN, keep_backticked=True)
+    openers = OpenerMatches(doc, _OPENER, _OPEN, keep_backticked=True)
     for match in openers:
         start = match.start()
         cursor = openers.taken_to
@@ -47,3 +49,11 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             frame = replace(frame, closed=True, repairs=())  # the format writes no close tag
         yield frame
         openers.taken_to = frame.end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<function_call>"),
+    vllm=("granite-20b-fc",),
+    doctor_parser="granite-20b-fc",
+)

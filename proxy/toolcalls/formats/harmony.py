@@ -18,9 +18,11 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
-from ..framing import Openers, next_or_end
+from ..framing import OpenerMatches, next_or_end
+from ..opener_patterns import SPACE, Opener, alt, lit, literals, opt, seq
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "harmony"
 _ANCHOR = "to=functions."
@@ -59,7 +61,7 @@ def _function_name(written: str, tools: frozenset[str]) -> tuple[str, tuple[str,
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `to=functions.NAME … {arguments}` call, with the header tokens around it."""
     text = doc.text
-    openers = Openers(doc, _HEAD, _ANCHOR)
+    openers = OpenerMatches(doc, _HEAD, _ANCHOR)
     for match in openers:
         start = match.start()
         name, repairs = _function_name(match[1], doc.tools)
@@ -140,3 +142,30 @@ def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
     if _RAW.match(text) is None or "<|channel|>" not in text or _ANCHOR in text:
         return [], []
     return content_markup(text, [])
+
+
+# A message's header (`<|start|>assistant<|channel|>final<|message|>`), as a regex.
+MESSAGE_HEADER = (r"<\|start\|>[ \t]*+(?:assistant\b)?|<\|channel\|>[^<>\n]{0,64}?"
+                  r"(?:<\|constrain\|>[^<>\n]{0,32}?)?<\|message\|>")
+# gpt-oss: the recipient, and the header pieces before it, which belong to the frame.
+_RECIPIENT_OPENER = Opener(lit("to=functions."), lead=seq(
+    opt(seq("<|start|>", SPACE)), opt(seq("assistant", SPACE)), opt(seq("<|channel|>", SPACE)),
+    opt(seq(alt("commentary", "analysis"), SPACE))))
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    # Raw Harmony text: the engine reads its other messages around a taken call (analysis to
+    # the reasoning, headers and end tokens out), so nothing from the first token on is sure
+    # to stay.
+    openers=(_RECIPIENT_OPENER, *literals("<|channel|>", "<|start|>", "<|message|>",
+                                          "<|constrain|>", "<|end|>", "<|call|>", "<|return|>")),
+    vllm=("openai",),
+    sglang=("gpt-oss",),
+    llama_cpp=("GPT-OSS",),
+    aliases=("gpt_oss",),
+    doctor_parser="openai",
+    content_markup=content_markup,
+    answer_markup=answer_markup,
+    message_header=MESSAGE_HEADER,
+)

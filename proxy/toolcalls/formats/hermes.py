@@ -13,9 +13,11 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
-from ..framing import Openers, cut_list_head, joined, json_run, next_or_end, whole_values
+from ..framing import OpenerMatches, cut_list_head, joined, json_run, next_or_end, whole_values
+from ..opener_patterns import CALL_OBJECT, literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "hermes"
 _OPEN = "<tool_call>"
@@ -36,7 +38,7 @@ _MAX_ORPHAN_MISSES = 64
 def _opened_frames(doc: Document) -> Iterator[Frame]:
     """Every `<tool_call>` whose payload is JSON, scanned JSON-aware to its close tag."""
     text = doc.text
-    openers = Openers(doc, _OPENER, _OPEN)
+    openers = OpenerMatches(doc, _OPENER, _OPEN)
     for match in openers:
         start = match.start()
         body = doc.skip_space(match.end())
@@ -155,3 +157,15 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Opened `<tool_call>` frames, then call objects whose opening tag is missing."""
     yield from _opened_frames(doc)
     yield from _frames_missing_open_tag(doc)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    # CALL_OBJECT: a call object closed by an orphan `</tool_call>` (its opening tag left out)
+    openers=(*literals("<tool_call>"), CALL_OBJECT),
+    vllm=("hermes", "ernie45", "granite4", "xlam"),
+    sglang=("hermes", "qwen", "qwen25", "trinity"),
+    llama_cpp=("Hermes 2 Pro", "Xiaomi MiMo", "EXAONE MoE"),
+    doctor_parser="hermes",
+    wrapper_tags=("tool_call",),
+)

@@ -21,9 +21,11 @@ import re
 from collections.abc import Iterator
 
 from ..framing import PairGrammar, pair_frames
+from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import ValueTags
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "hunyuan"
 _SUFFIX = r"(?::[\w.\-]{1,40}+)?"
@@ -50,3 +52,12 @@ _GRAMMAR = PairGrammar(
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<tool_call>NAME<tool_sep>` call with its key/value tags."""
     yield from pair_frames(doc, NAME, _GRAMMAR)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<tool_call"),
+    vllm=("hy_v3",),
+    sglang=("hunyuan",),
+    doctor_parser="hy_v3",
+)

@@ -12,9 +12,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import Openers, json_frame, reshaped
+from ..framing import OpenerMatches, json_frame, reshaped
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "inkling"
 _OPEN = "<|content_invoke_tool_json|>"
@@ -36,7 +38,7 @@ def _call(value: Any, header: re.Match[str] | None) -> dict[str, Any] | None:
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each tool message's JSON payload, with its header, to `<|end_message|>`."""
     text = doc.text
-    openers = Openers(doc, _OPENER, MARKERS[0], offset=1)
+    openers = OpenerMatches(doc, _OPENER, MARKERS[0], offset=1)
     for match in openers:
         start = match.start()
         header = _HEADER.search(text, max(openers.taken_to, start - 240), start)
@@ -46,3 +48,12 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             continue
         openers.taken_to = frame.end
         yield reshaped(frame, lambda value, header=header: _call(value, header))
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|message_model|>", "<|content_invoke_tool_json|>"),
+    vllm=("inkling",),
+    sglang=("inkling",),
+    doctor_parser="inkling",
+)

@@ -9,8 +9,10 @@ import re
 from collections.abc import Iterator
 
 from ..framing import json_frames
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "internlm"
 _OPEN = "<|action_start|>"
@@ -23,3 +25,12 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each plugin action whose payload is one JSON call; `parameters` is the native key."""
     yield from json_frames(doc, NAME, _OPENER, _OPEN, close=_CLOSE, keep_backticked=True,
                            arguments_key="parameters")
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|action_start|>"),
+    vllm=("internlm",),
+    sglang=("interns1",),
+    doctor_parser="internlm",
+)

@@ -21,9 +21,11 @@ import re
 from collections.abc import Iterator
 
 from ..framing import PairGrammar, json_frames, outermost, pair_frames
+from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import ValueTags, stray_tags
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "k2_horizon"
 _OPEN = "<ifm|tool_call>"
@@ -55,3 +57,10 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     yield from outermost(pair_frames(doc, NAME, _GRAMMAR),
                          json_frames(doc, NAME, _JSON_OPENER, _OPEN, close=_JSON_CLOSE,
                                      listed=True))
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<ifm|tool_call"),
+    sglang=("k2_horizon",),
+)

@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, next_or_end, section_call_end
+from ..framing import OpenerMatches, next_or_end, section_call_end
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "kimi_k2"
 _OPEN = "<|tool_call_begin|>"
@@ -31,7 +33,7 @@ _SECTION_END = re.compile(r"\s*+<\|tool_calls_section_end\|>")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call_begin|>` call with its JSON arguments."""
     text = doc.text
-    openers = Openers(doc, _HEAD, _OPEN, keep_backticked=True)
+    openers = OpenerMatches(doc, _HEAD, _OPEN, keep_backticked=True)
     for match in openers:
         start = match.start()
         section = _SECTION_BEGIN.search(text, max(openers.taken_to, start - 40), start)
@@ -63,3 +65,16 @@ _EMPTY_SECTION = re.compile(r"<\|tool_calls_section_begin\|>"
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Each tool section that holds no call."""
     return [found.span() for found in _EMPTY_SECTION.finditer(text)], []
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|tool_call_begin|>", "<|tool_calls_section_begin|>"),
+    vllm=("kimi_k2",),
+    sglang=("kimi_k2",),
+    llama_cpp=("Kimi K2",),
+    aliases=("kimi",),
+    doctor_parser="kimi_k2",
+    doctor_markers=(("<|tool_calls_section_begin|>", "kimi_k2"),),
+    answer_markup=answer_markup,
+)

@@ -25,11 +25,13 @@ from typing import Any
 
 import orjson
 
-from ..framing import Openers, section_start, unsure_frame
+from ..framing import OpenerMatches, section_start, unsure_frame
 from ..markup import edges
+from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import Tail, ValueTags, stray_tags, value_end
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "kimi_k3"
 _SEP = "<|sep|>"
@@ -122,7 +124,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     text = doc.text
     in_section = False
     tail = _tail(doc)
-    openers = Openers(doc, _CALL, MARKERS[0], offset=1, keep_backticked=True)
+    openers = OpenerMatches(doc, _CALL, MARKERS[0], offset=1, keep_backticked=True)
     for match in openers:
         start = section_start(doc, _SECTION_OPEN, match.start(), openers.taken_to, in_section)
         if start is None:
@@ -161,3 +163,14 @@ _RESPONSE_CLOSE = re.compile(r"(?:<\|close\|>response<\|sep\|>\s*+)?"
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The response section's tokens at the start and the end of the answer."""
     return edges(text, _RESPONSE_OPEN, _RESPONSE_CLOSE), []
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|open|>tools", "<|open|>response", "<|close|>response", "<|close|>message"),
+    vllm=("kimi_k3",),
+    sglang=("kimi_k3",),
+    doctor_parser="kimi_k3",
+    doctor_markers=(("<|open|>tools<|sep|>", "kimi_k3"),),
+    answer_markup=answer_markup,
+)

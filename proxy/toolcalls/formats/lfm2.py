@@ -14,10 +14,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, json_frame
+from ..framing import OpenerMatches, json_frame
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
 from .pythonic import wrapped_list
+from .spec import FormatSpec
 
 NAME = "lfm2"
 _OPEN = "<|tool_call_start|>"
@@ -30,7 +32,7 @@ _JSON_CLOSE = re.compile(r"\s*+" + re.escape(_CLOSE))
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call_start|>` list, JSON or pythonic, to its end token."""
     text = doc.text
-    openers = Openers(doc, _OPENER, MARKERS[0], offset=1)
+    openers = OpenerMatches(doc, _OPENER, MARKERS[0], offset=1)
     for match in openers:
         start, body = match.start(), match.end()
         if text.startswith("[", body) and not text.startswith("{", doc.skip_space(body + 1)):
@@ -41,3 +43,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if frame is not None:
             yield frame
             openers.taken_to = frame.end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|tool_call_start|>"),
+    vllm=("lfm2",),
+    sglang=("lfm2",),
+    llama_cpp=("LFM2 with JSON tools", "LFM2"),
+    doctor_parser="lfm2",
+    doctor_markers=(("<|tool_call_start|>", "lfm2"),),
+)

@@ -17,10 +17,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, next_or_end, outermost, whole_values
+from ..framing import OpenerMatches, next_or_end, outermost, whole_values
+from ..opener_patterns import CALL_OBJECT, Opener, literals
 from ..scan import Document
 from ..types import Frame
 from .pythonic import list_frame
+from .spec import FormatSpec
 
 NAME = "llama3"
 _TAG = "<|python_tag|>"
@@ -60,7 +62,7 @@ def _as_json_list(text: str, spans: list[tuple[int, int]]) -> str:
 
 def _tagged_calls(doc: Document) -> Iterator[Frame]:
     text = doc.text
-    openers = Openers(doc, _TAGGED, _TAG, keep_backticked=True)
+    openers = OpenerMatches(doc, _TAGGED, _TAG, keep_backticked=True)
     for match in openers:
         start = match.start()
         spans, end, unbalanced = _objects_by_semicolons(doc, doc.skip_space(match.end()))
@@ -87,7 +89,7 @@ def _tagged_calls(doc: Document) -> Iterator[Frame]:
 def _built_in_call(doc: Document) -> Iterator[Frame]:
     """A built-in tool's `NAME.call(…)` after the tag, closing the content."""
     text = doc.text
-    for match in Openers(doc, _BUILT_IN, _TAG):
+    for match in OpenerMatches(doc, _BUILT_IN, _TAG):
         end = _CALL_END.search(text, match.end())
         if end is not None:
             source = f"[{match[1]}{text[match.end():end.start() + 1]}]"
@@ -113,7 +115,7 @@ def _semicolon_separated_content(doc: Document) -> Iterator[Frame]:
 
 def _function_tag_calls(doc: Document) -> Iterator[Frame]:
     text = doc.text
-    openers = Openers(doc, _FUNCTION, _FUNCTION_OPENS)
+    openers = OpenerMatches(doc, _FUNCTION, _FUNCTION_OPENS)
     for match in openers:
         start = match.start()
         name = match[1] or match[2]
@@ -147,3 +149,17 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         yield from whole
     elif functions:
         yield from _function_tag_calls(doc)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    # `{…}; {…}` as the whole content
+    openers=(*literals("<|python_tag|>", "<function=", '<function name="'),
+             Opener(CALL_OBJECT.pattern, "start")),
+    vllm=("llama3_json", "llama4_json"),
+    sglang=("llama3",),
+    llama_cpp=("Llama 3.x", "Llama 3.x with built-in tools", "Functionary v3.1 Llama 3.1"),
+    doctor_parser="llama3_json",
+    doctor_markers=(("<|python_tag|>", "llama3_json"),),
+    own_markers_at_start=("<|python_tag|>{", "<function"),
+)

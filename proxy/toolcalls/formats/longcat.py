@@ -11,8 +11,10 @@ import re
 from collections.abc import Iterator
 
 from ..framing import json_frames
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "longcat"
 _OPEN = "<longcat_tool_call>"
@@ -24,3 +26,12 @@ _CLOSE = re.compile(r"\s*+</longcat_tool_call>")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<longcat_tool_call>` whose payload is JSON, to its close tag."""
     yield from json_frames(doc, NAME, _OPENER, _OPEN, close=_CLOSE)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<longcat_tool_call>"),
+    vllm=("longcat",),
+    doctor_parser="longcat",
+    wrapper_tags=("longcat_tool_call", "longcat_tool_calls"),
+)

@@ -18,9 +18,11 @@ import re
 from collections.abc import Iterator
 
 from ..framing import PairGrammar, pair_frames
+from ..opener_patterns import Opener, run, seq
 from ..scan import Document
 from ..text_values import ValueTags
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "minicpm"
 MARKERS = ("<function name=", "<function\u0120name=", "<functionname=")
@@ -53,3 +55,12 @@ _GRAMMAR = PairGrammar(
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<function name=…>` block of `<param>`s, to its `</function>`."""
     yield from pair_frames(doc, NAME, _GRAMMAR)
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(Opener(seq("<function", run(r"[\sĠ]", 0, 8), "name=")),),
+    vllm=("minicpm5",),
+    sglang=("minicpm5",),
+    doctor_parser="minicpm5",
+)

@@ -22,10 +22,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import Openers, section_start, unsure_frame
+from ..framing import OpenerMatches, section_start, unsure_frame
+from ..opener_patterns import literals
 from ..scan import Document
 from ..schema import coerce
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "minimax_m3"
 _NS = "]<]minimax[>["
@@ -119,7 +121,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each namespaced invoke inside a `<tool_call>` block."""
     text = doc.text
     in_block = False
-    openers = Openers(doc, _INVOKE, _NS, keep_backticked=True)
+    openers = OpenerMatches(doc, _INVOKE, _NS, keep_backticked=True)
     for match in openers:
         start = section_start(doc, _BLOCK_OPEN, match.start(), openers.taken_to, in_block)
         if start is None:
@@ -136,3 +138,12 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         pos = after.end() if after is not None else pos
         yield Frame(NAME, start, pos, value={"name": name, "arguments": arguments})
         openers.taken_to = pos
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("]<]minimax[>["),
+    vllm=("minimax_m3",),
+    sglang=("minimax-m3",),
+    doctor_parser="minimax_m3",
+)

@@ -16,9 +16,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import Openers, at_line_start, json_frame
+from ..framing import OpenerMatches, at_line_start, json_frame
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "mistral"
 _OPEN = "[TOOL_CALLS]"
@@ -37,7 +39,7 @@ _SENTENCE_END = re.compile(r"[.!?。！？…][ \t]*+\Z")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `[TOOL_CALLS]` with its JSON list of calls, or its NAME[ARGS]{arguments}."""
     text = doc.text
-    openers = Openers(doc, _OPENER, _OPEN)
+    openers = OpenerMatches(doc, _OPENER, _OPEN)
     for match in openers:
         start = match.start()
         body = doc.skip_space(match.end())
@@ -56,3 +58,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             frame = replace(frame, closed=True, repairs=())
         yield frame
         openers.taken_to = frame.end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("[TOOL_CALLS]"),
+    vllm=("mistral", "xlam"),
+    sglang=("mistral",),
+    llama_cpp=("Mistral Nemo", "Magistral", "Ministral 3"),
+    doctor_parser="mistral",
+    doctor_markers=(("[TOOL_CALLS]", "mistral"),),
+)

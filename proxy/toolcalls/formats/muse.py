@@ -19,8 +19,10 @@ from dataclasses import replace
 
 from ..framing import invoke_frames, invoke_grammar
 from ..markup import edges
+from ..opener_patterns import SPACE, Opener, lit, literals, opt, run, seq
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "muse"
 _GRAMMAR = invoke_grammar("atem:", "<atem:function_calls>", "</atem:function_calls>",
@@ -51,3 +53,18 @@ _ANSWER_END = re.compile(r"<\|(?:eot|eom|end)\|>\s*+\Z")
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The message's header at the start of the answer and its end token at its end."""
     return edges(text, _ANSWER_HEADER, _ANSWER_END), []
+
+
+# The header before a call (`<|start|>assistant to=NAME`), which belongs to its frame.
+_HEADER_TO = opt(seq(opt(seq("<|start|>assistant", run(r"[ \t]", 0, 64))), "to=",
+                     run(r"[^\s<>]", 1, 200)))
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(Opener(lit("<|message|>"), lead=_HEADER_TO),
+             Opener(lit("<atem:"), lead=opt(seq(_HEADER_TO, "<|message|>", SPACE))),
+             *literals("<|start|>assistant", "<|eot|>", "<|eom|>", "<|end|>")),
+    sglang=("muse",),
+    answer_markup=answer_markup,
+)

@@ -8,9 +8,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, json_frame
+from ..framing import OpenerMatches, json_frame
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "phi4_mini"
 _OPEN = "functools["
@@ -21,7 +23,7 @@ _OPENER = re.compile(r"functools(?=\[\s*+[{\]])")  # literal first: the regex sk
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `functools` followed by a JSON array of calls."""
     text = doc.text
-    openers = Openers(doc, _OPENER, _OPEN)
+    openers = OpenerMatches(doc, _OPENER, _OPEN)
     for match in openers:
         start = match.start()
         if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_."):
@@ -30,3 +32,13 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if frame is not None:
             yield frame
             openers.taken_to = frame.end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("functools["),
+    vllm=("phi4_mini_json",),
+    llama_cpp=("FireFunction v2",),
+    aliases=("firefunction_v2",),
+    doctor_parser="phi4_mini_json",
+)

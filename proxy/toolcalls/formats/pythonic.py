@@ -18,10 +18,13 @@ from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
-from ..framing import Openers
-from ..repair import NotLiteral, join_surrogate_pairs, literal_value, parse_expression
+from ..framing import OpenerMatches
+from ..opener_patterns import SPACE, Opener, literals, opt, run, seq
+from ..repair.python_literal import NotLiteral, literal_value, parse_expression
+from ..repair.regexes import join_surrogate_pairs
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "pythonic"
 # A line that opens the list, `[` then the first call's name; the content ends with `)]`.
@@ -358,7 +361,7 @@ def wrapped_list(doc: Document, start: int, body: int, close: str, fmt: str = NA
 
 
 def _wrapped_lists(doc: Document) -> Iterator[Frame]:
-    openers = Openers(doc, _WRAPPED, _WRAP_START, keep_backticked=True)
+    openers = OpenerMatches(doc, _WRAPPED, _WRAP_START, keep_backticked=True)
     for match in openers:
         frame = wrapped_list(doc, match.start(), match.end(), _WRAP_END)
         yield frame
@@ -383,7 +386,7 @@ def _olmo_blocks(doc: Document) -> Iterator[Frame]:
     """OLMo 3's `<function_calls>` blocks; the closing tag may be missing when the calls
     close the content."""
     text = doc.text
-    openers = Openers(doc, _BLOCK_OPEN, _BLOCK, keep_backticked=True)
+    openers = OpenerMatches(doc, _BLOCK_OPEN, _BLOCK, keep_backticked=True)
     for match in openers:
         close = text.find(_BLOCK_END, match.end())
         closed = close >= 0
@@ -440,3 +443,15 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if kept:
             yield from kept
             return
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(Opener(seq(opt(seq("<|python_tag|>", SPACE)), "[", SPACE,
+                            run("[A-Za-z_]", 1, 1), run(r"[\w.]", 0, 200), "("), "line"),
+             *literals("<|python_start|>", "<function_calls>")),
+    vllm=("pythonic", "llama4_pythonic", "olmo3"),
+    sglang=("pythonic",),
+    doctor_parser="pythonic",
+    wrapper_tags=("function_calls",),
+)

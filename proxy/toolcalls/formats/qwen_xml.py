@@ -26,10 +26,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, template_value, unsure_frame
+from ..framing import OpenerMatches, template_value, unsure_frame
+from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "qwen_xml"
 MARKERS = ("<function=",)
@@ -106,7 +108,7 @@ def _parameters(doc: Document, pos: int, tail: Tail, exact: bool = False,
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<function=NAME>` block with its parameters, and its `<tool_call>` wrapper if any."""
     text = doc.text
-    openers = Openers(doc, _FUNCTION, "<function=", keep_backticked=True)  # unless wrapped
+    openers = OpenerMatches(doc, _FUNCTION, "<function=", keep_backticked=True)  # unless wrapped
     for match in openers:
         start = match.start()
         wrapper = _WRAP_OPEN.search(text, max(openers.taken_to, start - 64), start)
@@ -145,3 +147,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         yield Frame(NAME, start, pos, closed=closed, complete=complete,
                     name=match.group(1).strip(), text_args=tuple(args), repairs=tuple(repairs))
         openers.taken_to = pos
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<function=", "<tool_call>", "<seed:tool_call>"),
+    vllm=("qwen3_coder", "qwen3_xml", "seed_oss", "mimo", "step3p5"),
+    sglang=("qwen3_coder", "mimo", "step3p5"),
+    llama_cpp=("Qwen3 Coder", "Seed-OSS"),
+    doctor_parser="qwen3_coder",
+    wrapper_tags=("tool_call", "seed:tool_call", "seed:tool_calls", "function"),
+)

@@ -18,10 +18,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, PairGrammar, json_frame, outermost, pair_frames
+from ..framing import OpenerMatches, PairGrammar, json_frame, outermost, pair_frames
+from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import ValueTags, stray_tags
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "solar_open"
 _BEGIN = "<|tool_call:begin|>"
@@ -52,7 +54,7 @@ _ARGUMENTS = PairGrammar(
 def _json_calls(doc: Document) -> Iterator[Frame]:
     """Solar Open's calls: JSON arguments after the id and the name."""
     text = doc.text
-    openers = Openers(doc, _HEAD, _BEGIN[1:], offset=1)
+    openers = OpenerMatches(doc, _HEAD, _BEGIN[1:], offset=1)
     for match in openers:
         start = match.start()
         section = _SECTION_OPEN.search(text, max(openers.taken_to, start - 40), start)
@@ -72,3 +74,12 @@ def _json_calls(doc: Document) -> Iterator[Frame]:
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Solar Open's JSON calls and Solar Open 2's key/value calls."""
     yield from outermost(_json_calls(doc), pair_frames(doc, NAME, _ARGUMENTS))
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<|tool_calls|>", "<|tool_call:"),
+    vllm=("solar_open2",),
+    llama_cpp=("Solar Open",),
+    doctor_parser="solar_open2",
+)

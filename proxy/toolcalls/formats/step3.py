@@ -14,10 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, invoke_grammar, invoke_parameters, unsure_frame
+from ..framing import OpenerMatches, invoke_grammar, invoke_parameters, unsure_frame
+from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import Tail
 from ..types import Frame
+from .deepseek import CALLS_OPENER
+from .spec import FormatSpec
 
 NAME = "step3"
 _GRAMMAR = invoke_grammar("steptml:", "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>")
@@ -56,7 +59,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `tool_call_begin … steptml:invoke … tool_call_end` call inside a section."""
     text = doc.text
     tail = _tail(doc)
-    openers = Openers(doc, _HEAD, _BEGIN_MARKERS, offset=2)
+    openers = OpenerMatches(doc, _HEAD, _BEGIN_MARKERS, offset=2)
     for head in openers:
         start = head.start()
         cursor = openers.taken_to
@@ -91,3 +94,12 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                         repairs=("missing_close_tag",), refused=refused)
             return
         # Anything else after the invoke: not a call we read; it stays text.
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(*literals("<steptml:invoke"), CALLS_OPENER),
+    vllm=("step3",),
+    sglang=("step3",),
+    doctor_parser="step3",
+)

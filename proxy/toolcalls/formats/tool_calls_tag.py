@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 
 from ..framing import (
-    Openers,
+    OpenerMatches,
     cut_list_head,
     ends_or_opens,
     joined,
@@ -25,8 +25,10 @@ from ..framing import (
     next_or_end,
     whole_values,
 )
+from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "tool_calls_tag"
 _TAGS = ("<tool_calls>", "<TOOLCALL>")
@@ -46,7 +48,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 def _blocks(doc: Document, tag: str, opener: re.Pattern[str], close_tag: re.Pattern[str],
             ) -> Iterator[Frame]:
     text = doc.text
-    openers = Openers(doc, opener, tag)
+    openers = OpenerMatches(doc, opener, tag)
     for match in openers:
         start = match.start()
         spans, stop, unbalanced = json_run(doc, match.end())
@@ -71,3 +73,14 @@ def _blocks(doc: Document, tag: str, opener: re.Pattern[str], close_tag: re.Patt
             continue  # something else inside the block: not ours to read; it stays text
         yield frame
         openers.taken_to = frame.end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=literals("<tool_calls>", "<TOOLCALL>"),
+    vllm=("jamba", "hunyuan_a13b"),
+    llama_cpp=("Apriel 1.5", "Nemotron V2"),
+    aliases=("minimax", "minimax_m1", "nemotron_json", "nemotron_nano_v2", "apriel", "nemotron_v2"),
+    doctor_parser="jamba",
+    wrapper_tags=("tool_calls",),
+)

@@ -19,9 +19,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import Openers, at_line_start, joined, json_run
+from ..framing import OpenerMatches, at_line_start, joined, json_run
+from ..opener_patterns import FENCE, literals
 from ..scan import Document
 from ..types import Frame
+from .spec import FormatSpec
 
 NAME = "tools_wrapper"
 _TAGS = ("tools", "tool", "response", "json", "xml", "JSON", "function_call")
@@ -42,7 +44,7 @@ _FENCE_CLOSE = re.compile(r"\s*+```")
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each wrapper whose body is a sequence of JSON values (comma or space separated)."""
     text = doc.text
-    openers = Openers(doc, _OPENER, _OPENS if doc.has('"name"') else ("<tools>",))
+    openers = OpenerMatches(doc, _OPENER, _OPENS if doc.has('"name"') else ("<tools>",))
     for match in openers:
         start = match.start()
         tag = match[1] or match[2]
@@ -72,3 +74,12 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         yield Frame(NAME, start, end, closed=closed, json_text=joined(text, spans),
                     repairs=repairs)
         openers.taken_to = end
+
+
+SPEC = FormatSpec(
+    name=NAME, find_frames=find_frames, markers=MARKERS,
+    openers=(*literals("<tools>", "<tool>", "<response>", "<json>", "<xml>", "<JSON>",
+                       "<function_call>"), FENCE),
+    llama_cpp=("Hermes 2 Pro (its `<tools>`/`<response>`/`<json>` variants)",),
+    wrapper_tags=("tools", "tool", "response", "json", "xml", "JSON", "function_call"),
+)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 import orjson
 
 from ...bulk_decode import loads
-from ..repair import PY_NAMES_AS_JSON
+from ..repair.regexes import PY_NAMES_AS_JSON
 from .budget import Budget
 
 _PY_WORD = re.compile(r"(?:True|False|None)\b")
@@ -55,79 +56,110 @@ _EDGE_SLACK = 8
 _DECODER = json.JSONDecoder(strict=False)
 
 
+# What a window's reader returns to the window loop instead of a result: read the next window,
+# eight times wider (the window ended inside the value); read the same window again with the
+# stdlib decoder (orjson refused a raw control character, which the stdlib decoder reads).
+_GROW = object()
+_STDLIB = object()
+WindowReader = Callable[[str, bool, int, bool], object]
+
+
+def _read_growing(text: str, start: int, width: int, read: WindowReader, *,
+                  to_last_bracket: bool = False) -> tuple[object, int]:
+    """The one window-growing loop: `read(window, partial, slack, stdlib)` on windows of
+    `text` from `start`, `width` wide and growing eightfold while it returns _GROW, until it
+    returns a result; that result and the last window's width. `partial`: the window holds
+    only part of the text; `slack`: how close to its end an error may be where the window
+    cuts a token; `stdlib`: the window is short enough (or needs) the stdlib decoder.
+
+    With `to_last_bracket`, a window that would reach past the text's last closing bracket
+    ends there instead (once; no slack then: it cuts no token but a string): a long value
+    that is the last of its text (a call's payload before its closing tag) is then decoded
+    in the read that finds its end."""
+    size = len(text)
+    last = max(text.rfind("}"), text.rfind("]")) + 1 if to_last_bracket else -1
+    stdlib = False
+    while True:
+        stop = min(size, start + width)
+        slack = _EDGE_SLACK
+        if start < last < stop:
+            stop, last, slack = last, -1, 0  # once: a window read again ends where windows do
+        outcome = read(text[start:stop], stop < size, slack, stdlib or width <= _STDLIB_WINDOW)
+        if outcome is _GROW:
+            width *= 8  # a long value: a few windows, each far longer than the last
+        elif outcome is _STDLIB:
+            stdlib = True
+        else:
+            return outcome, width
+
+
+def _end_in(window: str, partial: bool, slack: int, stdlib: bool) -> object:
+    """value_end's reader: (end, None) or (None, error position) in the window's positions,
+    (None, None) when the whole text ends inside a valid prefix, or _GROW / _STDLIB."""
+    if stdlib:
+        try:
+            return int(_DECODER.raw_decode(window)[1]), None
+        except ValueError as error:
+            at: int = getattr(error, "pos", 0)
+            unterminated = str(error).startswith("Unterminated string")
+    else:
+        try:
+            loads(window)
+        except orjson.JSONDecodeError as error:
+            if error.msg.startswith("unexpected content after document"):
+                return len(window[:error.pos].rstrip(" \t\n\r")), None
+            if error.msg.startswith("unexpected control character"):
+                return _STDLIB
+            at = error.pos
+            unterminated = error.msg.startswith("unexpected end of data")
+        else:
+            return len(window.rstrip(" \t\n\r")), None
+    if unterminated or at >= len(window) - (slack if partial else 0):
+        return _GROW if partial else (None, None)
+    return None, at
+
+
 def value_end(text: str, start: int) -> tuple[int | None, int | None]:
     """(end, None) of the JSON value opening at `start`, by the C decoders on windows of the
     text growing from a few kilobytes (so that a short value followed by a long text costs
     the value, not the text); (None, None) when the text ends inside a valid prefix of it
-    (it never closes); (None, position) where the decoder finds it invalid. Raises
-    RecursionError on a value nested deeper than the stdlib decoder reads."""
-    width = _WINDOW
-    size = len(text)
-    lenient = False
-    while True:
-        stop = min(size, start + width)
-        window = text[start:stop]
-        partial = stop < size  # the window holds only part of the text
-        if width <= _STDLIB_WINDOW or lenient:
-            try:
-                return start + int(_DECODER.raw_decode(window)[1]), None
-            except ValueError as error:
-                at: int = getattr(error, "pos", 0)
-                unterminated = str(error).startswith("Unterminated string")
-        else:
-            try:
-                loads(window)
-            except orjson.JSONDecodeError as error:
-                if error.msg.startswith("unexpected content after document"):
-                    return start + len(window[:error.pos].rstrip(" \t\n\r")), None
-                if error.msg.startswith("unexpected control character"):
-                    lenient = True  # raw control characters: the stdlib decoder reads them
-                    continue
-                at = error.pos
-                unterminated = error.msg.startswith("unexpected end of data")
-            else:
-                return start + len(window.rstrip(" \t\n\r")), None
-        if unterminated or at >= len(window) - (_EDGE_SLACK if partial else 0):
-            if not partial:
-                return None, None
-            width *= 8  # a long value: a few windows, each far longer than the last
-            continue
-        return None, start + at
+    (it never closes); (None, position) where the decoder finds it invalid. Up to a window of
+    _STDLIB_WINDOW the stdlib decoder reads, past it orjson (the stdlib decoder again for raw
+    control characters). Raises RecursionError on a value nested deeper than the stdlib
+    decoder reads."""
+    (end, at), _ = _read_growing(text, start, _WINDOW, _end_in)  # type: ignore[misc]
+    return (None if end is None else start + end), (None if at is None else start + at)
+
+
+def _strict_in(window: str, partial: bool, slack: int, stdlib: bool,
+               ) -> object:
+    """strict_read's reader (orjson whatever the width): (end, value, error) in the window's
+    positions, or _GROW."""
+    try:
+        value = loads(window)
+    except orjson.JSONDecodeError as error:
+        if error.msg.startswith("unexpected content after document"):
+            return len(window[:error.pos].rstrip(" \t\n\r")), UNKNOWN, None
+        if error.msg.startswith("unexpected end of data") or (
+                partial and error.pos >= len(window) - slack):
+            return _GROW if partial else (None, UNKNOWN, None)
+        return None, UNKNOWN, (error.pos, error.msg)
+    return len(window.rstrip(" \t\n\r")), value, None
 
 
 def strict_read(text: str, start: int, width: int = _WINDOW,
                 ) -> tuple[int | None, object, tuple[int, str] | None, int]:
     """The strict decoder (orjson) on windows of `text` growing from `start`, as value_end
-    reads them: (end, value, error, width). `end` is where the value opening at `start`
-    ends, and `value` its value when a window held exactly it (else UNKNOWN); `error` the
-    first error met instead (its position in `text`, its message); neither when the text ends
-    inside a valid prefix. `width` is the last window's, for the next read of the same value.
-
-    A window that would reach past the text's last closing bracket ends there instead: a
-    long value that is the last of its text (a call's payload before its closing tag) is
-    then decoded in the read that finds its end."""
-    size = len(text)
-    last = max(text.rfind("}"), text.rfind("]")) + 1
-    while True:
-        stop = min(size, start + width)
-        slack = _EDGE_SLACK  # a window cut after a bracket cuts no token but a string
-        if start < last < stop:
-            stop, last, slack = last, -1, 0  # once: a window read again ends where windows do
-        window = text[start:stop]
-        partial = stop < size  # the window holds only part of the text
-        try:
-            value = loads(window)
-        except orjson.JSONDecodeError as error:
-            if error.msg.startswith("unexpected content after document"):
-                return start + len(window[:error.pos].rstrip(" \t\n\r")), UNKNOWN, None, width
-            if error.msg.startswith("unexpected end of data") or (
-                    partial and error.pos >= len(window) - slack):
-                if not partial:
-                    return None, UNKNOWN, None, width
-                width *= 8
-                continue
-            return None, UNKNOWN, (start + error.pos, error.msg), width
-        return start + len(window.rstrip(" \t\n\r")), value, None, width
+    reads them, each ending at the text's last closing bracket if it would reach past it
+    (see _read_growing): (end, value, error, width). `end` is where the value opening at
+    `start` ends, and `value` its value when a window held exactly it (else UNKNOWN);
+    `error` the first error met instead (its position in `text`, its message); neither when
+    the text ends inside a valid prefix. `width` is the last window's, for the next read of
+    the same value."""
+    outcome, width = _read_growing(text, start, width, _strict_in, to_last_bracket=True)
+    end, value, error = outcome  # type: ignore[misc]
+    return ((None if end is None else start + end), value,
+            (None if error is None else (start + error[0], error[1])), width)
 
 
 class Decoders:

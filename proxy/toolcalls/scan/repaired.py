@@ -1,5 +1,5 @@
 """Values that need repairs, found once and read once: the document repaired where the strict
-decoder reports errors (repair.RepairedText over the whole document), the end of each value
+decoder reports errors (RepairedText over the whole document), the end of each value
 read there mapped back to the document, and the repaired text of that value kept, so that a
 frame whose payload is that span is decoded from it, not repaired and decoded again."""
 
@@ -11,14 +11,16 @@ from typing import Any
 
 import orjson
 
-from ..repair import MARK, RepairedText, has_long_digit_run, loads, single_quotes_as_json
+from ..exact_json import has_long_digit_run, loads
+from ..repair.at_errors import MARK, RepairedText
+from ..repair.python_literal import single_quotes_as_json
 from .budget import Budget
 from .decode import UNKNOWN, strict_read
 
 
 class _Copy:
     """The document repaired as JSON (`python`: a Python literal's quotes made JSON's first,
-    see repair.single_quotes_as_json), and how its positions map to the document's. Every
+    see single_quotes_as_json), and how its positions map to the document's. Every
     character the repairs add is MARK (after a name made JSON's), or, in a Python-literal
     copy, a backslash (before a `"` made part of a string): a copy is made only of a document
     that holds neither, so that counting them maps a span back. A comma made MARK keeps its
@@ -148,7 +150,7 @@ class RepairedSpans:
             return None
         length, repairs = copy.span(at, end, start)
         if value is not UNKNOWN and has_long_digit_run(copy.text[at:end]):
-            value = UNKNOWN  # read again by repair.loads, which keeps such integers exact
+            value = UNKNOWN  # read again by exact_json.loads, which keeps such integers exact
         self._reads[start] = _Read(copy.text, at, end, value, repairs)
         self._by_length.setdefault(length, []).append(start)
         return start + length

@@ -13,13 +13,13 @@ from typing import Any
 
 import orjson
 
-from .config import Config
-from .errors import ProxyError
-from .fronts import Front
-from .fronts.registry import FRONTS
-from .shell.upstream import Timeouts, Upstream
-from .turn.core import Answer, decide
-from .turn.plan import PassthroughPlan
+from ..config import Config
+from ..errors import ProxyError
+from ..fronts import Front
+from ..fronts.registry import FRONTS
+from ..shell.upstream import Timeouts, Upstream
+from ..turn.core import Answer, decide
+from ..turn.plan import PassthroughPlan
 
 CHAT_PATH = "/v1/chat/completions"  # where a front that relays the client's path sends it
 

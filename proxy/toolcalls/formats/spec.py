@@ -1,0 +1,74 @@
+"""A tool-call format declared once: each format module ends with its `SPEC`, and everything
+else that knows formats (the registry's tables and aliases, the streamed mode's hold-back,
+`doctor`, the README's coverage table, checked by a test) reads it from there."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..opener_patterns import Opener
+from ..scan import Document
+from ..types import Frame
+
+Span = tuple[int, int]
+FrameFinder = Callable[[Document], Iterator[Frame]]
+# Given the text and the spans of the frames taken from it: the spans of the markup around
+# them (Harmony's other messages) and of the reasoning that markup holds.
+ContentMarkup = Callable[[str, Sequence[Span]], tuple[list[Span], list[Span]]]
+# Given a plain answer: the spans of the format's tokens framing it, and of reasoning in it.
+AnswerMarkup = Callable[[str], tuple[list[Span], list[Span]]]
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """One tool-call format: how it is read, and every name and marker it is known by.
+
+    `markers`: literals of which every frame the format finds holds at least one (the format
+    is not run on a text holding none; empty: recognised by shape, always run).
+    `openers`: what a frame can begin with, for the streamed mode's hold-back.
+    `vllm`, `sglang`: the engines' tool-parser names that read it (the README's coverage table;
+    accepted in the `formats` setting); `llama_cpp`: llama.cpp's chat formats that write it
+    (descriptions, as the table gives them); `aliases`: other accepted names (llama.cpp's
+    format names, names in vLLM's or SGLang's tree that a release does not register). A name
+    several specs list stands for all of them, in the order of their names (xLAM's).
+    `doctor_parser`: the vLLM parser `doctor` recommends for it (None: none reads it);
+    `doctor_markers`: (marker, vLLM parser) pairs `doctor` names when a text holds the marker
+    but no call could be read from it.
+    `own_markers_at_start`: where `markers` are not all the model's own, the ones a frame made
+    with this format's markers starts with (None: all of `markers` are).
+    `content_markup` / `answer_markup`: the format's markup around a taken call, or around a
+    plain answer (see `answer`), for the formats that have such markup. `wrapper_tags`: the
+    names of the tags the model writes around or beside its calls (`<tool_call>`), which the
+    content cleanup takes with a frame they touch (see `cleanup`); `message_header`: a regex
+    of the header that starts another of the format's messages (Harmony's), which is not prose
+    beside a frame (see `context`).
+    `structural_tag`: room for guided decoding: the structural tag (vLLM's and SGLang's
+    `structural_tag` response format: begin, schema, end per tool) that makes the engine
+    write a call in this format; None until guided decoding is built.
+    """
+
+    name: str
+    find_frames: FrameFinder
+    markers: tuple[str, ...]
+    openers: tuple[Opener, ...]
+    vllm: tuple[str, ...] = ()
+    sglang: tuple[str, ...] = ()
+    llama_cpp: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    doctor_parser: str | None = None
+    doctor_markers: tuple[tuple[str, str], ...] = ()
+    own_markers_at_start: tuple[str, ...] | None = None
+    content_markup: ContentMarkup | None = None
+    answer_markup: AnswerMarkup | None = None
+    wrapper_tags: tuple[str, ...] = ()
+    message_header: str | None = None
+    structural_tag: Mapping[str, Any] | None = None
+
+    @property
+    def engine_names(self) -> tuple[str, ...]:
+        """Every name the `formats` setting accepts for this format besides its own."""
+        names = dict.fromkeys((*self.vllm, *self.sglang, *self.aliases))
+        names.pop(self.name, None)
+        return tuple(names)
