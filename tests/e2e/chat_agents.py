@@ -155,14 +155,14 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 
 class Model:
     """The fake model of one run. `call`: the first request that offers `tool` is answered
-    with one call to `name` running `command` (Hermes text, or `native`: a call vLLM's parser
-    returned); a request ending with a tool's result, with text quoting it; anything else
-    (titles, summaries, memory) with plain text."""
+    with a call to `name` for each of `commands` (Hermes text, one frame each, or `native`:
+    calls vLLM's parser returned); a request ending with a tool's result, with text quoting
+    it; anything else (titles, summaries, memory) with plain text."""
 
     def __init__(self, call: bool = False, *, tool: str = "", name: str = "",
-                 command: str = "", native: bool = False) -> None:
+                 commands: tuple[str, ...] = (), native: bool = False) -> None:
         self.call, self.tool, self.name, self.native = call, tool, name, native
-        self.command = command
+        self.commands = commands
         self._lock = threading.Lock()
         self._turns = itertools.count()
         self.called = False
@@ -178,13 +178,15 @@ class Model:
             self.called = self.called or now
         if not now:
             return vllm_answer(vllm_completion(TEXT))(received)
-        arguments = {"command": self.command}
+        calls = [{"name": self.name, "arguments": {"command": command}}
+                 for command in self.commands]
         if self.native:
             return vllm_answer(vllm_completion(
                 "I'll run it.", finish_reason="tool_calls",
-                tool_calls=[vllm_tool_call(self.name, json.dumps(arguments))]))(received)
-        frame = json.dumps({"name": self.name, "arguments": arguments})
-        return vllm_answer(vllm_completion(f"I'll run it.\n<tool_call>\n{frame}\n</tool_call>",
+                tool_calls=[vllm_tool_call(call["name"], json.dumps(call["arguments"]))
+                            for call in calls]))(received)
+        frames = "".join(f"\n<tool_call>\n{json.dumps(call)}\n</tool_call>" for call in calls)
+        return vllm_answer(vllm_completion(f"I'll run it.{frames}",
                                            reasoning="The user wants the command run."))(
             received)
 

@@ -1,9 +1,10 @@
 """Qwen Code, opencode and Continue's `cn` (real, from npm) through the proxy's chat front
-against the fake vLLM, in both stream modes: a text turn; a turn whose call to the agent's shell
-tool is written as Hermes text; a call naming that tool in the wrong case (`Bash` where `bash`
-is offered), which the proxy repairs; and a call to a tool the agent does not offer, which the
-proxy delivers as written, so that the agent answers "no such tool" and the loop goes on (never
-a 5xx the agent retries). The last two both as Hermes text and as a call vLLM's parser returned.
+against the fake vLLM, in both stream modes: a text turn; a turn whose call to the agent's
+shell tool is written as Hermes text; two such calls in one answer; a call naming that tool in
+the wrong case (`Bash` where `bash` is offered), which the proxy repairs; and a call to a tool
+the agent does not offer, which the proxy delivers as written, so that the agent answers "no
+such tool" and the loop goes on (never a 5xx the agent retries). The last two both as Hermes
+text and as a call vLLM's parser returned.
 
 Each agent is skipped, saying so, when its package is not installed (`make e2e` installs
 tests/e2e/package.json)."""
@@ -64,7 +65,8 @@ def _shell_turn(fake: Any, start_proxy: Any, tmp_path: Path, agent: Agent, mode:
     proxy = start_proxy(api_keys=[KEY], stream_mode=mode)
     marker = f"e2e-{secrets.token_hex(5)}"
     command = f"echo {marker} > out.txt && cat out.txt"
-    fake.answer(Model(True, tool=agent.shell_tool, name=name, command=command, native=native))
+    fake.answer(Model(True, tool=agent.shell_tool, name=name, commands=(command,),
+                      native=native))
     home, work = _dirs(tmp_path)
     run = agent.run(proxy.url, home, work, "Run the command this task needs, then report.")
     return run, [r.json for r in fake.chat_requests()], marker, work
@@ -104,6 +106,27 @@ def test_a_call_written_as_hermes_text_runs_the_shell_tool(fake, start_proxy, tm
     assert json.loads(call["arguments"])["command"].startswith(f"echo {marker} ")
     assert any(marker in result for result in tool_results(requests))
     assert "<tool_call>" not in run.stdout  # the frame reached the agent as a call
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("key", list(AGENTS))
+def test_two_calls_in_one_answer_both_run(fake, start_proxy, tmp_path, key, mode):
+    agent = _agent(key)
+    proxy = start_proxy(api_keys=[KEY], stream_mode=mode)
+    markers = [f"e2e-{secrets.token_hex(5)}" for _ in range(2)]
+    commands = tuple(f"echo {marker} > out{i}.txt" for i, marker in enumerate(markers))
+    fake.answer(Model(True, tool=agent.shell_tool, name=agent.shell_tool, commands=commands))
+    home, work = _dirs(tmp_path)
+
+    run = agent.run(proxy.url, home, work, "Run the commands this task needs, then report.")
+
+    assert run.returncode == 0, _output(run)
+    assert AFTER_TOOL in run.stdout, _output(run)
+    assert [(work / f"out{i}.txt").read_text().strip() for i in range(2)] == markers
+    requests = [r.json for r in fake.chat_requests()]
+    calls = delivered_calls(requests)
+    assert [json.loads(call["arguments"])["command"] for call in calls] == list(commands)
+    assert len(tool_results(requests[-1:])) == 2  # both results went back in one turn
 
 
 @pytest.mark.parametrize("source", SOURCES)
