@@ -10,7 +10,6 @@ variables Node 24 honours with NODE_USE_ENV_PROXY), opencode's npm installs (its
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess
@@ -157,27 +156,36 @@ class Model:
     """The fake model of one run. `call`: the first request that offers `tool` is answered
     with a call to `name` for each of `commands` (Hermes text, one frame each, or `native`:
     calls vLLM's parser returned); a request ending with a tool's result, with text quoting
-    it; anything else (titles, summaries, memory) with plain text."""
+    it; anything else (titles, summaries, memory) with plain text. `thinking`: every answer
+    starts inside a thinking block the template opened (`thinking`, then a lone `</think>`),
+    left in the content as a server without a reasoning parser leaves it."""
 
     def __init__(self, call: bool = False, *, tool: str = "", name: str = "",
-                 commands: tuple[str, ...] = (), native: bool = False) -> None:
+                 commands: tuple[str, ...] = (), native: bool = False,
+                 thinking: str = "") -> None:
         self.call, self.tool, self.name, self.native = call, tool, name, native
-        self.commands = commands
+        self.commands, self.thinking = commands, thinking
         self._lock = threading.Lock()
-        self._turns = itertools.count()
         self.called = False
+
+    def _said(self, content: str, reasoning: str | None = None) -> dict[str, Any]:
+        """An answer; with `thinking`, no reasoning field (a server that parsed reasoning
+        leaves no closer in the content, and the proxy then leaves the content alone)."""
+        if self.thinking:
+            return vllm_completion(f"{self.thinking}\n</think>\n\n{content}")
+        return vllm_completion(content, reasoning=reasoning)
 
     def __call__(self, received: Received) -> Answer:
         body = received.json
         last = body["messages"][-1]
         if last.get("role") == "tool":
             result = json.dumps(last.get("content"))[:600]
-            return vllm_answer(vllm_completion(f"{AFTER_TOOL} {result}"))(received)
+            return vllm_answer(self._said(f"{AFTER_TOOL} {result}"))(received)
         with self._lock:
             now = self.call and not self.called and self.tool in tool_names(body)
             self.called = self.called or now
         if not now:
-            return vllm_answer(vllm_completion(TEXT))(received)
+            return vllm_answer(self._said(TEXT))(received)
         calls = [{"name": self.name, "arguments": {"command": command}}
                  for command in self.commands]
         if self.native:
@@ -186,9 +194,8 @@ class Model:
                 tool_calls=[vllm_tool_call(call["name"], json.dumps(call["arguments"]))
                             for call in calls]))(received)
         frames = "".join(f"\n<tool_call>\n{json.dumps(call)}\n</tool_call>" for call in calls)
-        return vllm_answer(vllm_completion(f"I'll run it.{frames}",
-                                           reasoning="The user wants the command run."))(
-            received)
+        return vllm_answer(self._said(f"I'll run it.{frames}",
+                                      reasoning="The user wants the command run."))(received)
 
 
 def delivered_calls(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """Qwen Code, opencode and Continue's `cn` (real, from npm) through the proxy's chat front
 against the fake vLLM, in both stream modes: a text turn; a turn whose call to the agent's
-shell tool is written as Hermes text; two such calls in one answer; a call naming that tool in
-the wrong case (`Bash` where `bash` is offered), which the proxy repairs; and a call to a tool
+shell tool is written as Hermes text; two such calls in one answer; answers that start inside
+a thinking block the template opened (a lone `</think>`); a call naming that tool in the wrong
+case (`Bash` where `bash` is offered), which the proxy repairs; and a call to a tool
 the agent does not offer, which the proxy delivers as written, so that the agent answers "no
 such tool" and the loop goes on (never a 5xx the agent retries). The last two both as Hermes
 text and as a call vLLM's parser returned.
@@ -127,6 +128,31 @@ def test_two_calls_in_one_answer_both_run(fake, start_proxy, tmp_path, key, mode
     calls = delivered_calls(requests)
     assert [json.loads(call["arguments"])["command"] for call in calls] == list(commands)
     assert len(tool_results(requests[-1:])) == 2  # both results went back in one turn
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("key", list(AGENTS))
+def test_thinking_closed_by_a_lone_end_tag_stays_off_the_screen(fake, start_proxy, tmp_path,
+                                                                key, mode):
+    """Every answer starts inside the thinking block the template opened: the agent shows
+    the answers only, and runs the call written after the closer."""
+    agent = _agent(key)
+    proxy = start_proxy(api_keys=[KEY], stream_mode=mode)
+    marker = f"e2e-{secrets.token_hex(5)}"
+    thinking = "Pondering what the user wants before I answer"
+    fake.answer(Model(True, tool=agent.shell_tool, name=agent.shell_tool,
+                      commands=(f"echo {marker} > out.txt",), thinking=thinking))
+    home, work = _dirs(tmp_path)
+
+    run = agent.run(proxy.url, home, work, "Run the command this task needs, then report.")
+
+    assert run.returncode == 0, _output(run)
+    assert AFTER_TOOL in run.stdout, _output(run)
+    assert (work / "out.txt").read_text().strip() == marker
+    assert thinking not in run.stdout
+    assert "</think>" not in run.stdout
+    (call,) = delivered_calls([r.json for r in fake.chat_requests()])
+    assert call["name"] == agent.shell_tool
 
 
 @pytest.mark.parametrize("source", SOURCES)
