@@ -154,16 +154,17 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 
 class Model:
     """The fake model of one run. `call`: the first request that offers `tool` is answered
-    with a call to `name` for each of `commands` (Hermes text, one frame each, or `native`:
-    calls vLLM's parser returned); a request ending with a tool's result, with text quoting
-    it; anything else (titles, summaries, memory) with plain text. `thinking`: every answer
+    with a call to `name` for each of `commands`, written as `source` says (`hermes` or
+    `qwen_xml` text, one frame each, or `native`: calls vLLM's parser returned); a request
+    ending with a tool's result, with text quoting it; anything else (titles, summaries,
+    memory) with plain text. `thinking`: every answer
     starts inside a thinking block the template opened (`thinking`, then a lone `</think>`),
     left in the content as a server without a reasoning parser leaves it."""
 
     def __init__(self, call: bool = False, *, tool: str = "", name: str = "",
-                 commands: tuple[str, ...] = (), native: bool = False,
+                 commands: tuple[str, ...] = (), source: str = "hermes",
                  thinking: str = "") -> None:
-        self.call, self.tool, self.name, self.native = call, tool, name, native
+        self.call, self.tool, self.name, self.source = call, tool, name, source
         self.commands, self.thinking = commands, thinking
         self._lock = threading.Lock()
         self.called = False
@@ -188,14 +189,24 @@ class Model:
             return vllm_answer(self._said(TEXT))(received)
         calls = [{"name": self.name, "arguments": {"command": command}}
                  for command in self.commands]
-        if self.native:
+        if self.source == "native":
             return vllm_answer(vllm_completion(
                 "I'll run it.", finish_reason="tool_calls",
                 tool_calls=[vllm_tool_call(call["name"], json.dumps(call["arguments"]))
                             for call in calls]))(received)
-        frames = "".join(f"\n<tool_call>\n{json.dumps(call)}\n</tool_call>" for call in calls)
+        frames = "".join(f"\n<tool_call>\n{_frame(call, self.source)}\n</tool_call>"
+                         for call in calls)
         return vllm_answer(self._said(f"I'll run it.{frames}",
                                       reasoning="The user wants the command run."))(received)
+
+
+def _frame(call: dict[str, Any], source: str) -> str:
+    """A call inside `<tool_call>`: Hermes JSON, or Qwen3-Coder's XML."""
+    if source == "qwen_xml":
+        parameters = "".join(f"<parameter={key}>\n{value}\n</parameter>\n"
+                             for key, value in call["arguments"].items())
+        return f"<function={call['name']}>\n{parameters}</function>"
+    return json.dumps(call)
 
 
 def delivered_calls(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,11 +1,11 @@
 """Qwen Code, opencode and Continue's `cn` (real, from npm) through the proxy's chat front
 against the fake vLLM, in both stream modes: a text turn; a turn whose call to the agent's
-shell tool is written as Hermes text; two such calls in one answer; answers that start inside
-a thinking block the template opened (a lone `</think>`); a call naming that tool in the wrong
-case (`Bash` where `bash` is offered), which the proxy repairs; and a call to a tool
-the agent does not offer, which the proxy delivers as written, so that the agent answers "no
-such tool" and the loop goes on (never a 5xx the agent retries). The last two both as Hermes
-text and as a call vLLM's parser returned.
+shell tool is written as text (Hermes JSON, Qwen3-Coder XML); two such calls in one answer;
+answers that start inside a thinking block the template opened (a lone `</think>`); a call
+naming that tool in the wrong case (`Bash` where `bash` is offered), which the proxy repairs;
+and a call to a tool the agent does not offer, which the proxy delivers as written, so that
+the agent answers "no such tool" and the loop goes on (never a 5xx the agent retries). The
+last two both as Hermes text and as a call vLLM's parser returned.
 
 Each agent is skipped, saying so, when its package is not installed (`make e2e` installs
 tests/e2e/package.json)."""
@@ -59,7 +59,7 @@ def _dirs(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _shell_turn(fake: Any, start_proxy: Any, tmp_path: Path, agent: Agent, mode: str,
-                name: str, native: bool,
+                name: str, source: str,
                 ) -> tuple[subprocess.CompletedProcess[str], list[dict], str, Path]:
     """A turn where the model calls `name` with a command that writes a marker to out.txt:
     the run, the chat requests the fake received, the marker and the work directory."""
@@ -67,7 +67,7 @@ def _shell_turn(fake: Any, start_proxy: Any, tmp_path: Path, agent: Agent, mode:
     marker = f"e2e-{secrets.token_hex(5)}"
     command = f"echo {marker} > out.txt && cat out.txt"
     fake.answer(Model(True, tool=agent.shell_tool, name=name, commands=(command,),
-                      native=native))
+                      source=source))
     home, work = _dirs(tmp_path)
     run = agent.run(proxy.url, home, work, "Run the command this task needs, then report.")
     return run, [r.json for r in fake.chat_requests()], marker, work
@@ -91,13 +91,14 @@ def test_a_text_turn(fake, start_proxy, tmp_path, key, mode):
     assert all(turn["stream"] is (mode == "stream") for turn in own)  # buffered: one answer
 
 
+@pytest.mark.parametrize("source", ["hermes", "qwen_xml"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("key", list(AGENTS))
-def test_a_call_written_as_hermes_text_runs_the_shell_tool(fake, start_proxy, tmp_path,
-                                                           key, mode):
+def test_a_call_written_as_text_runs_the_shell_tool(fake, start_proxy, tmp_path, key, mode,
+                                                    source):
     agent = _agent(key)
     run, requests, marker, work = _shell_turn(fake, start_proxy, tmp_path, agent, mode,
-                                              agent.shell_tool, native=False)
+                                              agent.shell_tool, source)
 
     assert run.returncode == 0, _output(run)
     assert AFTER_TOOL in run.stdout, _output(run)  # the answer to the tool's result
@@ -164,7 +165,7 @@ def test_a_tool_named_in_the_wrong_case_is_the_offered_one(fake, start_proxy, tm
     assert agent.wrong_case != agent.shell_tool
     assert agent.wrong_case.lower() == agent.shell_tool.lower()
     run, requests, marker, work = _shell_turn(fake, start_proxy, tmp_path, agent, mode,
-                                              agent.wrong_case, native=source == "native")
+                                              agent.wrong_case, source)
 
     assert run.returncode == 0, _output(run)
     assert AFTER_TOOL in run.stdout, _output(run)
@@ -180,7 +181,7 @@ def test_a_call_to_a_tool_not_offered_keeps_the_loop_alive(fake, start_proxy, tm
                                                            mode, source):
     agent = _agent(key)
     run, requests, _, work = _shell_turn(fake, start_proxy, tmp_path, agent, mode, UNKNOWN,
-                                         native=source == "native")
+                                         source)
 
     assert run.returncode == 0, _output(run)
     assert AFTER_TOOL in run.stdout, _output(run)  # the model answered the agent's refusal
