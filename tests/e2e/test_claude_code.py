@@ -129,3 +129,51 @@ def test_claude_code_s_32000_tokens_fit_a_small_context_window(fake, start_proxy
     assert set(asked) == {32000, None}
     assert all(then is None for tokens, then in itertools.pairwise(asked) if tokens == 32000)
     assert asked.count(None) >= 2  # the call, and the answer from its result
+
+
+@pytest.mark.parametrize("written", ["bash", "launch_rockets"])
+def test_claude_code_s_loop_goes_on_after_a_call_by_a_name_it_does_not_offer(
+        fake, start_proxy, tmp_path, written):
+    """The model names Claude Code's `Bash` in the wrong case (the proxy repairs it: Bash runs)
+    or calls a tool Claude Code lacks (delivered as written: Claude Code answers with an error
+    result and the model answers that); the turn completes either way, never a 5xx."""
+    proxy = start_proxy(api_keys=["sk-e2e"], stream_mode="stream")
+
+    def model(received: Received) -> Answer:
+        body = received.json
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        if results:
+            return vllm_answer(vllm_completion(
+                f"The command printed: {results[-1]['content'].strip()}"))(received)
+        if "Bash" in _tool_names(body):
+            call = {"name": written, "arguments": {"command": f"echo {MARKER}",
+                                                   "description": "Print the marker"}}
+            return vllm_answer(vllm_completion(
+                f"I'll run it.\n<tool_call>\n{json.dumps(call)}\n</tool_call>"))(received)
+        return vllm_answer(vllm_completion("OK"))(received)
+
+    fake.answer(model)
+    if not CLAUDE.exists():
+        pytest.fail("Claude Code is not installed: run `make e2e` (npm install in tests/e2e)")
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(
+        [str(CLAUDE), "-p", "Print the marker with the Bash tool.", "--output-format", "json",
+         "--allowedTools", "Bash"],
+        cwd=work, env=_claude_env(proxy.url, tmp_path), capture_output=True, text=True,
+        timeout=240, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    result = json.loads(done.stdout)
+    assert result["is_error"] is False
+    assert result["result"].startswith("The command printed: ")
+    turns = [r.json for r in fake.chat_requests() if "Bash" in _tool_names(r.json)]
+    calls = [c["function"]["name"] for m in turns[-1]["messages"]
+             for c in m.get("tool_calls") or ()]
+    outputs = [m["content"] for m in turns[-1]["messages"] if m["role"] == "tool"]
+    if written == "bash":
+        assert calls == ["Bash"]  # repaired to the tool Claude Code offered
+        assert PRINTED in outputs[-1]  # and it ran
+    else:
+        assert calls == [written]  # delivered as written
+        assert written in outputs[-1]  # Claude Code's own "no such tool"
+        assert PRINTED not in result["result"]

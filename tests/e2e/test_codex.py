@@ -101,3 +101,46 @@ def test_codex_exec_runs_a_tool_call_written_as_hermes_text(fake, start_proxy, t
     results = [m["content"] for m in last["messages"] if m.get("role") == "tool"]
     assert any(marker in str(content) for content in results)
     assert not [r for r in fake.received if r.path.startswith("/v1/responses")]
+
+
+@pytest.mark.parametrize("mode", ["buffer", "stream"])
+def test_codex_s_loop_goes_on_after_a_call_to_a_tool_it_does_not_offer(fake, start_proxy,
+                                                                      tmp_path, mode):
+    """A Hermes call to a tool Codex lacks is delivered as written through the Responses
+    front: Codex answers it with an error output, and the model's next answer ends the turn
+    (never a 5xx Codex retries)."""
+    if not CODEX.exists():
+        pytest.fail("Codex CLI is not installed: run `make e2e` (npm install in tests/e2e)")
+    proxy = start_proxy(responses_store_path=str(tmp_path / "responses.sqlite3"),
+                        stream_mode=mode)
+
+    def model(received: Received) -> Answer:
+        results = [m.get("content") for m in received.json["messages"]
+                   if m.get("role") == "tool"]
+        if results:
+            return vllm_answer(vllm_completion(f"Codex said: {json.dumps(results[-1])}"))(
+                received)
+        call = json.dumps({"name": "launch_rockets", "arguments": {"count": 3}})
+        return vllm_answer(vllm_completion(f"<tool_call>\n{call}\n</tool_call>"))(received)
+
+    fake.answer(model)
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(CONFIG.format(url=proxy.url))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI")}
+    env.update(CODEX_HOME=str(home), TOOLCALL_PROXY_KEY="sk-local", HOME=str(tmp_path),
+               NO_COLOR="1")
+    result = subprocess.run(
+        [str(CODEX), "exec", "--strict-config", "--skip-git-repo-check",
+         "--sandbox", "danger-full-access", "Launch the rockets."],
+        cwd=work, env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "Codex said: " in result.stdout, output[-3000:]
+    last = fake.chat_requests()[-1].json
+    assert "launch_rockets" not in [t["function"]["name"] for t in last["tools"]]
+    calls = [c["function"]["name"] for m in last["messages"] for c in m.get("tool_calls") or ()]
+    assert calls == ["launch_rockets"]  # delivered as written, sent back in the history
+    (answer,) = [m["content"] for m in last["messages"] if m.get("role") == "tool"]
+    assert "launch_rockets" in answer  # Codex's own word: "unsupported call: launch_rockets"
