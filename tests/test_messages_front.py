@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 
 from proxy.config import Config
 from proxy.errors import ProxyError
-from proxy.fronts import messages
+from proxy.fronts import Incoming, messages
 from proxy.fronts.messages.request import estimate_tokens, tokenize_body, translate
 from proxy.turn.normalize import ExtractionSettings, normalize_completion
 from tests.fake_vllm import vllm_completion
@@ -239,7 +239,8 @@ def test_count_tokens_needs_no_max_tokens_and_tokenizes_the_same_chat():
     assert tokenize_body(chat) == {"model": "qwen", "messages": chat["messages"],
                                    "tools": chat["tools"],
                                    "chat_template_kwargs": {"enable_thinking": True}}
-    counted = messages.count_request(orjson.dumps(request), CONFIG)
+    counted = messages.count_request(
+        Incoming.post(messages.COUNT_TOKENS_PATH, orjson.dumps(request)), CONFIG)
     assert orjson.loads(counted.tokenize) == tokenize_body(chat)
     assert counted.estimate == estimate_tokens(chat)
 
@@ -271,7 +272,7 @@ def test_count_of_a_tokenize_answer(status, body, count):
 def test_parse_plans_a_turn_that_keeps_the_stop_reason():
     raw = orjson.dumps(_request(stream=True, tools=[BASH], stop_sequences=["END"],
                                 system=[{"type": "text", "text": BILLING}]))
-    plan = messages.parse(raw, CONFIG)
+    plan = messages.parse(Incoming.post(messages.PATH, raw), CONFIG)
     upstream = orjson.loads(plan.upstream_body)
     assert upstream["stream"] is False
     assert "stream_options" not in upstream
@@ -284,7 +285,8 @@ def test_parse_plans_a_turn_that_keeps_the_stop_reason():
 
 def test_parse_applies_the_models_settings():
     config = dataclasses.replace(CONFIG, models=(("qwen*", {"messages_thinking_switch": "x"}),))
-    plan = messages.parse(orjson.dumps(_request(thinking={"type": "adaptive"})), config)
+    plan = messages.parse(Incoming.post(messages.PATH, orjson.dumps(_request(
+        thinking={"type": "adaptive"}))), config)
     assert orjson.loads(plan.upstream_body)["chat_template_kwargs"] == {"x": True}
 
 
@@ -311,7 +313,7 @@ def _completion(content=None, *, reasoning=None, calls=(), finish="stop", stop_r
 
 def _plan(stops=()):
     raw = orjson.dumps(_request(stop_sequences=list(stops)) if stops else _request())
-    return messages.parse(raw, CONFIG)
+    return messages.parse(Incoming.post(messages.PATH, raw), CONFIG)
 
 
 CALLS = (("call_" + "a" * 24, "Bash", '{"cmd": "ls", "big": 123456789012345678901234567890}'),

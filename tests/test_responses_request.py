@@ -10,7 +10,9 @@ import pytest
 
 from proxy.config import Config
 from proxy.errors import ProxyError
-from proxy.fronts.responses import parse, parse_kept
+from proxy.fronts import Incoming, Recall
+from proxy.fronts.responses import PATH
+from proxy.fronts.responses import parse as parse_incoming
 from proxy.fronts.responses.request import translate
 from proxy.turn.plan import PassthroughPlan, TurnPlan
 
@@ -23,6 +25,16 @@ NAMESPACE = {"type": "namespace", "name": "multi_agent.v1", "description": "Sub-
                                        "properties": {"task": {"type": "string"}}}}]}
 CUSTOM = {"type": "custom", "name": "apply_patch", "description": "Patch files",
           "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}}
+
+
+def parse_kept(raw: bytes, config: Config, recall: Recall) -> TurnPlan | PassthroughPlan:
+    """The front's plan for a POST of `raw`, the store's recall being `recall`."""
+    return parse_incoming(Incoming.post(PATH, raw, recall), config)
+
+
+def parse(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
+    """The front's plan for a POST of `raw` without a store."""
+    return parse_incoming(Incoming.post(PATH, raw), config)
 
 
 def chat(body: dict, history: list | None = None) -> dict:

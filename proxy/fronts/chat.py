@@ -17,7 +17,7 @@ from ..ids import random_alnum
 from ..sse import event
 from ..turn.context_window import refuses_window
 from ..turn.plan import PassthroughPlan, TurnPlan, plan_chat
-from . import ErrorResponse, Front, Sample
+from . import ErrorResponse, Front, Incoming, Route, Sample
 
 NAME = "chat"
 PATH = "/v1/chat/completions"
@@ -198,9 +198,9 @@ class ChatStream:
         return error_event(worded(error, "messages").body()) + DONE
 
 
-def parse(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
+def parse(incoming: Incoming, config: Config) -> TurnPlan | PassthroughPlan:
     """The client's body is a chat completion already: planned as it is."""
-    return plan_chat(raw, config)
+    return plan_chat(incoming.body, config)
 
 
 def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
@@ -248,5 +248,6 @@ def sample_calls(answer: Any) -> list[dict[str, str]]:
             for call in calls or ()]
 
 
-FRONT = Front(NAME, parse, render_json, ChatStream.for_plan, error_response, upstream_path=None,
+FRONT = Front(NAME, (Route("POST", PATH),), parse, render_json, ChatStream.for_plan,
+              error_response, key_headers=("Authorization", "Api-Key"), upstream_path=None,
               sample=Sample(sample_request, sample_calls))

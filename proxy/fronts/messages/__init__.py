@@ -22,7 +22,7 @@ from ...ids import random_alnum
 from ...sse import named_event
 from ...turn.context_window import overflow_of, refuses_window
 from ...turn.plan import TurnPlan, parse_body, plan_turn
-from .. import ErrorResponse, Front, Sample
+from .. import COUNT, Counter, CountRequest, ErrorResponse, Front, Incoming, Route, Sample
 from .request import estimate_tokens, tokenize_body, translate
 from .sample import sample_calls, sample_request
 
@@ -51,10 +51,10 @@ class MessagesPlan:
     stop_sequences: tuple[str, ...] = ()
 
 
-def parse(raw: bytes, config: Config) -> TurnPlan:
+def parse(incoming: Incoming, config: Config) -> TurnPlan:
     """A Messages request as a turn: translated to a chat body, then planned as the chat
     front's turns are (every Messages request is a turn, with or without tools)."""
-    body = parse_body(raw)
+    body = parse_body(incoming.body)
     model = body.get("model")
     config = config.for_model(model if isinstance(model, str) else "")
     request = translate(body, config)
@@ -275,20 +275,10 @@ def error_response(error: ProxyError) -> ErrorResponse:
     return ErrorResponse(status, orjson.dumps(body), error.headers)
 
 
-@dataclass(frozen=True)
-class CountRequest:
-    """A count_tokens request, ready for the upstream's tokenizer."""
-
-    model: str
-    config: Config
-    tokenize: bytes  # the body for vLLM's /tokenize
-    estimate: int  # the count when no tokenizer answers
-
-
-def count_request(raw: bytes, config: Config) -> CountRequest:
+def count_request(incoming: Incoming, config: Config) -> CountRequest:
     """`POST /v1/messages/count_tokens`: the same translation as a turn's (so that the count
     is of the prompt the turn would send), as a /tokenize body and as an estimate."""
-    body = parse_body(raw)
+    body = parse_body(incoming.body)
     model = body.get("model")
     config = config.for_model(model if isinstance(model, str) else "")
     chat = translate(body, config, for_count=True).body
@@ -313,5 +303,8 @@ def count_response(count: int) -> bytes:
     return orjson.dumps({"input_tokens": count})
 
 
-FRONT = Front(NAME, parse, render_json, MessagesStream.for_plan, error_response,
+FRONT = Front(NAME, (Route("POST", PATH), Route("POST", COUNT_TOKENS_PATH, COUNT)), parse,
+              render_json, MessagesStream.for_plan, error_response,
+              key_headers=("X-Api-Key", "Authorization"),
+              counter=Counter(count_request, count_of, count_response),
               sample=Sample(sample_request, sample_calls))
