@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from ...config import Config
-from ...errors import ProxyError
+from ...errors import ProxyError, bad_request
 from ...turn.plan import PassthroughPlan, TurnPlan, parse_body, plan_turn
 from .. import (
     STORED_DELETE,
@@ -35,7 +35,6 @@ from .output import ResponsesTurn, final_response, output_items
 from .request import previous_missing, translate
 from .sample import sample_calls, sample_request
 from .stream import ResponsesStream
-from .tools import bad
 
 NAME = "responses"
 PATH = "/v1/responses"
@@ -65,7 +64,7 @@ def _history(body: dict[str, Any], recall: Recall) -> list[dict[str, Any]]:
     if previous is None:
         return []
     if not isinstance(previous, str):
-        raise bad("previous_response_id must be a string.", "previous_response_id")
+        raise bad_request("previous_response_id must be a string.", "previous_response_id")
     items = recall(previous)
     if items is None:
         raise previous_missing(previous)
