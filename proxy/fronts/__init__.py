@@ -57,6 +57,15 @@ class StreamWriter(Protocol):
         ...
 
 
+def unsent(text: str, sent: str) -> str:
+    """What of a finished `text` is still to send once `sent` went out live: the streamed
+    mode's rule, for every front's writer. The hold-back rule makes the finished text begin
+    with exactly what was sent, so the rest is what follows it; a finish that does not (a
+    broken promise, which the streamed-equals-buffered property tests catch) adds nothing,
+    as text a client has shown cannot be taken back."""
+    return text[len(sent):] if text.startswith(sent) else ""
+
+
 @dataclass(frozen=True)
 class ErrorResponse:
     """An error as a front answers it before any stream has started."""

@@ -17,7 +17,7 @@ from ..ids import random_alnum
 from ..sse import event
 from ..turn.context_window import refuses_window
 from ..turn.plan import PassthroughPlan, TurnPlan, plan_chat
-from . import ErrorResponse, Front, Incoming, Route, Sample
+from . import ErrorResponse, Front, Incoming, Route, Sample, unsent
 
 NAME = "chat"
 PATH = "/v1/chat/completions"
@@ -120,10 +120,9 @@ def completion_chunks(ident: StreamIdentity, completion: dict[str, Any],
 
 
 def _after(text: Any, sent: str) -> Any:
-    """What of `text` is still to send when `sent` has gone out already."""
-    if not sent or not isinstance(text, str):
-        return text
-    return text[len(sent):] if text.startswith(sent) else text
+    """A message field's value with what went out live taken off (`unsent`; a field that
+    is not text, or nothing sent, as it is)."""
+    return unsent(text, sent) if sent and isinstance(text, str) else text
 
 
 class ChatStream:

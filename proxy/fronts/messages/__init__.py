@@ -22,7 +22,17 @@ from ...ids import random_alnum
 from ...sse import named_event
 from ...turn.context_window import overflow_of, refuses_window
 from ...turn.plan import TurnPlan, parse_body, plan_turn
-from .. import COUNT, Counter, CountRequest, ErrorResponse, Front, Incoming, Route, Sample
+from .. import (
+    COUNT,
+    Counter,
+    CountRequest,
+    ErrorResponse,
+    Front,
+    Incoming,
+    Route,
+    Sample,
+    unsent,
+)
 from .request import estimate_tokens, tokenize_body, translate
 from .sample import sample_calls, sample_request
 
@@ -133,13 +143,6 @@ def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
     return orjson.dumps(message_of(plan, completion))
 
 
-def _after(text: str, sent: str) -> str:
-    """What of `text` is still to send when `sent` has gone out already."""
-    if text.startswith(sent):
-        return text[len(sent):]
-    return "" if sent.startswith(text) else text
-
-
 _DELTAS = {"thinking": "thinking_delta", "text": "text_delta"}
 
 
@@ -215,8 +218,8 @@ class MessagesStream:
         `message_stop`."""
         choice = completion["choices"][0]
         message = choice["message"]
-        out = [self._live("thinking", _after(_reasoning(message), self._sent["thinking"])),
-               self._live("text", _after(message.get("content") or "", self._sent["text"])),
+        out = [self._live("thinking", unsent(_reasoning(message), self._sent["thinking"])),
+               self._live("text", unsent(message.get("content") or "", self._sent["text"])),
                self._close()]
         for tool_id, name, arguments in _tool_uses(message):
             out.append(self._start({"type": "tool_use", "id": tool_id, "name": name,
