@@ -33,3 +33,47 @@ def test_every_front_words_the_one_400_in_its_envelope():
     anthropic = orjson.loads(bodies["messages"].body)
     assert anthropic["error"]["type"] == "invalid_request_error"
     assert "tools[0].name must be a string." in anthropic["error"]["message"]
+
+
+def _blocks_of_stream(raw: bytes) -> list[dict]:
+    """The content blocks a Messages client assembles from the event stream."""
+    blocks: list[dict] = []
+    partial: dict[int, str] = {}
+    for frame in raw.decode().split("\n\n"):
+        data = next((line[6:] for line in frame.splitlines() if line.startswith("data: ")), None)
+        event = orjson.loads(data) if data else {}
+        if event.get("type") == "content_block_start":
+            blocks.append(dict(event["content_block"]))
+        elif event.get("type") == "content_block_delta":
+            delta, block = event["delta"], blocks[event["index"]]
+            if delta["type"] == "input_json_delta":
+                partial[event["index"]] = partial.get(event["index"], "") + delta["partial_json"]
+            else:
+                key = "thinking" if delta["type"] == "thinking_delta" else "text"
+                block[key] += delta[key]
+    for index, text in partial.items():
+        blocks[index]["input"] = orjson.loads(text)
+    return blocks
+
+
+# What went out live before the end (the hold-back lets reasoning finish before text flows).
+@pytest.mark.parametrize(("thinking", "text"), [("", ""), ("Thi", ""), ("Think.", "Rea")])
+def test_the_messages_json_and_stream_hold_the_same_blocks(thinking: str, text: str):
+    from proxy.config import Config
+    from proxy.fronts import Incoming, messages
+
+    raw = orjson.dumps({"model": "m", "max_tokens": 64, "stream": True,
+                        "messages": [{"role": "user", "content": "hi"}]})
+    plan = messages.parse(Incoming.post(messages.PATH, raw), Config())
+    calls = [{"id": f"call_{n}x", "type": "function",
+              "function": {"name": "read", "arguments": f'{{"path": "/{n}"}}'}}
+             for n in (1, 2)]
+    completion = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": "Reading.", "reasoning_content": "Think.",
+        "tool_calls": calls}}], "usage": {"prompt_tokens": 5, "completion_tokens": 7}}
+    stream = messages.MessagesStream.for_plan(plan)
+    raw_stream = (stream.head() + stream.reasoning(thinking) + stream.text(text)
+                  + stream.answer(completion))
+    content = orjson.loads(messages.render_json(plan, completion))["content"]
+    assert [block["type"] for block in content] == ["thinking", "text", "tool_use", "tool_use"]
+    assert _blocks_of_stream(raw_stream) == content
