@@ -279,7 +279,7 @@ def test_parse_plans_a_turn_that_keeps_the_stop_reason():
     assert plan.client_stream is True
     assert plan.extraction.keep_stop_reason is True
     assert set(plan.extraction.tools) == {"Bash"}
-    assert plan.front == messages.MessagesPlan("qwen", ("END",))
+    assert plan.front_data == messages.MessagesData("qwen", ("END",))
     assert "drop_billing_header" in plan.rewrites
 
 

@@ -77,7 +77,7 @@ def test_the_response_object_holds_reasoning_message_and_calls():
     turn = plan()
     response = orjson.loads(render_json(turn, FULL))
     parsed = Response.model_validate(response)
-    assert parsed.id == turn.front.id
+    assert parsed.id == turn.front_data.id
     assert parsed.status == "completed"
     assert [item.type for item in parsed.output] == [
         "reasoning", "message", "function_call", "custom_tool_call", "function_call"]
@@ -243,7 +243,7 @@ def test_comment_heartbeats_when_asked():
 def test_what_the_store_keeps():
     turn = plan(previous_response_id=None)
     kept = keep(turn, FULL)
-    assert kept.id == turn.front.id
+    assert kept.id == turn.front_data.id
     assert kept.previous is None
     assert kept.items[0]["content"][0]["text"] == "x"
     # Only what a later turn reads back: the reasoning item is in the body, not the items.

@@ -27,7 +27,7 @@ CUSTOM = {"type": "custom", "name": "apply_patch", "description": "Patch files",
           "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}}
 
 
-def parse_kept(raw: bytes, config: Config, recall: Recall) -> TurnPlan | PassthroughPlan:
+def parse_with_store(raw: bytes, config: Config, recall: Recall) -> TurnPlan | PassthroughPlan:
     """The front's plan for a POST of `raw`, the store's recall being `recall`."""
     return parse_incoming(Incoming.post(PATH, raw, recall), config)
 
@@ -189,8 +189,8 @@ def test_the_plan_runs_the_chat_turn_and_keeps_the_reasoning_whatever_chat_drops
     assert turn.client_stream is True
     assert turn.extraction.reasoning_field == "reasoning_content"
     assert set(turn.extraction.tools) == {"read"}
-    assert turn.front.id.startswith("resp_")
-    assert turn.front.store is True
+    assert turn.front_data.id.startswith("resp_")
+    assert turn.front_data.store is True
 
 
 def test_a_turn_without_tools_is_still_a_turn():
@@ -217,17 +217,17 @@ def test_previous_response_id_continues_the_kept_conversation():
         asked.append(key)
         return history if key == "resp_1" else None
 
-    result = parse_kept(orjson.dumps({"input": "second", "previous_response_id": "resp_1",
+    result = parse_with_store(orjson.dumps({"input": "second", "previous_response_id": "resp_1",
                                       "instructions": "New rules."}), Config(), recall)
     assert asked == ["resp_1"]
     assert orjson.loads(result.upstream_body)["messages"] == [
         {"role": "system", "content": "New rules."},
         {"role": "user", "content": "first"}, {"role": "assistant", "content": "answer"},
         {"role": "user", "content": "second"}]
-    assert result.front.items == ({"type": "message", "role": "user",
+    assert result.front_data.items == ({"type": "message", "role": "user",
                                    "content": [{"type": "input_text", "text": "second"}]},)
     with pytest.raises(ProxyError) as caught:
-        parse_kept(orjson.dumps({"input": "x", "previous_response_id": "resp_gone"}),
+        parse_with_store(orjson.dumps({"input": "x", "previous_response_id": "resp_gone"}),
                    Config(), recall)
     assert caught.value.status == 404
     assert caught.value.param == "previous_response_id"

@@ -35,7 +35,7 @@ class TurnPlan:
     rewrites: tuple[str, ...] = ()
     parallel_tool_calls: bool = True
     tool_call_required: bool = False
-    front: Any = None  # what the front needs to render its answer; the core never reads it
+    front_data: Any = None  # what the front needs to render its answer; the core never reads it
     streamed: bool = False  # `stream_mode: stream`: upstream streams, the turn flows live
     affinity: str | None = None  # the conversation's key for the replica choice (routing)
 
@@ -183,7 +183,7 @@ def plan_chat(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
 
 
 def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
-              include_usage: bool, front: Any = None) -> TurnPlan:
+              include_usage: bool, front_data: Any = None) -> TurnPlan:
     """The turn for a chat completion body (the client's, or one a front translated to):
     tools checked, the loop guard applied, the upstream body built. `config` is the one in
     force for the body's model. Raises ProxyError for bad requests."""
@@ -247,7 +247,7 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
         rewrites=tuple(rewrites),
         parallel_tool_calls=body.get("parallel_tool_calls") is not False,
         tool_call_required=required,
-        front=front,
+        front_data=front_data,
         streamed=streamed,
         affinity=_affinity(config, upstream),
     )

@@ -19,12 +19,12 @@ from ...turn.plan import TurnPlan, parse_body, plan_turn
 from .. import COUNT, Counter, Front, Incoming, Route, Sample
 from .count import count_of, count_request, count_response
 from .errors import error_body, error_response
-from .output import MessagesPlan, message_of, render_json, stop_of, usage_of
+from .output import MessagesData, message_of, render_json, stop_of, usage_of
 from .request import translate
 from .sample import sample_calls, sample_request
 from .stream import PING, MessagesStream
 
-__all__ = ["COUNT_TOKENS_PATH", "FRONT", "NAME", "PATH", "PING", "MessagesPlan",
+__all__ = ["COUNT_TOKENS_PATH", "FRONT", "NAME", "PATH", "PING", "MessagesData",
            "MessagesStream", "count_of", "count_request", "count_response", "error_body",
            "error_response", "message_of", "parse", "render_json", "stop_of", "usage_of"]
 
@@ -41,7 +41,7 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan:
     config = config.for_model(model if isinstance(model, str) else "")
     request = translate(body, config)
     plan = plan_turn(request.body, config, client_stream=request.stream, include_usage=False,
-                     front=MessagesPlan(request.model, request.stop_sequences))
+                     front_data=MessagesData(request.model, request.stop_sequences))
     return dataclasses.replace(
         plan, extraction=dataclasses.replace(plan.extraction, keep_stop_reason=True),
         rewrites=(*request.rewrites, *plan.rewrites))

@@ -15,7 +15,7 @@ _STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens", "content_filt
 
 
 @dataclass(frozen=True)
-class MessagesPlan:
+class MessagesData:
     """What rendering needs from the request (the turn's `front` data)."""
 
     model: str
@@ -91,7 +91,7 @@ def message_shell(message_id: str, model: str) -> dict[str, Any]:
 
 def message_of(plan: TurnPlan, completion: dict[str, Any]) -> dict[str, Any]:
     """The Anthropic `message` for a finished completion (its first choice)."""
-    front: MessagesPlan = plan.front
+    front: MessagesData = plan.front_data
     choice = completion["choices"][0]
     out = message_shell("msg_" + random_alnum(24), front.model)
     out["content"] = [as_json(block) for block in content_blocks(choice["message"])]

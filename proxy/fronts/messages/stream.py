@@ -34,7 +34,7 @@ class MessagesStream:
     @classmethod
     def for_plan(cls, plan: TurnPlan) -> MessagesStream:
         """The stream for a planned turn, with a fresh message id."""
-        return cls(plan.front.model, plan.front.stop_sequences)
+        return cls(plan.front_data.model, plan.front_data.stop_sequences)
 
     def head(self) -> bytes:
         """`message_start`: the message with no content yet (usage comes at its end)."""

@@ -31,7 +31,7 @@ from .. import (
 )
 from ..chat import openai_error
 from .checks import check_item_types, check_metadata, kept_items
-from .output import ResponsesTurn, final_response, output_items
+from .output import ResponsesData, final_response, output_items
 from .request import previous_missing, translate
 from .sample import sample_calls, sample_request
 from .stream import ResponsesStream
@@ -83,25 +83,25 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan | PassthroughPlan:
     translation = translate(body, _history(body, incoming.recall))
     check_metadata(body.get("metadata"))
     check_item_types(translation.items)
-    turn = ResponsesTurn.new(_echo(body), translation.toolset.refs,
+    turn = ResponsesData.new(_echo(body), translation.toolset.refs,
                              store=body.get("store") is not False,
                              previous=body.get("previous_response_id"),
                              items=tuple(translation.items))
     # The reasoning is the Responses answer's own item, whatever the chat front's setting.
     settings = dataclasses.replace(config.for_model(model), reasoning_field="reasoning_content")
     plan = plan_turn(translation.body, settings, client_stream=stream, include_usage=False,
-                     front=turn)
+                     front_data=turn)
     return dataclasses.replace(plan, rewrites=plan.rewrites + tuple(translation.notes))
 
 
 def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
     """The `response` object, as the body of a non-streaming answer."""
-    return orjson.dumps(final_response(plan.front, completion))
+    return orjson.dumps(final_response(plan.front_data, completion))
 
 
 def keep(plan: TurnPlan, completion: dict[str, Any]) -> Kept | None:
     """What the store keeps of a delivered answer (nothing with `store: false`)."""
-    turn: ResponsesTurn = plan.front
+    turn: ResponsesData = plan.front_data
     if not turn.store:
         return None
     output = output_items(turn, completion)
@@ -111,7 +111,7 @@ def keep(plan: TurnPlan, completion: dict[str, Any]) -> Kept | None:
 
 def keeping(plan: TurnPlan) -> int | None:
     """The bytes of input items the turn will keep (None with `store: false`)."""
-    turn: ResponsesTurn = plan.front
+    turn: ResponsesData = plan.front_data
     return len(orjson.dumps(kept_items(list(turn.items)))) if turn.store else None
 
 

@@ -18,7 +18,7 @@ from ...errors import ProxyError
 from ...sse import named_event
 from .. import unsent
 from .output import (
-    ResponsesTurn,
+    ResponsesData,
     failure_detail,
     final_response,
     message_item,
@@ -47,7 +47,7 @@ class ResponsesStream:
 
     content_type = "text/event-stream"
 
-    def __init__(self, turn: ResponsesTurn, heartbeat_mode: str = "chunk") -> None:
+    def __init__(self, turn: ResponsesData, heartbeat_mode: str = "chunk") -> None:
         self.turn = turn
         self.heartbeat_mode = heartbeat_mode
         self._seq = 0
@@ -59,7 +59,7 @@ class ResponsesStream:
     @classmethod
     def for_plan(cls, plan: Any) -> ResponsesStream:
         """The stream for a planned turn."""
-        return cls(plan.front, plan.config.heartbeat_mode)
+        return cls(plan.front_data, plan.config.heartbeat_mode)
 
     def _event(self, kind: str, **fields: Any) -> bytes:
         self._seq += 1
