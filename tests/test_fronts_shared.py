@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.errors import bad_request
 from proxy.fronts import unsent
@@ -77,3 +79,75 @@ def test_the_messages_json_and_stream_hold_the_same_blocks(thinking: str, text: 
     content = orjson.loads(messages.render_json(plan, completion))["content"]
     assert [block["type"] for block in content] == ["thinking", "text", "tool_use", "tool_use"]
     assert _blocks_of_stream(raw_stream) == content
+
+
+def _sse_events(data: bytes) -> list[dict]:
+    """The data of every SSE event (comments and `[DONE]` left out)."""
+    out = []
+    for frame in data.split(b"\n\n"):
+        line = next((raw for raw in frame.split(b"\n") if raw.startswith(b"data: ")), None)
+        if line is not None and line != b"data: [DONE]":
+            out.append(orjson.loads(line[6:]))
+    return out
+
+
+def _chat_read(data: bytes) -> tuple[str, str]:
+    deltas = [choice["delta"] for e in _sse_events(data) for choice in e.get("choices", ())]
+    return ("".join(d.get("reasoning_content") or "" for d in deltas),
+            "".join(d.get("content") or "" for d in deltas))
+
+
+def _responses_read(data: bytes) -> tuple[str, str]:
+    events = _sse_events(data)
+    return ("".join(e["delta"] for e in events
+                    if e["type"] == "response.reasoning_summary_text.delta"),
+            "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta"))
+
+
+def _messages_read(data: bytes) -> tuple[str, str]:
+    blocks = _blocks_of_stream(data)
+    return ("".join(b.get("thinking", "") for b in blocks if b["type"] == "thinking"),
+            "".join(b.get("text", "") for b in blocks if b["type"] == "text"))
+
+
+_READERS = {"chat": _chat_read, "responses": _responses_read, "messages": _messages_read}
+_BODIES = {"chat": {"messages": [{"role": "user", "content": "hi"}],  # a turn: with tools
+                    "tools": [{"type": "function", "function": {"name": "read"}}]},
+           "responses": {"input": "hi"},
+           "messages": {"max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}}
+
+
+def _writer(name: str):
+    from proxy.config import Config
+    from proxy.fronts import Incoming
+
+    front = next(front for front in FRONTS if front.name == name)
+    raw = orjson.dumps({"model": "m", "stream": True, **_BODIES[name]})
+    return front.stream_writer(front.parse(Incoming.post(front.path, raw), Config()))
+
+
+_TEXT = st.text(alphabet="ab é\n<>{}", max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(reasoning=_TEXT, content=_TEXT, cut=st.data())
+@pytest.mark.parametrize("name", sorted(_READERS))
+def test_every_writer_streams_what_it_would_answer_whole(name, reasoning, content, cut):
+    """Whatever went out live (a prefix of the reasoning, then of the text, in pieces), what
+    a client reads of the stream is the finished answer: the streamed mode's rule through
+    every front's writer."""
+    completion = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": content or None,
+        "reasoning_content": reasoning or None}}], "usage": {}}
+    writer = _writer(name)
+    data = writer.head()
+    said = cut.draw(st.integers(0, len(reasoning)))
+    pieces = cut.draw(st.lists(st.integers(0, said), max_size=3))
+    for start, end in zip([0, *sorted(pieces)], [*sorted(pieces), said], strict=True):
+        data += writer.reasoning(reasoning[start:end])
+    if said == len(reasoning):
+        data += writer.text(content[:cut.draw(st.integers(0, len(content)))])
+    data += writer.answer(completion)
+    whole = _writer(name)
+    assert _READERS[name](data) == (reasoning, content)
+    assert _READERS[name](whole.head() + whole.answer(completion)) == (reasoning, content)
