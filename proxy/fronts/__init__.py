@@ -149,7 +149,7 @@ def _compiled(pattern: str) -> re.Pattern[str]:
 
 
 @dataclass(frozen=True)
-class Kept:
+class StoredResponse:
     """One answer as the shell's store keeps it: what a later request that continues it needs
     (`items`: this turn's input then its output, in the front's own item shapes; `previous`:
     the answer this one continued, its `previous_response_id`), and what `GET` by id answers
@@ -173,7 +173,7 @@ class Storing:
     its answer is known (None: it keeps nothing), so that the shell can refuse a turn the
     store has no room for before upstream is called."""
 
-    keep: Callable[[TurnPlan, dict[str, Any]], Kept | None]
+    keep: Callable[[TurnPlan, dict[str, Any]], StoredResponse | None]
     deleted: Callable[[str], bytes]
     missing: Callable[[str], ProxyError]
     keeping: Callable[[TurnPlan], int | None] = lambda plan: None

@@ -23,10 +23,10 @@ from .. import (
     ErrorResponse,
     Front,
     Incoming,
-    Kept,
     Recall,
     Route,
     Sample,
+    StoredResponse,
     Storing,
 )
 from ..chat import openai_error
@@ -99,14 +99,14 @@ def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
     return orjson.dumps(final_response(plan.front_data, completion))
 
 
-def keep(plan: TurnPlan, completion: dict[str, Any]) -> Kept | None:
+def keep(plan: TurnPlan, completion: dict[str, Any]) -> StoredResponse | None:
     """What the store keeps of a delivered answer (nothing with `store: false`)."""
     turn: ResponsesData = plan.front_data
     if not turn.store:
         return None
     output = output_items(turn, completion)
     body = orjson.dumps(final_response(turn, completion, output))
-    return Kept(turn.id, turn.previous, kept_items([*turn.items, *output]), body)
+    return StoredResponse(turn.id, turn.previous, kept_items([*turn.items, *output]), body)
 
 
 def keeping(plan: TurnPlan) -> int | None:
