@@ -14,7 +14,7 @@ from flask import Response, request
 from .. import __version__
 from ..config import Config, mask_upstream, mask_url
 from ..errors import ProxyError
-from ..fronts import STORED_GET, Incoming, Recall, recall_nothing
+from ..fronts import Incoming, Recall, recall_nothing
 from ..fronts.registry import Routed, key_headers
 from ..metrics import Metrics
 from ..observe import RequestLog, make_logger
@@ -249,20 +249,3 @@ class Proxy:
         error = refusal(usage, incoming, limits)
         if error is not None:
             raise error
-
-    def stored(self, routed: Routed, log: RequestLog, api_key: str | None = None) -> Response:
-        """`GET` or `DELETE` by id of an answer the store keeps, in its front's shapes: of
-        the answers of `api_key` only (another key's answer is not found, as if never kept)."""
-        front, key = routed.front, routed.params["id"]
-        storing = front.storing
-        assert storing is not None
-        log.front, log.mode = front.name, "store"
-        owner = self.store.owner(api_key)
-        if routed.route.action == STORED_GET:
-            body = self.store.get(owner, key)
-        else:
-            body = storing.deleted(key) if self.store.delete(owner, key) else None
-        if body is None:
-            raise storing.missing(key)
-        log.status, log.bytes_out = 200, len(body)
-        return Response(body, status=200, content_type="application/json")

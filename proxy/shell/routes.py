@@ -31,6 +31,7 @@ from .door import (
     shut_reading,
 )
 from .handlers import REQUEST_ID, Proxy, json_response
+from .stored import stored
 from .turns import error_response
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -197,7 +198,7 @@ class Routes:
                 response = count_tokens(proxy, routed, log, read_body(
                     request, config.max_body_bytes, config.body_timeout_seconds))
             else:
-                response = proxy.stored(routed, log, api_key)
+                response = stored(proxy, routed, log, api_key)
         except ProxyError as error:
             response = error_response(envelope, error, log)
         except HTTPException as exc:
