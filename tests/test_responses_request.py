@@ -187,7 +187,7 @@ def test_the_plan_runs_the_chat_turn_and_keeps_the_reasoning_whatever_chat_drops
     assert sent["stream"] is False
     assert sent["model"] == "m"
     assert turn.client_stream is True
-    assert turn.extraction.reasoning_field == "reasoning_content"
+    assert turn.extraction.reasoning_shown is True
     assert set(turn.extraction.tools) == {"read"}
     assert turn.front_data.id.startswith("resp_")
     assert turn.front_data.store is True

@@ -144,10 +144,9 @@ class ChatStream:
     @classmethod
     def for_plan(cls, plan: TurnPlan) -> ChatStream:
         """The stream for a planned turn, with a fresh identity."""
-        field = plan.extraction.reasoning_field
-        keys = {"both": ("reasoning_content", "reasoning"), "drop": ()}.get(field, (field,))
         return cls(StreamIdentity.new(plan.model), include_usage=plan.include_usage,
-                   heartbeat_mode=plan.config.heartbeat_mode, reasoning_keys=keys)
+                   heartbeat_mode=plan.config.heartbeat_mode,
+                   reasoning_keys=reasoning_keys(plan.config.reasoning_field))
 
     def head(self) -> bytes:
         """The first choice's role chunk."""
@@ -176,6 +175,7 @@ class ChatStream:
 
     def answer(self, completion: dict[str, Any]) -> bytes:
         """The chunks of `completion` not yet sent, through `[DONE]`, in one piece."""
+        completion = named_reasoning(completion, self.reasoning_keys)
         if self._sent:
             completion = {**completion, "choices": [self._unsent(c)
                                                     for c in completion["choices"]]}
@@ -197,14 +197,38 @@ class ChatStream:
         return error_event(worded(error, "messages").body()) + DONE
 
 
+def reasoning_keys(field: str) -> tuple[str, ...]:
+    """The message fields the `reasoning_field` setting writes the reasoning under (the chat
+    wire's own choice: vLLM's `reasoning_content`, `reasoning`, both, or none)."""
+    return {"both": ("reasoning_content", "reasoning"), "drop": ()}.get(field, (field,))
+
+
+def named_reasoning(completion: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """`completion` with each message's reasoning (the turn's `reasoning_content`) under
+    `keys`, in its place among the message's fields."""
+    if keys == ("reasoning_content",):
+        return completion
+    choices = []
+    for choice in completion["choices"]:
+        message: dict[str, Any] = {}
+        for key, value in choice["message"].items():
+            if key == "reasoning_content":
+                message.update(dict.fromkeys(keys, value))
+            else:
+                message[key] = value
+        choices.append({**choice, "message": message})
+    return {**completion, "choices": choices}
+
+
 def parse(incoming: Incoming, config: Config) -> TurnPlan | PassthroughPlan:
     """The client's body is a chat completion already: planned as it is."""
     return plan_chat(incoming.body, config)
 
 
 def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
-    """The completion, as the body of a non-streaming answer."""
-    return orjson.dumps(completion)
+    """The completion, as the body of a non-streaming answer (the reasoning under the
+    fields `reasoning_field` names)."""
+    return orjson.dumps(named_reasoning(completion, reasoning_keys(plan.config.reasoning_field)))
 
 
 def worded(error: ProxyError, param: str) -> ProxyError:

@@ -74,7 +74,9 @@ class ExtractionSettings:
     tools: ToolSchemas
     only: str | None = None
     formats: Sequence[str] = ("auto",)
-    reasoning_field: str = "reasoning_content"
+    # Whether the client sees the reasoning at all (kept as `reasoning_content`; the field
+    # names a wire gives it are its front's, e.g. chat's `reasoning_field`).
+    reasoning_shown: bool = True
     # vLLM's `stop_reason` (the stop string that ended the choice) kept on each choice, for
     # fronts whose wire tells a stop sequence from a natural end (Anthropic's stop_sequence).
     keep_stop_reason: bool = False
@@ -363,11 +365,8 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
     outcome.finish_after.append(new_finish)
 
     clean_message: dict[str, Any] = {"role": "assistant", "content": content}
-    if reasoning is not None and settings.reasoning_field != "drop":
-        if settings.reasoning_field in ("reasoning_content", "both"):
-            clean_message["reasoning_content"] = reasoning
-        if settings.reasoning_field in ("reasoning", "both"):
-            clean_message["reasoning"] = reasoning
+    if reasoning is not None and settings.reasoning_shown:
+        clean_message["reasoning_content"] = reasoning
     if isinstance(message.get("refusal"), str):
         clean_message["refusal"] = message["refusal"]
     if calls:

@@ -87,11 +87,12 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan | PassthroughPlan:
                              store=body.get("store") is not False,
                              previous=body.get("previous_response_id"),
                              items=tuple(translation.items))
+    plan = plan_turn(translation.body, config.for_model(model), client_stream=stream,
+                     include_usage=False, front_data=turn)
     # The reasoning is the Responses answer's own item, whatever the chat front's setting.
-    settings = dataclasses.replace(config.for_model(model), reasoning_field="reasoning_content")
-    plan = plan_turn(translation.body, settings, client_stream=stream, include_usage=False,
-                     front_data=turn)
-    return dataclasses.replace(plan, rewrites=plan.rewrites + tuple(translation.notes))
+    return dataclasses.replace(
+        plan, extraction=dataclasses.replace(plan.extraction, reasoning_shown=True),
+        rewrites=plan.rewrites + tuple(translation.notes))
 
 
 def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
