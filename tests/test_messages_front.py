@@ -277,7 +277,6 @@ def test_parse_plans_a_turn_that_keeps_the_stop_reason():
     assert upstream["stream"] is False
     assert "stream_options" not in upstream
     assert plan.client_stream is True
-    assert plan.extraction.keep_stop_reason is True
     assert set(plan.extraction.tools) == {"Bash"}
     assert plan.front_data == messages.MessagesData("qwen", ("END",))
     assert "drop_billing_header" in plan.rewrites
@@ -483,13 +482,23 @@ def test_error_statuses_and_types(status, expected_status, kind):
     assert rendered.headers == {"retry-after": "3"}
 
 
-def test_normalize_keeps_vllms_stop_reason_only_when_a_front_asks():
+def test_the_stop_string_is_the_turns_and_only_the_messages_front_renders_it():
+    from proxy.fronts import chat
+
     upstream = vllm_completion("Step one")
     upstream["choices"][0]["stop_reason"] = "END"
-    plain, _ = normalize_completion(upstream, ExtractionSettings(tools={}))
-    assert "stop_reason" not in plain["choices"][0]  # the chat front's schema is OpenAI's
-    kept, _ = normalize_completion(upstream, ExtractionSettings(tools={}, keep_stop_reason=True))
+    kept, _ = normalize_completion(upstream, ExtractionSettings(tools={}))
     assert kept["choices"][0]["stop_reason"] == "END"
+    chat_plan = chat.parse(Incoming.post(chat.PATH, orjson.dumps({
+        "model": "m", "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"type": "function", "function": {"name": "f"}}]})), CONFIG)
+    chat_choice = orjson.loads(chat.render_json(chat_plan, kept))["choices"][0]
+    assert "stop_reason" not in chat_choice  # the chat front's schema is OpenAI's
+    assert list(chat_choice) == ["index", "message", "logprobs", "finish_reason"]
+    plan = messages.parse(Incoming.post(messages.PATH, orjson.dumps(
+        _request(stop_sequences=["END"]))), CONFIG)
+    answer = orjson.loads(messages.render_json(plan, kept))
+    assert (answer["stop_reason"], answer["stop_sequence"]) == ("stop_sequence", "END")
     upstream["choices"][0]["stop_reason"] = 151645  # a stop token id: not a stop sequence
-    token, _ = normalize_completion(upstream, ExtractionSettings(tools={}, keep_stop_reason=True))
+    token, _ = normalize_completion(upstream, ExtractionSettings(tools={}))
     assert "stop_reason" not in token["choices"][0]

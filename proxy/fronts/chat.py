@@ -204,10 +204,9 @@ def reasoning_keys(field: str) -> tuple[str, ...]:
 
 
 def named_reasoning(completion: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    """`completion` with each message's reasoning (the turn's `reasoning_content`) under
-    `keys`, in its place among the message's fields."""
-    if keys == ("reasoning_content",):
-        return completion
+    """`completion` on the chat wire: each message's reasoning (the turn's
+    `reasoning_content`) under `keys`, in its place among the message's fields, and no
+    `stop_reason` (vLLM's, which OpenAI's schema does not have)."""
     choices = []
     for choice in completion["choices"]:
         message: dict[str, Any] = {}
@@ -216,7 +215,8 @@ def named_reasoning(completion: dict[str, Any], keys: tuple[str, ...]) -> dict[s
                 message.update(dict.fromkeys(keys, value))
             else:
                 message[key] = value
-        choices.append({**choice, "message": message})
+        choices.append({k: v for k, v in choice.items() if k != "stop_reason"}
+                       | {"message": message})
     return {**completion, "choices": choices}
 
 

@@ -42,9 +42,7 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan:
     request = translate(body, config)
     plan = plan_turn(request.body, config, client_stream=request.stream, include_usage=False,
                      front_data=MessagesData(request.model, request.stop_sequences))
-    return dataclasses.replace(
-        plan, extraction=dataclasses.replace(plan.extraction, keep_stop_reason=True),
-        rewrites=(*request.rewrites, *plan.rewrites))
+    return dataclasses.replace(plan, rewrites=(*request.rewrites, *plan.rewrites))
 
 
 FRONT = Front(NAME, (Route("POST", PATH), Route("POST", COUNT_TOKENS_PATH, COUNT)), parse,
