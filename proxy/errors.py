@@ -62,6 +62,13 @@ class ProxyError(Exception):
         return orjson.dumps(self.body())
 
 
+def bad_request(message: str, param: str | None = None,
+                code: str = "invalid_request") -> ProxyError:
+    """A request the proxy cannot take: a 400 naming the field at fault (`param`), which each
+    front words in its own envelope (the one 400 of the core and every front)."""
+    return ProxyError(400, message, param=param, code=code)
+
+
 def proxy_restarting() -> ProxyError:
     """The error for a request the stopping server ends: retryable, as OpenAI's 503s are."""
     return ProxyError(503, "The proxy is restarting; send the request again.",

@@ -29,7 +29,7 @@ import orjson
 from .config import Config
 from .config_load import ConfigError, load_config
 from .errors import ProxyError
-from .fronts import Front
+from .fronts import Front, Incoming
 from .fronts.registry import front_for, front_named
 from .replay_capture import (
     LOGGED_FACTS,
@@ -119,10 +119,8 @@ def _plan(front: Front, exchange: Exchange, config: Config,
     """The front's plan for the captured request, as the server makes it (ProxyError: the
     request is refused; _NotReplayable: it continues a conversation the capture lacks)."""
     raw = orjson.dumps(exchange.request)
-    keeper = front.keeper
     try:
-        plan = (keeper.parse(raw, config, recall) if keeper is not None
-                else front.parse(raw, config))
+        plan = front.parse(Incoming.post(exchange.path or front.path, raw, recall), config)
     except ProxyError:
         if not recall.missing:
             raise

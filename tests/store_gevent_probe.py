@@ -14,7 +14,7 @@ import sys  # noqa: E402
 import gevent  # noqa: E402
 
 from proxy.errors import ProxyError  # noqa: E402
-from proxy.fronts import Kept  # noqa: E402
+from proxy.fronts import StoredResponse  # noqa: E402
 from proxy.shell import store_sqlite  # noqa: E402
 from proxy.shell.store import StoreLimits  # noqa: E402
 
@@ -39,7 +39,7 @@ def main(path: str, busy: float, plain: bool) -> None:
     owner = store.owner("sk-probe")
     previous = None
     for i in range(200):  # a long conversation
-        store.put(owner, Kept(f"r{i}", previous, [{"type": "message", "n": i}], b"{}"))
+        store.put(owner, StoredResponse(f"r{i}", previous, [{"type": "message", "n": i}], b"{}"))
         previous = f"r{i}"
     locker = subprocess.Popen([sys.executable, "-c", LOCKER, path], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE)

@@ -13,7 +13,8 @@ import pytest
 
 from proxy.config import Config
 from proxy.errors import ProxyError
-from proxy.fronts.registry import FRONTS
+from proxy.fronts import Incoming
+from proxy.fronts.registry import front_for
 from proxy.turn.context_window import refuses_window
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_error
@@ -27,7 +28,7 @@ from tests.test_turn_context_window import (
     VLLM_PROMPT_ALONE,
 )
 
-CHAT, RESPONSES, MESSAGES = (FRONTS[path] for path in
+CHAT, RESPONSES, MESSAGES = (front_for("POST", path) for path in
                              ("/v1/chat/completions", "/v1/responses", "/v1/messages"))
 COUNTED = [VLLM, VLLM_PASSED, VLLM_PROMPT_ALONE, VLLM_EARLIER, VLLM_OLDER, SGLANG,
            *PROMPT_ALONE]
@@ -41,8 +42,8 @@ PARAM = {"chat": "messages", "responses": "input"}
 
 
 def _plan(front, body: dict):
-    return front.parse(orjson.dumps({"model": "m", "max_tokens": 64, "stream": True, **body}),
-                       Config())
+    raw = orjson.dumps({"model": "m", "max_tokens": 64, "stream": True, **body})
+    return front.parse(Incoming.post(front.path, raw), Config())
 
 
 PLANS = {"chat": lambda: _plan(CHAT, {"messages": [{"role": "user", "content": "x"}],

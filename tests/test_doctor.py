@@ -476,10 +476,10 @@ def test_a_relayed_front_is_not_probed():
     from proxy.config import Config
     from proxy.doctor.fronts import Turn, probe_front
     from proxy.doctor.probe import PROMPT, WEATHER_TOOL
-    from proxy.fronts.registry import FRONTS
+    from proxy.fronts.registry import front_for
 
     turn = Turn("m", WEATHER_TOOL["function"], PROMPT, 64)
-    probe = probe_front("/v1/responses", FRONTS["/v1/responses"], turn,
+    probe = probe_front("/v1/responses", front_for("POST", "/v1/responses"), turn,
                         Config(responses_mode="relay"), None, {}, None)  # type: ignore[arg-type]
     assert probe.relayed is True
     assert probe.status is None

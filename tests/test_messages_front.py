@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 
 from proxy.config import Config
 from proxy.errors import ProxyError
-from proxy.fronts import messages
+from proxy.fronts import Incoming, messages
 from proxy.fronts.messages.request import estimate_tokens, tokenize_body, translate
 from proxy.turn.normalize import ExtractionSettings, normalize_completion
 from tests.fake_vllm import vllm_completion
@@ -239,7 +239,8 @@ def test_count_tokens_needs_no_max_tokens_and_tokenizes_the_same_chat():
     assert tokenize_body(chat) == {"model": "qwen", "messages": chat["messages"],
                                    "tools": chat["tools"],
                                    "chat_template_kwargs": {"enable_thinking": True}}
-    counted = messages.count_request(orjson.dumps(request), CONFIG)
+    counted = messages.count_request(
+        Incoming.post(messages.COUNT_TOKENS_PATH, orjson.dumps(request)), CONFIG)
     assert orjson.loads(counted.tokenize) == tokenize_body(chat)
     assert counted.estimate == estimate_tokens(chat)
 
@@ -271,20 +272,20 @@ def test_count_of_a_tokenize_answer(status, body, count):
 def test_parse_plans_a_turn_that_keeps_the_stop_reason():
     raw = orjson.dumps(_request(stream=True, tools=[BASH], stop_sequences=["END"],
                                 system=[{"type": "text", "text": BILLING}]))
-    plan = messages.parse(raw, CONFIG)
+    plan = messages.parse(Incoming.post(messages.PATH, raw), CONFIG)
     upstream = orjson.loads(plan.upstream_body)
     assert upstream["stream"] is False
     assert "stream_options" not in upstream
     assert plan.client_stream is True
-    assert plan.extraction.keep_stop_reason is True
     assert set(plan.extraction.tools) == {"Bash"}
-    assert plan.front == messages.MessagesPlan("qwen", ("END",))
+    assert plan.front_data == messages.MessagesData("qwen", ("END",))
     assert "drop_billing_header" in plan.rewrites
 
 
 def test_parse_applies_the_models_settings():
     config = dataclasses.replace(CONFIG, models=(("qwen*", {"messages_thinking_switch": "x"}),))
-    plan = messages.parse(orjson.dumps(_request(thinking={"type": "adaptive"})), config)
+    plan = messages.parse(Incoming.post(messages.PATH, orjson.dumps(_request(
+        thinking={"type": "adaptive"}))), config)
     assert orjson.loads(plan.upstream_body)["chat_template_kwargs"] == {"x": True}
 
 
@@ -311,7 +312,7 @@ def _completion(content=None, *, reasoning=None, calls=(), finish="stop", stop_r
 
 def _plan(stops=()):
     raw = orjson.dumps(_request(stop_sequences=list(stops)) if stops else _request())
-    return messages.parse(raw, CONFIG)
+    return messages.parse(Incoming.post(messages.PATH, raw), CONFIG)
 
 
 CALLS = (("call_" + "a" * 24, "Bash", '{"cmd": "ls", "big": 123456789012345678901234567890}'),
@@ -481,13 +482,23 @@ def test_error_statuses_and_types(status, expected_status, kind):
     assert rendered.headers == {"retry-after": "3"}
 
 
-def test_normalize_keeps_vllms_stop_reason_only_when_a_front_asks():
+def test_the_stop_string_is_the_turns_and_only_the_messages_front_renders_it():
+    from proxy.fronts import chat
+
     upstream = vllm_completion("Step one")
     upstream["choices"][0]["stop_reason"] = "END"
-    plain, _ = normalize_completion(upstream, ExtractionSettings(tools={}))
-    assert "stop_reason" not in plain["choices"][0]  # the chat front's schema is OpenAI's
-    kept, _ = normalize_completion(upstream, ExtractionSettings(tools={}, keep_stop_reason=True))
+    kept, _ = normalize_completion(upstream, ExtractionSettings(tools={}))
     assert kept["choices"][0]["stop_reason"] == "END"
+    chat_plan = chat.parse(Incoming.post(chat.PATH, orjson.dumps({
+        "model": "m", "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"type": "function", "function": {"name": "f"}}]})), CONFIG)
+    chat_choice = orjson.loads(chat.render_json(chat_plan, kept))["choices"][0]
+    assert "stop_reason" not in chat_choice  # the chat front's schema is OpenAI's
+    assert list(chat_choice) == ["index", "message", "logprobs", "finish_reason"]
+    plan = messages.parse(Incoming.post(messages.PATH, orjson.dumps(
+        _request(stop_sequences=["END"]))), CONFIG)
+    answer = orjson.loads(messages.render_json(plan, kept))
+    assert (answer["stop_reason"], answer["stop_sequence"]) == ("stop_sequence", "END")
     upstream["choices"][0]["stop_reason"] = 151645  # a stop token id: not a stop sequence
-    token, _ = normalize_completion(upstream, ExtractionSettings(tools={}, keep_stop_reason=True))
+    token, _ = normalize_completion(upstream, ExtractionSettings(tools={}))
     assert "stop_reason" not in token["choices"][0]

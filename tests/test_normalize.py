@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
 
+from proxy.config import Config
+from proxy.fronts import chat
 from proxy.turn.normalize import (
     ExtractionSettings,
     UpstreamShapeError,
     normalize_completion,
 )
+from proxy.turn.plan import plan_chat
 from tests.fake_vllm import vllm_completion, vllm_tool_call
 
 SETTINGS = ExtractionSettings(tools={"read": {}, "get_weather": {}})
@@ -36,13 +40,21 @@ def test_vendor_fields_are_left_out():
 
 
 @pytest.mark.parametrize(("field", "expected"), [
-    ("reasoning", {"reasoning": "r"}), ("both", {"reasoning": "r", "reasoning_content": "r"}),
-    ("drop", {})])
+    ("reasoning_content", {"reasoning_content": "r"}), ("reasoning", {"reasoning": "r"}),
+    ("both", {"reasoning_content": "r", "reasoning": "r"}), ("drop", {})])
 def test_reasoning_field_setting(field, expected):
-    settings = ExtractionSettings(tools={}, reasoning_field=field)
-    _, choice, _ = _normalize(vllm_completion("a", reasoning="r"), settings)
-    message = choice["message"]
+    """The core keeps the reasoning as `reasoning_content` (or drops it: not shown); the
+    names the chat wire gives it are the chat front's (`reasoning_field`)."""
+    settings = ExtractionSettings(tools={}, reasoning_shown=field != "drop")
+    completion, _ = normalize_completion(vllm_completion("a", reasoning="r"), settings)
+    assert {k for k in completion["choices"][0]["message"] if k.startswith("reasoning")} == (
+        set() if field == "drop" else {"reasoning_content"})
+    plan = plan_chat(orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                                   "tools": [{"type": "function", "function": {"name": "f"}}]}),
+                     Config(reasoning_field=field))
+    message = orjson.loads(chat.render_json(plan, completion))["choices"][0]["message"]
     assert {k: v for k, v in message.items() if k.startswith("reasoning")} == expected
+    assert list(message)[:2] == ["role", "content"]  # the reasoning in its place, after them
 
 
 @pytest.mark.parametrize(("finish", "expected"), [
@@ -155,7 +167,7 @@ def test_reasoning_alone_is_an_answer_and_dropped_reasoning_leaves_an_empty_one(
     assert normalize_completion(upstream, SETTINGS)[0]["choices"][0]["message"][
         "reasoning_content"] == "r"
     completion, _ = normalize_completion(upstream, ExtractionSettings(
-        tools={"read": {}}, reasoning_field="drop"))
+        tools={"read": {}}, reasoning_shown=False))
     assert completion["choices"][0]["message"] == {"role": "assistant", "content": None}
     assert completion["choices"][0]["finish_reason"] == "stop"
 
@@ -168,7 +180,7 @@ def test_reasoning_alone_is_an_answer_and_dropped_reasoning_leaves_an_empty_one(
 ])
 def test_an_answer_cut_by_length_stays_cut_however_empty(upstream):
     completion, _ = normalize_completion(upstream, ExtractionSettings(
-        tools={"read": {}}, reasoning_field="drop"))
+        tools={"read": {}}, reasoning_shown=False))
     choice = completion["choices"][0]
     assert choice["finish_reason"] == "length"
     assert "tool_calls" not in choice["message"]

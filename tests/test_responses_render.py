@@ -10,7 +10,8 @@ from pydantic import TypeAdapter
 
 from proxy.config import Config
 from proxy.errors import ProxyError
-from proxy.fronts.responses import FRONT, keep, parse, render_json
+from proxy.fronts import Incoming
+from proxy.fronts.responses import FRONT, PATH, keep, parse, render_json
 from proxy.fronts.responses.stream import ResponsesStream
 
 EVENTS = TypeAdapter(ResponseStreamEvent)
@@ -23,8 +24,8 @@ TOOLS = [{"type": "function", "name": "read",
 
 
 def plan(**body):
-    return parse(orjson.dumps({"model": "m", "input": "x", "tools": TOOLS, **body}),
-                 Config(heartbeat_mode="chunk"))
+    raw = orjson.dumps({"model": "m", "input": "x", "tools": TOOLS, **body})
+    return parse(Incoming.post(PATH, raw), Config(heartbeat_mode="chunk"))
 
 
 def completion(content=None, *, reasoning=None, calls=(), finish="stop", refusal=None):
@@ -76,7 +77,7 @@ def test_the_response_object_holds_reasoning_message_and_calls():
     turn = plan()
     response = orjson.loads(render_json(turn, FULL))
     parsed = Response.model_validate(response)
-    assert parsed.id == turn.front.id
+    assert parsed.id == turn.front_data.id
     assert parsed.status == "completed"
     assert [item.type for item in parsed.output] == [
         "reasoning", "message", "function_call", "custom_tool_call", "function_call"]
@@ -230,7 +231,8 @@ def test_errors_before_the_stream_keep_status_envelope_and_retry_after():
 
 
 def test_comment_heartbeats_when_asked():
-    turn = parse(orjson.dumps({"input": "x", "stream": True}), Config(heartbeat_mode="both"))
+    raw = orjson.dumps({"input": "x", "stream": True})
+    turn = parse(Incoming.post(PATH, raw), Config(heartbeat_mode="both"))
     writer = ResponsesStream.for_plan(turn)
     writer.head()
     beat = writer.heartbeat()
@@ -241,7 +243,7 @@ def test_comment_heartbeats_when_asked():
 def test_what_the_store_keeps():
     turn = plan(previous_response_id=None)
     kept = keep(turn, FULL)
-    assert kept.id == turn.front.id
+    assert kept.id == turn.front_data.id
     assert kept.previous is None
     assert kept.items[0]["content"][0]["text"] == "x"
     # Only what a later turn reads back: the reasoning item is in the body, not the items.

@@ -10,7 +10,9 @@ import pytest
 
 from proxy.config import Config
 from proxy.errors import ProxyError
-from proxy.fronts.responses import parse, parse_kept
+from proxy.fronts import Incoming, Recall
+from proxy.fronts.responses import PATH
+from proxy.fronts.responses import parse as parse_incoming
 from proxy.fronts.responses.request import translate
 from proxy.turn.plan import PassthroughPlan, TurnPlan
 
@@ -23,6 +25,16 @@ NAMESPACE = {"type": "namespace", "name": "multi_agent.v1", "description": "Sub-
                                        "properties": {"task": {"type": "string"}}}}]}
 CUSTOM = {"type": "custom", "name": "apply_patch", "description": "Patch files",
           "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}}
+
+
+def parse_with_store(raw: bytes, config: Config, recall: Recall) -> TurnPlan | PassthroughPlan:
+    """The front's plan for a POST of `raw`, the store's recall being `recall`."""
+    return parse_incoming(Incoming.post(PATH, raw, recall), config)
+
+
+def parse(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
+    """The front's plan for a POST of `raw` without a store."""
+    return parse_incoming(Incoming.post(PATH, raw), config)
 
 
 def chat(body: dict, history: list | None = None) -> dict:
@@ -175,10 +187,10 @@ def test_the_plan_runs_the_chat_turn_and_keeps_the_reasoning_whatever_chat_drops
     assert sent["stream"] is False
     assert sent["model"] == "m"
     assert turn.client_stream is True
-    assert turn.extraction.reasoning_field == "reasoning_content"
+    assert turn.extraction.reasoning_shown is True
     assert set(turn.extraction.tools) == {"read"}
-    assert turn.front.id.startswith("resp_")
-    assert turn.front.store is True
+    assert turn.front_data.id.startswith("resp_")
+    assert turn.front_data.store is True
 
 
 def test_a_turn_without_tools_is_still_a_turn():
@@ -205,17 +217,17 @@ def test_previous_response_id_continues_the_kept_conversation():
         asked.append(key)
         return history if key == "resp_1" else None
 
-    result = parse_kept(orjson.dumps({"input": "second", "previous_response_id": "resp_1",
+    result = parse_with_store(orjson.dumps({"input": "second", "previous_response_id": "resp_1",
                                       "instructions": "New rules."}), Config(), recall)
     assert asked == ["resp_1"]
     assert orjson.loads(result.upstream_body)["messages"] == [
         {"role": "system", "content": "New rules."},
         {"role": "user", "content": "first"}, {"role": "assistant", "content": "answer"},
         {"role": "user", "content": "second"}]
-    assert result.front.items == ({"type": "message", "role": "user",
+    assert result.front_data.items == ({"type": "message", "role": "user",
                                    "content": [{"type": "input_text", "text": "second"}]},)
     with pytest.raises(ProxyError) as caught:
-        parse_kept(orjson.dumps({"input": "x", "previous_response_id": "resp_gone"}),
+        parse_with_store(orjson.dumps({"input": "x", "previous_response_id": "resp_gone"}),
                    Config(), recall)
     assert caught.value.status == 404
     assert caught.value.param == "previous_response_id"

@@ -12,15 +12,16 @@ import pytest
 
 from proxy.config_load import ConfigError, build_config
 from proxy.errors import ProxyError
-from proxy.fronts import Kept
+from proxy.fronts import StoredResponse
 from proxy.shell.store import StoreLimits, default_path, open_store, store_url
 from proxy.shell.store_sqlite import SqliteStore
 
 LIMITS = StoreLimits(3600, 10)
 
 
-def kept(key: str, previous: str | None = None) -> Kept:
-    return Kept(key, previous, [{"in": key}, {"out": key}], b'{"id": "%s"}' % key.encode())
+def kept(key: str, previous: str | None = None) -> StoredResponse:
+    return StoredResponse(key, previous, [{"in": key}, {"out": key}],
+                          b'{"id": "%s"}' % key.encode())
 
 
 def test_the_file_and_its_secret_are_shared_by_every_store_on_it(tmp_path):

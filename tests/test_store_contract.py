@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from proxy.errors import ProxyError
-from proxy.fronts import Kept
+from proxy.fronts import StoredResponse
 from proxy.shell.store import NO_KEY_OWNER, ResponseStore, StoreLimits, Usage
 from proxy.shell.store_sqlite import SqliteStore
 
@@ -57,8 +57,8 @@ def store(make_store: MakeStore) -> ResponseStore:
     return make_store()
 
 
-def kept(key: str, previous: str | None = None, pad: int = 0) -> Kept:
-    return Kept(key, previous, [{"in": key, "pad": "x" * pad}, {"out": key}],
+def kept(key: str, previous: str | None = None, pad: int = 0) -> StoredResponse:
+    return StoredResponse(key, previous, [{"in": key, "pad": "x" * pad}, {"out": key}],
                 b'{"id": "%s"}' % key.encode())
 
 

@@ -18,15 +18,16 @@ import pytest
 from proxy.config import Config
 from proxy.config_load import ConfigError, build_config
 from proxy.errors import ProxyError
-from proxy.fronts import Kept
+from proxy.fronts import StoredResponse
 from proxy.shell.store import StoreLimits, open_store
 from proxy.shell.store_redis import PREFIX, SECRET_SECONDS, RedisStore
 
 A = "owner-a"
 
 
-def kept(key: str, previous: str | None = None, pad: int = 0) -> Kept:
-    return Kept(key, previous, [{"in": key, "pad": "x" * pad}], b'{"id": "%s"}' % key.encode())
+def kept(key: str, previous: str | None = None, pad: int = 0) -> StoredResponse:
+    return StoredResponse(key, previous, [{"in": key, "pad": "x" * pad}],
+                          b'{"id": "%s"}' % key.encode())
 
 
 def limits(**settings: float) -> StoreLimits:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from proxy.config_load import build_config
 from proxy.errors import ProxyError
-from proxy.fronts import messages, responses
+from proxy.fronts import Incoming, messages, responses
 from proxy.turn.plan import plan_chat
 from tests.conftest import RunningProxy
 from tests.fake_vllm import Answer, FakeVLLM, vllm_completion
@@ -56,9 +56,12 @@ def _recall(response_id: str) -> list[dict[str, Any]] | None:
 # Each front: its valid requests and its pure parse (raw body, settings → plan or ProxyError).
 FRONTS: dict[str, tuple[list[dict[str, Any]], Callable[[bytes, Any], Any]]] = {
     "chat": (CHAT_REQUESTS, plan_chat),
-    "responses": (RESPONSES_REQUESTS, lambda raw, c: responses.parse_kept(raw, c, _recall)),
-    "messages": (MESSAGES_REQUESTS, messages.parse),
-    "count_tokens": (COUNT_REQUESTS, messages.count_request),
+    "responses": (RESPONSES_REQUESTS, lambda raw, c: responses.parse(
+        Incoming.post(responses.PATH, raw, _recall), c)),
+    "messages": (MESSAGES_REQUESTS,
+                 lambda raw, c: messages.parse(Incoming.post(messages.PATH, raw), c)),
+    "count_tokens": (COUNT_REQUESTS, lambda raw, c: messages.count_request(
+        Incoming.post(messages.COUNT_TOKENS_PATH, raw), c)),
 }
 
 

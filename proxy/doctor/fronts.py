@@ -15,7 +15,7 @@ import orjson
 
 from ..config import Config
 from ..errors import ProxyError
-from ..fronts import Front
+from ..fronts import Front, Incoming
 from ..fronts.registry import FRONTS
 from ..shell.upstream import Timeouts, Upstream
 from ..turn.core import Answer, decide
@@ -66,8 +66,7 @@ def probe_front(path: str, front: Front, turn: Turn, config: Config, upstream: U
     raw = orjson.dumps(front.sample.request(turn.model, turn.tool, turn.prompt,
                                             turn.max_tokens))
     try:
-        plan = (front.keeper.parse(raw, config, lambda _id: None) if front.keeper is not None
-                else front.parse(raw, config))
+        plan = front.parse(Incoming.post(path, raw), config)
     except ProxyError as error:  # the front refused its own sample: a bug, reported
         probe.status, probe.error = front.error_response(error).status, error.message
         return probe
@@ -97,8 +96,8 @@ def probe_front(path: str, front: Front, turn: Turn, config: Config, upstream: U
 def probe_fronts(turn: Turn, config: Config, upstream: Upstream, headers: dict[str, str],
                  timeouts: Timeouts) -> list[FrontProbe]:
     """Every front the registry lists (that can describe its clients' tool turn)."""
-    return [probe_front(path, front, turn, config, upstream, headers, timeouts)
-            for path, front in FRONTS.items() if front.sample is not None]
+    return [probe_front(front.path, front, turn, config, upstream, headers, timeouts)
+            for front in FRONTS if front.sample is not None]
 
 
 def front_line(probe: dict[str, Any]) -> str:

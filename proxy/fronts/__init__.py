@@ -1,17 +1,21 @@
 """Fronts: the agent APIs the proxy speaks, each translated to one chat completion turn.
 
-A front is one module with two pure halves: `parse` (the client's request → a chat plan) and
-the rendering of the turn's result in the client's wire format (`render_json`, a
-`StreamWriter`, `error_response`). Every front runs on the same turn (`proxy.turn`), and the
-shell (`proxy.shell`) carries out its waiting: heartbeats, the commit window, errors inside a
-stream that has started and clients that leave are the turn's, never a front's. A front only
-says how each of them looks on its wire.
+A front is one module (or package) with two pure halves: `parse` (the client's request, an
+`Incoming`, → a chat plan) and the rendering of the turn's result in the client's wire format
+(`render_json`, a `StreamWriter`, `error_response`). It declares the paths it serves
+(`Route`s: its turns, and endpoints such as a token count or `GET`/`DELETE` by id) and the
+headers that carry a key for it; the shell routes through `registry` alone. Every front
+runs on the same turn (`proxy.turn`), and the shell (`proxy.shell`) carries out its
+waiting: heartbeats, the commit window, errors inside a stream that has started and clients
+that leave are the turn's, never a front's. A front only says how each of them looks on its
+wire.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..config import Config
@@ -53,6 +57,15 @@ class StreamWriter(Protocol):
         ...
 
 
+def unsent(text: str, sent: str) -> str:
+    """What of a finished `text` is still to send once `sent` went out live: the streamed
+    mode's rule, for every front's writer. The hold-back rule makes the finished text begin
+    with exactly what was sent, so the rest is what follows it; a finish that does not (a
+    broken promise, which the streamed-equals-buffered property tests catch) adds nothing,
+    as text a client has shown cannot be taken back."""
+    return text[len(sent):] if text.startswith(sent) else ""
+
+
 @dataclass(frozen=True)
 class ErrorResponse:
     """An error as a front answers it before any stream has started."""
@@ -68,11 +81,79 @@ continued from, oldest first), by the answer's id; None when it is not kept (nev
 deleted, or expired)."""
 
 
+def recall_nothing(_response_id: str) -> list[dict[str, Any]] | None:
+    """The recall of a request without a store: no answer is kept."""
+    return None
+
+
 @dataclass(frozen=True)
-class Kept:
+class Incoming:
+    """A request as a front sees it: method, path (without the query), query string,
+    headers and body, the ids its route's pattern matched (`params`), and the store's
+    `recall` for the answers this request may continue (`previous_response_id`)."""
+
+    method: str
+    path: str
+    body: bytes
+    query: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    params: Mapping[str, str] = field(default_factory=dict)
+    recall: Recall = recall_nothing
+
+    @classmethod
+    def post(cls, path: str, body: bytes, recall: Recall = recall_nothing) -> Incoming:
+        """A POST of `body` to `path` (what a turn is), e.g. for `replay` and `doctor`."""
+        return cls("POST", path, body, recall=recall)
+
+
+# What the shell does with a request a route matched.
+TURN = "turn"  # a turn: the front's `parse`, the core, the front's rendering
+COUNT = "count"  # a token count (`Front.counter`)
+STORED_GET = "stored_get"  # an answer the store keeps, by `params["id"]` (`Front.storing`)
+STORED_DELETE = "stored_delete"  # its deletion
+
+
+def _always(_config: Config) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Route:
+    """A path a front serves: `method`, `pattern` (`{name}` matches one path segment, a
+    trailing slash is the same path), what the shell does with it (`action`), and `when`
+    the settings let the front serve it (else the request is relayed upstream)."""
+
+    method: str
+    pattern: str
+    action: str = TURN
+    when: Callable[[Config], bool] = _always
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "regex", _compiled(self.pattern))
+
+    def match(self, method: str, path: str) -> dict[str, str] | None:
+        """The ids the path holds when this route serves it, else None."""
+        if method != self.method:
+            return None
+        found = self.regex.fullmatch(path)
+        return None if found is None else found.groupdict()
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """`pattern` as a regular expression: `{name}` one non-empty segment, slashes after."""
+    parts = re.split(r"\{(\w+)\}", pattern)
+    regex = "".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/]+)"
+                    for i, part in enumerate(parts))
+    return re.compile(regex + "/*")
+
+
+@dataclass(frozen=True)
+class StoredResponse:
     """One answer as the shell's store keeps it: what a later request that continues it needs
     (`items`: this turn's input then its output, in the front's own item shapes; `previous`:
-    the answer this one continued), and what `GET` by id answers (`body`)."""
+    the answer this one continued, its `previous_response_id`), and what `GET` by id answers
+    (`body`)."""
 
     id: str
     previous: str | None
@@ -81,26 +162,42 @@ class Kept:
 
 
 @dataclass(frozen=True)
-class Keeper:
-    """A front whose API keeps answers on the server (the Responses API's `store`,
-    `previous_response_id`, `GET` and `DELETE` by id). Pure hooks: the store itself (SQLite)
-    is the shell's (`proxy.shell.store`).
+class Storing:
+    """The hooks of a front whose API stores answers on the server (the Responses API's
+    `store`, `previous_response_id`, `GET` and `DELETE` by id). Pure: the store itself is
+    the shell's (`proxy.shell.store`), its recall handed to `parse` in the `Incoming`.
 
-    `parse` replaces `Front.parse`, with the store's `Recall` to continue a kept answer;
     `keep` says what a delivered answer leaves in the store (None: nothing, `store: false`);
-    `active` says whether the settings let the front keep anything (else the requests under
-    `path` are relayed); `deleted` is the body of a successful `DELETE {path}/{id}` and
-    `missing` the error for an id the store does not hold; `keeping` says how many bytes of
-    items a turn will keep before its answer is known (None: it keeps nothing), so that the
-    shell can refuse a turn the store has no room for before upstream is called."""
+    `deleted` is the body of a successful `DELETE` by id and `missing` the error for an id
+    the store does not hold; `keeping` says how many bytes of items a turn will keep before
+    its answer is known (None: it keeps nothing), so that the shell can refuse a turn the
+    store has no room for before upstream is called."""
 
-    path: str
-    parse: Callable[[bytes, Config, Recall], TurnPlan | PassthroughPlan]
-    keep: Callable[[TurnPlan, dict[str, Any]], Kept | None]
-    active: Callable[[Config], bool]
+    keep: Callable[[TurnPlan, dict[str, Any]], StoredResponse | None]
     deleted: Callable[[str], bytes]
     missing: Callable[[str], ProxyError]
     keeping: Callable[[TurnPlan], int | None] = lambda plan: None
+
+
+@dataclass(frozen=True)
+class CountRequest:
+    """A token count request, ready for the upstream's tokenizer."""
+
+    model: str
+    config: Config
+    tokenize: bytes  # the body for vLLM's /tokenize
+    estimate: int  # the count when no tokenizer answers
+
+
+@dataclass(frozen=True)
+class Counter:
+    """The hooks of a front that counts a prompt's tokens (Messages' `count_tokens`):
+    `request` translates it, `count_of` reads the tokenizer's answer (status, body; None
+    when it holds no count), `response` is the body of the answer."""
+
+    request: Callable[[Incoming, Config], CountRequest]
+    count_of: Callable[[int, bytes], int | None]
+    response: Callable[[int], bytes]
 
 
 @dataclass(frozen=True)
@@ -118,16 +215,26 @@ class Sample:
 
 @dataclass(frozen=True)
 class Front:
-    """One agent API: its name (for logs and metrics), its two pure halves, and where its
-    turns go upstream (None: the client's own path and query, as the chat front relays
-    them). `keeper`: the hooks of an API that keeps answers on the server (None, the
-    default: a stateless API such as chat). `sample`: the front's tool turn for `doctor`."""
+    """One agent API: its name (for logs and metrics), the paths it serves (`routes`), its
+    two pure halves, and where its turns go upstream (None: the client's own path and query,
+    as the chat front relays them). `key_headers`: the headers its clients carry the proxy's
+    key in (`Authorization` as Bearer or Basic, or the key itself). `storing`: the hooks of
+    an API that stores answers on the server (None: a stateless API such as chat);
+    `counter`: those of a token count; `sample`: the front's tool turn for `doctor`."""
 
     name: str
-    parse: Callable[[bytes, Config], TurnPlan | PassthroughPlan]
+    routes: tuple[Route, ...]
+    parse: Callable[[Incoming, Config], TurnPlan | PassthroughPlan]
     render_json: Callable[[TurnPlan, dict[str, Any]], bytes]
     stream_writer: Callable[[TurnPlan], StreamWriter]
     error_response: Callable[[ProxyError], ErrorResponse]
+    key_headers: tuple[str, ...] = ("Authorization",)
     upstream_path: str | None = "/v1/chat/completions"
-    keeper: Keeper | None = None
+    storing: Storing | None = None
+    counter: Counter | None = None
     sample: Sample | None = None
+
+    @property
+    def path(self) -> str:
+        """The path its turns are posted to (its first turn route's)."""
+        return next(route.pattern for route in self.routes if route.action == TURN)

@@ -17,7 +17,7 @@ from ..ids import random_alnum
 from ..sse import event
 from ..turn.context_window import refuses_window
 from ..turn.plan import PassthroughPlan, TurnPlan, plan_chat
-from . import ErrorResponse, Front, Sample
+from . import ErrorResponse, Front, Incoming, Route, Sample, unsent
 
 NAME = "chat"
 PATH = "/v1/chat/completions"
@@ -120,10 +120,9 @@ def completion_chunks(ident: StreamIdentity, completion: dict[str, Any],
 
 
 def _after(text: Any, sent: str) -> Any:
-    """What of `text` is still to send when `sent` has gone out already."""
-    if not sent or not isinstance(text, str):
-        return text
-    return text[len(sent):] if text.startswith(sent) else text
+    """A message field's value with what went out live taken off (`unsent`; a field that
+    is not text, or nothing sent, as it is)."""
+    return unsent(text, sent) if sent and isinstance(text, str) else text
 
 
 class ChatStream:
@@ -145,10 +144,9 @@ class ChatStream:
     @classmethod
     def for_plan(cls, plan: TurnPlan) -> ChatStream:
         """The stream for a planned turn, with a fresh identity."""
-        field = plan.extraction.reasoning_field
-        keys = {"both": ("reasoning_content", "reasoning"), "drop": ()}.get(field, (field,))
         return cls(StreamIdentity.new(plan.model), include_usage=plan.include_usage,
-                   heartbeat_mode=plan.config.heartbeat_mode, reasoning_keys=keys)
+                   heartbeat_mode=plan.config.heartbeat_mode,
+                   reasoning_keys=reasoning_keys(plan.config.reasoning_field))
 
     def head(self) -> bytes:
         """The first choice's role chunk."""
@@ -177,6 +175,7 @@ class ChatStream:
 
     def answer(self, completion: dict[str, Any]) -> bytes:
         """The chunks of `completion` not yet sent, through `[DONE]`, in one piece."""
+        completion = named_reasoning(completion, self.reasoning_keys)
         if self._sent:
             completion = {**completion, "choices": [self._unsent(c)
                                                     for c in completion["choices"]]}
@@ -198,14 +197,38 @@ class ChatStream:
         return error_event(worded(error, "messages").body()) + DONE
 
 
-def parse(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
+def reasoning_keys(field: str) -> tuple[str, ...]:
+    """The message fields the `reasoning_field` setting writes the reasoning under (the chat
+    wire's own choice: vLLM's `reasoning_content`, `reasoning`, both, or none)."""
+    return {"both": ("reasoning_content", "reasoning"), "drop": ()}.get(field, (field,))
+
+
+def named_reasoning(completion: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """`completion` on the chat wire: each message's reasoning (the turn's
+    `reasoning_content`) under `keys`, in its place among the message's fields, and no
+    `stop_reason` (vLLM's, which OpenAI's schema does not have)."""
+    choices = []
+    for choice in completion["choices"]:
+        message: dict[str, Any] = {}
+        for key, value in choice["message"].items():
+            if key == "reasoning_content":
+                message.update(dict.fromkeys(keys, value))
+            else:
+                message[key] = value
+        choices.append({k: v for k, v in choice.items() if k != "stop_reason"}
+                       | {"message": message})
+    return {**completion, "choices": choices}
+
+
+def parse(incoming: Incoming, config: Config) -> TurnPlan | PassthroughPlan:
     """The client's body is a chat completion already: planned as it is."""
-    return plan_chat(raw, config)
+    return plan_chat(incoming.body, config)
 
 
 def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
-    """The completion, as the body of a non-streaming answer."""
-    return orjson.dumps(completion)
+    """The completion, as the body of a non-streaming answer (the reasoning under the
+    fields `reasoning_field` names)."""
+    return orjson.dumps(named_reasoning(completion, reasoning_keys(plan.config.reasoning_field)))
 
 
 def worded(error: ProxyError, param: str) -> ProxyError:
@@ -248,5 +271,6 @@ def sample_calls(answer: Any) -> list[dict[str, str]]:
             for call in calls or ()]
 
 
-FRONT = Front(NAME, parse, render_json, ChatStream.for_plan, error_response, upstream_path=None,
+FRONT = Front(NAME, (Route("POST", PATH),), parse, render_json, ChatStream.for_plan,
+              error_response, key_headers=("Authorization", "Api-Key"), upstream_path=None,
               sample=Sample(sample_request, sample_calls))

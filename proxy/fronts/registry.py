@@ -1,40 +1,62 @@
-"""Which front answers a request: by method and path. A new front is one line here."""
+"""Which front answers a request: by method and path, as each front's `routes` declare.
+Adding a front is one module (or package) and one line in `FRONTS`."""
 
 from __future__ import annotations
 
-from ..config import Config
-from . import Front, chat, messages, responses
+from dataclasses import dataclass
 
-FRONTS: dict[str, Front] = {
-    chat.PATH: chat.FRONT,
-    responses.PATH: responses.FRONT,
-    messages.PATH: messages.FRONT,
-}
+from ..config import Config
+from . import TURN, Front, Route, chat, messages, responses
+
+FRONTS: tuple[Front, ...] = (
+    chat.FRONT,
+    responses.FRONT,
+    messages.FRONT,
+)
+
+DEFAULT = chat.FRONT
+"""The front whose envelope answers what no front serves (the relay, the proxy's own
+endpoints): OpenAI's, as the upstream speaks it."""
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A request a front serves: the front, the route that matched and the ids it holds."""
+
+    front: Front
+    route: Route
+    params: dict[str, str]
+
+
+def route_for(method: str, path: str, config: Config,
+              fronts: tuple[Front, ...] = FRONTS) -> Routed | None:
+    """The front and route that serve `method path` under `config`, or None: the request is
+    relayed (a path no front declares, or one the settings relay)."""
+    for front in fronts:
+        for route in front.routes:
+            params = route.match(method, path)
+            if params is not None and route.when(config):
+                return Routed(front, route, params)
+    return None
 
 
 def front_for(method: str, path: str) -> Front | None:
-    """The front for a request, or None when it is relayed (a trailing slash is the same
-    path; only POST asks for a turn)."""
-    if method != "POST":
-        return None
-    return FRONTS.get(path.rstrip("/"))
+    """The front whose turns `method path` asks for, or None (a trailing slash is the same
+    path; only a turn route counts)."""
+    return next((front for front in FRONTS for route in front.routes
+                 if route.action == TURN and route.match(method, path) is not None), None)
 
 
 def front_named(name: str) -> Front | None:
     """The front of that name (as a log line's `front` names it), or None."""
-    return next((front for front in FRONTS.values() if front.name == name), None)
+    return next((front for front in FRONTS if front.name == name), None)
 
 
-def kept_for(method: str, path: str, config: Config) -> tuple[Front, str] | None:
-    """The front and answer id of a `GET` or `DELETE {path}/{id}` that a front's keeper
-    answers from the store (None: any other request, or one the settings relay)."""
-    if method not in ("GET", "DELETE"):
-        return None
-    for front in FRONTS.values():
-        keeper = front.keeper
-        if keeper is None or not keeper.active(config) or not path.startswith(keeper.path + "/"):
-            continue
-        key = path[len(keeper.path) + 1:].rstrip("/")
-        if key and "/" not in key:
-            return front, key
-    return None
+def key_headers(fronts: tuple[Front, ...] = FRONTS) -> tuple[str, ...]:
+    """Every header a front's clients carry the proxy's key in, each once, `Authorization`
+    first (Bearer or Basic auth: the proxy's own endpoints take it too)."""
+    names = ["Authorization"]
+    for front in fronts:
+        names.extend(name for name in front.key_headers
+                     if name.lower() not in {n.lower() for n in names})
+    return tuple(names)

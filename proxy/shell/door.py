@@ -20,15 +20,19 @@ from .background import call_later
 from .clients import client_socket
 from .upstream import request_headers
 
-_CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
+_KEY_HEADERS = ("Authorization", "X-Api-Key", "Api-Key")  # without the fronts' own list
 _BODY_READ = "toolcall_proxy.body_read"
 
 
 class Door:
     """The proxy's own API keys (`api_keys`): with none set, every request comes in."""
 
-    def __init__(self, api_keys: Iterable[str]) -> None:
+    def __init__(self, api_keys: Iterable[str],
+                 key_headers: Iterable[str] = _KEY_HEADERS) -> None:
         self._keys = [key.encode() for key in api_keys]
+        # Where a key may come (the fronts declare theirs), Authorization first.
+        self._key_headers = tuple(key_headers)
+        self._credential_headers = frozenset(name.lower() for name in self._key_headers)
 
     @property
     def locked(self) -> bool:
@@ -44,8 +48,12 @@ class Door:
         no key, never get here: the proxy answers them itself, see `preflight`.)"""
         if not self._keys:
             return None
-        offered = _offered_key(headers.get("Authorization", ""))
-        offered = offered or headers.get("X-Api-Key", "") or headers.get("Api-Key", "")
+        offered = ""
+        for name in self._key_headers:
+            value = headers.get(name, "")
+            offered = _offered_key(value) if name.lower() == "authorization" else value
+            if offered:
+                break
         candidate = offered.strip().encode()
         matched: bytes | None = None
         for key in self._keys:
@@ -65,7 +73,7 @@ class Door:
         logs and the proxy's line can be matched."""
         headers = request_headers(incoming, buffered=buffered)
         if config.upstream_api_key or self._keys:
-            for name in [n for n in headers if n.lower() in _CREDENTIAL_HEADERS]:
+            for name in [n for n in headers if n.lower() in self._credential_headers]:
                 del headers[name]
         if config.upstream_api_key:
             headers["Authorization"] = f"Bearer {config.upstream_api_key}"

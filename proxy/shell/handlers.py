@@ -14,7 +14,8 @@ from flask import Response, request
 from .. import __version__
 from ..config import Config, mask_upstream, mask_url
 from ..errors import ProxyError
-from ..fronts import Front, Recall
+from ..fronts import Incoming, Recall, recall_nothing
+from ..fronts.registry import Routed, key_headers
 from ..metrics import Metrics
 from ..observe import RequestLog, make_logger
 from ..status import StatusInput, document, turn_record
@@ -49,6 +50,12 @@ def _model_of(raw: bytes) -> str:
     return model if isinstance(model, str) else ""
 
 
+def incoming_of(routed: Routed, raw: bytes, recall: Recall = recall_nothing) -> Incoming:
+    """The request being handled as its front sees it (`raw`: its body, read)."""
+    return Incoming(request.method, request.path, raw, request.query_string.decode("latin-1"),
+                    request.headers, routed.params, recall)
+
+
 class Proxy:
     """The app's objects: settings, upstream clients, the door, logger and metrics, and what
     the server's stopping means for requests still waiting."""
@@ -61,7 +68,7 @@ class Proxy:
         self.recorder = make_recorder()  # what /proxy/status shows, every worker's
         self.upstream_labels = {url: mask_url(url) for url in config.upstreams()}
         self.replicas = Replicas(self.upstreams, self.metrics)
-        self.door = Door(config.api_keys)
+        self.door = Door(config.api_keys, key_headers())
         self.client_watcher = ClientWatcher(self.draining)
         self.store = open_store(config, self.logger)
         # Set when the server stops (gunicorn's graceful shutdown or reload): requests still
@@ -182,16 +189,16 @@ class Proxy:
         report["latency_ms"] = round((time.monotonic() - started) * 1000, 1)
         return report
 
-    def handle(self, front: Front | None, log: RequestLog, target: str,
+    def handle(self, routed: Routed | None, log: RequestLog, target: str,
                api_key: str | None = None) -> Response:
-        """Any request that came in: a front's turn, or relayed. `api_key`: the key that
-        let it in, whose answers it may continue and keep."""
+        """Any request that came in: a front's turn (`routed`), or relayed (None).
+        `api_key`: the key that let it in, whose answers it may continue and keep."""
         raw = read_body(request, self.config.max_body_bytes, self.config.body_timeout_seconds)
         config = self.config
         environ = request.environ
-        if front is not None:
+        if routed is not None:
+            front = routed.front
             log.front = front.name
-            keeper = front.keeper
             recalled: dict[str, Any] = {}  # what the store gave the front, for `log_bodies`
             recall_own = self._recall(api_key)
 
@@ -199,13 +206,12 @@ class Proxy:
                 recalled[key] = items = recall_own(key)
                 return items
 
-            plan = (keeper.parse(raw, self.config, recall) if keeper is not None
-                    else front.parse(raw, self.config))
+            plan = front.parse(incoming_of(routed, raw, recall), self.config)
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
             if isinstance(plan, TurnPlan):
-                if keeper is not None:
-                    self._admit(keeper.keeping(plan), api_key)
+                if front.storing is not None:
+                    self._admit(front.storing.keeping(plan), api_key)
                 log.tools = frozenset(plan.extraction.tools)
                 if plan.config.log_bodies:  # a capture `replay` reads: the store's part too
                     log.bodies = {"request": orjson.loads(raw),
@@ -221,7 +227,7 @@ class Proxy:
                                   lambda settings: self.upstream_headers(settings,
                                                                          buffered=True))
             config = self.config.for_model(_model_of(raw))
-        affinity = None if front is None else plan.affinity
+        affinity = None if routed is None else plan.affinity
         return passthrough(self, request.method, raw, log, target, config,
                            self.upstream_headers(config, buffered=False), environ, affinity)
 
@@ -243,20 +249,3 @@ class Proxy:
         error = refusal(usage, incoming, limits)
         if error is not None:
             raise error
-
-    def kept(self, front: Front, key: str, log: RequestLog,
-             api_key: str | None = None) -> Response:
-        """`GET` or `DELETE` of an answer the store keeps, in its front's shapes: of the
-        answers of `api_key` only (another key's answer is not found, as if never kept)."""
-        keeper = front.keeper
-        assert keeper is not None
-        log.front, log.mode = front.name, "store"
-        owner = self.store.owner(api_key)
-        if request.method == "GET":
-            body = self.store.get(owner, key)
-        else:
-            body = keeper.deleted(key) if self.store.delete(owner, key) else None
-        if body is None:
-            raise keeper.missing(key)
-        log.status, log.bytes_out = 200, len(body)
-        return Response(body, status=200, content_type="application/json")

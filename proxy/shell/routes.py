@@ -14,11 +14,8 @@ from werkzeug.exceptions import HTTPException
 
 from ..config import Config
 from ..errors import ProxyError
-from ..fronts import Front
-from ..fronts.chat import FRONT as CHAT
-from ..fronts.messages import COUNT_TOKENS_PATH
-from ..fronts.messages import FRONT as MESSAGES
-from ..fronts.registry import front_for, kept_for
+from ..fronts import COUNT, TURN, Front
+from ..fronts.registry import DEFAULT, route_for
 from ..observe import RequestLog
 from ..status_page import CONTENT_SECURITY_POLICY, page
 from .count_tokens import count_tokens
@@ -34,6 +31,7 @@ from .door import (
     shut_reading,
 )
 from .handlers import REQUEST_ID, Proxy, json_response
+from .stored import stored
 from .turns import error_response
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -77,7 +75,7 @@ class Routes:
         try:
             read_body(request, config.max_body_bytes, config.body_timeout_seconds, keep=False)
         except ProxyError as error:
-            return error_response(front or CHAT, error, log)
+            return error_response(front or DEFAULT, error, log)
         except HTTPException:  # too large to be worth reading: the connection is closed
             shut_reading(request.environ)
         return response
@@ -101,7 +99,7 @@ class Routes:
                 self.proxy.door.authorize(request.method, request.headers)
             return self.settled(render())
         except ProxyError as error:
-            response = self.settled(error_response(CHAT, error))
+            response = self.settled(error_response(DEFAULT, error))
             if browser and error.status == 401:
                 response.headers["WWW-Authenticate"] = _BASIC_CHALLENGE
             return response
@@ -167,7 +165,7 @@ class Routes:
         log.mode = "preflight"
         answer = preflight(request.headers, self.config.cors_allow_origins)
         if isinstance(answer, ProxyError):
-            return self.finished(error_response(CHAT, answer, log), log)
+            return self.finished(error_response(DEFAULT, answer, log), log)
         log.status = 204
         return self.finished(Response(status=204, headers=answer), log)
 
@@ -185,23 +183,22 @@ class Routes:
         proxy, config = self.proxy, self.config
         log = self.started()
         target = request_target(request.environ, request.path)
-        kept = kept_for(request.method, request.path, config)
-        front = kept[0] if kept else front_for(request.method, request.path)
-        counting = (request.method == "POST"
-                    and request.path.rstrip("/") == COUNT_TOKENS_PATH)
-        envelope = MESSAGES if counting else front or CHAT
+        routed = route_for(request.method, request.path, config)
+        envelope = routed.front if routed else DEFAULT
         try:
             api_key = proxy.door.authorize(request.method, request.headers)
             if not plain_path(target):
                 raise ProxyError(400, "The request path must be a plain absolute path.",
                                  param="path", code="invalid_path")
-            if kept:
-                response = proxy.kept(*kept, log, api_key)
-            elif counting:
-                response = count_tokens(proxy, log, read_body(
+            if routed is None:
+                response = proxy.handle(None, log, target)
+            elif routed.route.action == TURN:
+                response = proxy.handle(routed, log, target, api_key)
+            elif routed.route.action == COUNT:
+                response = count_tokens(proxy, routed, log, read_body(
                     request, config.max_body_bytes, config.body_timeout_seconds))
             else:
-                response = proxy.handle(front, log, target, api_key)
+                response = stored(proxy, routed, log, api_key)
         except ProxyError as error:
             response = error_response(envelope, error, log)
         except HTTPException as exc:
@@ -216,7 +213,7 @@ class Routes:
         """Refusals before any route ran (a method no route takes, a path the router cannot
         match): the same envelope, id and log line as every other request."""
         log = self.started()
-        return self.finished(error_response(CHAT, _http_error(exc, self.config), log), log)
+        return self.finished(error_response(DEFAULT, _http_error(exc, self.config), log), log)
 
 
 def create_app(config: Config) -> Flask:

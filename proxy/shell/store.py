@@ -1,7 +1,7 @@
 """The store of kept answers (the Responses API's `store: true`) as an interface: what every
 backend does (`ResponseStore`), the limits it keeps, and the factory that picks a backend
 from `responses_store_url`. Only the shell does store I/O; the front says what to keep
-(`fronts.Kept`) and reads conversations through the `Recall` the shell binds for it.
+(`fronts.StoredResponse`) and reads conversations through the `Recall` the shell binds for it.
 
 Every call names an owner: the keyed hash of the API key that authorised the request
 (`ResponseStore.owner`). An answer is seen, continued and deleted only by its owner;
@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from ..config import Config
 from ..errors import ProxyError
-from ..fronts import Kept
+from ..fronts import StoredResponse
 
 NO_KEY_OWNER = "-"  # the one owner of every answer when the proxy has no api_keys
 MAX_CHAIN = 100_000  # links followed back through `previous` before giving up (a cycle)
@@ -70,7 +70,7 @@ class ResponseStore(Protocol):
         keys, and every answer has one owner): a keyed hash, never the key itself."""
         ...
 
-    def put(self, owner: str, kept: Kept) -> bool:
+    def put(self, owner: str, kept: StoredResponse) -> bool:
         """Keep an answer, then let the owner's oldest go past its count and byte caps
         (never another owner's); False when the store could not be written."""
         ...

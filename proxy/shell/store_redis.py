@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
-from ..fronts import Kept
+from ..fronts import StoredResponse
 from .store import (
     MAX_CHAIN,
     NO_KEY_OWNER,
@@ -246,7 +246,7 @@ class RedisStore:
             self._secret = (bytes(secret), now)
         return owner_hash(self._secret[0], api_key)
 
-    def put(self, owner: str, kept: Kept) -> bool:
+    def put(self, owner: str, kept: StoredResponse) -> bool:
         """Keep an answer, then let go of what is past the limits (this owner's only)."""
         items = orjson.dumps(kept.items)
         limits = self.limits

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from ..fronts import Kept
+from ..fronts import StoredResponse
 from . import background
 from .store import (
     MAX_CHAIN,
@@ -165,11 +165,11 @@ class SqliteStore:
                 lambda db: db.execute("SELECT value FROM secret").fetchone()[0]))
         return owner_hash(self._secret, api_key)
 
-    def put(self, owner: str, kept: Kept) -> bool:
+    def put(self, owner: str, kept: StoredResponse) -> bool:
         """Keep an answer, then let go of what is past the limits (this owner's only)."""
         return background.off_the_hub(self._put_here, owner, kept)
 
-    def _put_here(self, owner: str, kept: Kept) -> bool:
+    def _put_here(self, owner: str, kept: StoredResponse) -> bool:
         items = orjson.dumps(kept.items)
         try:
             with self._db() as db:

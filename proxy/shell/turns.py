@@ -240,8 +240,8 @@ class TurnResponse:
     def _keep(self, completion: dict[str, Any]) -> None:
         """Leave a delivered answer in the store, when the front keeps answers and the
         request asked it to (before the client sees the end: a GET right after finds it)."""
-        keeper = self.front.keeper
-        kept = keeper.keep(self.plan, completion) if keeper is not None else None
+        storing = self.front.storing
+        kept = storing.keep(self.plan, completion) if storing is not None else None
         if kept is None:
             return
         store = self.app.store

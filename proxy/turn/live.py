@@ -48,7 +48,7 @@ class LiveTurn:
         extraction = plan.extraction
         self._rule = (hold_rule(tuple(extraction.formats))
                       if extraction.tools and extraction.formats else None)
-        self._reasoning = extraction.reasoning_field != "drop"
+        self._reasoning = extraction.reasoning_shown
         # A leading think block in the content flows as reasoning, as normalize will have it.
         self._thinking: dict[int, ThinkRouter | None] | None = (
             {} if extraction.reasoning_from_content else None)

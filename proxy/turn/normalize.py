@@ -1,7 +1,10 @@
 """Upstream chat completion → a clean OpenAI chat completion, plus what was repaired.
 
 An allowlist of OpenAI's schema decides what the client sees: whatever a server adds
-(vLLM's `prompt_logprobs`, `kv_transfer_params`, `stop_reason`, `token_ids`, …) is left out.
+(vLLM's `prompt_logprobs`, `kv_transfer_params`, `token_ids`, …) is left out. One fact beyond
+it is kept on each choice for the fronts to render or not: vLLM's `stop_reason` when it names
+the stop string that ended the choice (the chat front leaves it out, the Messages front tells
+a stop sequence from a natural end by it).
 """
 
 from __future__ import annotations
@@ -74,10 +77,9 @@ class ExtractionSettings:
     tools: ToolSchemas
     only: str | None = None
     formats: Sequence[str] = ("auto",)
-    reasoning_field: str = "reasoning_content"
-    # vLLM's `stop_reason` (the stop string that ended the choice) kept on each choice, for
-    # fronts whose wire tells a stop sequence from a natural end (Anthropic's stop_sequence).
-    keep_stop_reason: bool = False
+    # Whether the client sees the reasoning at all (kept as `reasoning_content`; the field
+    # names a wire gives it are its front's, e.g. chat's `reasoning_field`).
+    reasoning_shown: bool = True
     # A leading think block in the content is the reasoning (see `turn.thinking`), and how
     # text before a lone closer is read (`thinking_opened_by_template`).
     reasoning_from_content: bool = True
@@ -363,11 +365,8 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
     outcome.finish_after.append(new_finish)
 
     clean_message: dict[str, Any] = {"role": "assistant", "content": content}
-    if reasoning is not None and settings.reasoning_field != "drop":
-        if settings.reasoning_field in ("reasoning_content", "both"):
-            clean_message["reasoning_content"] = reasoning
-        if settings.reasoning_field in ("reasoning", "both"):
-            clean_message["reasoning"] = reasoning
+    if reasoning is not None and settings.reasoning_shown:
+        clean_message["reasoning_content"] = reasoning
     if isinstance(message.get("refusal"), str):
         clean_message["refusal"] = message["refusal"]
     if calls:
@@ -379,7 +378,7 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
         "logprobs": _clean_logprobs(choice.get("logprobs")),
         "finish_reason": new_finish,
     }
-    if settings.keep_stop_reason and isinstance(choice.get("stop_reason"), str):
+    if isinstance(choice.get("stop_reason"), str):  # the stop string that ended it
         clean_choice["stop_reason"] = choice["stop_reason"]
     return clean_choice
 

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ..config import Config
-from ..errors import ProxyError
+from ..errors import ProxyError, bad_request
 from ..json_depth import MAX_DEPTH, deep_path, deeper_than
 from ..routing import conversation_key
 from ..toolcalls.exact_json import loads as exact_loads
@@ -35,7 +35,7 @@ class TurnPlan:
     rewrites: tuple[str, ...] = ()
     parallel_tool_calls: bool = True
     tool_call_required: bool = False
-    front: Any = None  # what the front needs to render its answer; the core never reads it
+    front_data: Any = None  # what the front needs to render its answer; the core never reads it
     streamed: bool = False  # `stream_mode: stream`: upstream streams, the turn flows live
     affinity: str | None = None  # the conversation's key for the replica choice (routing)
 
@@ -59,10 +59,6 @@ class PassthroughPlan:
     affinity: str | None = None  # the conversation's key for the replica choice (routing)
 
 
-def _bad_request(message: str, param: str | None, code: str = "invalid_request") -> ProxyError:
-    return ProxyError(400, message, param=param, code=code)
-
-
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The request body as a JSON object, or a 400 saying what is wrong with it. Integers
     past 64 bits keep their exact value (`seed: 10**30` reaches upstream as written, never
@@ -71,17 +67,17 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _bad_request(f"The request body is not valid UTF-8: {exc}", None,
+        raise bad_request(f"The request body is not valid UTF-8: {exc}", None,
                            "invalid_json") from None
     if deeper_than(raw):
         raise _too_deep(text)
     try:
         body = exact_loads(text)
     except orjson.JSONDecodeError as exc:
-        raise _bad_request(f"The request body is not valid JSON: {exc}", None,
+        raise bad_request(f"The request body is not valid JSON: {exc}", None,
                            "invalid_json") from None
     if not isinstance(body, dict):
-        raise _bad_request("The request body must be a JSON object.", None, "invalid_json")
+        raise bad_request("The request body must be a JSON object.", None, "invalid_json")
     return body
 
 
@@ -92,7 +88,7 @@ def _too_deep(text: str) -> ProxyError:
     except orjson.JSONDecodeError:
         where = ""
     at = f" (at {where})" if where else ""
-    return _bad_request(f"The request body nests arrays and objects more than {MAX_DEPTH} "
+    return bad_request(f"The request body nests arrays and objects more than {MAX_DEPTH} "
                         f"levels deep{at}; at most {MAX_DEPTH} are accepted.",
                         where.removesuffix("…") or None, "json_too_deep")
 
@@ -104,13 +100,13 @@ def _tool_schemas(tools: list[Any]) -> dict[str, dict[str, Any]]:
         function = tool.get("function") if isinstance(tool, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
         if not isinstance(name, str) or not name:
-            raise _bad_request(f"tools[{i}] must be a function tool with a name.",
+            raise bad_request(f"tools[{i}] must be a function tool with a name.",
                                f"tools[{i}].function.name")
         parameters = function.get("parameters", {})
         if parameters is None:
             parameters = {}
         if not isinstance(parameters, dict):
-            raise _bad_request(f"tools[{i}].function.parameters must be a JSON object.",
+            raise bad_request(f"tools[{i}].function.parameters must be a JSON object.",
                                f"tools[{i}].function.parameters")
         schemas[name] = parameters
     return schemas
@@ -123,9 +119,9 @@ def _chosen_function(tool_choice: Any, schemas: dict[str, Any]) -> str | None:
     function = tool_choice.get("function")
     name = function.get("name") if isinstance(function, dict) else None
     if not isinstance(name, str):
-        raise _bad_request("tool_choice must name a function.", "tool_choice")
+        raise bad_request("tool_choice must name a function.", "tool_choice")
     if name not in schemas:
-        raise _bad_request(f"tool_choice names {name!r}, which is not among the tools.",
+        raise bad_request(f"tool_choice names {name!r}, which is not among the tools.",
                            "tool_choice")
     return name
 
@@ -135,13 +131,13 @@ def _check_messages(messages: list[Any]) -> None:
     400 naming the field, as upstream would answer, before the proxy relies on them."""
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise _bad_request(f"messages[{i}] must be an object.", f"messages[{i}]")
+            raise bad_request(f"messages[{i}] must be an object.", f"messages[{i}]")
         if not isinstance(message.get("role"), str):
-            raise _bad_request(f"messages[{i}].role must be a string.", f"messages[{i}].role")
+            raise bad_request(f"messages[{i}].role must be a string.", f"messages[{i}].role")
         calls = message.get("tool_calls")
         if calls is not None and not (isinstance(calls, list)
                                       and all(isinstance(call, dict) for call in calls)):
-            raise _bad_request(f"messages[{i}].tool_calls must be a list of objects.",
+            raise bad_request(f"messages[{i}].tool_calls must be a list of objects.",
                                f"messages[{i}].tool_calls")
 
 
@@ -175,7 +171,7 @@ def plan_chat(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
     config = config.for_model(model)
     stream = body.get("stream") is True
     if "tools" in body and body["tools"] is not None and not isinstance(body["tools"], list):
-        raise _bad_request("tools must be a list.", "tools")
+        raise bad_request("tools must be a list.", "tools")
     if not is_buffered(body):
         rewrites = rewrite_request(body, config, upstream_streams=stream)
         return PassthroughPlan(orjson.dumps(body) if rewrites else raw, config, model=model,
@@ -187,14 +183,14 @@ def plan_chat(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
 
 
 def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
-              include_usage: bool, front: Any = None) -> TurnPlan:
+              include_usage: bool, front_data: Any = None) -> TurnPlan:
     """The turn for a chat completion body (the client's, or one a front translated to):
     tools checked, the loop guard applied, the upstream body built. `config` is the one in
     force for the body's model. Raises ProxyError for bad requests."""
     model = body.get("model") if isinstance(body.get("model"), str) else ""
     messages = body.get("messages")
     if not isinstance(messages, list):
-        raise _bad_request("messages must be a list.", "messages")
+        raise bad_request("messages must be a list.", "messages")
     _check_messages(messages)
     tools = body.get("tools") if isinstance(body.get("tools"), list) else []
     schemas = _tool_schemas(tools)
@@ -203,7 +199,7 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
     history = count_tool_calls(messages)
     limit = config.loop_guard_max_tool_calls
     if limit and history > limit:
-        raise _bad_request(
+        raise bad_request(
             f"The conversation already holds {history} tool calls, more than the loop guard "
             f"allows ({limit}); the agent is likely stuck in a loop. Start a new conversation "
             "or raise loop_guard_max_tool_calls.",
@@ -241,7 +237,7 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
         ExtractionSettings(tools=schemas, only=only, formats=formats,
                            reasoning_from_content=config.reasoning_from_content,
                            deliver_unknown=config.unknown_tool_calls == "deliver",
-                           reasoning_field=config.reasoning_field,
+                           reasoning_shown=config.reasoning_field != "drop",
                            thinking=thinking_rule(config.thinking_opened_by_template, False,
                                                   thinking_switched_off(upstream))),
         model=model,
@@ -251,7 +247,7 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
         rewrites=tuple(rewrites),
         parallel_tool_calls=body.get("parallel_tool_calls") is not False,
         tool_call_required=required,
-        front=front,
+        front_data=front_data,
         streamed=streamed,
         affinity=_affinity(config, upstream),
     )

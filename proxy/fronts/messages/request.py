@@ -28,16 +28,11 @@ from typing import Any
 import orjson
 
 from ...config import Config
-from ...errors import ProxyError
+from ...errors import bad_request
 
 BILLING_HEADER = "x-anthropic-billing-header:"
 _THINKING_ON = {"enabled": True, "adaptive": True, "between_tools": True, "disabled": False}
 _SAMPLING = (("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"))
-
-
-def bad_request(message: str, param: str | None = None) -> ProxyError:
-    """A request the front cannot translate: 400 (invalid_request_error on Anthropic's wire)."""
-    return ProxyError(400, message, param=param, code="invalid_request")
 
 
 @dataclass

@@ -3,8 +3,8 @@ n8n, the Hermes agent. A request is translated to a chat completion (`request`),
 same turn as chat (buffered, calls extracted and repaired, every policy), and is answered as
 a `response` object or the official event stream (`output`, `stream`). With `store` (the
 API's default), the answer is kept by the shell's store so that `previous_response_id`,
-`GET` and `DELETE /v1/responses/{id}` work (`Keeper`). The setting `responses_mode: relay`
-sends the endpoint upstream unchanged instead.
+`GET` and `DELETE /v1/responses/{id}` work (`Storing`, its `ROUTES`). The setting
+`responses_mode: relay` sends the endpoint upstream unchanged instead.
 """
 
 from __future__ import annotations
@@ -15,16 +15,26 @@ from typing import Any
 import orjson
 
 from ...config import Config
-from ...errors import ProxyError
+from ...errors import ProxyError, bad_request
 from ...turn.plan import PassthroughPlan, TurnPlan, parse_body, plan_turn
-from .. import ErrorResponse, Front, Keeper, Kept, Recall, Sample
+from .. import (
+    STORED_DELETE,
+    STORED_GET,
+    ErrorResponse,
+    Front,
+    Incoming,
+    Recall,
+    Route,
+    Sample,
+    StoredResponse,
+    Storing,
+)
 from ..chat import openai_error
 from .checks import check_item_types, check_metadata, kept_items
-from .output import ResponsesTurn, final_response, output_items
+from .output import ResponsesData, final_response, output_items
 from .request import previous_missing, translate
 from .sample import sample_calls, sample_request
 from .stream import ResponsesStream
-from .tools import bad
 
 NAME = "responses"
 PATH = "/v1/responses"
@@ -54,58 +64,55 @@ def _history(body: dict[str, Any], recall: Recall) -> list[dict[str, Any]]:
     if previous is None:
         return []
     if not isinstance(previous, str):
-        raise bad("previous_response_id must be a string.", "previous_response_id")
+        raise bad_request("previous_response_id must be a string.", "previous_response_id")
     items = recall(previous)
     if items is None:
         raise previous_missing(previous)
     return items
 
 
-def parse_kept(raw: bytes, config: Config, recall: Recall) -> TurnPlan | PassthroughPlan:
-    """The plan for a POST to /v1/responses; `recall` reads the store for
-    `previous_response_id`. Raises ProxyError for bad requests."""
+def parse(incoming: Incoming, config: Config) -> TurnPlan | PassthroughPlan:
+    """The plan for a POST to /v1/responses; the incoming request's `recall` reads the
+    store for `previous_response_id`. Raises ProxyError for bad requests."""
+    raw = incoming.body
     body = parse_body(raw)
     model = body.get("model") if isinstance(body.get("model"), str) else ""
     stream = body.get("stream") is True
     if config.responses_mode == "relay":
         return PassthroughPlan(raw, config.for_model(model), model=model, client_stream=stream)
-    translation = translate(body, _history(body, recall))
+    translation = translate(body, _history(body, incoming.recall))
     check_metadata(body.get("metadata"))
     check_item_types(translation.items)
-    turn = ResponsesTurn.new(_echo(body), translation.toolset.refs,
+    turn = ResponsesData.new(_echo(body), translation.toolset.refs,
                              store=body.get("store") is not False,
                              previous=body.get("previous_response_id"),
                              items=tuple(translation.items))
+    plan = plan_turn(translation.body, config.for_model(model), client_stream=stream,
+                     include_usage=False, front_data=turn)
     # The reasoning is the Responses answer's own item, whatever the chat front's setting.
-    settings = dataclasses.replace(config.for_model(model), reasoning_field="reasoning_content")
-    plan = plan_turn(translation.body, settings, client_stream=stream, include_usage=False,
-                     front=turn)
-    return dataclasses.replace(plan, rewrites=plan.rewrites + tuple(translation.notes))
-
-
-def parse(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
-    """The plan without a store (`previous_response_id` then finds nothing)."""
-    return parse_kept(raw, config, lambda _id: None)
+    return dataclasses.replace(
+        plan, extraction=dataclasses.replace(plan.extraction, reasoning_shown=True),
+        rewrites=plan.rewrites + tuple(translation.notes))
 
 
 def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
     """The `response` object, as the body of a non-streaming answer."""
-    return orjson.dumps(final_response(plan.front, completion))
+    return orjson.dumps(final_response(plan.front_data, completion))
 
 
-def keep(plan: TurnPlan, completion: dict[str, Any]) -> Kept | None:
+def keep(plan: TurnPlan, completion: dict[str, Any]) -> StoredResponse | None:
     """What the store keeps of a delivered answer (nothing with `store: false`)."""
-    turn: ResponsesTurn = plan.front
+    turn: ResponsesData = plan.front_data
     if not turn.store:
         return None
     output = output_items(turn, completion)
     body = orjson.dumps(final_response(turn, completion, output))
-    return Kept(turn.id, turn.previous, kept_items([*turn.items, *output]), body)
+    return StoredResponse(turn.id, turn.previous, kept_items([*turn.items, *output]), body)
 
 
 def keeping(plan: TurnPlan) -> int | None:
     """The bytes of input items the turn will keep (None with `store: false`)."""
-    turn: ResponsesTurn = plan.front
+    turn: ResponsesData = plan.front_data
     return len(orjson.dumps(kept_items(list(turn.items)))) if turn.store else None
 
 
@@ -126,8 +133,17 @@ def missing(response_id: str) -> ProxyError:
                       param="response_id", code="response_not_found")
 
 
-FRONT = Front(NAME, parse, render_json, ResponsesStream.for_plan, error_response,
-              keeper=Keeper(PATH, parse_kept, keep,
-                            lambda config: config.responses_mode == "translate",
-                            deleted, missing, keeping),
+def storing(config: Config) -> bool:
+    """Whether the settings let the front keep answers (else `GET`/`DELETE` by id are
+    relayed, as `responses_mode: relay` sends the whole endpoint upstream)."""
+    return config.responses_mode == "translate"
+
+
+ROUTES = (Route("POST", PATH),
+          Route("GET", PATH + "/{id}", STORED_GET, storing),
+          Route("DELETE", PATH + "/{id}", STORED_DELETE, storing))
+
+FRONT = Front(NAME, ROUTES, parse, render_json, ResponsesStream.for_plan, error_response,
+              key_headers=("Authorization", "Api-Key"),
+              storing=Storing(keep, deleted, missing, keeping),
               sample=Sample(sample_request, sample_calls))

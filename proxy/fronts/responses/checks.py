@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .tools import bad
+from ...errors import bad_request
 
 METADATA_PAIRS = 16
 METADATA_KEY_CHARS = 64
@@ -38,19 +38,20 @@ def check_metadata(metadata: Any) -> None:
     if metadata is None:
         return
     if not isinstance(metadata, dict):
-        raise bad("metadata must be an object.", "metadata")
+        raise bad_request("metadata must be an object.", "metadata")
     if len(metadata) > METADATA_PAIRS:
-        raise bad(f"metadata may hold at most {METADATA_PAIRS} pairs, not {len(metadata)}.",
-                  "metadata")
+        raise bad_request(f"metadata may hold at most {METADATA_PAIRS} pairs, not {len(metadata)}.",
+                          "metadata")
     for key, value in metadata.items():
         if len(key) > METADATA_KEY_CHARS:
-            raise bad(f"metadata keys may be at most {METADATA_KEY_CHARS} characters long "
-                      f"({key[:METADATA_KEY_CHARS]!r}… is {len(key)}).", "metadata")
+            raise bad_request(f"metadata keys may be at most {METADATA_KEY_CHARS} characters long "
+                              f"({key[:METADATA_KEY_CHARS]!r}… is {len(key)}).", "metadata")
         if not isinstance(value, str):
-            raise bad(f"metadata.{key} must be a string.", f"metadata.{key}")
+            raise bad_request(f"metadata.{key} must be a string.", f"metadata.{key}")
         if len(value) > METADATA_VALUE_CHARS:
-            raise bad(f"metadata.{key} may be at most {METADATA_VALUE_CHARS} characters long, "
-                      f"not {len(value)}.", f"metadata.{key}")
+            raise bad_request(
+                f"metadata.{key} may be at most {METADATA_VALUE_CHARS} characters long, "
+                f"not {len(value)}.", f"metadata.{key}")
 
 
 def kind_of(item: dict[str, Any]) -> str | None:
@@ -69,8 +70,8 @@ def check_item_types(items: list[dict[str, Any]]) -> None:
         kind = kind_of(item)
         if kind not in KNOWN_ITEM_TYPES:
             shown = "missing" if item.get("type") is None else repr(item["type"])[:60]
-            raise bad(f"input[{i}].type {shown} is not an input item type of the Responses "
-                      "API.", f"input[{i}].type")
+            raise bad_request(f"input[{i}].type {shown} is not an input item type of the Responses "
+                              "API.", f"input[{i}].type")
 
 
 def kept_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -23,8 +23,8 @@ _PREFIX = {"reasoning": "rs", "message": "msg", "function_call": "fc",
 
 
 @dataclass(frozen=True)
-class ResponsesTurn:
-    """The front's own data for one turn (`TurnPlan.front`): the response's identity, the
+class ResponsesData:
+    """The front's own data for one turn (`TurnPlan.front_data`): the response's identity, the
     request fields the response object repeats, and how chat names map back to tools."""
 
     id: str
@@ -38,7 +38,7 @@ class ResponsesTurn:
 
     @classmethod
     def new(cls, echo: dict[str, Any], refs: dict[str, ToolRef], **kwargs: Any,
-            ) -> ResponsesTurn:
+            ) -> ResponsesData:
         """A turn with a fresh response id, minted before upstream has answered."""
         return cls(f"resp_{secrets.token_hex(24)}", int(time.time()), echo, refs, **kwargs)
 
@@ -61,7 +61,7 @@ def reasoning_of(message: dict[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
-def reasoning_item(turn: ResponsesTurn, index: int, text: str) -> dict[str, Any]:
+def reasoning_item(turn: ResponsesData, index: int, text: str) -> dict[str, Any]:
     """A `reasoning` item with the model's reasoning as its summary text."""
     return {"id": turn.item_id("reasoning", index), "type": "reasoning",
             "summary": [{"type": "summary_text", "text": text}], "status": "completed"}
@@ -72,7 +72,7 @@ def text_part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def message_item(turn: ResponsesTurn, index: int, parts: list[dict[str, Any]],
+def message_item(turn: ResponsesData, index: int, parts: list[dict[str, Any]],
                  status: str = "completed") -> dict[str, Any]:
     """An assistant `message` item."""
     return {"id": turn.item_id("message", index), "type": "message", "status": status,
@@ -89,7 +89,7 @@ def message_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
     return parts
 
 
-def output_items(turn: ResponsesTurn, completion: dict[str, Any]) -> list[dict[str, Any]]:
+def output_items(turn: ResponsesData, completion: dict[str, Any]) -> list[dict[str, Any]]:
     """The completion's output items: reasoning, message, then each call."""
     choice = _choice(completion)
     message = choice["message"]
@@ -107,7 +107,7 @@ def output_items(turn: ResponsesTurn, completion: dict[str, Any]) -> list[dict[s
     return items
 
 
-def _custom(call: dict[str, Any], turn: ResponsesTurn) -> bool:
+def _custom(call: dict[str, Any], turn: ResponsesData) -> bool:
     ref = turn.refs.get(call["function"]["name"])
     return ref is not None and ref.custom
 
@@ -128,7 +128,7 @@ def usage_of(usage: Any) -> dict[str, Any] | None:
             "total_tokens": usage.get("total_tokens") or prompt + completion}
 
 
-def response_object(turn: ResponsesTurn, status: str, output: list[dict[str, Any]], *,
+def response_object(turn: ResponsesData, status: str, output: list[dict[str, Any]], *,
                     usage: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
                     incomplete: bool = False) -> dict[str, Any]:
     """The `response` object, in any state."""
@@ -143,7 +143,7 @@ def status_of(completion: dict[str, Any]) -> str:
     return "incomplete" if _choice(completion).get("finish_reason") == "length" else "completed"
 
 
-def final_response(turn: ResponsesTurn, completion: dict[str, Any],
+def final_response(turn: ResponsesData, completion: dict[str, Any],
                    output: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The finished response for the completion (`output`: the items as a stream sent them,
     when they are known already)."""

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from ...errors import ProxyError
-from .tools import Toolset, bad, custom_arguments, flat_name, read_tool_choice, read_tools
+from ...errors import ProxyError, bad_request
+from .tools import Toolset, custom_arguments, flat_name, read_tool_choice, read_tools
 
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 _TEXT_PARTS = ("input_text", "output_text", "text")
@@ -37,7 +37,7 @@ def _typed(body: dict[str, Any], key: str, types: tuple[type, ...], what: str) -
     if value is None:
         return None
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-        raise bad(f"{key} must be {what}.", key)
+        raise bad_request(f"{key} must be {what}.", key)
     return value
 
 
@@ -47,35 +47,37 @@ def input_items(value: Any) -> list[dict[str, Any]]:
         return [{"type": "message", "role": "user",
                  "content": [{"type": "input_text", "text": value}]}]
     if not isinstance(value, list):
-        raise bad("input must be a string or a list of items.", "input")
+        raise bad_request("input must be a string or a list of items.", "input")
     for i, item in enumerate(value):
         if not isinstance(item, dict):
-            raise bad(f"input[{i}] must be an object.", f"input[{i}]")
+            raise bad_request(f"input[{i}] must be an object.", f"input[{i}]")
     return value
 
 
 def _part(part: Any, where: str) -> dict[str, Any] | None:
     """One content part as a chat part (None: a part with nothing for the model)."""
     if not isinstance(part, dict):
-        raise bad(f"{where} must be an object.", where)
+        raise bad_request(f"{where} must be an object.", where)
     kind = part.get("type")
     if kind in _TEXT_PARTS:
         text = part.get("text")
         if not isinstance(text, str):
-            raise bad(f"{where}.text must be a string.", f"{where}.text")
+            raise bad_request(f"{where}.text must be a string.", f"{where}.text")
         return {"type": "text", "text": text}
     if kind == "refusal":
         return None
     if kind == "input_image":
         url = part.get("image_url")
         if not isinstance(url, str) or not url:
-            raise bad(f"{where} needs an image_url (images by file_id need OpenAI's Files API, "
-                      "which a chat completions server does not have).", f"{where}.image_url")
+            raise bad_request(
+                f"{where} needs an image_url (images by file_id need OpenAI's Files API, "
+                "which a chat completions server does not have).", f"{where}.image_url")
         image: dict[str, Any] = {"url": url}
         if isinstance(part.get("detail"), str):
             image["detail"] = part["detail"]
         return {"type": "image_url", "image_url": image}
-    raise bad(f"{where}.type {kind!r} is not supported (text and images are).", f"{where}.type")
+    raise bad_request(
+        f"{where}.type {kind!r} is not supported (text and images are).", f"{where}.type")
 
 
 def content_of(content: Any, where: str, *, text_only: bool = False,
@@ -85,12 +87,12 @@ def content_of(content: Any, where: str, *, text_only: bool = False,
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise bad(f"{where} must be a string or a list of parts.", where)
+        raise bad_request(f"{where} must be a string or a list of parts.", where)
     parts = [p for j, part in enumerate(content) if (p := _part(part, f"{where}[{j}]"))]
     if all(p["type"] == "text" for p in parts):
         return joiner.join(p["text"] for p in parts)
     if text_only:
-        raise bad(f"{where} may hold text only.", where)
+        raise bad_request(f"{where} may hold text only.", where)
     return parts
 
 
@@ -104,7 +106,7 @@ class _Conversation:
     def message(self, item: dict[str, Any], where: str) -> None:
         role = ROLES.get(item["role"]) if isinstance(item.get("role"), str) else None
         if role is None:
-            raise bad(f"{where}.role must be one of {', '.join(ROLES)}.", f"{where}.role")
+            raise bad_request(f"{where}.role must be one of {', '.join(ROLES)}.", f"{where}.role")
         content = content_of(item.get("content"), f"{where}.content",
                              text_only=role != "user", joiner="" if role == "assistant" else "\n")
         last = self.messages[-1] if self.messages else None
@@ -123,7 +125,7 @@ class _Conversation:
             raw = item.get("arguments")
             arguments = orjson.dumps(raw).decode() if isinstance(raw, dict) else raw
             if not isinstance(arguments, str):
-                raise bad(f"{where}.arguments must be a string.", f"{where}.arguments")
+                raise bad_request(f"{where}.arguments must be a string.", f"{where}.arguments")
         call = {"id": call_id, "type": "function",
                 "function": {"name": flat_name(name, namespace), "arguments": arguments}}
         last = self.messages[-1] if self.messages else None
@@ -141,8 +143,8 @@ class _Conversation:
 def _field(item: dict[str, Any], key: str, where: str, *, empty: bool = False) -> str:
     value = item.get(key)
     if not isinstance(value, str) or (not value and not empty):
-        raise bad(f"{where}.{key} must be a {'' if empty else 'non-empty '}string.",
-                  f"{where}.{key}")
+        raise bad_request(f"{where}.{key} must be a {'' if empty else 'non-empty '}string.",
+                          f"{where}.{key}")
     return value
 
 
@@ -188,20 +190,20 @@ def _text_format(text: Any) -> dict[str, Any] | None:
     if text is None:
         return None
     if not isinstance(text, dict):
-        raise bad("text must be an object.", "text")
+        raise bad_request("text must be an object.", "text")
     fmt = text.get("format")
     if fmt is None:
         return None
     if not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object",
                                                              "json_schema"):
-        raise bad("text.format.type must be 'text', 'json_object' or 'json_schema'.",
-                  "text.format")
+        raise bad_request("text.format.type must be 'text', 'json_object' or 'json_schema'.",
+                          "text.format")
     if fmt["type"] == "text":
         return None
     if fmt["type"] == "json_object":
         return {"type": "json_object"}
     if not isinstance(fmt.get("schema"), dict):
-        raise bad("text.format.schema must be a JSON object.", "text.format.schema")
+        raise bad_request("text.format.schema must be a JSON object.", "text.format.schema")
     schema = {key: fmt[key] for key in ("name", "schema", "strict", "description")
               if fmt.get(key) is not None}
     schema.setdefault("name", "response")
@@ -213,7 +215,7 @@ def _options(body: dict[str, Any], chat: dict[str, Any]) -> None:
     limit = _typed(body, "max_output_tokens", (int,), "an integer")
     if limit is not None:
         if limit < 1:
-            raise bad("max_output_tokens must be at least 1.", "max_output_tokens")
+            raise bad_request("max_output_tokens must be at least 1.", "max_output_tokens")
         chat["max_tokens"] = limit
     for key in ("temperature", "top_p"):
         value = _typed(body, key, (int, float), "a number")
@@ -227,7 +229,7 @@ def _options(body: dict[str, Any], chat: dict[str, Any]) -> None:
     reasoning = _typed(body, "reasoning", (dict,), "an object")
     if reasoning and reasoning.get("effort") is not None:
         if not isinstance(reasoning["effort"], str):
-            raise bad("reasoning.effort must be a string.", "reasoning.effort")
+            raise bad_request("reasoning.effort must be a string.", "reasoning.effort")
         chat["reasoning_effort"] = reasoning["effort"]
 
 
@@ -240,9 +242,10 @@ def check_fields(body: dict[str, Any]) -> None:
                              ("metadata", (dict,), "an object")):
         _typed(body, key, types, what)
     if body.get("conversation") is not None:
-        raise bad("conversation (OpenAI's Conversations API) is not supported by this proxy; "
-                  "send the items as input, or continue with previous_response_id.",
-                  "conversation")
+        raise bad_request(
+            "conversation (OpenAI's Conversations API) is not supported by this proxy; "
+            "send the items as input, or continue with previous_response_id.",
+            "conversation")
 
 
 def translate(body: dict[str, Any], history: list[dict[str, Any]]) -> Translation:
@@ -250,7 +253,7 @@ def translate(body: dict[str, Any], history: list[dict[str, Any]]) -> Translatio
     conversation, or [])."""
     check_fields(body)
     if body.get("input") is None and not history:
-        raise bad("input is required.", "input")
+        raise bad_request("input is required.", "input")
     own = input_items(body["input"]) if body.get("input") is not None else []
     toolset = read_tools(body.get("tools"))
     notes = [f"hosted_tools_left_out:{','.join(toolset.left_out)}"] if toolset.left_out else []

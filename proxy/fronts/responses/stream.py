@@ -16,8 +16,9 @@ import orjson
 
 from ...errors import ProxyError
 from ...sse import named_event
+from .. import unsent
 from .output import (
-    ResponsesTurn,
+    ResponsesData,
     failure_detail,
     final_response,
     message_item,
@@ -29,12 +30,6 @@ from .output import (
 )
 
 COMMENT_HEARTBEAT = b": ping\n\n"
-
-
-def _after(text: str, sent: str) -> str:
-    """What of `text` is still to send once `sent` went out ('' when they differ: the item's
-    `.done` events carry the final text)."""
-    return text[len(sent):] if text.startswith(sent) else ""
 
 
 class _Live:
@@ -52,7 +47,7 @@ class ResponsesStream:
 
     content_type = "text/event-stream"
 
-    def __init__(self, turn: ResponsesTurn, heartbeat_mode: str = "chunk") -> None:
+    def __init__(self, turn: ResponsesData, heartbeat_mode: str = "chunk") -> None:
         self.turn = turn
         self.heartbeat_mode = heartbeat_mode
         self._seq = 0
@@ -64,7 +59,7 @@ class ResponsesStream:
     @classmethod
     def for_plan(cls, plan: Any) -> ResponsesStream:
         """The stream for a planned turn."""
-        return cls(plan.front, plan.config.heartbeat_mode)
+        return cls(plan.front_data, plan.config.heartbeat_mode)
 
     def _event(self, kind: str, **fields: Any) -> bytes:
         self._seq += 1
@@ -201,7 +196,7 @@ class ResponsesStream:
         part = {"type": "summary_text", "text": text}
         out = [] if opened else [self._event("response.reasoning_summary_part.added", **ids,
                                              part={"type": "summary_text", "text": ""})]
-        rest = _after(text, sent)
+        rest = unsent(text, sent)
         if rest:
             out.append(self._event("response.reasoning_summary_text.delta", **ids, delta=rest))
         out.append(self._event("response.reasoning_summary_text.done", **ids, text=text))
@@ -218,7 +213,7 @@ class ResponsesStream:
                 empty = text_part("") if is_text else {"type": "refusal", "refusal": ""}
                 out.append(self._event("response.content_part.added", **ids, part=empty))
             if is_text:
-                rest = _after(part["text"], sent) if opened and position == 0 else part["text"]
+                rest = unsent(part["text"], sent) if opened and position == 0 else part["text"]
                 if rest:
                     out.append(self._event("response.output_text.delta", **ids, delta=rest,
                                            logprobs=[]))

@@ -16,16 +16,11 @@ from typing import Any
 
 import orjson
 
-from ...errors import ProxyError
+from ...errors import bad_request
 
 SEPARATOR = "__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _CUSTOM_PARAMETER = "input"
-
-
-def bad(message: str, param: str | None) -> ProxyError:
-    """A 400 in OpenAI's envelope naming the parameter at fault."""
-    return ProxyError(400, message, param=param, code="invalid_request")
 
 
 def flat_name(name: str, namespace: str | None) -> str:
@@ -58,7 +53,7 @@ class Toolset:
         """Offer one function (a 400 when its chat name is taken already)."""
         name = flat_name(ref.name, ref.namespace)
         if name in self.refs:
-            raise bad(f"Two tools are named {name!r} once flattened.", param)
+            raise bad_request(f"Two tools are named {name!r} once flattened.", param)
         self.refs[name] = ref
         self.functions.append({"type": "function", "function": {"name": name, **function}})
 
@@ -71,7 +66,7 @@ def _text(value: Any, param: str, *, required: bool = False) -> str | None:
     if value is None and not required:
         return None
     if not isinstance(value, str) or (required and not value):
-        raise bad(f"{param} must be a {'non-empty ' if required else ''}string.", param)
+        raise bad_request(f"{param} must be a {'non-empty ' if required else ''}string.", param)
     return value
 
 
@@ -79,7 +74,7 @@ def _schema(value: Any, param: str) -> dict[str, Any]:
     if value is None:
         return {"type": "object", "properties": {}}
     if not isinstance(value, dict):
-        raise bad(f"{param} must be a JSON object.", param)
+        raise bad_request(f"{param} must be a JSON object.", param)
     return value
 
 
@@ -105,7 +100,7 @@ def _custom(tool: dict[str, Any], param: str) -> dict[str, Any]:
         if isinstance(definition, str) and definition:
             hint = f"The tool's whole input, written in this {syntax} grammar:\n{definition}"
     elif fmt is not None and not isinstance(fmt, dict):
-        raise bad(f"{param}.format must be an object.", f"{param}.format")
+        raise bad_request(f"{param}.format must be an object.", f"{param}.format")
     out: dict[str, Any] = {"description": description} if description else {}
     out["parameters"] = {"type": "object",
                          "properties": {_CUSTOM_PARAMETER: {"type": "string",
@@ -117,7 +112,7 @@ def _custom(tool: dict[str, Any], param: str) -> dict[str, Any]:
 def _add_member(toolset: Toolset, tool: Any, param: str, namespace: str | None) -> None:
     """One function or custom tool (top level or inside a namespace)."""
     if not isinstance(tool, dict):
-        raise bad(f"{param} must be an object.", param)
+        raise bad_request(f"{param} must be an object.", param)
     kind = tool.get("type")
     name = _text(tool.get("name"), f"{param}.name", required=True)
     assert name is not None
@@ -127,8 +122,8 @@ def _add_member(toolset: Toolset, tool: Any, param: str, namespace: str | None) 
         toolset.add(ToolRef(name, namespace, custom=True), _custom(tool, param),
                     f"{param}.name")
     else:
-        raise bad(f"{param}.type must be 'function' or 'custom' inside a namespace.",
-                  f"{param}.type")
+        raise bad_request(f"{param}.type must be 'function' or 'custom' inside a namespace.",
+                          f"{param}.type")
 
 
 def read_tools(tools: Any) -> Toolset:
@@ -137,11 +132,11 @@ def read_tools(tools: Any) -> Toolset:
     if tools is None:
         return toolset
     if not isinstance(tools, list):
-        raise bad("tools must be a list.", "tools")
+        raise bad_request("tools must be a list.", "tools")
     for i, tool in enumerate(tools):
         param = f"tools[{i}]"
         if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
-            raise bad(f"{param} must be an object with a string type.", f"{param}.type")
+            raise bad_request(f"{param} must be an object with a string type.", f"{param}.type")
         kind = tool["type"]
         if kind in ("function", "custom"):
             _add_member(toolset, tool, param, None)
@@ -149,7 +144,7 @@ def read_tools(tools: Any) -> Toolset:
             namespace = _text(tool.get("name"), f"{param}.name", required=True)
             members = tool.get("tools")
             if not isinstance(members, list):
-                raise bad(f"{param}.tools must be a list.", f"{param}.tools")
+                raise bad_request(f"{param}.tools must be a list.", f"{param}.tools")
             for j, member in enumerate(members):
                 _add_member(toolset, member, f"{param}.tools[{j}]", namespace)
         else:
@@ -162,8 +157,9 @@ def read_tool_choice(choice: Any, toolset: Toolset) -> Any:
     if choice is None or choice in ("auto", "none", "required"):
         return choice
     if not isinstance(choice, dict) or not isinstance(choice.get("type"), str):
-        raise bad("tool_choice must be 'auto', 'none', 'required' or an object with a type.",
-                  "tool_choice")
+        raise bad_request(
+            "tool_choice must be 'auto', 'none', 'required' or an object with a type.",
+            "tool_choice")
     kind = choice["type"]
     if kind in ("function", "custom"):
         name = _text(choice.get("name"), "tool_choice.name", required=True)
@@ -171,19 +167,20 @@ def read_tool_choice(choice: Any, toolset: Toolset) -> Any:
         namespace = choice.get("namespace") if isinstance(choice.get("namespace"), str) else None
         chat_name = flat_name(name, namespace)
         if chat_name not in toolset.refs:
-            raise bad(f"tool_choice names {name!r}, which is not among the tools.",
-                      "tool_choice.name")
+            raise bad_request(f"tool_choice names {name!r}, which is not among the tools.",
+                              "tool_choice.name")
         return {"type": "function", "function": {"name": chat_name}}
     if kind == "allowed_tools":
         mode = choice.get("mode")
         allowed = choice.get("tools")
         if mode not in ("auto", "required") or not isinstance(allowed, list):
-            raise bad("tool_choice allowed_tools needs mode 'auto' or 'required' and a list "
-                      "of tools.", "tool_choice")
+            raise bad_request(
+                "tool_choice allowed_tools needs mode 'auto' or 'required' and a list "
+                "of tools.", "tool_choice")
         toolset.only(_allowed_names(allowed))
         return mode
-    raise bad(f"tool_choice {kind!r} names a hosted tool, which a chat completions server "
-              "cannot run.", "tool_choice")
+    raise bad_request(f"tool_choice {kind!r} names a hosted tool, which a chat completions server "
+                      "cannot run.", "tool_choice")
 
 
 def _allowed_names(allowed: list[Any]) -> set[str]:
@@ -193,7 +190,7 @@ def _allowed_names(allowed: list[Any]) -> set[str]:
     for i, tool in enumerate(allowed):
         where = f"tool_choice.tools[{i}]"
         if not isinstance(tool, dict):
-            raise bad(f"{where} must be an object.", where)
+            raise bad_request(f"{where} must be an object.", where)
         name = _text(tool.get("name"), f"{where}.name")
         namespace = _text(tool.get("namespace"), f"{where}.namespace")
         if name is not None:

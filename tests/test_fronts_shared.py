@@ -1,0 +1,153 @@
+"""Rules every front shares, written once: what of a finished answer the streamed mode still
+has to send, and the one 400 each front words in its own envelope."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.errors import bad_request
+from proxy.fronts import unsent
+from proxy.fronts.registry import FRONTS
+
+
+@pytest.mark.parametrize(("text", "sent", "rest"), [
+    ("Hello world", "", "Hello world"),
+    ("Hello world", "Hello", " world"),
+    ("Hello world", "Hello world", ""),
+    ("Hello", "Hello world", ""),  # less than was sent: nothing more
+    ("Goodbye", "Hello", ""),  # a finish that broke the promise: nothing resent
+    ("", "", ""),
+])
+def test_what_is_still_to_send(text: str, sent: str, rest: str):
+    assert unsent(text, sent) == rest
+
+
+def test_every_front_words_the_one_400_in_its_envelope():
+    error = bad_request("tools[0].name must be a string.", "tools[0].name")
+    assert (error.status, error.param, error.code) == (400, "tools[0].name", "invalid_request")
+    bodies = {front.name: front.error_response(error) for front in FRONTS}
+    assert {response.status for response in bodies.values()} == {400}
+    for name in ("chat", "responses"):
+        assert orjson.loads(bodies[name].body)["error"]["param"] == "tools[0].name"
+    anthropic = orjson.loads(bodies["messages"].body)
+    assert anthropic["error"]["type"] == "invalid_request_error"
+    assert "tools[0].name must be a string." in anthropic["error"]["message"]
+
+
+def _blocks_of_stream(raw: bytes) -> list[dict]:
+    """The content blocks a Messages client assembles from the event stream."""
+    blocks: list[dict] = []
+    partial: dict[int, str] = {}
+    for frame in raw.decode().split("\n\n"):
+        data = next((line[6:] for line in frame.splitlines() if line.startswith("data: ")), None)
+        event = orjson.loads(data) if data else {}
+        if event.get("type") == "content_block_start":
+            blocks.append(dict(event["content_block"]))
+        elif event.get("type") == "content_block_delta":
+            delta, block = event["delta"], blocks[event["index"]]
+            if delta["type"] == "input_json_delta":
+                partial[event["index"]] = partial.get(event["index"], "") + delta["partial_json"]
+            else:
+                key = "thinking" if delta["type"] == "thinking_delta" else "text"
+                block[key] += delta[key]
+    for index, text in partial.items():
+        blocks[index]["input"] = orjson.loads(text)
+    return blocks
+
+
+# What went out live before the end (the hold-back lets reasoning finish before text flows).
+@pytest.mark.parametrize(("thinking", "text"), [("", ""), ("Thi", ""), ("Think.", "Rea")])
+def test_the_messages_json_and_stream_hold_the_same_blocks(thinking: str, text: str):
+    from proxy.config import Config
+    from proxy.fronts import Incoming, messages
+
+    raw = orjson.dumps({"model": "m", "max_tokens": 64, "stream": True,
+                        "messages": [{"role": "user", "content": "hi"}]})
+    plan = messages.parse(Incoming.post(messages.PATH, raw), Config())
+    calls = [{"id": f"call_{n}x", "type": "function",
+              "function": {"name": "read", "arguments": f'{{"path": "/{n}"}}'}}
+             for n in (1, 2)]
+    completion = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": "Reading.", "reasoning_content": "Think.",
+        "tool_calls": calls}}], "usage": {"prompt_tokens": 5, "completion_tokens": 7}}
+    stream = messages.MessagesStream.for_plan(plan)
+    raw_stream = (stream.head() + stream.reasoning(thinking) + stream.text(text)
+                  + stream.answer(completion))
+    content = orjson.loads(messages.render_json(plan, completion))["content"]
+    assert [block["type"] for block in content] == ["thinking", "text", "tool_use", "tool_use"]
+    assert _blocks_of_stream(raw_stream) == content
+
+
+def _sse_events(data: bytes) -> list[dict]:
+    """The data of every SSE event (comments and `[DONE]` left out)."""
+    out = []
+    for frame in data.split(b"\n\n"):
+        line = next((raw for raw in frame.split(b"\n") if raw.startswith(b"data: ")), None)
+        if line is not None and line != b"data: [DONE]":
+            out.append(orjson.loads(line[6:]))
+    return out
+
+
+def _chat_read(data: bytes) -> tuple[str, str]:
+    deltas = [choice["delta"] for e in _sse_events(data) for choice in e.get("choices", ())]
+    return ("".join(d.get("reasoning_content") or "" for d in deltas),
+            "".join(d.get("content") or "" for d in deltas))
+
+
+def _responses_read(data: bytes) -> tuple[str, str]:
+    events = _sse_events(data)
+    return ("".join(e["delta"] for e in events
+                    if e["type"] == "response.reasoning_summary_text.delta"),
+            "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta"))
+
+
+def _messages_read(data: bytes) -> tuple[str, str]:
+    blocks = _blocks_of_stream(data)
+    return ("".join(b.get("thinking", "") for b in blocks if b["type"] == "thinking"),
+            "".join(b.get("text", "") for b in blocks if b["type"] == "text"))
+
+
+_READERS = {"chat": _chat_read, "responses": _responses_read, "messages": _messages_read}
+_BODIES = {"chat": {"messages": [{"role": "user", "content": "hi"}],  # a turn: with tools
+                    "tools": [{"type": "function", "function": {"name": "read"}}]},
+           "responses": {"input": "hi"},
+           "messages": {"max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}}
+
+
+def _writer(name: str):
+    from proxy.config import Config
+    from proxy.fronts import Incoming
+
+    front = next(front for front in FRONTS if front.name == name)
+    raw = orjson.dumps({"model": "m", "stream": True, **_BODIES[name]})
+    return front.stream_writer(front.parse(Incoming.post(front.path, raw), Config()))
+
+
+_TEXT = st.text(alphabet="ab é\n<>{}", max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(reasoning=_TEXT, content=_TEXT, cut=st.data())
+@pytest.mark.parametrize("name", sorted(_READERS))
+def test_every_writer_streams_what_it_would_answer_whole(name, reasoning, content, cut):
+    """Whatever went out live (a prefix of the reasoning, then of the text, in pieces), what
+    a client reads of the stream is the finished answer: the streamed mode's rule through
+    every front's writer."""
+    completion = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": content or None,
+        "reasoning_content": reasoning or None}}], "usage": {}}
+    writer = _writer(name)
+    data = writer.head()
+    said = cut.draw(st.integers(0, len(reasoning)))
+    pieces = cut.draw(st.lists(st.integers(0, said), max_size=3))
+    for start, end in zip([0, *sorted(pieces)], [*sorted(pieces), said], strict=True):
+        data += writer.reasoning(reasoning[start:end])
+    if said == len(reasoning):
+        data += writer.text(content[:cut.draw(st.integers(0, len(content)))])
+    data += writer.answer(completion)
+    whole = _writer(name)
+    assert _READERS[name](data) == (reasoning, content)
+    assert _READERS[name](whole.head() + whole.answer(completion)) == (reasoning, content)
