@@ -47,7 +47,8 @@ def _named_fronts(source: str, package: str) -> set[str]:
 def _checked_modules() -> list[tuple[Path, str]]:
     shell = [(path, "proxy.shell") for path in sorted((ROOT / "shell").glob("*.py"))
              if path.name not in MAY_NAME_A_FRONT]
-    return [*shell, (ROOT / "replay.py", "proxy"), (ROOT / "doctor_fronts.py", "proxy")]
+    doctor = [(path, "proxy.doctor") for path in sorted((ROOT / "doctor").glob("*.py"))]
+    return [*shell, (ROOT / "replay.py", "proxy"), *doctor]
 
 
 @pytest.mark.parametrize(("path", "package"), _checked_modules(), ids=str)
