@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tests.test_entrypoints import _stop, _tool_turn, _wait_healthy
+from tests.shell.test_entrypoints import _stop, _tool_turn, _wait_healthy
 
 
 def serve_one_tool_turn(command: Sequence[str], *, cwd: Path, env: dict[str, str], port: int,

@@ -135,12 +135,13 @@ def _collect(value: Any, into: set[str], depth: int = 0) -> None:
 
 
 def corpus(limit: int = 20_000) -> list[str]:
-    """Every text of the tool-call tests (tests/test_toolcalls_*.py) and of the SSE property
+    """Every text of the tool-call tests (tests/toolcalls/test_*.py) and of the SSE property
     test: module-level cases, parametrize lists, and every string literal in their source."""
     texts: set[str] = set()
-    paths = [*sorted(TESTS.glob("test_toolcalls_*.py")), TESTS / "test_sse_properties.py"]
+    paths = [*sorted((TESTS / "toolcalls").glob("test_*.py")),
+             TESTS / "proxy" / "test_sse_properties.py"]
     for path in paths:
-        module = importlib.import_module(f"tests.{path.stem}")
+        module = importlib.import_module(f"tests.{path.parent.name}.{path.stem}")
         for value in vars(module).values():
             _collect(value, texts)
             for mark in getattr(value, "pytestmark", ()):

@@ -8,7 +8,8 @@ Every call names an owner: the keyed hash of the API key that authorised the req
 another owner's id answers exactly as an id that was never kept.
 
 Adding a backend: a class with these methods, one entry in `BACKENDS` (its URL scheme), the
-scheme in `config_load.STORE_SCHEMES`, and one fixture param in `tests/test_store_contract.py`.
+scheme in `config_load.STORE_SCHEMES`, and one fixture param in
+`tests/shell/test_store_contract.py`.
 """
 
 from __future__ import annotations

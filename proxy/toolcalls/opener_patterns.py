@@ -6,7 +6,7 @@ A frame may begin before the marker that gives it away (a Qwen XML call inside i
 each format lists its openers: patterns of what a frame can start with, and where it must
 stand (anywhere, at the start of a line, or at the start of the text). A test checks that every
 format of the registry lists some, and the hold-back property over the test corpus that the
-lists are complete (tests/test_turn_holdback.py).
+lists are complete (tests/turn/test_holdback.py).
 
 Patterns are built from a few combinators that compile to two regexes: one for a whole
 opener, one for any proper prefix of an opener (matched against the end of a text still being

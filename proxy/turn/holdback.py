@@ -12,7 +12,7 @@ call is taken from the rest).
 
 Each format's spec lists where its frames can begin (`FormatSpec.openers`); a test checks that
 every format of the registry lists some, and the property that the finished content always
-starts with what was released (tests/test_turn_holdback.py).
+starts with what was released (tests/turn/test_holdback.py).
 """
 
 from __future__ import annotations

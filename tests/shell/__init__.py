@@ -1,0 +1,1 @@
+"""Tests of `proxy/shell` and the whole server: HTTP, store, replicas, status, faults."""

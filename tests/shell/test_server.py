@@ -1,0 +1,218 @@
+"""The server layer: `python app.py` (gunicorn, gevent), `python app.py --dev` (Werkzeug) and
+`gunicorn -c deploy/gunicorn.conf.py app:app`, which share their settings; the server's own
+refusals (a bad request line, headers too large or too many) in OpenAI's envelope."""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from proxy.config_load import ConfigError, build_config
+from proxy.shell.server import gunicorn_settings
+from tests.shell.test_entrypoints import _free_port, _stop, _wait_healthy
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SERVERS = {
+    "gunicorn": [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "app:app"],
+    "app.py": [sys.executable, "app.py"],
+    "app.py --dev": [sys.executable, "app.py", "--dev"],
+}
+NOWHERE = "http://127.0.0.1:9"  # nothing listens there: these tests never reach upstream
+
+
+def _env(**values: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("TOOLCALL_PROXY_", "GUNICORN_", "PROMETHEUS_"))}
+    return {**env, **values}
+
+
+@pytest.fixture(scope="module", params=list(SERVERS))
+def server(request) -> Iterator[tuple[str, int]]:
+    port = _free_port()
+    env = _env(TOOLCALL_PROXY_PORT=str(port), TOOLCALL_PROXY_UPSTREAM=NOWHERE,
+               GUNICORN_WORKERS="2")
+    process = subprocess.Popen(SERVERS[request.param], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}", process, seconds=30)
+        yield request.param, port
+    finally:
+        _stop(process)
+
+
+def _exchange(port: int, request: bytes) -> bytes:
+    """Send `request` whole and read the answer until the server closes. A server that stops
+    reading mid-request resets the connection after its answer: what arrived first counts."""
+    data = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        try:
+            sock.sendall(request)
+            while piece := sock.recv(65536):
+                data += piece
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+    return data
+
+
+def _envelope(answer: bytes, status: int) -> dict:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    assert lines[0].startswith(f"HTTP/1.1 {status} "), answer[:300]
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    assert headers["content-type"] == "application/json"
+    assert headers["connection"].lower() == "close"
+    assert int(headers["content-length"]) == len(body)
+    error = json.loads(body)["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert isinstance(error["message"], str)
+    assert error["message"]
+    assert isinstance(error["code"], str)
+    expected_type = "server_error" if status >= 500 else "invalid_request_error"
+    assert error["type"] == expected_type
+    return error
+
+
+def _headers(count: int, size: int = 1) -> bytes:
+    return b"".join(b"X-Header-%d: %s\r\n" % (i, b"v" * size) for i in range(count))
+
+
+# Limits: gunicorn's (a 4094-byte request line, 8190-byte header fields, 100 headers) and
+# Python's HTTP server under --dev (65536-byte lines, 100 headers).
+LINE_LIMIT = {"gunicorn": 4094, "app.py": 4094, "app.py --dev": 65536}
+FIELD_LIMIT = {"gunicorn": 8190, "app.py": 8190, "app.py --dev": 65536}
+
+
+@pytest.mark.parametrize(("case", "status"), [
+    ("bad request line", 400),
+    ("request line too long", 414),
+    ("header field too large", 431),
+    ("too many headers", 431),
+])
+def test_the_servers_own_refusals_come_in_the_envelope(server, case, status):
+    name, port = server
+    request = {
+        "bad request line": b"GARBAGE\r\n\r\n",
+        "request line too long": b"GET /%s HTTP/1.1\r\nHost: x\r\n\r\n"
+                                 % (b"a" * (LINE_LIMIT[name] + 10)),
+        "header field too large": b"GET /proxy/health HTTP/1.1\r\nHost: x\r\n%s\r\n"
+                                  % _headers(1, FIELD_LIMIT[name] + 10),
+        "too many headers": b"GET /proxy/health HTTP/1.1\r\nHost: x\r\n%s\r\n" % _headers(120),
+    }[case]
+    error = _envelope(_exchange(port, request), status)
+    assert "<html" not in error["message"].lower()
+    # The server goes on serving.
+    assert requests.get(f"http://127.0.0.1:{port}/proxy/health", timeout=5).status_code == 200
+
+
+@pytest.mark.parametrize("server", ["gunicorn", "app.py"], indirect=True)
+def test_gunicorns_header_refusals_name_the_problem(server):
+    port = server[1]
+    bad_name = _envelope(_exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n"), 400)
+    assert bad_name["code"] == "bad_request"
+    assert "Bad Name" in bad_name["message"]
+    too_large = _envelope(_exchange(port, b"GET / HTTP/1.1\r\n%s\r\n" % _headers(1, 9000)), 431)
+    assert too_large["code"] == "request_header_fields_too_large"
+
+
+def test_an_ordinary_error_keeps_the_apps_own_envelope(server):
+    """Requests the server layer accepts reach the app, which answers as always."""
+    _, port = server
+    answer = requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=10)
+    assert answer.status_code == 502
+    assert answer.json()["error"]["code"] == "upstream_unreachable"
+
+
+def test_healthcheck_command(server):
+    _, port = server
+    check = [sys.executable, "app.py", "healthcheck"]
+    up = subprocess.run(check, cwd=ROOT, env=_env(TOOLCALL_PROXY_PORT=str(port)),
+                        capture_output=True, text=True, timeout=30)
+    assert up.returncode == 0, up.stderr
+    down = subprocess.run(check, cwd=ROOT, env=_env(TOOLCALL_PROXY_PORT=str(_free_port())),
+                          capture_output=True, text=True, timeout=30)
+    assert down.returncode == 1
+    assert down.stderr.startswith("toolcall-proxy: unhealthy:")
+    assert len(down.stderr.splitlines()) == 1
+
+
+# -- the shared settings ---------------------------------------------------------------------
+
+
+def test_settings_listen_where_the_proxy_is_configured():
+    assert gunicorn_settings(build_config({"port": 9100}), {})["bind"] == "127.0.0.1:9100"
+    assert gunicorn_settings(build_config({"host": "::1"}), {})["bind"] == "[::1]:8003"
+    assert gunicorn_settings(build_config(), {"GUNICORN_BIND": "unix:/run/p.sock"})["bind"] == (
+        "unix:/run/p.sock")
+
+
+def test_workers_default_to_the_cores_this_process_may_use():
+    cores = len(os.sched_getaffinity(0))
+    assert gunicorn_settings(build_config(), {})["workers"] == cores
+    assert gunicorn_settings(build_config(), {"GUNICORN_WORKERS": "3"})["workers"] == 3
+    for bad in ("many", "0"):
+        with pytest.raises(ConfigError, match="GUNICORN_WORKERS"):
+            gunicorn_settings(build_config(), {"GUNICORN_WORKERS": bad})
+
+
+def test_a_bad_server_setting_stops_app_py_with_one_line():
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT,
+                            env=_env(GUNICORN_WORKERS="lots"), capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 2
+    assert result.stderr == "toolcall-proxy: GUNICORN_WORKERS must be an integer, not 'lots'\n"
+
+
+def test_deploy_config_is_the_shared_settings(monkeypatch):
+    """deploy/gunicorn.conf.py holds no settings of its own: gunicorn reads exactly those
+    `python app.py` serves with."""
+    env = {"TOOLCALL_PROXY_PORT": "9200", "GUNICORN_WORKERS": "5",
+           "GUNICORN_GRACEFUL_TIMEOUT": "11"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    conf = runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))
+    shared = gunicorn_settings(build_config(env=os.environ), os.environ)
+    assert set(shared) <= set(conf)
+    for key, value in shared.items():
+        if key == "worker_class":
+            assert conf[key].__mro__[1:] == value.__mro__[1:]
+        elif not callable(value):
+            assert conf[key] == value, key
+    assert conf["bind"] == "127.0.0.1:9200"
+    assert conf["workers"] == 5
+
+
+@pytest.mark.parametrize(("host", "keys", "warned"), [
+    ("0.0.0.0", (), True), ("192.168.1.10", (), True), ("0.0.0.0", ("sk-1",), False),
+    ("127.0.0.1", (), False), ("::1", (), False), ("localhost", (), False),
+])
+def test_listening_beyond_loopback_without_keys_is_warned(host, keys, warned):
+    config = build_config({"host": host, "api_keys": list(keys)})
+    said: list[str] = []
+
+    class Log:
+        info = said.append
+
+    class Server:
+        log = Log()
+
+    gunicorn_settings(config, {})["when_ready"](Server())
+    assert said[0].startswith("toolcall-proxy listening on http://")
+    assert any("without api_keys" in line for line in said) is warned
+
+
+def test_help_names_the_server_options():
+    result = subprocess.run([sys.executable, "app.py", "--help"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 0
+    for word in ("--upstream", "--dev", "healthcheck", "GUNICORN_WORKERS"):
+        assert word in result.stdout

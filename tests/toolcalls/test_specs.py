@@ -1,0 +1,138 @@
+"""A format is declared once, in its module's SPEC (issue 27): the registry lists the modules,
+the aliases, hold-back openers and doctor's tables are read from the specs, the README's tables
+agree with them, and no module outside `proxy/toolcalls/formats/` names a format."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from proxy.doctor.probe import FOREIGN_MARKERS, VLLM_TOOL_PARSERS
+from proxy.toolcalls import registry
+from proxy.toolcalls.formats.spec import FormatSpec
+from proxy.toolcalls.registry import ALIASES, OPENERS, SPECS, resolve
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+FORMATS_DIR = "proxy/toolcalls/formats/"
+# Modules outside the formats that may spell a format's name or marker, and why.
+ALLOWED = {
+    # the extraction bench's inputs are texts written in the formats
+    ("proxy/toolcalls/bench.py", None),
+    # a model family's name (GLM), for the reasoning parser doctor recommends
+    ("proxy/doctor/findings.py", "glm"),
+}
+# Markers that are no format's own token: JSON's and prose's shapes several formats share.
+GENERIC_MARKERS = {'"name"', "\n{", ";"}
+
+
+def _own_markers(spec: FormatSpec) -> set[str]:
+    found = {*spec.markers, *(marker for marker, _ in spec.doctor_markers)}
+    return {marker for marker in found if len(marker) >= 4 and marker not in GENERIC_MARKERS}
+
+
+def format_mentions(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each string constant of `source` (docstrings aside) that is a
+    format's name or holds one of its own markers."""
+    names = {spec.name for spec in SPECS}
+    markers = {marker for spec in SPECS for marker in _own_markers(spec)}
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value) for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in docstrings:
+            hits = [node.value] if node.value in names else sorted(
+                marker for marker in markers if marker in node.value)
+            found += [(node.lineno, hit) for hit in hits]
+    return found
+
+
+def test_each_module_of_the_registry_declares_its_format_in_a_spec():
+    assert len(SPECS) == len(registry._MODULES) > 30
+    for module, spec in zip(registry._MODULES, SPECS, strict=True):
+        assert isinstance(spec, FormatSpec)
+        assert spec.name == module.NAME == module.__name__.rsplit(".", 1)[1]
+        assert spec.find_frames is module.find_frames
+        assert spec.openers, spec.name  # the streamed mode must know where its frames begin
+        assert spec.structural_tag is None  # room for guided decoding, not built yet
+    assert len({spec.name for spec in SPECS}) == len(SPECS)
+    assert list(registry.FORMATS) == [spec.name for spec in SPECS]
+    assert {spec.name: spec.openers for spec in SPECS} == OPENERS
+
+
+def test_no_module_outside_the_formats_names_a_format():
+    offenders = []
+    for path in sorted((ROOT / "proxy").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(FORMATS_DIR) or (rel, None) in ALLOWED:
+            continue
+        offenders += [(rel, line, what)
+                      for line, what in format_mentions(path.read_text(encoding="utf-8"))
+                      if (rel, what) not in ALLOWED]
+    assert not offenders, offenders
+
+
+def test_the_check_finds_a_name_or_a_marker_in_code_but_not_in_a_docstring():
+    assert format_mentions('FORMAT = "hermes"\n') == [(1, "hermes")]
+    assert format_mentions('X = ("a", f"{1}[TOOL_CALLS]")\n') == [(1, "[TOOL_CALLS]")]
+    assert format_mentions('"""`hermes` and <tool_call> in prose."""\n'
+                           'def f():\n    """hermes"""\n    return "hermetic"\n') == []
+    assert format_mentions('KEY = "name"\nSEP = ";"\n') == []  # shapes, no format's own
+
+
+def test_engine_names_resolve_to_the_specs_that_list_them():
+    for spec in SPECS:
+        for name in spec.engine_names:
+            assert spec.name in [found for found, _ in resolve([name])], (spec.name, name)
+    # a parser several formats read (xLAM's) stands for all of them, in name order
+    readers = sorted(spec.name for spec in SPECS if "xlam" in spec.vllm)
+    assert readers == ["bare_json", "code_fence", "hermes", "mistral"]
+    assert ALIASES["xlam"] == tuple(readers)
+    assert ALIASES["qwen3_coder"] == "qwen_xml"
+    assert "hermes" not in ALIASES  # a format's own name is no alias
+
+
+def test_doctor_reads_its_parsers_and_markers_from_the_specs():
+    assert {spec.name: spec.doctor_parser for spec in SPECS} == VLLM_TOOL_PARSERS
+    assert {marker: parser for spec in SPECS
+                               for marker, parser in spec.doctor_markers} == FOREIGN_MARKERS
+    assert FOREIGN_MARKERS["[TOOL_CALLS]"] == "mistral"
+    for parser in {*filter(None, VLLM_TOOL_PARSERS.values()), *FOREIGN_MARKERS.values()}:
+        assert resolve([parser])  # a name the `formats` setting accepts too
+
+
+def _table(section: str) -> list[list[str]]:
+    return [[cell.strip() for cell in line.strip()[1:-1].split("|")]
+            for line in section.splitlines() if line.startswith("| `")]
+
+
+def _names(cell: str) -> list[str]:
+    return [name.strip(" `") for name in re.split(r",\s*(?![^()]*\))", cell) if name.strip()]
+
+
+def test_the_readme_format_table_lists_the_specs_in_order():
+    section = README.split("## Tool-call formats", 1)[1].split("\n### ", 1)[0]
+    table = section.split("| format | what the model writes | models |", 1)[1].split("\n\n", 1)[0]
+    rows = _table(table)
+    assert [row[0].strip("`") for row in rows] == [spec.name for spec in SPECS]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)
+def test_the_readme_coverage_rows_of_a_format_are_its_spec(spec):
+    """The engines' names in the coverage rows that name a format (its own row, and a row of
+    several formats a parser reads) are its spec's, in order."""
+    section = README.split("### Coverage: vLLM, SGLang, llama.cpp", 1)[1].split("\nTotals", 1)[0]
+    rows = [row for row in _table(section) if spec.name in _names(row[0])]
+    assert rows
+    assert [name for row in rows for name in _names(row[1])] == list(spec.vllm)
+    assert [name for row in rows for name in _names(row[2])] == list(spec.sglang)
+    assert [cell.strip() for row in rows for cell in re.split(r",\s*(?![^()]*\))", row[3])
+            if cell.strip()] == list(spec.llama_cpp)

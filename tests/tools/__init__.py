@@ -1,0 +1,1 @@
+"""Tests of what ships around the proxy: doctor, the single file, install, deploy, container."""

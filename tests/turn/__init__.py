@@ -1,0 +1,1 @@
+"""Unit tests of `proxy/turn`: one turn from request plan to assembled answer (pure)."""

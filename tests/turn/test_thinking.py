@@ -1,0 +1,288 @@
+"""Thinking written into the content (issue 21, item 4): a leading think block is the
+reasoning — in a finished answer, as it streams, and in the history sent back upstream."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.config import Config
+from proxy.turn.plan import plan_chat
+from proxy.turn.thinking import (
+    ThinkingRule,
+    ThinkRouter,
+    answer_thinking,
+    leading_thinking,
+    move_history_thinking,
+)
+from tests.conftest import TOOLS
+from tests.fake_vllm import vllm_answer, vllm_completion, vllm_stream_of
+from tests.shell.test_streamed_mode import Reader, _delta, _paused_after
+
+FRAGMENTS = ["<think>", "</think>", "<seed:think>", "</seed:think>", " ", "\n", "\n\n", "a",
+             "b c", "<", "</", "th", "ink>", "</thi", "x<think>y", "<tool_call>", "{",
+             "<|channel|>", "analysis", "<|message|>", "<|end|>", "<|start|>assistant", "<|"]
+
+
+@pytest.mark.parametrize(("content", "split"), [
+    ("<think>\nTwo and two.\n</think>\n\nIt is 4.", ("Two and two.", "It is 4.")),
+    ("  <seed:think>s</seed:think>answer", ("s", "answer")),
+    ("<think>cut while thinking", ("cut while thinking", "")),
+    ("<think></think>", ("", "")),
+    ("It is 4.<think>x</think>", None),
+    ("x</think>y", None),
+    ("<seed:think>a</think>b", ("a</think>b", "")),  # its own close only
+    # gpt-oss's analysis channel, raw (a server without the Harmony reasoning parser)
+    ("<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>final"
+     "<|message|>Sunny.", ("Need the weather.",
+                           "<|start|>assistant<|channel|>final<|message|>Sunny.")),
+    ("<|start|>assistant<|channel|>analysis<|message|>a<|end|>b", ("a", "b")),
+    ("<|channel|>analysis<|message|>cut while thinking", ("cut while thinking", "")),
+    ("<|channel|>final<|message|>Sunny.", None),
+    ("<|channel|>commentary to=functions.f <|message|>{}<|call|>", None),
+    ("Sunny.<|channel|>analysis<|message|>a<|end|>", None),
+    ("<|channel|>analysis<|message|>a</think>b", ("a</think>b", "")),
+    # the other families' blocks (issue 26)
+    ("[THINK]Check.[/THINK]Sunny.", ("Check.", "Sunny.")),
+    ("<|START_THINKING|>Plan.<|END_THINKING|><|START_RESPONSE|>Hi",
+     ("Plan.", "<|START_RESPONSE|>Hi")),
+    ("<|open|>think<|sep|>k<|close|>think<|sep|>r", ("k", "r")),
+    ("<|channel>thought\nG.<channel|>Hi", ("G.", "Hi")),
+    ("Sunny. [THINK]not leading[/THINK]", None),
+])
+def test_a_leading_block_is_split_off(content, split):
+    assert leading_thinking(content) == split
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=10), st.data())
+def test_what_streams_out_agrees_with_the_whole_text_however_it_is_cut(fragments, data):
+    text = "".join(fragments)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    router = ThinkRouter()
+    out = [item for piece in pieces for item in router.push(piece)]
+    reasoning = "".join(text for kind, text in out if kind == "reasoning")
+    content = "".join(text for kind, text in out if kind == "content")
+    split = leading_thinking(text)
+    want_reasoning, want_content = split if split is not None else ("", text)
+    assert want_reasoning.startswith(reasoning)
+    assert want_content.startswith(content)
+    if split is None:
+        assert reasoning == ""
+
+
+LONE_FRAGMENTS = [*FRAGMENTS, "[/THINK]", "<|END_THINKING|>", "<channel|>", "`", '"', "```\n",
+                  "word", " is", ".", "<|close|>think<|sep|>", "[THINK]", "<|START_THINKING|>"]
+RULES = [ThinkingRule(), ThinkingRule(opened=True, cut_opened=True),
+         ThinkingRule(cut_opened=True, learns=True)]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(LONE_FRAGMENTS), max_size=12), st.data(),
+       st.sampled_from(RULES))
+def test_thinking_before_a_lone_closer_streams_out_as_the_whole_text_reads(fragments, data,
+                                                                            rule):
+    text = "".join(fragments)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    router = ThinkRouter(rule)
+    out = [item for piece in pieces for item in router.push(piece)]
+    reasoning = "".join(text for kind, text in out if kind == "reasoning")
+    content = "".join(text for kind, text in out if kind == "content")
+    split = answer_thinking(text, rule, "stop")
+    want_reasoning, want_content = split[:2] if split is not None else ("", text)
+    assert want_reasoning.startswith(reasoning)
+    assert want_content.startswith(content)
+    if split is None:
+        assert reasoning == ""
+
+
+def test_with_the_template_opening_thinking_it_flows_live_until_the_closer():
+    router = ThinkRouter(ThinkingRule(opened=True))
+    assert router.push("The user asks for ") == [("reasoning", "The user asks for")]
+    assert router.push("the weather. Closing: `</think>` is ") == [
+        ("reasoning", " the weather. Closing: `</think>` is")]  # a mention: still thinking
+    assert router.push("it.\n</thi") == [("reasoning", " it.")]
+    assert router.push("nk>\n\nIt is sunny.") == [("content", "It is sunny.")]
+    unknown = ThinkRouter(ThinkingRule())  # auto: the content waits for the closer
+    assert unknown.push("The user asks. ") == []
+    assert unknown.push("</think>It is sunny.") == [("reasoning", "The user asks."),
+                                                    ("content", "It is sunny.")]
+    never = ThinkRouter(ThinkingRule(lone_close=False))
+    assert never.push("It is sunny.") == [("content", "It is sunny.")]
+
+
+def test_most_of_a_think_block_flows_before_it_closes():
+    router = ThinkRouter()
+    out = router.push("<think>\nFirst I add") + router.push(" two and two.\n</thi")
+    assert out == [("reasoning", "First I add"), ("reasoning", " two and two.")]
+    assert router.push("nk>\n\nIt is") == [("content", "It is")]
+
+
+def test_harmony_analysis_flows_as_reasoning_and_a_near_miss_as_content():
+    router = ThinkRouter()
+    assert router.push("<|channel|>analy") == []
+    assert router.push("sis<|message|>Need it.<|e") == [("reasoning", "Need it.")]
+    assert router.push("nd|>Sunny.") == [("content", "Sunny.")]
+    other = ThinkRouter()
+    assert other.push("<|channel|>final<|message|>Sunny.") == [
+        ("content", "<|channel|>final<|message|>Sunny.")]
+
+
+def _history(content: str) -> list[dict]:
+    return [{"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": "and 3+3?"}]
+
+
+def test_history_sent_back_with_thinking_in_the_content_goes_upstream_as_reasoning():
+    body = {"model": "m", "tools": TOOLS, "messages": _history(
+        "<think>\nadd them\n</think>\n\nIt is 4.")}
+    plan = plan_chat(orjson.dumps(body), Config())
+    sent = orjson.loads(plan.upstream_body)["messages"][1]
+    assert (sent["reasoning_content"], sent["content"]) == ("add them", "It is 4.")
+    assert "history_thinking_as_reasoning" in plan.rewrites
+    kept = plan_chat(orjson.dumps(body), Config(reasoning_from_content=False))
+    assert orjson.loads(kept.upstream_body)["messages"][1] == body["messages"][1]
+    assert "history_thinking_as_reasoning" not in kept.rewrites
+
+
+@pytest.mark.parametrize("message", [
+    {"role": "assistant", "content": "It is 4. <think>not leading</think>"},
+    {"role": "assistant", "content": "<think>a</think>b", "reasoning_content": "its own"},
+    {"role": "user", "content": "<think>a user's text</think>"},
+])
+def test_history_without_a_leading_block_of_its_own_is_left_as_it_is(message):
+    messages = [dict(message)]
+    assert not move_history_thinking(messages)
+    assert messages == [message]
+
+
+THOUGHT = "<think>\nThe user wants 2+2; that is simple arithmetic, four.\n</think>\n\nIt is 4."
+
+
+@pytest.mark.integration
+def test_over_http_the_thinking_is_the_reasoning_in_both_modes_and_flows_live(
+        fake, start_proxy):
+    messages = [{"role": "user", "content": "2+2?"}]
+    buffered = start_proxy().client()
+    fake.answer(vllm_answer(vllm_completion(THOUGHT)))
+    message = buffered.chat.completions.create(model="m", messages=messages,
+                                               tools=TOOLS).choices[0].message
+    assert (message.content, message.model_extra["reasoning_content"]) == (
+        "It is 4.", "The user wants 2+2; that is simple arithmetic, four.")
+
+    streamed = start_proxy(stream_mode="stream").client()
+    answer, resume = _paused_after(vllm_stream_of(vllm_completion(THOUGHT), size=5), "simple")
+    fake.answer(answer)
+    try:
+        reader = Reader(streamed.chat.completions.create(model="m", messages=messages,
+                                                         tools=TOOLS, stream=True))
+        first = reader.next_where(lambda chunk: _delta(chunk).get("reasoning_content"))
+        assert first is not None
+        assert not resume.is_set()  # the thinking flowed while upstream was still writing
+        assert not any(_delta(chunk).get("content") for chunk in reader.seen)
+    finally:
+        resume.set()
+    chunks = reader.rest()
+    assert "".join(_delta(c).get("reasoning_content", "") for c in chunks) == (
+        "The user wants 2+2; that is simple arithmetic, four.")
+    assert "".join(_delta(c).get("content", "") for c in chunks) == "It is 4."
+
+
+CUT = "The user wants the weather, so I call the tool for the city of"
+
+
+@pytest.mark.integration
+def test_auto_learns_from_a_lone_closer_that_the_model_opens_thinking_in_its_template(
+        fake, start_proxy):
+    messages = [{"role": "user", "content": "Weather?"}]
+    fresh = start_proxy().client()
+    fake.answer(vllm_answer(vllm_completion(CUT, finish_reason="length")))
+    cut = fresh.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+    assert cut.choices[0].message.content == CUT  # nothing known yet: the text stays
+
+    learning = start_proxy().client()
+    fake.answer(vllm_answer(vllm_completion("Plan it.\n</think>\n\nIt is sunny.")))
+    first = learning.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+    assert first.choices[0].message.content == "It is sunny."
+    fake.answer(vllm_answer(vllm_completion(CUT, finish_reason="length")))
+    cut = learning.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+    message = cut.choices[0].message
+    assert (message.model_extra["reasoning_content"], message.content) == (CUT, "")
+    assert cut.choices[0].finish_reason == "length"
+    fake.answer(vllm_answer(vllm_completion(CUT, finish_reason="length")))
+    other = learning.chat.completions.create(model="other", messages=messages, tools=TOOLS)
+    assert other.choices[0].message.content == CUT  # learned per model
+
+
+OPENED = "The user wants 2+2; that is simple arithmetic, four.\n</think>\n\nIt is 4."
+
+
+@pytest.mark.integration
+def test_over_http_a_template_opened_thinking_flows_live_as_reasoning(fake, start_proxy):
+    """`thinking_opened_by_template: true`: the thinking before the lone closer flows as
+    reasoning while upstream still writes; the answer after it is the content, as buffered."""
+    messages = [{"role": "user", "content": "2+2?"}]
+    streamed = start_proxy(stream_mode="stream", thinking_opened_by_template="true").client()
+    answer, resume = _paused_after(vllm_stream_of(vllm_completion(OPENED), size=5), "simple")
+    fake.answer(answer)
+    try:
+        reader = Reader(streamed.chat.completions.create(model="m", messages=messages,
+                                                         tools=TOOLS, stream=True))
+        first = reader.next_where(lambda chunk: _delta(chunk).get("reasoning_content"))
+        assert first is not None
+        assert not resume.is_set()  # the thinking flowed while upstream was still writing
+        assert not any(_delta(chunk).get("content") for chunk in reader.seen)
+    finally:
+        resume.set()
+    chunks = reader.rest()
+    assert "".join(_delta(c).get("reasoning_content", "") for c in chunks) == (
+        "The user wants 2+2; that is simple arithmetic, four.")
+    assert "".join(_delta(c).get("content", "") for c in chunks) == "It is 4."
+    buffered = start_proxy(thinking_opened_by_template="true").client()
+    fake.answer(vllm_answer(vllm_completion(OPENED)))
+    message = buffered.chat.completions.create(model="m", messages=messages,
+                                               tools=TOOLS).choices[0].message
+    assert (message.model_extra["reasoning_content"], message.content) == (
+        "The user wants 2+2; that is simple arithmetic, four.", "It is 4.")
+
+
+@pytest.mark.integration
+def test_auto_learns_from_a_finished_answer_without_a_closer_that_text_may_flow_live(
+        fake, start_proxy):
+    """`auto`: once a model finished an answer with no closer, its template opens no block:
+    its text flows live in the streamed mode, and a later lone closer is the answer's text
+    (in both modes alike)."""
+    messages = [{"role": "user", "content": "Hi?"}]
+    streamed = start_proxy(stream_mode="stream").client()
+    text = "Hello there, friend. How can I help?"
+    fake.answer(vllm_answer(vllm_completion(text)))  # the first: nothing learned yet
+    first = streamed.chat.completions.create(model="m", messages=messages, tools=TOOLS,
+                                             stream=True)
+    assert "".join(_delta(c).get("content") or "" for c in first) == text
+    answer, resume = _paused_after(vllm_stream_of(vllm_completion(text), size=5), "friend")
+    fake.answer(answer)
+    try:
+        reader = Reader(streamed.chat.completions.create(model="m", messages=messages,
+                                                         tools=TOOLS, stream=True))
+        live = reader.next_where(lambda chunk: "Hello" in (_delta(chunk).get("content") or ""))
+        assert live is not None
+        assert not resume.is_set()  # the text flowed while upstream was still writing
+    finally:
+        resume.set()
+    reader.rest()
+
+    buffered = start_proxy().client()
+    fake.answer(vllm_answer(vllm_completion("Sure.")))
+    buffered.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+    fake.answer(vllm_answer(vllm_completion("Plan it.\n</think>\n\nIt is sunny.")))
+    later = buffered.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+    # Learned plain: a lone closer later is the answer's words, not thinking.
+    assert later.choices[0].message.content == "Plan it.\n</think>\n\nIt is sunny."
+    fake.answer(vllm_answer(vllm_completion("Plan it.\n</think>\n\nIt is sunny.")))
+    other = buffered.chat.completions.create(model="fresh", messages=messages, tools=TOOLS)
+    assert other.choices[0].message.content == "It is sunny."  # another model: the rule holds
