@@ -16,6 +16,7 @@ from proxy.routing import preference
 from proxy.shell.replicas import Replicas
 from proxy.shell.upstream import Upstream
 from tests.fake_vllm import Answer, FakeVLLM, vllm_error
+from tests.shell.test_replicas import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -52,15 +53,6 @@ def up(replicas: Replicas, url: str) -> bool:
 
 def probes(fake: FakeVLLM) -> list[str]:
     return [r.path for r in fake.received]
-
-
-def wait_for(condition, within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_down_passed_over_probed_once_then_back(fakes):

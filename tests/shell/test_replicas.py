@@ -4,7 +4,6 @@ going to another once, before its first byte; what the proxy reports of each rep
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -29,6 +28,8 @@ from tests.fake_vllm import (
     vllm_stream_chunks,
     vllm_tool_call,
 )
+from tests.proxy.test_observability import _metric as metric
+from tests.proxy.test_observability import log_lines  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,13 +83,6 @@ def app_of(proxy: RunningProxy):
     return proxy.server.app.extensions["toolcall_proxy"]
 
 
-def metric(text: str, name: str, **labels: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 def wait_for(condition, within: float = 10.0) -> bool:
     deadline = time.monotonic() + within
     while not condition():
@@ -139,7 +133,7 @@ def test_claude_code_s_session_header_on_the_messages_front(fakes, start):
     assert sorted(len(fake.chat_requests()) for fake in fakes) == [0, 8]
 
 
-def test_a_refusing_replica_is_passed_over_once_and_reported(fakes, start, log_lines):
+def test_a_refusing_replica_is_passed_over_once_and_reported(fakes, start, log_lines):  # noqa: F811
     fake = fakes[0]
     with socket.socket() as closed:  # bound, never listening: connections are refused
         closed.bind(("127.0.0.1", 0))
@@ -249,7 +243,7 @@ def test_a_replica_marked_down_comes_back_after_its_probe(fakes, start):
     assert len(chosen.chat_requests()) == before + 1  # the conversation is home again
 
 
-def test_one_upstream_is_as_it_always_was(fakes, start, log_lines):
+def test_one_upstream_is_as_it_always_was(fakes, start, log_lines):  # noqa: F811
     """One URL (or a list of one): never marked down, never probed, no replica in the log."""
     fake = fakes[0]
     fake.answer(vllm_error(503, "loading", "ServiceUnavailableError"))
@@ -281,28 +275,6 @@ def test_a_request_without_a_conversation_goes_to_the_least_busy(fakes, start):
     idle = next(fake for fake in fakes if fake is not busy)
     assert [r.path for r in idle.received] == ["/version"] * 3
     assert [r.path for r in busy.received] == ["/v1/chat/completions"]
-
-
-@pytest.fixture
-def log_lines(caplog):
-    """The proxy's structured log lines, decoded (waiting briefly for `count`)."""
-    import logging
-
-    logger = logging.getLogger("toolcall_proxy")
-    logger.addHandler(caplog.handler)
-    caplog.set_level(logging.INFO, logger="toolcall_proxy")
-
-    def lines(count: int) -> list[dict]:
-        deadline = time.monotonic() + 5
-        while True:
-            found = [json.loads(r.getMessage()) for r in caplog.records
-                     if r.name == "toolcall_proxy" and r.getMessage().startswith("{")]
-            if len(found) >= count or time.monotonic() > deadline:
-                return found
-            time.sleep(0.02)
-
-    yield lines
-    logger.removeHandler(caplog.handler)
 
 
 def _fake_process(delay: float) -> tuple[subprocess.Popen, str]:
