@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from proxy.observe import RequestLog
 from proxy.shell.recorder import RING_TURNS, MemoryRecorder, Recorder, RingFileRecorder
 from proxy.status import StatusInput, document, turn_record
-from proxy.turn.normalize import Outcome, Repair, TextLeft
+from proxy.turn.result import Outcome, Repair, TextLeft
 
 if TYPE_CHECKING:
     from bench.run import Bench

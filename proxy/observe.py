@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from .turn.normalize import Outcome
+from .turn.result import Outcome
 
 LOGGER_NAME = "toolcall_proxy"
 

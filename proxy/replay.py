@@ -259,12 +259,10 @@ def _asked_again(plan: TurnPlan, for_a_call: bool) -> str:
 def _answered(where: str, front: Front, plan: TurnPlan, answer: Answer,
               diagnostics: dict[str, Any]) -> Replay:
     """The replay of an answer the server sends: its calls and repairs, then the output."""
-    completion, outcome = answer.completion, answer.outcome
-    formats = iter(outcome.call_formats)
-    calls = [{"choice": choice["index"], "id": call["id"], "name": call["function"]["name"],
-              "arguments": call["function"]["arguments"], "format": next(formats, None)}
-             for choice in completion["choices"]
-             for call in choice["message"].get("tool_calls") or ()]
+    result, outcome = answer.result, answer.outcome
+    calls = [{"choice": choice.index, "id": call.id, "name": call.name,
+              "arguments": call.arguments, "format": call.format}
+             for choice in result.choices for call in choice.calls]
     notes = [f"{note} (dropped {answer.dropped_calls})" if note.endswith("kept_first_call")
              else note for note in answer.notes]
     diagnostics.update(
@@ -280,10 +278,10 @@ def _answered(where: str, front: Front, plan: TurnPlan, answer: Answer,
         notes=notes,
     )
     if not plan.client_stream:
-        return Replay(where, 200, "application/json", front.render_json(plan, completion),
+        return Replay(where, 200, "application/json", front.render_json(plan, result),
                       diagnostics)
     writer = front.stream_writer(plan)
-    output = writer.head() + writer.answer(completion)
+    output = writer.head() + writer.answer(result)
     return Replay(where, 200, writer.content_type, output, diagnostics)
 
 

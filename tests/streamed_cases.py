@@ -76,7 +76,7 @@ def buffered_stream(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
     writer = ChatStream.for_plan(plan)
     decision = decide(plan, UpstreamReply(200, {}, orjson.dumps(completion)))
     if isinstance(decision, Answer):
-        return writer.head() + writer.answer(decision.completion)
+        return writer.head() + writer.answer(decision.result)
     return writer.head() + writer.error(decision.error)
 
 
@@ -95,7 +95,7 @@ def streamed_stream(plan: TurnPlan, events: list[bytes], cut: bool = False,
             out += flowed[-1]
     decision = decide(plan, live.reply(cut))
     if isinstance(decision, Answer):
-        return out + writer.answer(decision.completion), flowed
+        return out + writer.answer(decision.result), flowed
     return out + writer.error(decision.error), flowed
 
 

@@ -6,7 +6,7 @@ of the known tool-call formats, or of prose around it. For each input:
 - extract() must not raise, no parser may raise (the engine catches that as `parser_error`,
   which hides a bug), and every emitted `arguments` must parse to a JSON object;
 - when nothing is extracted the content must come back unchanged;
-- the normalised completion, rendered as SSE and reassembled like a client does, must give
+- the turn's normalised result, rendered as SSE and reassembled like a client does, must give
   back the same content and calls.
 
 Prints the counts of each failure kind (all must be 0), examples of the first failures, the
@@ -30,7 +30,7 @@ import orjson
 
 from proxy.fronts.chat import StreamIdentity, completion_chunks, role_chunks
 from proxy.toolcalls import extract
-from proxy.turn.normalize import ExtractionSettings, normalize_completion
+from proxy.turn.normalize import ExtractionSettings, normalize
 
 TOOLS = {
     "read": {"type": "object", "properties": {"path": {"type": "string"},
@@ -266,20 +266,19 @@ def check(text: str, report: Report) -> None:
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": text}}]}
     try:
-        completion, _ = normalize_completion(upstream, ExtractionSettings(tools=TOOLS))
+        result = normalize(upstream, ExtractionSettings(tools=TOOLS))
     except Exception as exc:
         report.fail("crash_render", text, repr(exc))
         return
     try:
-        raw = role_chunks(IDENT) + b"".join(completion_chunks(IDENT, completion, True))
+        raw = role_chunks(IDENT) + b"".join(completion_chunks(IDENT, result, True))
         content, calls, finish = _reassemble(raw)
     except Exception as exc:
         report.fail("crash_render", text, repr(exc))
         return
-    message = completion["choices"][0]["message"]
-    expected = [(c["function"]["name"], c["function"]["arguments"])
-                for c in message.get("tool_calls") or ()]
-    if content != (message["content"] or "") or calls != expected:
+    choice = result.first
+    expected = [(call.name, call.arguments) for call in choice.calls]
+    if content != (choice.content or "") or calls != expected:
         report.fail("render_mismatch", text)
     if (finish == "tool_calls") != bool(expected):
         report.fail("finish_reason_wrong", text, str(finish))

@@ -88,7 +88,7 @@ def probe_front(path: str, front: Front, turn: Turn, config: Config, upstream: U
         probe.error = decision.error.message
         return probe
     probe.status = 200
-    probe.calls = front.sample.calls(orjson.loads(front.render_json(plan, decision.completion)))
+    probe.calls = front.sample.calls(orjson.loads(front.render_json(plan, decision.result)))
     probe.recovered = any(call["name"] == turn.tool["name"] for call in probe.calls)
     return probe
 

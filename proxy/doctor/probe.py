@@ -177,12 +177,10 @@ def read_answer(probe: Probe, plan: TurnPlan, status: int, body: bytes) -> None:
     if isinstance(decision, Failure):
         probe.error = decision.error.message
         return
-    completion, outcome = decision.completion, decision.outcome
-    for out_choice in completion["choices"][:1]:
-        for call in out_choice["message"].get("tool_calls") or ():
-            probe.proxy_calls.append({"name": call["function"]["name"],
-                                      "arguments": call["function"]["arguments"]})
-        probe.proxy_finish_reason = out_choice["finish_reason"]
+    outcome, first = decision.outcome, decision.result.first
+    probe.proxy_calls.extend({"name": call.name, "arguments": call.arguments}
+                             for call in first.calls)
+    probe.proxy_finish_reason = first.finish
     probe.proxy_repairs = [f"{r.format}:{r.repair}" for r in outcome.repairs]
     probe.proxy_left_as_text = [f"{t.format}:{t.reason}" + (f":{t.tool}" if t.tool else "")
                                 for t in outcome.left_as_text]

@@ -1,10 +1,10 @@
 """Fronts: the agent APIs the proxy speaks, each translated to one chat completion turn.
 
 A front is one module (or package) with two pure halves: `parse` (the client's request, an
-`Incoming`, → a chat plan) and the rendering of the turn's result in the client's wire format
-(`render_json`, a `StreamWriter`, `error_response`). It declares the paths it serves
-(`Route`s: its turns, and endpoints such as a token count or `GET`/`DELETE` by id) and the
-headers that carry a key for it; the shell routes through `registry` alone. Every front
+`Incoming`, → a chat plan) and the rendering of the turn's typed result (`TurnResult`) in
+the client's wire format (`render_json`, a `StreamWriter`, `error_response`). It declares the
+paths it serves (`Route`s: its turns, and endpoints such as a token count or `GET`/`DELETE` by
+id) and the headers that carry a key for it; the shell routes through `registry` alone. Every front
 runs on the same turn (`proxy.turn`), and the shell (`proxy.shell`) carries out its
 waiting: heartbeats, the commit window, errors inside a stream that has started and clients
 that leave are the turn's, never a front's. A front only says how each of them looks on its
@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from ..config import Config
 from ..errors import ProxyError
 from ..turn.plan import PassthroughPlan, TurnPlan
+from ..turn.result import TurnResult
 
 
 class StreamWriter(Protocol):
@@ -45,11 +46,11 @@ class StreamWriter(Protocol):
         """Visible text as it comes (the streamed mode)."""
         ...
 
-    def answer(self, completion: dict[str, Any]) -> bytes:
-        """The rest of the turn, through the stream's end: whatever of the finished
-        (normalised) completion `reasoning` and `text` did not already send. (The streamed
-        mode's hold-back rule makes each choice's finished content and reasoning begin
-        with exactly what was sent live: the rest is what follows it.)"""
+    def answer(self, result: TurnResult) -> bytes:
+        """The rest of the turn, through the stream's end: whatever of the turn's result
+        `reasoning` and `text` did not already send. (The streamed mode's hold-back rule
+        makes each choice's finished content and reasoning begin with exactly what was sent
+        live: the rest is what follows it.)"""
         ...
 
     def error(self, error: ProxyError) -> bytes:
@@ -173,7 +174,7 @@ class Storing:
     its answer is known (None: it keeps nothing), so that the shell can refuse a turn the
     store has no room for before upstream is called."""
 
-    keep: Callable[[TurnPlan, dict[str, Any]], StoredResponse | None]
+    keep: Callable[[TurnPlan, TurnResult], StoredResponse | None]
     deleted: Callable[[str], bytes]
     missing: Callable[[str], ProxyError]
     keeping: Callable[[TurnPlan], int | None] = lambda plan: None
@@ -225,7 +226,7 @@ class Front:
     name: str
     routes: tuple[Route, ...]
     parse: Callable[[Incoming, Config], TurnPlan | PassthroughPlan]
-    render_json: Callable[[TurnPlan, dict[str, Any]], bytes]
+    render_json: Callable[[TurnPlan, TurnResult], bytes]
     stream_writer: Callable[[TurnPlan], StreamWriter]
     error_response: Callable[[ProxyError], ErrorResponse]
     key_headers: tuple[str, ...] = ("Authorization",)

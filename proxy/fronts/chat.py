@@ -4,6 +4,7 @@ as JSON or as an SSE stream of `chat.completion.chunk`s ending in `[DONE]`."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from ..ids import random_alnum
 from ..sse import event
 from ..turn.context_window import refuses_window
 from ..turn.plan import PassthroughPlan, TurnPlan, plan_chat
+from ..turn.result import Call, Choice, TurnResult, Usage
 from . import ErrorResponse, Front, Incoming, Route, Sample, unsent
 
 NAME = "chat"
@@ -78,51 +80,56 @@ def error_event(error: dict[str, Any]) -> bytes:
     return event(error)
 
 
-def completion_chunks(ident: StreamIdentity, completion: dict[str, Any],
-                      include_usage: bool, announced: Collection[int] = (0,),
+def _call_deltas(position: int, call: Call) -> list[dict[str, Any]]:
+    """A call as chat streams it: its id, type and name, then its whole `arguments`."""
+    return [{"tool_calls": [{"index": position, "id": call.id, "type": "function",
+                             "function": {"name": call.name, "arguments": ""}}]},
+            {"tool_calls": [{"index": position, "function": {"arguments": call.arguments}}]}]
+
+
+def completion_chunks(ident: StreamIdentity, result: TurnResult, include_usage: bool,
+                      announced: Collection[int] = (0,),
+                      reasoning_keys: tuple[str, ...] = ("reasoning_content",),
                       ) -> Iterator[bytes]:
-    """Every chunk after the role chunk(s) for a normalised completion, through `[DONE]`.
+    """Every chunk after the role chunk(s) for the turn's result, through `[DONE]` (the
+    reasoning under `reasoning_keys`).
 
     Choices in `announced` had their role chunk already (`role_chunks`); any other gets it
-    here, and an announced choice the completion does not hold is closed, so that every
+    here, and an announced choice the result does not hold is closed, so that every
     choice a client saw begin also ends.
     """
     rendered = set()
-    for choice in completion["choices"]:
-        index = choice["index"]
-        message = choice["message"]
+    for choice in result.choices:
+        index = choice.index
         if index not in announced:
             yield _delta(ident, index, {"role": "assistant", "content": ""})
         rendered.add(index)
-        for key in ("reasoning_content", "reasoning"):
-            if message.get(key):
-                yield _delta(ident, index, {key: message[key]})
-        logprobs = choice.get("logprobs")  # the whole answer's, once, with its text
-        if message.get("content"):
-            yield _delta(ident, index, {"content": message["content"]}, logprobs=logprobs)
+        if choice.reasoning:
+            for key in reasoning_keys:
+                yield _delta(ident, index, {key: choice.reasoning})
+        logprobs = choice.logprobs  # the whole answer's, once, with its text
+        if choice.content:
+            yield _delta(ident, index, {"content": choice.content}, logprobs=logprobs)
             logprobs = None
-        if message.get("refusal"):
-            yield _delta(ident, index, {"refusal": message["refusal"]})
-        for position, call in enumerate(message.get("tool_calls") or ()):
-            function = call["function"]
-            yield _delta(ident, index, {"tool_calls": [{
-                "index": position, "id": call["id"], "type": "function",
-                "function": {"name": function["name"], "arguments": ""}}]})
-            yield _delta(ident, index, {"tool_calls": [{
-                "index": position, "function": {"arguments": function["arguments"]}}]})
-        yield _delta(ident, index, {}, choice["finish_reason"], logprobs=logprobs)
+        if choice.refusal:
+            yield _delta(ident, index, {"refusal": choice.refusal})
+        for position, call in enumerate(choice.calls):
+            for delta in _call_deltas(position, call):
+                yield _delta(ident, index, delta)
+        yield _delta(ident, index, {}, choice.finish, logprobs=logprobs)
     for index in sorted(announced):
         if index not in rendered:
             yield _delta(ident, index, {}, "stop")
-    if include_usage and completion.get("usage"):
-        yield _chunk(ident, [], usage=completion["usage"])
+    usage = usage_of(result.usage)
+    if include_usage and usage:
+        yield _chunk(ident, [], usage=usage)
     yield DONE
 
 
-def _after(text: Any, sent: str) -> Any:
-    """A message field's value with what went out live taken off (`unsent`; a field that
-    is not text, or nothing sent, as it is)."""
-    return unsent(text, sent) if sent and isinstance(text, str) else text
+def _after(text: str | None, sent: str) -> str | None:
+    """A choice's text with what went out live taken off (`unsent`; none, or nothing sent,
+    as it is)."""
+    return unsent(text, sent) if sent and text is not None else text
 
 
 class ChatStream:
@@ -173,24 +180,20 @@ class ChatStream:
         """A content delta."""
         return self._live(choice, "content", ("content",), text)
 
-    def answer(self, completion: dict[str, Any]) -> bytes:
-        """The chunks of `completion` not yet sent, through `[DONE]`, in one piece."""
-        completion = named_reasoning(completion, self.reasoning_keys)
+    def answer(self, result: TurnResult) -> bytes:
+        """The chunks of `result` not yet sent, through `[DONE]`, in one piece."""
         if self._sent:
-            completion = {**completion, "choices": [self._unsent(c)
-                                                    for c in completion["choices"]]}
-        return b"".join(completion_chunks(self.ident, completion, self.include_usage,
-                                          self._announced))
+            result = dataclasses.replace(result, choices=tuple(
+                self._unsent(choice) for choice in result.choices))
+        return b"".join(completion_chunks(self.ident, result, self.include_usage,
+                                          self._announced, self.reasoning_keys))
 
-    def _unsent(self, choice: dict[str, Any]) -> dict[str, Any]:
-        index = choice["index"]
-        message = dict(choice["message"])
-        reasoning = self._sent.get((index, "reasoning"), "")
-        for key in ("reasoning_content", "reasoning"):
-            message[key] = _after(message.get(key), reasoning)
-        message["content"] = _after(message.get("content"),
-                                    self._sent.get((index, "content"), ""))
-        return {**choice, "message": message}
+    def _unsent(self, choice: Choice) -> Choice:
+        """`choice` less the reasoning and content that went out live (`unsent`)."""
+        reasoning = self._sent.get((choice.index, "reasoning"), "")
+        content = self._sent.get((choice.index, "content"), "")
+        return dataclasses.replace(choice, reasoning=_after(choice.reasoning, reasoning),
+                                   content=_after(choice.content, content))
 
     def error(self, error: ProxyError) -> bytes:
         """OpenAI's in-stream error (`data: {"error": …}`), then `[DONE]`."""
@@ -203,21 +206,51 @@ def reasoning_keys(field: str) -> tuple[str, ...]:
     return {"both": ("reasoning_content", "reasoning"), "drop": ()}.get(field, (field,))
 
 
-def named_reasoning(completion: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    """`completion` on the chat wire: each message's reasoning (the turn's
-    `reasoning_content`) under `keys`, in its place among the message's fields, and no
-    `stop_reason` (vLLM's, which OpenAI's schema does not have)."""
-    choices = []
-    for choice in completion["choices"]:
-        message: dict[str, Any] = {}
-        for key, value in choice["message"].items():
-            if key == "reasoning_content":
-                message.update(dict.fromkeys(keys, value))
-            else:
-                message[key] = value
-        choices.append({k: v for k, v in choice.items() if k != "stop_reason"}
-                       | {"message": message})
-    return {**completion, "choices": choices}
+def usage_of(usage: Usage | None) -> dict[str, Any] | None:
+    """The turn's usage as chat reports it: the counts upstream gave, and their details."""
+    if usage is None:
+        return None
+    out: dict[str, Any] = {key: value for key in ("prompt_tokens", "completion_tokens",
+                                                  "total_tokens")
+                           if (value := getattr(usage, key)) is not None}
+    if usage.prompt_details:
+        out["prompt_tokens_details"] = dict(usage.prompt_details)
+    if usage.completion_details:
+        out["completion_tokens_details"] = dict(usage.completion_details)
+    return out
+
+
+def message_of(choice: Choice, reasoning_keys: tuple[str, ...]) -> dict[str, Any]:
+    """A choice's `message`: content, the reasoning under `reasoning_keys`, a refusal, the
+    calls (`function.arguments` a JSON object as text)."""
+    message: dict[str, Any] = {"role": "assistant", "content": choice.content}
+    if choice.reasoning is not None:
+        message.update(dict.fromkeys(reasoning_keys, choice.reasoning))
+    if choice.refusal is not None:
+        message["refusal"] = choice.refusal
+    if choice.calls:
+        message["tool_calls"] = [{"id": call.id, "type": "function", "function": {
+            "name": call.name, "arguments": call.arguments}} for call in choice.calls]
+    return message
+
+
+def completion_of(result: TurnResult,
+                  reasoning_keys: tuple[str, ...] = ("reasoning_content",)) -> dict[str, Any]:
+    """The turn's result as OpenAI's chat completion (the reasoning under `reasoning_keys`;
+    vLLM's `stop_reason`, which OpenAI's schema does not have, left out)."""
+    completion: dict[str, Any] = {
+        "id": result.id, "object": "chat.completion", "created": result.created,
+        "model": result.model,
+        "choices": [{"index": choice.index, "message": message_of(choice, reasoning_keys),
+                     "logprobs": choice.logprobs, "finish_reason": choice.finish}
+                    for choice in result.choices]}
+    usage = usage_of(result.usage)
+    if usage is not None:
+        completion["usage"] = usage
+    for key in ("system_fingerprint", "service_tier"):
+        if (value := getattr(result, key)) is not None:
+            completion[key] = value
+    return completion
 
 
 def parse(incoming: Incoming, config: Config) -> TurnPlan | PassthroughPlan:
@@ -225,10 +258,10 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan | PassthroughPlan:
     return plan_chat(incoming.body, config)
 
 
-def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
+def render_json(plan: TurnPlan, result: TurnResult) -> bytes:
     """The completion, as the body of a non-streaming answer (the reasoning under the
     fields `reasoning_field` names)."""
-    return orjson.dumps(named_reasoning(completion, reasoning_keys(plan.config.reasoning_field)))
+    return orjson.dumps(completion_of(result, reasoning_keys(plan.config.reasoning_field)))
 
 
 def worded(error: ProxyError, param: str) -> ProxyError:

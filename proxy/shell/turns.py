@@ -20,6 +20,7 @@ from ..turn.context_window import with_max_tokens
 from ..turn.core import Answer, Decision, decide
 from ..turn.live import LiveTurn, written
 from ..turn.plan import TurnPlan
+from ..turn.result import TurnResult
 from ..turn.thinking import LONE, OPENED, ThinkingMemory
 from .clients import client_gone
 from .replicas import RETRY_STATUSES, Route, affinity_key
@@ -216,7 +217,7 @@ class TurnResponse:
             if decision.upstream_status is not None:
                 log.bodies["response"] = decision.received
             if isinstance(decision, Answer):
-                log.bodies["sent"] = decision.completion
+                log.bodies["sent"] = decision.result.record()
         return decision
 
     def respond(self) -> Response:
@@ -237,11 +238,11 @@ class TurnResponse:
             raise
         raise AssertionError("the waiting machine ended without an outcome")
 
-    def _keep(self, completion: dict[str, Any]) -> None:
+    def _keep(self, result: TurnResult) -> None:
         """Leave a delivered answer in the store, when the front keeps answers and the
         request asked it to (before the client sees the end: a GET right after finds it)."""
         storing = self.front.storing
-        kept = storing.keep(self.plan, completion) if storing is not None else None
+        kept = storing.keep(self.plan, result) if storing is not None else None
         if kept is None:
             return
         store = self.app.store
@@ -254,15 +255,15 @@ class TurnResponse:
 
     def _whole(self, answer: Answer) -> Response:
         self.log.status = 200
-        self._keep(answer.completion)
+        self._keep(answer.result)
         if not self.plan.client_stream:
-            body = self.front.render_json(self.plan, answer.completion)
+            body = self.front.render_json(self.plan, answer.result)
             self.log.bytes_out = len(body)
             return Response(body, status=200, content_type="application/json")
         writer = self.front.stream_writer(self.plan)
 
         def whole() -> Iterator[bytes]:
-            yield writer.head() + writer.answer(answer.completion)
+            yield writer.head() + writer.answer(answer.result)
 
         return self._stream_response(writer, whole())
 
@@ -284,8 +285,8 @@ class TurnResponse:
                         yield writer.heartbeat()
                     elif isinstance(action, waiting.Deliver):
                         finished = True
-                        self._keep(action.answer.completion)
-                        yield writer.answer(action.answer.completion)
+                        self._keep(action.answer.result)
+                        yield writer.answer(action.answer.result)
                     elif isinstance(action, waiting.Fail):
                         log.error = action.error.code or action.error.type
                         finished = True

@@ -1,6 +1,6 @@
-"""The turn core: one chat completion turn, from the plan to the client's completion or
+"""The turn core: one chat completion turn, from the plan to the turn's typed result or
 error, as functions from data to data. `plan` (request → plan), `compat` (rewrites for the
-upstream), `normalize` (upstream completion → clean completion, calls extracted), `core`
+upstream), `normalize` (upstream completion → the typed `result`, calls extracted), `core`
 (the decisions: policies, errors, retry), `waiting` (the wait as a state machine); for the
 streamed mode `live` (a turn fed upstream's events), `assemble` (stream chunks → the completion
 they add up to), `holdback` and `openers` (what of the text may flow before the end)."""

@@ -1,5 +1,6 @@
-"""What a tool turn decides, from data to data: the upstream's answer in, the client's
-completion (normalised, policies applied) or the error out. The server, `replay` and
+"""What a tool turn decides, from data to data: the upstream's answer in, the turn's typed
+result (normalised, policies applied; `TurnResult`, which each front renders) or the error
+out. The server, `replay` and
 `doctor` all decide here; none of them has a policy of its own."""
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from ..errors import (
     from_upstream,
 )
 from .context_window import Refit, overflow_of, refit
-from .normalize import Outcome, UpstreamShapeError, normalize_completion
+from .normalize import UpstreamShapeError, normalize
 from .plan import TurnPlan
+from .result import Outcome, TurnResult, first_calls_only
 
 
 @dataclass(frozen=True)
@@ -34,14 +36,18 @@ class UpstreamReply:
 
 @dataclass(frozen=True)
 class Answer:
-    """The completion the client gets, and what was decided on the way."""
+    """The result the client gets (rendered by its front), and what was decided on the way."""
 
-    completion: dict[str, Any]
-    outcome: Outcome
+    result: TurnResult
     notes: tuple[str, ...] = ()
     upstream_status: int | None = None
     received: Any = field(default=None, repr=False)  # upstream's body, for `log_bodies`
     dropped_calls: int = 0  # by `parallel_tool_calls: false`
+
+    @property
+    def outcome(self) -> Outcome:
+        """What normalisation repaired and refused."""
+        return self.result.outcome
 
 
 @dataclass(frozen=True)
@@ -79,18 +85,20 @@ def decide(plan: TurnPlan, reply: UpstreamReply | ProxyError) -> Decision:
         return Failure(error, upstream_status=status, received=body,
                        fit=_fitting(plan, error))
     try:
-        completion, outcome = normalize_completion(body, plan.extraction)
+        result = normalize(body, plan.extraction)
     except UpstreamShapeError as exc:
         return Failure(answer_not_completion(exc), upstream_status=status, received=body)
     notes = []
-    dropped = 0 if plan.parallel_tool_calls else keep_first_call(completion, outcome)
+    dropped = 0
+    if not plan.parallel_tool_calls:
+        result, dropped = first_calls_only(result)
     if dropped:
         notes.append("parallel_tool_calls_false:kept_first_call")
-    if plan.tool_call_required and not outcome.tool_calls:
+    if plan.tool_call_required and not result.outcome.tool_calls:
         notes.append("tool_call_required_but_none_found")
-        return Failure(required_call_unmet(plan.config.required_call_retries), outcome,
+        return Failure(required_call_unmet(plan.config.required_call_retries), result.outcome,
                        tuple(notes), status, body, ask_again=True)
-    return Answer(completion, outcome, tuple(notes), status, body, dropped)
+    return Answer(result, tuple(notes), status, body, dropped)
 
 
 def _fitting(plan: TurnPlan, error: ProxyError) -> Refit | None:
@@ -108,23 +116,3 @@ def required_call_unmet(retries: int) -> ProxyError:
         502, "tool_choice asked for a tool call and the model answered without one"
         + (f" (asked {retries + 1} times)." if retries else "."),
         type_="upstream_error", code="tool_call_required_unmet")
-
-
-def keep_first_call(completion: dict[str, Any], outcome: Outcome | None = None) -> int:
-    """`parallel_tool_calls: false`: only each choice's first call is emitted; returns how
-    many calls were dropped, and keeps `outcome`'s counts to the calls emitted."""
-    dropped = 0
-    kept_formats: list[str] = []
-    position = 0
-    for choice in completion["choices"]:
-        calls = choice["message"].get("tool_calls") or []
-        if outcome is not None and calls:
-            kept_formats.append(outcome.call_formats[position])
-            position += len(calls)
-        if len(calls) > 1:
-            dropped += len(calls) - 1
-            choice["message"]["tool_calls"] = calls[:1]
-    if outcome is not None and dropped:
-        outcome.call_formats = kept_formats
-        outcome.tool_calls -= dropped
-    return dropped

@@ -1,10 +1,11 @@
-"""Upstream chat completion → a clean OpenAI chat completion, plus what was repaired.
+"""Upstream chat completion → the turn's typed result (`TurnResult`), calls extracted and
+repaired, and what was repaired and refused.
 
-An allowlist of OpenAI's schema decides what the client sees: whatever a server adds
-(vLLM's `prompt_logprobs`, `kv_transfer_params`, `token_ids`, …) is left out. One fact beyond
-it is kept on each choice for the fronts to render or not: vLLM's `stop_reason` when it names
-the stop string that ended the choice (the chat front leaves it out, the Messages front tells
-a stop sequence from a natural end by it).
+Only what OpenAI's schema has is read: whatever a server adds (vLLM's `prompt_logprobs`,
+`kv_transfer_params`, `token_ids`, …) never reaches a client. One fact beyond it is kept for
+the fronts to render or not: vLLM's `stop_reason` when it names the stop string that ended a
+choice (`Choice.stop_sequence`: the Messages front tells a stop sequence from a natural end
+by it).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -22,10 +23,9 @@ from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
 from ..toolcalls.answer import plain_answer
 from ..toolcalls.names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
 from ..toolcalls.repair import NotJson, loads_repaired
+from .result import Call, Choice, Outcome, Repair, TextLeft, TurnResult, Usage
 from .thinking import LONE_CLOSE_RULE, ThinkingRule, answer_thinking
 
-_TOP_LEVEL = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint",
-              "service_tier")
 _PROMPT_DETAILS = ("cached_tokens", "audio_tokens")
 _COMPLETION_DETAILS = ("reasoning_tokens", "audio_tokens", "accepted_prediction_tokens",
                        "rejected_prediction_tokens")
@@ -37,37 +37,6 @@ _THINK_OPEN_AT_START = re.compile(r"\s*+<(think|seed:think)>")
 
 class UpstreamShapeError(ValueError):
     """The upstream answered 200 with something that is not a chat completion."""
-
-
-@dataclass(frozen=True)
-class Repair:
-    """One repair applied, for logs and metrics."""
-
-    format: str
-    repair: str
-    tool: str | None
-
-
-@dataclass(frozen=True)
-class TextLeft:
-    """A frame that stayed text, and why."""
-
-    format: str
-    reason: str
-    tool: str | None
-
-
-@dataclass
-class Outcome:
-    """What normalisation decided for one completion."""
-
-    tool_calls: int = 0
-    formats: list[str] = field(default_factory=list)
-    call_formats: list[str] = field(default_factory=list)  # one entry per emitted call
-    repairs: list[Repair] = field(default_factory=list)
-    left_as_text: list[TextLeft] = field(default_factory=list)
-    finish_before: list[str | None] = field(default_factory=list)
-    finish_after: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -98,21 +67,19 @@ def mint_call_id(taken: set[str]) -> str:
             return call_id
 
 
-def _clean_usage(usage: Any) -> dict[str, Any] | None:
+def _usage_of(usage: Any) -> Usage | None:
+    """The upstream's usage, its integer counts and the details OpenAI's schema has."""
     if not isinstance(usage, dict):
         return None
-    clean: dict[str, Any] = {}
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        if isinstance(usage.get(key), int):
-            clean[key] = usage[key]
+    counts = {key: usage[key] for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+              if isinstance(usage.get(key), int)}
+    details = []
     for key, allowed in (("prompt_tokens_details", _PROMPT_DETAILS),
                          ("completion_tokens_details", _COMPLETION_DETAILS)):
-        details = usage.get(key)
-        if isinstance(details, dict):
-            kept = {k: v for k, v in details.items() if k in allowed and isinstance(v, int)}
-            if kept:
-                clean[key] = kept
-    return clean
+        found = usage.get(key)
+        details.append({k: v for k, v in found.items() if k in allowed and isinstance(v, int)}
+                       if isinstance(found, dict) else {})
+    return Usage(**counts, prompt_details=details[0], completion_details=details[1])
 
 
 def _object_text(value: Any, repair: str) -> tuple[str | None, str | None]:
@@ -178,7 +145,7 @@ def _native_name(name: str, settings: ExtractionSettings, names: ToolNames,
 
 
 def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
-                  outcome: Outcome, taken_ids: set[str]) -> list[dict[str, Any]]:
+                  outcome: Outcome, taken_ids: set[str]) -> list[Call]:
     """Tool calls the upstream already parsed, with arguments made JSON-object strings;
     names checked as _native_name says (as they would be if the model had written the call
     as text)."""
@@ -206,8 +173,7 @@ def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
             taken_ids.add(call_id[-9:])
         else:
             call_id = mint_call_id(taken_ids)
-        kept.append({"id": call_id, "type": "function",
-                     "function": {"name": name, "arguments": arguments}})
+        kept.append(Call(call_id, name, arguments))
     return kept
 
 
@@ -278,9 +244,9 @@ def _last_block(found: Extraction) -> list[ToolCall]:
     return block
 
 
-def _add_calls(calls: list[dict[str, Any]], found: Extraction, outcome: Outcome,
+def _add_calls(calls: list[Call], found: Extraction, outcome: Outcome,
                taken_ids: set[str], from_reasoning: bool = False) -> None:
-    """Append the extracted calls in OpenAI's shape, recording formats and repairs."""
+    """Append the extracted calls, recording formats and repairs."""
     seen = set()
     for call in _last_block(found) if from_reasoning else found.calls:
         if from_reasoning:
@@ -288,8 +254,7 @@ def _add_calls(calls: list[dict[str, Any]], found: Extraction, outcome: Outcome,
                 continue  # a call drafted twice in the reasoning is still one call
             seen.add((call.name, call.arguments))
             outcome.repairs.append(Repair(call.format, "from_reasoning", call.name))
-        calls.append({"id": mint_call_id(taken_ids), "type": "function",
-                      "function": {"name": call.name, "arguments": call.arguments}})
+        calls.append(Call(mint_call_id(taken_ids), call.name, call.arguments, call.format))
         outcome.repairs.extend(Repair(call.format, r, call.name) for r in call.repairs)
         outcome.call_formats.append(call.format)
     outcome.formats.extend(f for f in found.formats if f not in outcome.formats)
@@ -310,7 +275,9 @@ def _without_framing(content: str | None, reasoning: str | None,
 
 
 def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
-                      outcome: Outcome, taken_ids: set[str]) -> dict[str, Any]:
+                      outcome: Outcome, taken_ids: set[str]) -> Choice:
+    """One upstream choice as the turn's: thinking moved to the reasoning, calls read
+    (parsed by upstream, or written as text) and checked, the finish corrected."""
     if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
         raise UpstreamShapeError("a choice without a message")
     message = choice["message"]
@@ -364,23 +331,14 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
     outcome.finish_before.append(finish)
     outcome.finish_after.append(new_finish)
 
-    clean_message: dict[str, Any] = {"role": "assistant", "content": content}
-    if reasoning is not None and settings.reasoning_shown:
-        clean_message["reasoning_content"] = reasoning
-    if isinstance(message.get("refusal"), str):
-        clean_message["refusal"] = message["refusal"]
-    if calls:
-        clean_message["tool_calls"] = calls
     index = choice.get("index")
-    clean_choice = {
-        "index": index if isinstance(index, int) else position,
-        "message": clean_message,
-        "logprobs": _clean_logprobs(choice.get("logprobs")),
-        "finish_reason": new_finish,
-    }
-    if isinstance(choice.get("stop_reason"), str):  # the stop string that ended it
-        clean_choice["stop_reason"] = choice["stop_reason"]
-    return clean_choice
+    refusal = message.get("refusal")
+    stop_string = choice.get("stop_reason")  # vLLM's: the stop string that ended it
+    return Choice(index if isinstance(index, int) else position, content,
+                  reasoning if settings.reasoning_shown else None, tuple(calls), new_finish,
+                  stop_string if isinstance(stop_string, str) else None,
+                  refusal if isinstance(refusal, str) else None,
+                  _clean_logprobs(choice.get("logprobs")))
 
 
 def _clean_tokens(tokens: Any, top: bool = True) -> list[dict[str, Any]] | None:
@@ -411,9 +369,9 @@ def _clean_logprobs(logprobs: Any) -> dict[str, Any] | None:
             "refusal": _clean_tokens(logprobs.get("refusal"))}
 
 
-def normalize_completion(upstream: Any, settings: ExtractionSettings,
-                         ) -> tuple[dict[str, Any], Outcome]:
-    """The client's chat completion for an upstream one, and what was changed."""
+def normalize(upstream: Any, settings: ExtractionSettings) -> TurnResult:
+    """The turn's result for an upstream chat completion (UpstreamShapeError when it is
+    not one), with what was repaired and refused in its `outcome`."""
     if not isinstance(upstream, dict):
         raise UpstreamShapeError("the body is not a JSON object")
     choices = upstream.get("choices")
@@ -421,24 +379,16 @@ def normalize_completion(upstream: Any, settings: ExtractionSettings,
         raise UpstreamShapeError("no choices")
     outcome = Outcome()
     taken_ids: set[str] = set()
-    clean: dict[str, Any] = {key: upstream[key] for key in _TOP_LEVEL if key in upstream}
-    clean["id"] = upstream.get("id") if isinstance(upstream.get("id"), str) else (
-        "chatcmpl-" + random_alnum(24))
-    clean["object"] = "chat.completion"
-    if not isinstance(clean.get("created"), int):
-        clean["created"] = int(time.time())
-    if not isinstance(clean.get("model"), str):
-        clean["model"] = ""
-    for key in ("system_fingerprint", "service_tier"):
-        if not isinstance(clean.get(key), str):
-            clean.pop(key, None)
     # A choice left empty because a call was left out is still an answer (a 200): the
     # client sees the turn end, never an error it would retry (issue 26, item 6).
-    clean["choices"] = [_normalize_choice(choice, i, settings, outcome, taken_ids)
-                        for i, choice in enumerate(choices)]
-    usage = _clean_usage(upstream.get("usage"))
-    if usage is None:
-        clean.pop("usage", None)
-    else:
-        clean["usage"] = usage
-    return clean, outcome
+    read = tuple(_normalize_choice(choice, i, settings, outcome, taken_ids)
+                 for i, choice in enumerate(choices))
+    answer_id, created, model = (upstream.get(key) for key in ("id", "created", "model"))
+    fingerprint, tier = upstream.get("system_fingerprint"), upstream.get("service_tier")
+    return TurnResult(
+        answer_id if isinstance(answer_id, str) else "chatcmpl-" + random_alnum(24),
+        created if isinstance(created, int) else int(time.time()),
+        model if isinstance(model, str) else "",
+        read, _usage_of(upstream.get("usage")),
+        fingerprint if isinstance(fingerprint, str) else None,
+        tier if isinstance(tier, str) else None, outcome)

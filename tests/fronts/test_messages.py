@@ -16,7 +16,8 @@ from proxy.config import Config
 from proxy.errors import ProxyError
 from proxy.fronts import Incoming, messages
 from proxy.fronts.messages.request import estimate_tokens, tokenize_body, translate
-from proxy.turn.normalize import ExtractionSettings, normalize_completion
+from proxy.turn.normalize import ExtractionSettings, normalize
+from proxy.turn.result import Call, Choice, TurnResult, Usage
 from tests.fake_vllm import vllm_completion
 
 CONFIG = Config()
@@ -294,20 +295,11 @@ def test_parse_applies_the_models_settings():
 
 def _completion(content=None, *, reasoning=None, calls=(), finish="stop", stop_reason=None,
                 usage=None):
-    message = {"role": "assistant", "content": content}
-    if reasoning is not None:
-        message["reasoning_content"] = reasoning
-    if calls:
-        message["tool_calls"] = [{"id": call_id, "type": "function",
-                                  "function": {"name": name, "arguments": arguments}}
-                                 for call_id, name, arguments in calls]
-    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
-    if stop_reason is not None:
-        choice["stop_reason"] = stop_reason
-    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
-            "choices": [choice],
-            "usage": usage or {"prompt_tokens": 100, "completion_tokens": 7,
-                               "total_tokens": 107}}
+    """A turn's result, as the core hands it to the front."""
+    choice = Choice(0, content, reasoning, tuple(Call(*call) for call in calls), finish,
+                    stop_reason)
+    return TurnResult("chatcmpl-1", 1, "m", (choice,),
+                      usage or Usage(prompt_tokens=100, completion_tokens=7, total_tokens=107))
 
 
 def _plan(stops=()):
@@ -350,19 +342,18 @@ def test_a_native_call_id_gets_a_fresh_tool_use_id():
     ("stop", None, ("end_turn", None)),
     ("stop", "END", ("stop_sequence", "END")),
     ("stop", "OTHER", ("end_turn", None)),  # a stop string the request did not send
-    ("stop", 151643, ("end_turn", None)),  # a stop token id
     ("length", None, ("max_tokens", None)),
     ("tool_calls", None, ("tool_use", None)),
     ("content_filter", None, ("refusal", None)),
 ])
 def test_stop_reasons(finish, stop_reason, expected):
-    choice = {"finish_reason": finish, "stop_reason": stop_reason}
+    choice = Choice(0, "x", finish=finish, stop_sequence=stop_reason)
     assert messages.stop_of(choice, ("END", "\n\n")) == expected
+    # (a stop token id is no stop string: the core keeps none, see the test below)
 
 
 def test_usage_splits_cached_prompt_tokens():
-    usage = {"prompt_tokens": 1000, "completion_tokens": 12,
-             "prompt_tokens_details": {"cached_tokens": 960}}
+    usage = Usage(prompt_tokens=1000, completion_tokens=12, prompt_details={"cached_tokens": 960})
     assert messages.usage_of(usage) == {"input_tokens": 40, "cache_creation_input_tokens": 0,
                                         "cache_read_input_tokens": 960, "output_tokens": 12}
     assert messages.usage_of(None)["input_tokens"] == 0
@@ -438,9 +429,8 @@ def test_live_text_not_a_prefix_of_the_final_text_is_not_lost():
 def test_stream_stop_sequence_and_usage_in_message_delta():
     plan = _plan(stops=["END"])
     writer = messages.MessagesStream.for_plan(plan)
-    completion = _completion("Done", stop_reason="END", usage={
-        "prompt_tokens": 50, "completion_tokens": 3,
-        "prompt_tokens_details": {"cached_tokens": 20}})
+    completion = _completion("Done", stop_reason="END", usage=Usage(
+        prompt_tokens=50, completion_tokens=3, prompt_details={"cached_tokens": 20}))
     events = _events(writer.head() + writer.answer(completion))
     delta = next(e for e in events if e["type"] == "message_delta")
     assert delta["delta"] == {"stop_reason": "stop_sequence", "stop_sequence": "END"}
@@ -487,8 +477,8 @@ def test_the_stop_string_is_the_turns_and_only_the_messages_front_renders_it():
 
     upstream = vllm_completion("Step one")
     upstream["choices"][0]["stop_reason"] = "END"
-    kept, _ = normalize_completion(upstream, ExtractionSettings(tools={}))
-    assert kept["choices"][0]["stop_reason"] == "END"
+    kept = normalize(upstream, ExtractionSettings(tools={}))
+    assert kept.first.stop_sequence == "END"
     chat_plan = chat.parse(Incoming.post(chat.PATH, orjson.dumps({
         "model": "m", "messages": [{"role": "user", "content": "x"}],
         "tools": [{"type": "function", "function": {"name": "f"}}]})), CONFIG)
@@ -500,5 +490,5 @@ def test_the_stop_string_is_the_turns_and_only_the_messages_front_renders_it():
     answer = orjson.loads(messages.render_json(plan, kept))
     assert (answer["stop_reason"], answer["stop_sequence"]) == ("stop_sequence", "END")
     upstream["choices"][0]["stop_reason"] = 151645  # a stop token id: not a stop sequence
-    token, _ = normalize_completion(upstream, ExtractionSettings(tools={}))
-    assert "stop_reason" not in token["choices"][0]
+    token = normalize(upstream, ExtractionSettings(tools={}))
+    assert token.first.stop_sequence is None

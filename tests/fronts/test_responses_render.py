@@ -13,6 +13,7 @@ from proxy.errors import ProxyError
 from proxy.fronts import Incoming
 from proxy.fronts.responses import FRONT, PATH, keep, parse, render_json
 from proxy.fronts.responses.stream import ResponsesStream
+from proxy.turn.result import Call, Choice, TurnResult, Usage
 
 EVENTS = TypeAdapter(ResponseStreamEvent)
 TOOLS = [{"type": "function", "name": "read",
@@ -29,19 +30,13 @@ def plan(**body):
 
 
 def completion(content=None, *, reasoning=None, calls=(), finish="stop", refusal=None):
-    message = {"role": "assistant", "content": content}
-    if reasoning:
-        message["reasoning_content"] = reasoning
-    if refusal:
-        message["refusal"] = refusal
-    if calls:
-        message["tool_calls"] = [{"id": f"call_{i}", "type": "function",
-                                  "function": {"name": name, "arguments": args}}
-                                 for i, (name, args) in enumerate(calls)]
-    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
-                      "prompt_tokens_details": {"cached_tokens": 4}}}
+    """A turn's result, as the core hands it to the front."""
+    choice = Choice(0, content, reasoning, tuple(
+        Call(f"call_{i}", name, args) for i, (name, args) in enumerate(calls)), finish,
+        refusal=refusal)
+    return TurnResult("chatcmpl-1", 1, "m", (choice,), Usage(
+        prompt_tokens=10, completion_tokens=5, total_tokens=15,
+        prompt_details={"cached_tokens": 4}))
 
 
 FULL = completion("Let me look.", reasoning="The user wants files.",

@@ -1,5 +1,6 @@
 """Rules every front shares, written once: what of a finished answer the streamed mode still
-has to send, and the one 400 each front words in its own envelope."""
+has to send, the one 400 each front words in its own envelope, and the one typed result
+each renders in its own words."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from proxy.errors import bad_request
 from proxy.fronts import unsent
 from proxy.fronts.registry import FRONTS
+from proxy.turn.result import Call, Choice, TurnResult, Usage
 
 
 @pytest.mark.parametrize(("text", "sent", "rest"), [
@@ -67,12 +69,9 @@ def test_the_messages_json_and_stream_hold_the_same_blocks(thinking: str, text: 
     raw = orjson.dumps({"model": "m", "max_tokens": 64, "stream": True,
                         "messages": [{"role": "user", "content": "hi"}]})
     plan = messages.parse(Incoming.post(messages.PATH, raw), Config())
-    calls = [{"id": f"call_{n}x", "type": "function",
-              "function": {"name": "read", "arguments": f'{{"path": "/{n}"}}'}}
-             for n in (1, 2)]
-    completion = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-        "role": "assistant", "content": "Reading.", "reasoning_content": "Think.",
-        "tool_calls": calls}}], "usage": {"prompt_tokens": 5, "completion_tokens": 7}}
+    calls = tuple(Call(f"call_{n}x", "read", f'{{"path": "/{n}"}}') for n in (1, 2))
+    completion = TurnResult("c", 1, "m", (Choice(0, "Reading.", "Think.", calls, "tool_calls"),),
+                            Usage(prompt_tokens=5, completion_tokens=7))
     stream = messages.MessagesStream.for_plan(plan)
     raw_stream = (stream.head() + stream.reasoning(thinking) + stream.text(text)
                   + stream.answer(completion))
@@ -136,9 +135,8 @@ def test_every_writer_streams_what_it_would_answer_whole(name, reasoning, conten
     """Whatever went out live (a prefix of the reasoning, then of the text, in pieces), what
     a client reads of the stream is the finished answer: the streamed mode's rule through
     every front's writer."""
-    completion = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
-        "role": "assistant", "content": content or None,
-        "reasoning_content": reasoning or None}}], "usage": {}}
+    completion = TurnResult("c", 1, "m", (Choice(0, content or None, reasoning or None),),
+                            Usage())
     writer = _writer(name)
     data = writer.head()
     said = cut.draw(st.integers(0, len(reasoning)))
@@ -151,3 +149,70 @@ def test_every_writer_streams_what_it_would_answer_whole(name, reasoning, conten
     whole = _writer(name)
     assert _READERS[name](data) == (reasoning, content)
     assert _READERS[name](whole.head() + whole.answer(completion)) == (reasoning, content)
+
+
+_RESULT = TurnResult("chatcmpl-1", 1, "m", (Choice(
+    0, "Reading.", "Think.", (Call("call_" + "a" * 24, "read", '{"path": "/a"}', "hermes"),),
+    "tool_calls"),), Usage(prompt_tokens=9, completion_tokens=4, total_tokens=13,
+                           prompt_details={"cached_tokens": 5}))
+
+
+def _rendered(name: str, body: dict, config) -> dict:
+    from proxy.fronts import Incoming
+
+    front = next(front for front in FRONTS if front.name == name)
+    raw = orjson.dumps({"model": "m", **body})
+    return orjson.loads(front.render_json(front.parse(Incoming.post(front.path, raw), config),
+                                          _RESULT))
+
+
+def _wire_read(name: str, answer: dict) -> tuple:
+    """(reasoning, text, calls as (name, arguments), finish, input tokens) as each wire says."""
+    if name == "chat":
+        (choice,) = answer["choices"]
+        message = choice["message"]
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        calls = [(c["function"]["name"], c["function"]["arguments"])
+                 for c in message.get("tool_calls") or ()]
+        return (reasoning, message["content"], calls, choice["finish_reason"],
+                answer["usage"]["prompt_tokens"])
+    if name == "responses":
+        items = answer["output"]
+        reasoning = [i["summary"][0]["text"] for i in items if i["type"] == "reasoning"]
+        texts = [p["text"] for i in items if i["type"] == "message" for p in i["content"]]
+        calls = [(i["name"], i["arguments"]) for i in items if i["type"] == "function_call"]
+        return ((reasoning or [None])[0], (texts or [None])[0], calls, answer["status"],
+                answer["usage"]["input_tokens"])
+    blocks = answer["content"]
+    return (next((b["thinking"] for b in blocks if b["type"] == "thinking"), None),
+            next((b["text"] for b in blocks if b["type"] == "text"), None),
+            [(b["name"], orjson.dumps(b["input"]).decode()) for b in blocks
+             if b["type"] == "tool_use"], answer["stop_reason"],
+            sum(answer["usage"][k] for k in ("input_tokens", "cache_read_input_tokens")))
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning", "both", "drop"])
+def test_every_front_renders_the_one_typed_result(field):
+    """One `TurnResult`, three wires: each says the same reasoning, text, calls, finish and
+    prompt tokens in its own words, and chat's `reasoning_field` names the reasoning on the
+    chat wire alone (it is the core that leaves the reasoning out when it is not shown)."""
+    from proxy.config import Config
+
+    config = Config(reasoning_field=field)
+    tools = {"chat": {"messages": [{"role": "user", "content": "hi"}],
+                      "tools": [{"type": "function", "function": {"name": "read"}}]},
+             "responses": {"input": "hi", "tools": [{"type": "function", "name": "read"}]},
+             "messages": {"max_tokens": 64, "messages": [{"role": "user", "content": "hi"}],
+                          "tools": [{"name": "read", "input_schema": {"type": "object"}}]}}
+    read = {name: _wire_read(name, _rendered(name, body, config)) for name, body in tools.items()}
+    calls = [("read", '{"path":"/a"}')]
+    assert read["responses"] == ("Think.", "Reading.", [("read", '{"path": "/a"}')],
+                                 "completed", 9)
+    assert read["messages"] == ("Think.", "Reading.", calls, "tool_use", 9)
+    chat_reasoning = None if field == "drop" else "Think."
+    assert read["chat"] == (chat_reasoning, "Reading.", [("read", '{"path": "/a"}')],
+                            "tool_calls", 9)
+    chat_message = _rendered("chat", tools["chat"], config)["choices"][0]["message"]
+    assert {key for key in chat_message if key.startswith("reasoning")} == {
+        "reasoning_content": {"reasoning_content"}, "reasoning": {"reasoning"},
+        "both": {"reasoning_content", "reasoning"}, "drop": set()}[field]

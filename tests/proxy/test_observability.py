@@ -121,7 +121,9 @@ def test_log_bodies_when_switched_on_redacts_credentials(fake, start_proxy, log_
     assert line["bodies"]["request"]["messages"] == USER
     assert line["bodies"]["request"]["api_key"] == "[redacted]"
     assert line["bodies"]["response"]["choices"][0]["finish_reason"] == "stop"  # as upstream said
-    assert line["bodies"]["sent"]["choices"][0]["finish_reason"] == "tool_calls"
+    sent = line["bodies"]["sent"]["choices"][0]  # the turn's result, as data
+    assert sent["finish"] == "tool_calls"
+    assert [call["name"] for call in sent["calls"]] == ["read"]
     assert "sk-live-123" not in json.dumps(line)
 
 
@@ -251,7 +253,7 @@ def test_text_log_line_is_logfmt_and_cannot_be_forged():
     import io
 
     from proxy.observe import RequestLog
-    from proxy.turn.normalize import Outcome
+    from proxy.turn.result import Outcome
 
     stream = io.StringIO()
     logger = logging.getLogger("test_logfmt")
@@ -303,7 +305,7 @@ def test_log_line_names_only_the_request_s_own_tools(fake, start_proxy, log_line
 
 def test_a_log_record_without_declared_tools_names_none():
     from proxy.observe import RequestLog
-    from proxy.turn.normalize import Outcome, Repair, TextLeft
+    from proxy.turn.result import Outcome, Repair, TextLeft
 
     log = RequestLog("r", "POST", "/v1/chat/completions")
     log.outcome = Outcome(repairs=[Repair("hermes", "trailing_comma", "read")],

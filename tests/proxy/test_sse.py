@@ -6,7 +6,8 @@ import json
 
 from proxy.fronts.chat import StreamIdentity, completion_chunks, heartbeat, role_chunks
 from proxy.sse import SseDecoder
-from proxy.turn.normalize import ExtractionSettings, normalize_completion
+from proxy.turn.normalize import ExtractionSettings, normalize
+from proxy.turn.result import Choice, TurnResult
 from tests.fake_vllm import vllm_completion
 
 IDENT = StreamIdentity("chatcmpl-x", 1700000000, "qwen")
@@ -27,7 +28,7 @@ def _chunks(completion, include_usage=False):
 
 def _completion(text, **kwargs):
     settings = ExtractionSettings(tools={"read": {}})
-    return normalize_completion(vllm_completion(text, **kwargs), settings)[0]
+    return normalize(vllm_completion(text, **kwargs), settings)
 
 
 def test_order_role_reasoning_content_calls_finish_usage():
@@ -70,8 +71,7 @@ def test_heartbeats_add_nothing_to_the_message():
 
 def test_every_choice_that_begins_ends_whatever_upstream_returned():
     ident = StreamIdentity("chatcmpl-x", 1, "m")
-    one = {"choices": [{"index": 1, "message": {"role": "assistant", "content": "b"},
-                        "finish_reason": "stop", "logprobs": None}]}
+    one = TurnResult("c", 1, "m", (Choice(1, "b"),))
     raw = role_chunks(ident) + b"".join(completion_chunks(ident, one, False))
     chunks = [json.loads(line[6:]) for line in raw.split(b"\n\n")
               if line.startswith(b"data: {")]

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from proxy.fronts.chat import StreamIdentity, completion_chunks, heartbeat, role_chunks
 from proxy.sse import SseEvents
+from proxy.turn.result import Call, Choice, TurnResult, Usage
 
 IDENT = StreamIdentity("chatcmpl-p", 1, "m")
 # Strings as they come out of orjson.loads of an upstream body: no lone surrogates.
@@ -15,15 +16,11 @@ text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=200)
 values = st.one_of(st.integers(-(2**53), 2**53), text, st.none())
 arguments = st.dictionaries(text.map(lambda t: t[:10]), values, max_size=4).map(
     lambda d: orjson.dumps(d).decode())
-call = st.builds(lambda i, name, args: {"id": f"call_{i:024d}", "type": "function",
-                                        "function": {"name": name, "arguments": args}},
+call = st.builds(lambda i, name, args: Call(f"call_{i:024d}", name, args),
                  st.integers(0, 10**6), text.filter(bool).map(lambda t: t[:20]), arguments)
 choice = st.builds(
-    lambda content, reasoning, calls, finish: {
-        "message": {"role": "assistant", "content": content,
-                    **({"reasoning_content": reasoning} if reasoning else {}),
-                    **({"tool_calls": calls} if calls else {})},
-        "finish_reason": "tool_calls" if calls else finish, "logprobs": None},
+    lambda content, reasoning, calls, finish: (content, reasoning, tuple(calls),
+                                               "tool_calls" if calls else finish),
     st.one_of(st.none(), text), st.one_of(st.none(), text), st.lists(call, max_size=3),
     st.sampled_from(["stop", "length", "content_filter"]))
 
@@ -31,10 +28,9 @@ choice = st.builds(
 @settings(max_examples=200, deadline=None)
 @given(st.lists(choice, min_size=1, max_size=3), st.booleans(), st.booleans())
 def test_stream_reassembles_to_the_completion(choices, include_usage, with_heartbeat):
-    for i, item in enumerate(choices):
-        item["index"] = i
-    completion = {"choices": choices, "usage": {"prompt_tokens": 1, "completion_tokens": 2,
-                                                "total_tokens": 3}}
+    choices = [Choice(i, *item) for i, item in enumerate(choices)]
+    completion = TurnResult("c", 1, "m", tuple(choices),
+                            Usage(prompt_tokens=1, completion_tokens=2, total_tokens=3))
     raw = role_chunks(IDENT)
     if with_heartbeat:
         raw += heartbeat(IDENT, "both")
@@ -62,14 +58,14 @@ def test_stream_reassembles_to_the_completion(choices, include_usage, with_heart
                 entry["arguments"] += piece.get("function", {}).get("arguments") or ""
             slot["finish"] = part["finish_reason"] or slot["finish"]
     for item in choices:
-        slot = got[item["index"]]
+        slot = got[item.index]
         assert slot["roles"] == 1  # each choice begins once
-        message = item["message"]
-        assert slot["content"] == (message["content"] or "")
-        assert slot["reasoning"] == (message.get("reasoning_content") or "")
+        assert slot["content"] == (item.content or "")
+        assert slot["reasoning"] == (item.reasoning or "")
         calls = [slot["calls"][i] for i in sorted(slot["calls"])]
-        assert calls == [{"id": c["id"], **c["function"]} for c in message.get("tool_calls", [])]
-        assert slot["finish"] == item["finish_reason"]
+        assert calls == [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                         for c in item.calls]
+        assert slot["finish"] == item.finish
     assert (usage is not None) == include_usage
 
 

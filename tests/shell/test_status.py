@@ -31,7 +31,7 @@ from proxy.status import (
     percentile,
     turn_record,
 )
-from proxy.turn.normalize import Outcome, Repair, TextLeft
+from proxy.turn.result import Outcome, Repair, TextLeft
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion, vllm_error
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from proxy.turn.normalize import ExtractionSettings, Repair, normalize_completion
+from proxy.turn.normalize import ExtractionSettings, Repair, normalize
 from proxy.turn.thinking import ThinkingRule, thinking_rule
 from tests.fake_vllm import vllm_completion
 from tests.streamed_cases import both_modes
@@ -21,13 +21,13 @@ CALL = '<tool_call>\n{"name": "read", "arguments": {"path": "/a"}}\n</tool_call>
 
 def _message(content: str, settings: ExtractionSettings = AUTO, finish: str = "stop",
              ) -> tuple[dict, list[Repair]]:
-    completion, outcome = normalize_completion(
+    result = normalize(
         vllm_completion(content, finish_reason=finish), settings)
-    return completion["choices"][0]["message"], outcome.repairs
+    return result.first, result.outcome.repairs
 
 
 def _split(message: dict) -> tuple[str | None, str | None]:
-    return message.get("reasoning_content"), message["content"]
+    return message.reasoning, message.content
 
 
 # Item 1: text before a lone closer of each family is the reasoning.
@@ -86,13 +86,13 @@ def test_with_the_template_known_to_open_no_block_a_lone_closer_is_text():
 
 def test_a_call_before_the_lone_closer_is_a_call_in_the_reasoning():
     message, repairs = _message(f"I need the file.\n{CALL}\n</think>\n\n")
-    calls = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
-             for c in message["tool_calls"]]
+    calls = [(c.name, json.loads(c.arguments))
+             for c in message.calls]
     assert calls == [("read", {"path": "/a"})]
     assert Repair("hermes", "from_reasoning", "read") in repairs
-    assert message["reasoning_content"] == "I need the file."
+    assert message.reasoning == "I need the file."
     drafted, _ = _message(f"Maybe:\n{CALL}\n</think>\nThe file is empty, no need.")
-    assert "tool_calls" not in drafted  # the model answered in prose: a draft, not a call
+    assert not drafted.calls  # the model answered in prose: a draft, not a call
     assert _split(drafted) == (f"Maybe:\n{CALL}", "The file is empty, no need.")
 
 
@@ -174,7 +174,7 @@ FRAMING_MENTIONED = [
 def test_the_markup_framing_a_plain_answer_is_dropped(content, split):
     message, _ = _message(content)
     assert _split(message) == split
-    assert "tool_calls" not in message
+    assert not message.calls
 
 
 @pytest.mark.parametrize("content", FRAMING_MENTIONED)

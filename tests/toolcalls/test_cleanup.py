@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from proxy.toolcalls import extract
-from proxy.turn.normalize import ExtractionSettings, normalize_completion
+from proxy.turn.normalize import ExtractionSettings, normalize
 from tests.fake_vllm import vllm_completion
 
 TOOLS = {"get_weather": {"type": "object", "properties": {"city": {"type": "string"}}},
@@ -135,16 +135,16 @@ def test_harmony_messages_around_a_call_are_split_into_reasoning_and_answer():
 
 def test_the_reasoning_found_beside_a_call_reaches_the_reasoning_field():
     content = ANALYSIS + HARMONY
-    completion, _ = normalize_completion(vllm_completion(content),
+    result = normalize(vllm_completion(content),
                                          ExtractionSettings(tools=TOOLS))
-    message = completion["choices"][0]["message"]
-    assert message["content"] is None
-    assert message["reasoning_content"] == "The user wants the weather."
-    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
-    completion, _ = normalize_completion(vllm_completion(content, reasoning="Upstream's."),
+    message = result.first
+    assert message.content is None
+    assert message.reasoning == "The user wants the weather."
+    assert [c.name for c in message.calls] == ["get_weather"]
+    result = normalize(vllm_completion(content, reasoning="Upstream's."),
                                          ExtractionSettings(tools=TOOLS))
-    message = completion["choices"][0]["message"]
-    assert message["reasoning_content"] == "Upstream's.\nThe user wants the weather."
+    message = result.first
+    assert message.reasoning == "Upstream's.\nThe user wants the weather."
 
 
 def test_left_out_says_what_left_the_content():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.toolcalls import extract
-from proxy.turn.normalize import ExtractionSettings, normalize_completion
+from proxy.turn.normalize import ExtractionSettings, normalize
 from tests.fake_vllm import vllm_completion
 
 TOOLS = {
@@ -169,25 +169,25 @@ def test_a_schema_is_not_arguments():
 
 def _normalized(content: str | None, reasoning: str | None = None,
                 thinking_as_reasoning: bool = True) -> dict:
-    completion, _ = normalize_completion(vllm_completion(content, reasoning=reasoning),
+    result = normalize(vllm_completion(content, reasoning=reasoning),
                                          ExtractionSettings(
                                              tools=TOOLS,
                                              reasoning_from_content=thinking_as_reasoning))
-    return completion["choices"][0]["message"]
+    return result.first
 
 
 def test_a_revised_draft_in_the_reasoning_yields_only_the_final_call():
     reasoning = (f"First {HERMES}\nhmm no, Rome is where the user is:\n"
                  + HERMES.replace("Paris", "Rome"))
     message = _normalized(None, reasoning)
-    assert [c["function"]["arguments"] for c in message["tool_calls"]] == ['{"city":"Rome"}']
+    assert [c.arguments for c in message.calls] == ['{"city":"Rome"}']
     two = HERMES + "\n" + HERMES.replace("Paris", "Rome")  # one block: both are meant
-    assert len(_normalized(None, "Calling both:\n" + two)["tool_calls"]) == 2
+    assert len(_normalized(None, "Calling both:\n" + two).calls) == 2
 
 
 def test_a_call_mentioned_in_the_reasoning_is_not_recovered():
     message = _normalized(None, f"Last turn I called {HERMES} and got 21C. Nothing to do.")
-    assert "tool_calls" not in message
+    assert not message.calls
 
 
 def test_seed_oss_thinking_is_split_off_like_think():
@@ -195,13 +195,13 @@ def test_seed_oss_thinking_is_split_off_like_think():
                 "Wait, fine.</seed:think>")
     call = QWEN.replace("tool_call", "seed:tool_call")
     message = _normalized(thinking + call, thinking_as_reasoning=False)
-    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
-    assert message["content"] == thinking
+    assert [c.name for c in message.calls] == ["get_weather"]
+    assert message.content == thinking
     message = _normalized(thinking + call)  # the default: the thinking is the reasoning
-    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
-    assert message["reasoning_content"] == thinking.removeprefix("<seed:think>\n").removesuffix(
+    assert [c.name for c in message.calls] == ["get_weather"]
+    assert message.reasoning == thinking.removeprefix("<seed:think>\n").removesuffix(
         "</seed:think>")
-    assert message["content"] is None
+    assert message.content is None
 
 
 def test_backticks_inside_frames_are_payload_not_inline_code():

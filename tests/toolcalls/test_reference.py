@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from proxy.toolcalls import extract
-from proxy.turn.normalize import ExtractionSettings, normalize_completion
+from proxy.turn.normalize import ExtractionSettings, normalize
 from tests.fake_vllm import vllm_completion
 
 STRING = {"type": "string"}
@@ -185,23 +185,23 @@ def test_a_value_holding_its_frames_markers_is_read_whole(value):
     assert calls(text) == [("write", {"path": "a.md", "content": value})]
     # Through the turn too: a `</think>` inside the value is not where thinking ends.
     for content in (text, "<think>plan</think>\n" + text):
-        completion, _ = normalize_completion(vllm_completion(content),
+        result = normalize(vllm_completion(content),
                                              ExtractionSettings(tools=TOOLS))
-        message = completion["choices"][0]["message"]
-        assert orjson.loads(message["tool_calls"][0]["function"]["arguments"])["content"] \
+        message = result.first
+        assert orjson.loads(message.calls[0].arguments)["content"] \
             == value
-        assert message["content"] is None
+        assert message.content is None
 
 
 def test_a_lone_think_close_before_a_call_still_ends_the_thinking():
     text = "I should read it.</think>\n<tool_call>\n<function=read>\n<parameter=path>\n/a\n" \
            "</parameter>\n</function>\n</tool_call>"
-    completion, _ = normalize_completion(vllm_completion(text), ExtractionSettings(tools=TOOLS))
-    message = completion["choices"][0]["message"]
-    assert message["tool_calls"][0]["function"]["name"] == "read"
+    result = normalize(vllm_completion(text), ExtractionSettings(tools=TOOLS))
+    message = result.first
+    assert message.calls[0].name == "read"
     # The text before the lone closer is the thinking (issue 26 item 1), the call the answer's.
-    assert message["content"] is None
-    assert message["reasoning_content"] == "I should read it."
+    assert message.content is None
+    assert message.reasoning == "I should read it."
 
 
 # --- Seed-OSS and Qwen: only the template's newlines are not the value's --------------------

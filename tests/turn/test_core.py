@@ -1,4 +1,4 @@
-"""The turn's decisions (`turn.core.decide`): the upstream's reply in, the client's completion
+"""The turn's decisions (`turn.core.decide`): the upstream's reply in, the turn's result
 or the error out, with every policy applied. No server."""
 
 from __future__ import annotations
@@ -36,10 +36,11 @@ def _reply(payload, status=200) -> UpstreamReply:
 def test_a_call_written_as_text_is_answered_with_tool_calls():
     decision = decide(_plan(), _reply(vllm_completion(HERMES)))
     assert isinstance(decision, Answer)
-    choice = decision.completion["choices"][0]
-    assert choice["finish_reason"] == "tool_calls"
-    assert choice["message"]["tool_calls"][0]["function"] == {"name": "read",
-                                                              "arguments": '{"path":"/a"}'}
+    choice = decision.result.first
+    assert choice.finish == "tool_calls"
+    assert [(call.name, call.arguments, call.format) for call in choice.calls] == [
+        ("read", '{"path":"/a"}', "hermes")]
+    assert choice.calls[0].id.startswith("call_")
     assert decision.outcome.tool_calls == 1
     assert decision.upstream_status == 200
 
@@ -79,10 +80,10 @@ def test_an_answer_left_empty_by_a_dropped_call_is_an_answer(unknown):
         decision = decide(_plan(build_config({"unknown_tool_calls": unknown})),
                           _reply(vllm_completion(None, tool_calls=[call])))
         assert isinstance(decision, Answer)
-        (choice,) = decision.completion["choices"]
+        (choice,) = decision.result.choices
         delivered = call["function"]["name"] == "rm" and unknown == "deliver"
-        assert choice["finish_reason"] == ("tool_calls" if delivered else "stop")
-        assert bool(choice["message"].get("tool_calls")) == delivered
+        assert choice.finish == ("tool_calls" if delivered else "stop")
+        assert bool(choice.calls) == delivered
 
 
 def test_parallel_tool_calls_false_keeps_the_first_call_and_counts_the_rest():
@@ -90,9 +91,10 @@ def test_parallel_tool_calls_false_keeps_the_first_call_and_counts_the_rest():
     decision = decide(_plan(parallel_tool_calls=False),
                       _reply(vllm_completion(tool_calls=calls, finish_reason="tool_calls")))
     assert isinstance(decision, Answer)
-    assert len(decision.completion["choices"][0]["message"]["tool_calls"]) == 1
+    assert [call.arguments for call in decision.result.calls] == ['{"path": "/a"}']
     assert decision.dropped_calls == 1
     assert decision.outcome.tool_calls == 1
+    assert decision.outcome.call_formats == ["native"]
     assert "parallel_tool_calls_false:kept_first_call" in decision.notes
 
 

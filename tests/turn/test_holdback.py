@@ -7,7 +7,7 @@ import pytest
 
 from proxy.toolcalls.registry import FORMATS, OPENERS
 from proxy.turn.holdback import Held, hold_rule, releasable
-from proxy.turn.normalize import ExtractionSettings, normalize_completion
+from proxy.turn.normalize import ExtractionSettings, normalize
 from tests.streamed_cases import TOOL_NAMES, corpus, fuzzed
 
 ALL = hold_rule(("auto",))
@@ -124,11 +124,11 @@ def _final_content(text: str) -> str:
     try:
         # The content as it reaches the hold-back (a leading think block is routed away
         # before it: tests/turn/test_thinking.py).
-        completion, _ = normalize_completion(upstream, ExtractionSettings(
+        result = normalize(upstream, ExtractionSettings(
             tools=tools, reasoning_from_content=False))
     except ValueError:  # nothing usable: the turn fails in both modes
         return text
-    return completion["choices"][0]["message"]["content"] or ""
+    return result.first.content or ""
 
 
 def test_the_answer_starts_with_whatever_was_released_at_every_character():

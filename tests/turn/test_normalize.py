@@ -12,13 +12,20 @@ from proxy.fronts import chat
 from proxy.turn.normalize import (
     ExtractionSettings,
     UpstreamShapeError,
-    normalize_completion,
+    normalize,
 )
 from proxy.turn.plan import plan_chat
 from tests.fake_vllm import vllm_completion, vllm_tool_call
 
 SETTINGS = ExtractionSettings(tools={"read": {}, "get_weather": {}})
 MESSAGE_KEYS = {"role", "content", "reasoning_content", "refusal", "tool_calls"}
+
+
+def normalize_completion(upstream, settings):
+    """The turn's result as the chat front renders it (the allowlist a client sees), and
+    what was repaired and refused."""
+    result = normalize(upstream, settings)
+    return chat.completion_of(result), result.outcome
 
 
 def _normalize(upstream, settings=SETTINGS):
@@ -43,16 +50,15 @@ def test_vendor_fields_are_left_out():
     ("reasoning_content", {"reasoning_content": "r"}), ("reasoning", {"reasoning": "r"}),
     ("both", {"reasoning_content": "r", "reasoning": "r"}), ("drop", {})])
 def test_reasoning_field_setting(field, expected):
-    """The core keeps the reasoning as `reasoning_content` (or drops it: not shown); the
-    names the chat wire gives it are the chat front's (`reasoning_field`)."""
+    """The core's result holds the reasoning (or none: not shown); the names the chat wire
+    gives it are the chat front's (`reasoning_field`)."""
     settings = ExtractionSettings(tools={}, reasoning_shown=field != "drop")
-    completion, _ = normalize_completion(vllm_completion("a", reasoning="r"), settings)
-    assert {k for k in completion["choices"][0]["message"] if k.startswith("reasoning")} == (
-        set() if field == "drop" else {"reasoning_content"})
+    result = normalize(vllm_completion("a", reasoning="r"), settings)
+    assert result.first.reasoning == (None if field == "drop" else "r")
     plan = plan_chat(orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}],
                                    "tools": [{"type": "function", "function": {"name": "f"}}]}),
                      Config(reasoning_field=field))
-    message = orjson.loads(chat.render_json(plan, completion))["choices"][0]["message"]
+    message = orjson.loads(chat.render_json(plan, result))["choices"][0]["message"]
     assert {k: v for k, v in message.items() if k.startswith("reasoning")} == expected
     assert list(message)[:2] == ["role", "content"]  # the reasoning in its place, after them
 
@@ -255,12 +261,13 @@ def test_logprobs_keep_openai_fields_only_and_reach_the_stream_once():
              "top_logprobs": [{"token": "Hi", "logprob": -0.1, "bytes": [72, 105],
                                "token_id": 9}]}
     upstream["choices"][0]["logprobs"] = {"content": [token], "vendor": 1}
-    completion, choice, _ = _normalize(upstream)
+    result = normalize(upstream, SETTINGS)
+    choice = chat.completion_of(result)["choices"][0]
     assert choice["logprobs"] == {"content": [{
         "token": "Hi", "logprob": -0.1, "bytes": [72, 105],
         "top_logprobs": [{"token": "Hi", "logprob": -0.1, "bytes": [72, 105]}]}],
         "refusal": None}
-    raw = b"".join(completion_chunks(StreamIdentity("c", 1, "m"), completion, False))
+    raw = b"".join(completion_chunks(StreamIdentity("c", 1, "m"), result, False))
     chunks = [json.loads(line[6:]) for line in raw.split(b"\n\n") if line.startswith(b"data: {")]
     carried = [c["choices"][0]["logprobs"] for c in chunks if c["choices"][0]["logprobs"]]
     assert carried == [choice["logprobs"]]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from proxy.turn.normalize import ExtractionSettings, Repair, normalize_completion
+from proxy.turn.normalize import ExtractionSettings, Repair, normalize
 from tests.fake_vllm import vllm_completion, vllm_tool_call
 
 SETTINGS = ExtractionSettings(tools={"read": {}, "get_weather": {}})
@@ -16,13 +16,13 @@ OTHER = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n<
 
 
 def _choice(upstream: dict, settings: ExtractionSettings = SETTINGS) -> tuple[dict, object]:
-    completion, outcome = normalize_completion(upstream, settings)
-    return completion["choices"][0], outcome
+    result = normalize(upstream, settings)
+    return result.first, result.outcome
 
 
 def _calls(choice: dict) -> list[tuple[str, dict]]:
-    return [(c["function"]["name"], json.loads(c["function"]["arguments"]))
-            for c in choice["message"].get("tool_calls", [])]
+    return [(c.name, json.loads(c.arguments))
+            for c in choice.calls]
 
 
 @pytest.mark.parametrize("content", [None, "", "  \n"])
@@ -30,10 +30,10 @@ def test_call_in_reasoning_field_is_recovered_when_nothing_is_visible(content):
     upstream = vllm_completion(content, reasoning=f"I should read the file.\n{CALL}")
     choice, outcome = _choice(upstream)
     assert _calls(choice) == [("read", {"path": "/a"})]
-    assert choice["finish_reason"] == "tool_calls"
+    assert choice.finish == "tool_calls"
     assert Repair("hermes", "from_reasoning", "read") in outcome.repairs
     assert outcome.call_formats == ["hermes"]
-    assert choice["message"]["reasoning_content"] == "I should read the file."
+    assert choice.reasoning == "I should read the file."
 
 
 def test_call_in_reasoning_content_field_is_recovered():
@@ -60,22 +60,22 @@ def test_call_in_think_block_is_recovered_when_nothing_follows_it(settings):
     content = f"<think>\nI need the file.\n{CALL}\n</think>\n\n"
     choice, outcome = _choice(vllm_completion(content), settings)
     assert _calls(choice) == [("read", {"path": "/a"})]
-    assert "<tool_call>" not in (choice["message"]["content"] or "")
+    assert "<tool_call>" not in (choice.content or "")
     assert Repair("hermes", "from_reasoning", "read") in outcome.repairs
     if settings.reasoning_from_content:  # the thinking is the reasoning, without the call
-        assert choice["message"]["reasoning_content"] == "I need the file."
-        assert choice["message"]["content"] is None
+        assert choice.reasoning == "I need the file."
+        assert choice.content is None
 
 
 def test_a_leading_think_block_is_the_reasoning_and_the_rest_the_answer():
     choice, outcome = _choice(vllm_completion("<think>\nTwo and two.\n</think>\n\nIt is 4."))
-    assert choice["message"]["reasoning_content"] == "Two and two."
-    assert choice["message"]["content"] == "It is 4."
+    assert choice.reasoning == "Two and two."
+    assert choice.content == "It is 4."
     assert Repair("content", "reasoning_from_content", None) in outcome.repairs
     kept, _ = _choice(vllm_completion("<think>\nTwo and two.\n</think>\n\nIt is 4."),
                       KEEP_THINKING)
-    assert kept["message"]["content"] == "<think>\nTwo and two.\n</think>\n\nIt is 4."
-    assert "reasoning_content" not in kept["message"]
+    assert kept.content == "<think>\nTwo and two.\n</think>\n\nIt is 4."
+    assert kept.reasoning is None
 
 
 @pytest.mark.parametrize("content", [
@@ -85,17 +85,17 @@ def test_a_leading_think_block_is_the_reasoning_and_the_rest_the_answer():
 ])
 def test_thinking_that_does_not_open_the_content_stays_in_it(content):
     choice, _ = _choice(vllm_completion(content))
-    assert choice["message"]["content"] == content
-    assert "reasoning_content" not in choice["message"]
+    assert choice.content == content
+    assert choice.reasoning is None
 
 
 def test_thinking_cut_by_length_is_all_reasoning_and_upstream_reasoning_wins():
     choice, _ = _choice(vllm_completion("<think>still going", finish_reason="length"))
-    assert (choice["message"]["reasoning_content"], choice["message"]["content"]) == (
+    assert (choice.reasoning, choice.content) == (
         "still going", "")
     both, _ = _choice(vllm_completion("<think>in content</think>answer", reasoning="own"))
-    assert both["message"]["reasoning_content"] == "own"  # a server's own reasoning: as is
-    assert both["message"]["content"] == "<think>in content</think>answer"
+    assert both.reasoning == "own"  # a server's own reasoning: as is
+    assert both.content == "<think>in content</think>answer"
 
 
 def test_call_before_a_lone_think_close_is_recovered():
@@ -109,7 +109,7 @@ def test_reasoning_draft_never_joins_a_real_call_in_content():
     choice, outcome = _choice(upstream)
     assert _calls(choice) == [("get_weather", {"city": "Paris"})]
     assert all(r.repair != "from_reasoning" for r in outcome.repairs)
-    assert "<tool_call>" in choice["message"]["reasoning_content"]
+    assert "<tool_call>" in choice.reasoning
 
 
 @pytest.mark.parametrize("settings", [SETTINGS, KEEP_THINKING])
@@ -118,9 +118,9 @@ def test_think_block_draft_never_joins_a_real_call_after_it(settings):
     choice, _ = _choice(vllm_completion(content), settings)
     assert _calls(choice) == [("get_weather", {"city": "Paris"})]
     if settings.reasoning_from_content:
-        assert choice["message"]["reasoning_content"] == f"Maybe:\n{CALL}"
+        assert choice.reasoning == f"Maybe:\n{CALL}"
     else:
-        assert choice["message"]["content"].startswith(f"<think>Maybe:\n{CALL}</think>")
+        assert choice.content.startswith(f"<think>Maybe:\n{CALL}</think>")
 
 
 def test_reasoning_draft_never_joins_a_native_call():
@@ -133,10 +133,10 @@ def test_reasoning_draft_never_joins_a_native_call():
 def test_no_recovery_when_the_content_holds_an_answer():
     upstream = vllm_completion("The file says hello.", reasoning=CALL)
     choice, outcome = _choice(upstream)
-    assert "tool_calls" not in choice["message"]
-    assert choice["message"]["content"] == "The file says hello."
-    assert choice["message"]["reasoning_content"] == CALL
-    assert choice["finish_reason"] == "stop"
+    assert not choice.calls
+    assert choice.content == "The file says hello."
+    assert choice.reasoning == CALL
+    assert choice.finish == "stop"
     assert outcome.tool_calls == 0
 
 
@@ -144,31 +144,31 @@ def test_no_recovery_when_the_content_holds_an_answer():
 def test_no_recovery_after_a_think_block_followed_by_an_answer(settings):
     content = f"<think>{CALL}</think>\nThe answer is 4."
     choice, _ = _choice(vllm_completion(content), settings)
-    assert "tool_calls" not in choice["message"]
+    assert not choice.calls
     if settings.reasoning_from_content:
-        assert choice["message"]["content"] == "The answer is 4."
-        assert choice["message"]["reasoning_content"] == CALL
+        assert choice.content == "The answer is 4."
+        assert choice.reasoning == CALL
     else:
-        assert choice["message"]["content"] == content
+        assert choice.content == content
 
 
 def test_no_recovery_when_the_output_was_cut_by_length():
     upstream = vllm_completion(None, reasoning=f"Let me think... {CALL} and then",
                                finish_reason="length")
     choice, _ = _choice(upstream)
-    assert "tool_calls" not in choice["message"]
-    assert choice["finish_reason"] == "length"
+    assert not choice.calls
+    assert choice.finish == "length"
 
 
 def test_reasoning_call_to_unknown_tool_stays_in_reasoning():
     reasoning = '<tool_call>{"name": "rm", "arguments": {}}</tool_call>'
     choice, outcome = _choice(vllm_completion(None, reasoning=reasoning))
-    assert "tool_calls" not in choice["message"]
-    assert choice["message"]["reasoning_content"] == reasoning
+    assert not choice.calls
+    assert choice.reasoning == reasoning
     assert [(x.reason, x.tool) for x in outcome.left_as_text] == [("unknown_tool", "rm")]
 
 
 def test_reasoning_recovery_respects_named_tool_choice():
     settings = ExtractionSettings(tools={"read": {}, "get_weather": {}}, only="get_weather")
     choice, _ = _choice(vllm_completion(None, reasoning=CALL), settings)
-    assert "tool_calls" not in choice["message"]
+    assert not choice.calls

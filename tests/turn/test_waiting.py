@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from proxy.errors import ProxyError
 from proxy.turn import waiting
 from proxy.turn.core import Answer, Failure
-from proxy.turn.normalize import Outcome
+from proxy.turn.result import Outcome
 from proxy.turn.waiting import (
     CHECK_SECONDS,
     Abandon,

@@ -1,7 +1,7 @@
 """The Anthropic Messages front (`POST /v1/messages`): Claude Code and every Messages client.
 
 Its request is translated to a chat completion (`request`; `count` for `count_tokens`) and
-answered by the same turn as the chat front's; the turn's completion comes back as an
+answered by the same turn as the chat front's; the turn's result comes back as an
 Anthropic `message` (`output`, whose content blocks the stream shares), or as its event
 stream (`stream`): `message_start`, per content block `content_block_start` →
 `content_block_delta` (`thinking_delta`, `text_delta`, `input_json_delta` holding the call's

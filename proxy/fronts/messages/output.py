@@ -1,4 +1,4 @@
-"""The Messages front's answer: the turn's completion as Anthropic's content blocks (built
+"""The Messages front's answer: the turn's result as Anthropic's content blocks (built
 once, for the JSON `message` and the event stream alike), its stop reason and usage."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import orjson
 
 from ...ids import random_alnum
 from ...turn.plan import TurnPlan
+from ...turn.result import CONTENT_FILTER, LENGTH, STOP, TOOL_CALLS, Choice, TurnResult, Usage
 
-_STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
+_STOP_REASONS = {TOOL_CALLS: "tool_use", LENGTH: "max_tokens", CONTENT_FILTER: "refusal"}
 
 
 @dataclass(frozen=True)
@@ -28,29 +29,17 @@ def _tool_id(call_id: str) -> str:
     return "toolu_" + (tail if tail.isalnum() and tail != call_id else random_alnum(24))
 
 
-def _reasoning(message: dict[str, Any]) -> str:
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    return reasoning if isinstance(reasoning, str) else ""
-
-
-def _tool_uses(message: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(id, name, arguments JSON) of each call, in order."""
-    return [(_tool_id(call["id"]), call["function"]["name"], call["function"]["arguments"])
-            for call in message.get("tool_calls") or ()]
-
-
-def content_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """The message's content blocks, in Anthropic's order: thinking, text, then a tool_use
+def content_blocks(choice: Choice) -> list[dict[str, Any]]:
+    """The answer's content blocks, in Anthropic's order: thinking, text, then a tool_use
     per call, whose `input` is still the call's arguments as JSON text (the JSON message
     holds it byte for byte, `as_json`; the stream sends it as one `input_json_delta`)."""
     blocks: list[dict[str, Any]] = []
-    if reasoning := _reasoning(message):
-        blocks.append({"type": "thinking", "thinking": reasoning, "signature": ""})
-    if message.get("content"):
-        blocks.append({"type": "text", "text": message["content"]})
-    blocks.extend({"type": "tool_use", "id": tool_id, "name": name,
-                   "input": arguments}
-                  for tool_id, name, arguments in _tool_uses(message))
+    if choice.reasoning:
+        blocks.append({"type": "thinking", "thinking": choice.reasoning, "signature": ""})
+    if choice.content:
+        blocks.append({"type": "text", "text": choice.content})
+    blocks.extend({"type": "tool_use", "id": _tool_id(call.id), "name": call.name,
+                   "input": call.arguments} for call in choice.calls)
     return blocks
 
 
@@ -61,26 +50,24 @@ def as_json(block: dict[str, Any]) -> dict[str, Any]:
     return {**block, "input": orjson.Fragment(block["input"])}
 
 
-def stop_of(choice: dict[str, Any], stop_sequences: tuple[str, ...]) -> tuple[str, str | None]:
-    """Anthropic's `stop_reason` and `stop_sequence` for a finished choice: a plain stop is
-    `stop_sequence` when vLLM's `stop_reason` names one of the request's stop strings."""
-    finish = choice.get("finish_reason")
-    if finish == "stop" and choice.get("stop_reason") in stop_sequences:
-        return "stop_sequence", choice["stop_reason"]
-    return _STOP_REASONS.get(finish, "end_turn"), None
+def stop_of(choice: Choice, stop_sequences: tuple[str, ...]) -> tuple[str, str | None]:
+    """Anthropic's `stop_reason` and `stop_sequence` for a finished answer: a plain stop is
+    `stop_sequence` when the stop string that ended it is one of the request's."""
+    if choice.finish == STOP and choice.stop_sequence in stop_sequences:
+        return "stop_sequence", choice.stop_sequence
+    return _STOP_REASONS.get(choice.finish, "end_turn"), None
 
 
-def usage_of(usage: Any) -> dict[str, int]:
-    """Chat usage as Anthropic's: input tokens not read from the prefix cache, those read,
-    and output tokens (the three input counts add up to the prompt, as Anthropic's do)."""
-    usage = usage if isinstance(usage, dict) else {}
-    prompt = usage.get("prompt_tokens", 0)
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens", 0) if isinstance(details, dict) else 0
-    cached = cached if isinstance(cached, int) else 0
+def usage_of(usage: Usage | None) -> dict[str, int]:
+    """The turn's usage as Anthropic's: input tokens not read from the prefix cache, those
+    read, and output tokens (the three input counts add up to the prompt, as Anthropic's
+    do)."""
+    usage = usage or Usage()
+    prompt = usage.prompt_tokens or 0
+    cached = usage.cached_tokens
     return {"input_tokens": max(prompt - cached, 0), "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": cached,
-            "output_tokens": usage.get("completion_tokens", 0)}
+            "output_tokens": usage.completion_tokens or 0}
 
 
 def message_shell(message_id: str, model: str) -> dict[str, Any]:
@@ -89,17 +76,17 @@ def message_shell(message_id: str, model: str) -> dict[str, Any]:
             "content": [], "stop_reason": None, "stop_sequence": None}
 
 
-def message_of(plan: TurnPlan, completion: dict[str, Any]) -> dict[str, Any]:
-    """The Anthropic `message` for a finished completion (its first choice)."""
+def message_of(plan: TurnPlan, result: TurnResult) -> dict[str, Any]:
+    """The Anthropic `message` for the turn's result (its first choice: no `n` here)."""
     front: MessagesData = plan.front_data
-    choice = completion["choices"][0]
+    choice = result.first
     out = message_shell("msg_" + random_alnum(24), front.model)
-    out["content"] = [as_json(block) for block in content_blocks(choice["message"])]
+    out["content"] = [as_json(block) for block in content_blocks(choice)]
     out["stop_reason"], out["stop_sequence"] = stop_of(choice, front.stop_sequences)
-    out["usage"] = usage_of(completion.get("usage"))
+    out["usage"] = usage_of(result.usage)
     return out
 
 
-def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
+def render_json(plan: TurnPlan, result: TurnResult) -> bytes:
     """The body of a non-streaming answer."""
-    return orjson.dumps(message_of(plan, completion))
+    return orjson.dumps(message_of(plan, result))

@@ -9,6 +9,7 @@ from ...errors import ProxyError
 from ...ids import random_alnum
 from ...sse import named_event
 from ...turn.plan import TurnPlan
+from ...turn.result import TurnResult
 from .. import unsent
 from .errors import error_body
 from .output import content_blocks, message_shell, stop_of, usage_of
@@ -83,14 +84,14 @@ class MessagesStream:
         """A text delta (in a text block, opened if need be)."""
         return self._live("text", text) if choice == 0 else b""
 
-    def answer(self, completion: dict[str, Any]) -> bytes:
+    def answer(self, result: TurnResult) -> bytes:
         """The rest of the message: its content blocks (`content_blocks`, as the JSON
         message holds them), thinking and text less what went out live, each tool call as a
         tool_use block with its arguments in one `input_json_delta`; then `message_delta`,
         `message_stop`."""
-        choice = completion["choices"][0]
+        choice = result.first
         out = []
-        for block in content_blocks(choice["message"]):
+        for block in content_blocks(choice):
             kind = block["type"]
             if kind in _DELTAS:
                 out.append(self._live(kind, unsent(block[kind], self._sent[kind])))
@@ -105,7 +106,7 @@ class MessagesStream:
         out.append(named_event("message_delta", {
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-            "usage": usage_of(completion.get("usage"))}))
+            "usage": usage_of(result.usage)}))
         out.append(named_event("message_stop", {"type": "message_stop"}))
         return b"".join(out)
 

@@ -17,6 +17,7 @@ import orjson
 from ...config import Config
 from ...errors import ProxyError, bad_request
 from ...turn.plan import PassthroughPlan, TurnPlan, parse_body, plan_turn
+from ...turn.result import TurnResult
 from .. import (
     STORED_DELETE,
     STORED_GET,
@@ -95,18 +96,18 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan | PassthroughPlan:
         rewrites=plan.rewrites + tuple(translation.notes))
 
 
-def render_json(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
+def render_json(plan: TurnPlan, result: TurnResult) -> bytes:
     """The `response` object, as the body of a non-streaming answer."""
-    return orjson.dumps(final_response(plan.front_data, completion))
+    return orjson.dumps(final_response(plan.front_data, result))
 
 
-def keep(plan: TurnPlan, completion: dict[str, Any]) -> StoredResponse | None:
+def keep(plan: TurnPlan, result: TurnResult) -> StoredResponse | None:
     """What the store keeps of a delivered answer (nothing with `store: false`)."""
     turn: ResponsesData = plan.front_data
     if not turn.store:
         return None
-    output = output_items(turn, completion)
-    body = orjson.dumps(final_response(turn, completion, output))
+    output = output_items(turn, result)
+    body = orjson.dumps(final_response(turn, result, output))
     return StoredResponse(turn.id, turn.previous, kept_items([*turn.items, *output]), body)
 
 

@@ -1,4 +1,4 @@
-"""The turn's completion as the Responses API answers it: output items, usage and the
+"""The turn's result as the Responses API answers it: output items, usage and the
 `response` object, the same for JSON, the stream's last event and what the store keeps.
 
 Item ids derive from a secret of the turn's own and the item's kind and place in `output`,
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import ProxyError
+from ...turn.result import LENGTH, Call, Choice, TurnResult, Usage
 from ..chat import worded
 from .tools import ToolRef, call_item
 
@@ -50,17 +51,6 @@ class ResponsesData:
         return f"{_PREFIX[kind]}_{digest}"
 
 
-def _choice(completion: dict[str, Any]) -> dict[str, Any]:
-    """The completion's first choice (the Responses API has no `n`)."""
-    return completion["choices"][0]
-
-
-def reasoning_of(message: dict[str, Any]) -> str:
-    """The model's reasoning, under either chat field name."""
-    text = message.get("reasoning_content") or message.get("reasoning")
-    return text if isinstance(text, str) else ""
-
-
 def reasoning_item(turn: ResponsesData, index: int, text: str) -> dict[str, Any]:
     """A `reasoning` item with the model's reasoning as its summary text."""
     return {"id": turn.item_id("reasoning", index), "type": "reasoning",
@@ -79,53 +69,51 @@ def message_item(turn: ResponsesData, index: int, parts: list[dict[str, Any]],
             "role": "assistant", "content": parts}
 
 
-def message_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """The visible text (and refusal) of a chat message, as content parts."""
+def message_parts(choice: Choice) -> list[dict[str, Any]]:
+    """The visible text (and refusal) of an answer, as content parts."""
     parts = []
-    if isinstance(message.get("content"), str) and message["content"]:
-        parts.append(text_part(message["content"]))
-    if isinstance(message.get("refusal"), str) and message["refusal"]:
-        parts.append({"type": "refusal", "refusal": message["refusal"]})
+    if choice.content:
+        parts.append(text_part(choice.content))
+    if choice.refusal:
+        parts.append({"type": "refusal", "refusal": choice.refusal})
     return parts
 
 
-def output_items(turn: ResponsesData, completion: dict[str, Any]) -> list[dict[str, Any]]:
-    """The completion's output items: reasoning, message, then each call."""
-    choice = _choice(completion)
-    message = choice["message"]
+def output_items(turn: ResponsesData, result: TurnResult) -> list[dict[str, Any]]:
+    """The answer's output items: reasoning, message, then each call (of the first choice:
+    the Responses API has no `n`)."""
+    choice = result.first
     items: list[dict[str, Any]] = []
-    reasoning = reasoning_of(message)
-    if reasoning:
-        items.append(reasoning_item(turn, len(items), reasoning))
-    parts = message_parts(message)
+    if choice.reasoning:
+        items.append(reasoning_item(turn, len(items), choice.reasoning))
+    parts = message_parts(choice)
     if parts:
-        status = "incomplete" if choice.get("finish_reason") == "length" else "completed"
+        status = "incomplete" if choice.finish == LENGTH else "completed"
         items.append(message_item(turn, len(items), parts, status))
-    for call in message.get("tool_calls") or ():
+    for call in choice.calls:
         kind = "custom_tool_call" if _custom(call, turn) else "function_call"
         items.append(call_item(call, turn.refs, turn.item_id(kind, len(items))))
     return items
 
 
-def _custom(call: dict[str, Any], turn: ResponsesData) -> bool:
-    ref = turn.refs.get(call["function"]["name"])
+def _custom(call: Call, turn: ResponsesData) -> bool:
+    ref = turn.refs.get(call.name)
     return ref is not None and ref.custom
 
 
-def usage_of(usage: Any) -> dict[str, Any] | None:
-    """Chat usage as Responses usage: integer counts and their details."""
-    if not isinstance(usage, dict):
+def usage_of(usage: Usage | None) -> dict[str, Any] | None:
+    """The turn's usage as Responses usage: integer counts and their details."""
+    if usage is None:
         return None
-    prompt = usage.get("prompt_tokens") or 0
-    completion = usage.get("completion_tokens") or 0
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+    prompt = usage.prompt_tokens or 0
+    completion = usage.completion_tokens or 0
     # No cache writes are reported by chat servers: 0, as the schema wants an integer.
     return {"input_tokens": prompt,
-            "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+            "input_tokens_details": {"cached_tokens": usage.cached_tokens,
+                                     "cache_write_tokens": 0},
             "output_tokens": completion,
-            "output_tokens_details": {"reasoning_tokens": reasoning},
-            "total_tokens": usage.get("total_tokens") or prompt + completion}
+            "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+            "total_tokens": usage.total_tokens or prompt + completion}
 
 
 def response_object(turn: ResponsesData, status: str, output: list[dict[str, Any]], *,
@@ -138,18 +126,18 @@ def response_object(turn: ResponsesData, status: str, output: list[dict[str, Any
             **turn.echo, "output": output, "usage": usage}
 
 
-def status_of(completion: dict[str, Any]) -> str:
+def status_of(result: TurnResult) -> str:
     """`incomplete` when the answer was cut by the token limit, else `completed`."""
-    return "incomplete" if _choice(completion).get("finish_reason") == "length" else "completed"
+    return "incomplete" if result.first.finish == LENGTH else "completed"
 
 
-def final_response(turn: ResponsesData, completion: dict[str, Any],
+def final_response(turn: ResponsesData, result: TurnResult,
                    output: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The finished response for the completion (`output`: the items as a stream sent them,
-    when they are known already)."""
-    status = status_of(completion)
-    items = output_items(turn, completion) if output is None else output
-    return response_object(turn, status, items, usage=usage_of(completion.get("usage")),
+    """The finished response for the turn's result (`output`: the items as a stream sent
+    them, when they are known already)."""
+    status = status_of(result)
+    items = output_items(turn, result) if output is None else output
+    return response_object(turn, status, items, usage=usage_of(result.usage),
                            incomplete=status == "incomplete")
 
 

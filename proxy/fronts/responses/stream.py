@@ -16,6 +16,7 @@ import orjson
 
 from ...errors import ProxyError
 from ...sse import named_event
+from ...turn.result import TurnResult
 from .. import unsent
 from .output import (
     ResponsesData,
@@ -144,9 +145,9 @@ class ResponsesStream:
         return self._item_events(item, live.index, sent=live.sent, opened=True)
 
     # -- the finished answer ------------------------------------------------------------------
-    def answer(self, completion: dict[str, Any]) -> bytes:
+    def answer(self, result: TurnResult) -> bytes:
         """Every item not yet finished, then `response.completed` (or `.incomplete`)."""
-        items = output_items(self.turn, completion)
+        items = output_items(self.turn, result)
         out = []
         if self._live is not None:  # finished with the rest of the answer's item of its kind
             kind = self._live.kind
@@ -157,9 +158,9 @@ class ResponsesStream:
                 index = len(self._done)
                 item = {**item, "id": self.turn.item_id(item["type"], index)}
                 out.append(self._item_events(item, index))
-        status = status_of(completion)
+        status = status_of(result)
         kind = "response.completed" if status == "completed" else "response.incomplete"
-        response = final_response(self.turn, completion, list(self._done))
+        response = final_response(self.turn, result, list(self._done))
         out.append(self._event(kind, response=response))
         return b"".join(out)
 

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from ...errors import bad_request
+from ...turn.result import Call
 
 SEPARATOR = "__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -220,16 +221,15 @@ def custom_arguments(text: str) -> str:
     return orjson.dumps({_CUSTOM_PARAMETER: text}).decode()
 
 
-def call_item(call: dict[str, Any], refs: dict[str, ToolRef], item_id: str) -> dict[str, Any]:
-    """A chat tool call as a Responses output item: `function_call` (with its `namespace`)
+def call_item(call: Call, refs: dict[str, ToolRef], item_id: str) -> dict[str, Any]:
+    """A turn's call as a Responses output item: `function_call` (with its `namespace`)
     or `custom_tool_call` (with its raw `input`)."""
-    function = call["function"]
-    ref = refs.get(function["name"]) or ToolRef(function["name"])
+    ref = refs.get(call.name) or ToolRef(call.name)
     extra = {"namespace": ref.namespace} if ref.namespace else {}
     if ref.custom:
         return {"id": item_id, "type": "custom_tool_call", "status": "completed",
-                "call_id": call["id"], "name": ref.name,
-                "input": custom_input(function["arguments"]), **extra}
+                "call_id": call.id, "name": ref.name,
+                "input": custom_input(call.arguments), **extra}
     return {"id": item_id, "type": "function_call", "status": "completed",
-            "call_id": call["id"], "name": ref.name,
-            "arguments": function["arguments"] or "{}", **extra}
+            "call_id": call.id, "name": ref.name,
+            "arguments": call.arguments or "{}", **extra}
