@@ -18,7 +18,7 @@ from ..ids import random_alnum
 from ..sse import event
 from ..turn.context_window import refuses_window
 from ..turn.plan import PassthroughPlan, TurnPlan, plan_chat
-from ..turn.result import Call, Choice, TurnResult, Usage
+from ..turn.result import STOP, Call, Choice, TurnResult, Usage
 from . import ErrorResponse, Front, Incoming, Route, Sample, unsent
 
 NAME = "chat"
@@ -119,7 +119,7 @@ def completion_chunks(ident: StreamIdentity, result: TurnResult, include_usage: 
         yield _delta(ident, index, {}, choice.finish, logprobs=logprobs)
     for index in sorted(announced):
         if index not in rendered:
-            yield _delta(ident, index, {}, "stop")
+            yield _delta(ident, index, {}, STOP)
     usage = usage_of(result.usage)
     if include_usage and usage:
         yield _chunk(ident, [], usage=usage)

@@ -23,7 +23,17 @@ from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
 from ..toolcalls.answer import plain_answer
 from ..toolcalls.names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
 from ..toolcalls.repair import NotJson, loads_repaired
-from .result import Call, Choice, Outcome, Repair, TextLeft, TurnResult, Usage
+from .result import (
+    STOP,
+    TOOL_CALLS,
+    Call,
+    Choice,
+    Outcome,
+    Repair,
+    TextLeft,
+    TurnResult,
+    Usage,
+)
 from .thinking import LONE_CLOSE_RULE, ThinkingRule, answer_thinking
 
 _PROMPT_DETAILS = ("cached_tokens", "audio_tokens")
@@ -46,7 +56,7 @@ class ExtractionSettings:
     tools: ToolSchemas
     only: str | None = None
     formats: Sequence[str] = ("auto",)
-    # Whether the client sees the reasoning at all (kept as `reasoning_content`; the field
+    # Whether the client sees the reasoning at all (`Choice.reasoning`, else None; the field
     # names a wire gives it are its front's, e.g. chat's `reasoning_field`).
     reasoning_shown: bool = True
     # A leading think block in the content is the reasoning (see `turn.thinking`), and how
@@ -67,17 +77,22 @@ def mint_call_id(taken: set[str]) -> str:
             return call_id
 
 
+def _count(value: Any) -> bool:
+    """Whether `value` is a token count: an integer (a JSON `true` is none)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _usage_of(usage: Any) -> Usage | None:
     """The upstream's usage, its integer counts and the details OpenAI's schema has."""
     if not isinstance(usage, dict):
         return None
     counts = {key: usage[key] for key in ("prompt_tokens", "completion_tokens", "total_tokens")
-              if isinstance(usage.get(key), int)}
+              if _count(usage.get(key))}
     details = []
     for key, allowed in (("prompt_tokens_details", _PROMPT_DETAILS),
                          ("completion_tokens_details", _COMPLETION_DETAILS)):
         found = usage.get(key)
-        details.append({k: v for k, v in found.items() if k in allowed and isinstance(v, int)}
+        details.append({k: v for k, v in found.items() if k in allowed and _count(v)}
                        if isinstance(found, dict) else {})
     return Usage(**counts, prompt_details=details[0], completion_details=details[1])
 
@@ -322,11 +337,11 @@ def _normalize_choice(choice: Any, position: int, settings: ExtractionSettings,
             _add_calls(calls, found, outcome, taken_ids, from_reasoning=True)
 
     if calls:
-        new_finish = "tool_calls"
+        new_finish = TOOL_CALLS
         if content == "":
             content = None
     else:
-        new_finish = "stop" if finish in (None, "tool_calls") else finish
+        new_finish = STOP if finish in (None, TOOL_CALLS) else finish
     outcome.tool_calls += len(calls)
     outcome.finish_before.append(finish)
     outcome.finish_after.append(new_finish)

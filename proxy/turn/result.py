@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 
 @dataclass(frozen=True)
 class Repair:
@@ -122,27 +124,24 @@ class TurnResult:
         """The first choice: the whole answer for APIs without `n` (Responses, Messages)."""
         return self.choices[0]
 
-    @property
-    def calls(self) -> tuple[Call, ...]:
-        """Every choice's calls, in order."""
-        return tuple(call for choice in self.choices for call in choice.calls)
-
     def record(self) -> dict[str, Any]:
-        """The result as plain data (the log line's `sent` under `log_bodies`)."""
+        """The result as JSON data (objects and lists: the log line's `sent` under
+        `log_bodies`, which redaction walks like any body)."""
         data = dataclasses.asdict(self)
         del data["outcome"]
-        return data
+        return orjson.loads(orjson.dumps(data))
 
 
 def first_calls_only(result: TurnResult) -> tuple[TurnResult, int]:
-    """`parallel_tool_calls: false`: each choice keeps its first call only; the result, and
-    how many calls were dropped (its outcome's counts kept to the calls delivered)."""
+    """`parallel_tool_calls: false`: each choice keeps its first call only; the result (with
+    an outcome of its own, its counts kept to the calls delivered), and how many calls were
+    dropped."""
     dropped = sum(max(len(choice.calls) - 1, 0) for choice in result.choices)
     if not dropped:
         return result, 0
     choices = tuple(dataclasses.replace(choice, calls=choice.calls[:1])
                     for choice in result.choices)
-    outcome = result.outcome
-    outcome.call_formats = [choice.calls[0].format for choice in choices if choice.calls]
-    outcome.tool_calls -= dropped
-    return dataclasses.replace(result, choices=choices), dropped
+    outcome = dataclasses.replace(
+        result.outcome, tool_calls=result.outcome.tool_calls - dropped,
+        call_formats=[choice.calls[0].format for choice in choices if choice.calls])
+    return dataclasses.replace(result, choices=choices, outcome=outcome), dropped

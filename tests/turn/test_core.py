@@ -91,7 +91,7 @@ def test_parallel_tool_calls_false_keeps_the_first_call_and_counts_the_rest():
     decision = decide(_plan(parallel_tool_calls=False),
                       _reply(vllm_completion(tool_calls=calls, finish_reason="tool_calls")))
     assert isinstance(decision, Answer)
-    assert [call.arguments for call in decision.result.calls] == ['{"path": "/a"}']
+    assert [call.arguments for call in decision.result.first.calls] == ['{"path": "/a"}']
     assert decision.dropped_calls == 1
     assert decision.outcome.tool_calls == 1
     assert decision.outcome.call_formats == ["native"]

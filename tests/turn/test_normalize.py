@@ -280,3 +280,31 @@ def test_parsed_arguments_keep_big_integers_exact_on_every_path():
         _, choice, _ = _normalize(upstream)
         arguments = choice["message"]["tool_calls"][0]["function"]["arguments"]
         assert json.loads(arguments) == {"n": int(big)}, raw
+
+
+def test_a_count_that_is_not_an_integer_is_no_count():
+    upstream = vllm_completion("a")
+    upstream["usage"] = {"prompt_tokens": 3, "completion_tokens": False, "total_tokens": "4",
+                         "prompt_tokens_details": {"cached_tokens": True, "audio_tokens": 1},
+                         "completion_tokens_details": {"reasoning_tokens": 2.0}}
+    usage = normalize(upstream, SETTINGS).usage
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (3, None, None)
+    assert (dict(usage.prompt_details), dict(usage.completion_details)) == (
+        {"audio_tokens": 1}, {})
+    assert (usage.cached_tokens, usage.reasoning_tokens) == (0, 0)
+    completion, _ = normalize_completion(upstream, SETTINGS)
+    assert completion["usage"] == {"prompt_tokens": 3,
+                                   "prompt_tokens_details": {"audio_tokens": 1}}
+
+
+def test_parallel_tool_calls_false_leaves_the_full_result_as_it_was():
+    from proxy.turn.result import first_calls_only
+
+    calls = [vllm_tool_call("read", '{"path": "/a"}'), vllm_tool_call("read", '{"path": "/b"}')]
+    result = normalize(vllm_completion(None, tool_calls=calls), SETTINGS)
+    kept, dropped = first_calls_only(result)
+    assert dropped == 1
+    assert [len(r.first.calls) for r in (result, kept)] == [2, 1]
+    assert [r.outcome.tool_calls for r in (result, kept)] == [2, 1]
+    assert kept.outcome.call_formats == ["native"]
+    assert first_calls_only(kept) == (kept, 0)

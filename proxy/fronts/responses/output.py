@@ -97,6 +97,7 @@ def output_items(turn: ResponsesData, result: TurnResult) -> list[dict[str, Any]
 
 
 def _custom(call: Call, turn: ResponsesData) -> bool:
+    """Whether the call is to one of the request's custom tools (raw `input`, not JSON)."""
     ref = turn.refs.get(call.name)
     return ref is not None and ref.custom
 
