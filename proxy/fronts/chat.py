@@ -237,9 +237,11 @@ def message_of(choice: Choice, reasoning_keys: tuple[str, ...]) -> dict[str, Any
 def completion_of(result: TurnResult,
                   reasoning_keys: tuple[str, ...] = ("reasoning_content",)) -> dict[str, Any]:
     """The turn's result as OpenAI's chat completion (the reasoning under `reasoning_keys`;
-    vLLM's `stop_reason`, which OpenAI's schema does not have, left out)."""
+    vLLM's `stop_reason`, which OpenAI's schema does not have, left out; an id and a time of
+    its own when upstream gave none)."""
     completion: dict[str, Any] = {
-        "id": result.id, "object": "chat.completion", "created": result.created,
+        "id": result.id or f"chatcmpl-{random_alnum(24)}", "object": "chat.completion",
+        "created": int(time.time()) if result.created is None else result.created,
         "model": result.model,
         "choices": [{"index": choice.index, "message": message_of(choice, reasoning_keys),
                      "logprobs": choice.logprobs, "finish_reason": choice.finish}

@@ -11,7 +11,6 @@ by it).
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -401,8 +400,8 @@ def normalize(upstream: Any, settings: ExtractionSettings) -> TurnResult:
     answer_id, created, model = (upstream.get(key) for key in ("id", "created", "model"))
     fingerprint, tier = upstream.get("system_fingerprint"), upstream.get("service_tier")
     return TurnResult(
-        answer_id if isinstance(answer_id, str) else "chatcmpl-" + random_alnum(24),
-        created if isinstance(created, int) else int(time.time()),
+        answer_id if isinstance(answer_id, str) else None,
+        created if _count(created) else None,
         model if isinstance(model, str) else "",
         read, _usage_of(upstream.get("usage")),
         fingerprint if isinstance(fingerprint, str) else None,

@@ -107,11 +107,12 @@ class Usage:
 @dataclass(frozen=True)
 class TurnResult:
     """The turn's answer, ready for any front to render: the upstream's identity for it
-    (`id`, `created`, `model`, `system_fingerprint`, `service_tier`), its choices, its usage,
-    and what normalisation repaired and refused (`outcome`)."""
+    (`id`, `created`: None when upstream gave none, `model`, `system_fingerprint`,
+    `service_tier`), its choices, its usage, and what normalisation repaired and refused
+    (`outcome`)."""
 
-    id: str
-    created: int
+    id: str | None
+    created: int | None
     model: str
     choices: tuple[Choice, ...]
     usage: Usage | None = None
