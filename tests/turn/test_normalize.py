@@ -308,3 +308,18 @@ def test_parallel_tool_calls_false_leaves_the_full_result_as_it_was():
     assert [r.outcome.tool_calls for r in (result, kept)] == [2, 1]
     assert kept.outcome.call_formats == ["native"]
     assert first_calls_only(kept) == (kept, 0)
+
+
+def test_an_answer_without_an_id_gets_one_from_the_chat_front():
+    upstream = vllm_completion("a")
+    upstream["id"], upstream["created"] = 7, True
+    result = normalize(upstream, SETTINGS)
+    assert (result.id, result.created) == (None, None)  # the core invents nothing
+    completion = chat.completion_of(result)
+    assert completion["id"].startswith("chatcmpl-")
+    assert len(completion["id"]) == 33
+    assert isinstance(completion["created"], int)
+    assert completion["created"] > 1_700_000_000
+    upstream["id"], upstream["created"] = "chatcmpl-up", 5
+    assert [chat.completion_of(normalize(upstream, SETTINGS))[k] for k in ("id", "created")] == [
+        "chatcmpl-up", 5]
