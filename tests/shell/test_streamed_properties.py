@@ -1,6 +1,8 @@
 """The streamed mode's promise, as a property (issue 19): for every case of the test corpus
-and for fuzzed outputs, the message the OpenAI SDK assembles is identical in both modes —
-the same content, reasoning, calls and finish_reason, whatever was sent live on the way."""
+and for fuzzed outputs, what a client assembles is identical in both modes — the same
+content, reasoning, calls and finish, whatever was sent live on the way — through every
+front's writer, each read by its official SDK (chat and Responses: OpenAI's; Messages:
+Anthropic's)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ from hypothesis import strategies as st
 
 from tests.fake_vllm import vllm_completion, vllm_stream_of
 from tests.streamed_cases import (
+    ASSEMBLERS,
+    FRONT_NAMES,
     TOOL_NAMES,
     answers_for,
-    assembled,
     both_modes,
     buffered_stream,
     corpus,
@@ -26,18 +29,21 @@ from tests.streamed_cases import (
 )
 
 
-def _same_in_both_modes(texts: list[str], size: int, answers_of=answers_for,
+def _same_in_both_modes(front: str, texts: list[str], size: int, answers_of=answers_for,
                         **settings: str) -> tuple[int, int]:
-    """Every answer of every text gives the same message; (answers, answers with live text)."""
-    buffered, streamed = plans(**settings)
+    """Every answer of every text gives the same message through `front`; (answers, answers
+    with live text: some of it went out before the end)."""
+    buffered, streamed = plans(front, **settings)
+    assemble = ASSEMBLERS[front]
     answers = live = 0
     for text in texts:
         for completion in answers_of(text):
-            raw, flowed = streamed_stream(streamed, vllm_stream_of(completion, size=size))
-            expected = assembled(buffered_stream(buffered, completion))
-            assert assembled(raw) == expected, (text, completion["choices"][0]["message"])
+            raw, flowed = streamed_stream(streamed, vllm_stream_of(completion, size=size),
+                                          front=front)
+            expected = assemble(buffered_stream(buffered, completion, front))
+            assert assemble(raw) == expected, (text, completion["choices"][0]["message"])
             answers += 1
-            live += bool(flowed)
+            live += any(flowed)
     return answers, live
 
 
@@ -45,8 +51,9 @@ def _same_in_both_modes(texts: list[str], size: int, answers_of=answers_for,
 # the suite's 60 s limit is a guard against hangs, and a loaded CI runner (2-3x slower) must
 # not trip it. The test's work and assertions are unchanged.
 @pytest.mark.timeout(600)
-def test_every_corpus_text_gives_the_same_message_in_both_modes():
-    answers, live = _same_in_both_modes(corpus(), size=4)
+@pytest.mark.parametrize("front", FRONT_NAMES)
+def test_every_corpus_text_gives_the_same_message_in_both_modes(front):
+    answers, live = _same_in_both_modes(front, corpus(), size=4)
     assert answers > 5000
     assert live > answers // 2  # not vacuous: most answers did flow before their end
 
@@ -65,7 +72,8 @@ _OFF_NAMES = [
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("unknown", ["deliver", "text"])
-def test_issue_26_shapes_give_the_same_message_in_both_modes(unknown):
+@pytest.mark.parametrize("front", FRONT_NAMES)
+def test_issue_26_shapes_give_the_same_message_in_both_modes(front, unknown):
     from tests.toolcalls import test_reference as reference
 
     source = ast.parse(Path(reference.__file__).read_text(encoding="utf-8"))
@@ -74,7 +82,7 @@ def test_issue_26_shapes_give_the_same_message_in_both_modes(unknown):
     texts += list(reference.CUT_PARALLEL.values())
     texts += [shape % name for shape in _OFF_NAMES
               for name in ("Read", "functions.read", "run_shell", "rm -rf")]
-    answers, _ = _same_in_both_modes(texts, size=3, unknown_tool_calls=unknown)
+    answers, _ = _same_in_both_modes(front, texts, size=3, unknown_tool_calls=unknown)
     assert answers >= 5 * len(texts)
 
 
@@ -86,15 +94,17 @@ def _as_content(text: str) -> list[dict]:
 # The same corpus with a template that opens thinking (issue 26): the content flows live as
 # reasoning until a lone closer, and all of it is reasoning without one.
 @pytest.mark.timeout(600)
-def test_every_corpus_text_gives_the_same_message_when_the_template_opens_thinking():
-    answers, live = _same_in_both_modes(corpus(), size=4, answers_of=_as_content,
+@pytest.mark.parametrize("front", FRONT_NAMES)
+def test_every_corpus_text_gives_the_same_message_when_the_template_opens_thinking(front):
+    answers, live = _same_in_both_modes(front, corpus(), size=4, answers_of=_as_content,
                                         thinking_opened_by_template="true")
     assert answers > 2000
     assert live > answers // 3  # not vacuous (reasoning that may hold a call waits too)
 
 
-def test_fuzzed_outputs_give_the_same_message_in_both_modes():
-    answers, live = _same_in_both_modes(fuzzed(300), size=3)
+@pytest.mark.parametrize("front", FRONT_NAMES)
+def test_fuzzed_outputs_give_the_same_message_in_both_modes(front):
+    answers, live = _same_in_both_modes(front, fuzzed(300), size=3)
     assert answers > 1000
     assert live > 0
 
@@ -115,16 +125,19 @@ _CALL = st.builds(lambda i, name, args: {"id": f"chatcmpl-tool-{i}", "type": "fu
        finish=st.sampled_from(["stop", "length", "tool_calls"]), choices=st.integers(1, 2),
        size=st.integers(1, 9), cumulative=st.booleans(), ids=st.booleans(),
        indexes=st.booleans())
+@pytest.mark.parametrize("front", FRONT_NAMES)
 def test_upstreams_own_calls_give_the_same_message_in_both_modes(
-        content, reasoning, calls, finish, choices, size, cumulative, ids, indexes):
+        front, content, reasoning, calls, finish, choices, size, cumulative, ids, indexes):
     """vLLM's own parsed calls, streamed as deltas or as llama.cpp's snapshots, with or
-    without their ids and indices: accumulated whole, they come out as the buffered ones."""
+    without their ids and indices: accumulated whole, they come out as the buffered ones
+    (the Responses and Messages fronts answer the first choice; minted ids compare by
+    shape)."""
     if not (ids or indexes) and len({c["function"]["name"] for c in calls}) < len(calls):
         calls = calls[:1]  # neither id nor index: only a new name tells a new call apart
     completion = vllm_completion(content, reasoning=reasoning, tool_calls=calls,
                                  finish_reason=finish, choices=choices)
-    buffered, streamed = both_modes(completion, size=size, cumulative=cumulative, ids=ids,
-                                    indexes=indexes)
+    buffered, streamed = both_modes(completion, front=front, size=size, cumulative=cumulative,
+                                    ids=ids, indexes=indexes)
     if not ids and "choices" in buffered:
         for choice in streamed["choices"] + buffered["choices"]:
             for call in choice["message"].get("tool_calls") or ():
