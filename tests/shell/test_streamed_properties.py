@@ -138,8 +138,16 @@ def test_upstreams_own_calls_give_the_same_message_in_both_modes(
                                  finish_reason=finish, choices=choices)
     buffered, streamed = both_modes(completion, front=front, size=size, cumulative=cumulative,
                                     ids=ids, indexes=indexes)
-    if not ids and "choices" in buffered:
-        for choice in streamed["choices"] + buffered["choices"]:
-            for call in choice["message"].get("tool_calls") or ():
-                call["id"] = "…"  # upstream's ids left out: minted ones in their place
+    if not ids:  # upstream's ids left out: minted ones in their place
+        for call in _calls(buffered) + _calls(streamed):
+            call["call_id" if "call_id" in call else "id"] = "…"
     assert streamed == buffered
+
+
+def _calls(assembled: dict) -> list[dict]:
+    """The calls of an assembled answer (chat's tool calls, Responses' call items; a
+    Messages tool_use id is minted anyway, so compared by shape already)."""
+    if "choices" in assembled:
+        return [call for choice in assembled["choices"]
+                for call in choice["message"].get("tool_calls") or ()]
+    return [item for item in assembled.get("output") or () if "call_id" in item]
