@@ -28,16 +28,26 @@ from tests.streamed_cases import (
     streamed_stream,
 )
 
+# Each text's answers a front is tried in: all of them, but for Responses one in three, in
+# turn (each shape of answer for a third of the texts). Its SDK's stream state costs three
+# times the others' per answer (~2 ms of fixed work per stream: the response snapshot and
+# its parsed copy), and the whole corpus through it would triple this module's time.
+_STRIDE = {"responses": 3}
+
 
 def _same_in_both_modes(front: str, texts: list[str], size: int, answers_of=answers_for,
                         **settings: str) -> tuple[int, int]:
-    """Every answer of every text gives the same message through `front`; (answers, answers
-    with live text: some of it went out before the end)."""
+    """Every answer of every text gives the same message through `front` (for some fronts,
+    a share of them: `_STRIDE`); (answers, answers with live text: some of it went out
+    before the end)."""
     buffered, streamed = plans(front, **settings)
     assemble = ASSEMBLERS[front]
+    stride = _STRIDE.get(front, 1)
     answers = live = 0
-    for text in texts:
-        for completion in answers_of(text):
+    for position, text in enumerate(texts):
+        for shape, completion in enumerate(answers_of(text)):
+            if (position + shape) % stride:
+                continue
             raw, flowed = streamed_stream(streamed, vllm_stream_of(completion, size=size),
                                           front=front)
             expected = assemble(buffered_stream(buffered, completion, front))
@@ -47,14 +57,14 @@ def _same_in_both_modes(front: str, texts: list[str], size: int, answers_of=answ
     return answers, live
 
 
-# ~40 s of CPU on an idle machine (the SDK's own stream assembly of > 5000 answers, twice each):
-# the suite's 60 s limit is a guard against hangs, and a loaded CI runner (2-3x slower) must
-# not trip it. The test's work and assertions are unchanged.
+# ~40 s of CPU per front on an idle machine (chat's; Messages' less, Responses' more: the
+# SDKs' own stream assembly of > 5000 answers, twice each): the suite's 60 s limit is a guard
+# against hangs, and a loaded CI runner (2-3x slower) must not trip it.
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("front", FRONT_NAMES)
 def test_every_corpus_text_gives_the_same_message_in_both_modes(front):
     answers, live = _same_in_both_modes(front, corpus(), size=4)
-    assert answers > 5000
+    assert answers > 5000 // _STRIDE.get(front, 1)
     assert live > answers // 2  # not vacuous: most answers did flow before their end
 
 
@@ -83,7 +93,7 @@ def test_issue_26_shapes_give_the_same_message_in_both_modes(front, unknown):
     texts += [shape % name for shape in _OFF_NAMES
               for name in ("Read", "functions.read", "run_shell", "rm -rf")]
     answers, _ = _same_in_both_modes(front, texts, size=3, unknown_tool_calls=unknown)
-    assert answers >= 5 * len(texts)
+    assert answers >= 5 * len(texts) // _STRIDE.get(front, 1)
 
 
 def _as_content(text: str) -> list[dict]:
@@ -98,14 +108,14 @@ def _as_content(text: str) -> list[dict]:
 def test_every_corpus_text_gives_the_same_message_when_the_template_opens_thinking(front):
     answers, live = _same_in_both_modes(front, corpus(), size=4, answers_of=_as_content,
                                         thinking_opened_by_template="true")
-    assert answers > 2000
+    assert answers > 2000 // _STRIDE.get(front, 1)
     assert live > answers // 3  # not vacuous (reasoning that may hold a call waits too)
 
 
 @pytest.mark.parametrize("front", FRONT_NAMES)
 def test_fuzzed_outputs_give_the_same_message_in_both_modes(front):
     answers, live = _same_in_both_modes(front, fuzzed(300), size=3)
-    assert answers > 1000
+    assert answers > 1000 // _STRIDE.get(front, 1)
     assert live > 0
 
 
