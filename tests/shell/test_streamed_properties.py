@@ -119,6 +119,26 @@ def test_fuzzed_outputs_give_the_same_message_in_both_modes(front):
     assert live > 0
 
 
+# Reasoning as vLLM's parsers end it (the newline before `</think>`), or that the hold-back
+# keeps (a word that may open a call, a call drafted in it), before content: the whole
+# reasoning comes first in every front (a Responses reasoning item, a Messages thinking block
+# cannot grow once the text has begun).
+_REASONINGS = ["Let me think.\n", "Let me think.\n\n", "Okay", 'Plan:\n{"name": "read"}',
+               "I could call <tool_call>read</tool_call> here.\n"]
+
+
+def _after_reasoning(text: str) -> list[dict]:
+    return [vllm_completion(text, reasoning=reasoning) for reasoning in _REASONINGS]
+
+
+@pytest.mark.parametrize("front", FRONT_NAMES)
+def test_held_reasoning_comes_before_the_content_in_every_front(front):
+    texts = ["The answer is 4.", "\n\nThe answer is 4.", *fuzzed(40, seed=7)]
+    answers, live = _same_in_both_modes(front, texts, size=3, answers_of=_after_reasoning)
+    assert answers >= len(texts) * len(_REASONINGS) // _STRIDE.get(front, 1)
+    assert live > answers // 3
+
+
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
 _ARGUMENTS = st.dictionaries(st.sampled_from(["path", "city", "n", "q"]),
                              st.one_of(st.integers(-1000, 1000), _TEXT, st.none()),

@@ -8,29 +8,29 @@ import pytest
 
 from proxy.sse import SseDecoder
 from proxy.turn.assemble import CONTENT, REASONING
-from proxy.turn.core import Answer, decide
 from proxy.turn.live import LiveTurn
 from tests.fake_vllm import vllm_completion, vllm_stream_of
-from tests.streamed_cases import plans
+from tests.streamed_cases import assembled, plans, streamed_stream
 
 
 def _live(completion: dict, size: int = 4) -> tuple[list[tuple[str, str]], dict]:
     """What went out live ((kind, text), joined while the kind stays the same) and the
-    finished message, for an answer streamed in pieces of `size`."""
+    finished message (as the OpenAI SDK assembles the chat stream), for an answer streamed in
+    pieces of `size`."""
     _, streamed = plans()
+    events = vllm_stream_of(completion, size=size)
     live = LiveTurn(streamed)
     decoder = SseDecoder()
     out: list[tuple[str, str]] = []
-    for event in vllm_stream_of(completion, size=size):
+    for event in events:
         live.feed(decoder.feed(event))
         for piece in live.release():
             if out and out[-1][0] == piece.kind:
                 out[-1] = (piece.kind, out[-1][1] + piece.text)
             else:
                 out.append((piece.kind, piece.text))
-    decision = decide(streamed, live.reply())
-    assert isinstance(decision, Answer)
-    return out, decision.completion["choices"][0]["message"]
+    raw, _ = streamed_stream(streamed, events)
+    return out, assembled(raw)["choices"][0]["message"]
 
 
 @pytest.mark.parametrize("reasoning", ["Let me think.\n\n", "Let me think.\n", "Hm.  \n \n"])
