@@ -68,6 +68,34 @@ def test_every_corpus_text_gives_the_same_message_in_both_modes(front):
     assert live > answers // 2  # not vacuous: most answers did flow before their end
 
 
+def _without(raw: bytes, kind: bytes) -> bytes:
+    """A stream with its first event of `kind` left out."""
+    frames = raw.split(b"\n\n")
+    gone = next(i for i, frame in enumerate(frames) if b'"type":"' + kind + b'"' in frame)
+    return b"\n\n".join(frames[:gone] + frames[gone + 1:])
+
+
+@pytest.mark.parametrize(("front", "kind"), [
+    ("responses", b"response.output_text.delta"),
+    ("responses", b"response.reasoning_summary_text.delta"),
+    ("responses", b"response.function_call_arguments.delta"),
+    ("responses", b"response.output_item.done"),
+    ("responses", b"response.completed"),
+    ("messages", b"message_stop"),
+])
+def test_the_readers_refuse_a_stream_that_does_not_add_up(front, kind):
+    """Not vacuous: a final response its deltas or finished items do not add up to, or a
+    stream without its end, fails the reader (the whole stream is read as it is)."""
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "read", "arguments": '{"path": "/a"}'}}
+    completion = vllm_completion("Hello there", reasoning="Hmm.", tool_calls=[call],
+                                 finish_reason="tool_calls")
+    raw = buffered_stream(plans(front)[0], completion, front)
+    assert ASSEMBLERS[front](raw)["id"]  # read whole, as it is
+    with pytest.raises(AssertionError):
+        ASSEMBLERS[front](_without(raw, kind))
+
+
 # Issue 26: the shapes the reference parsers read (their test module is in the corpus above),
 # and calls to names a little off or matching no tool, under either `unknown_tool_calls`.
 _OFF_NAMES = [
