@@ -1,6 +1,7 @@
 """The streamed mode's equivalence harness: one upstream answer, run through the turn both ways
 (buffered: one body; streamed: the same answer as vLLM streams it, fed event by event), each
-rendered by the chat front and assembled by the OpenAI SDK's own stream accumulator.
+rendered by a front's stream writer and assembled by that front's official SDK: the OpenAI
+SDK's chat and Responses stream states, the Anthropic SDK's `accumulate_event`.
 
 Also the test corpus: every text the tool-call tests use (their module-level cases, their
 parametrize lists and the string literals in their source) and the fuzzer's outputs.
@@ -12,19 +13,29 @@ import ast
 import dataclasses
 import importlib
 import random
+import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import orjson
+from anthropic._streaming import SSEDecoder as AnthropicSseDecoder
+from anthropic.lib.streaming._messages import accumulate_event
+from anthropic.types import Message
+from openai._streaming import SSEDecoder as OpenAISseDecoder
+from openai._types import omit
 from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.chat import ChatCompletionChunk
+from openai.types.responses import Response, ResponseStreamEvent
 
 from proxy.config_load import build_config
-from proxy.fronts.chat import ChatStream
+from proxy.fronts import Front, Incoming, StreamWriter
+from proxy.fronts.registry import FRONTS, front_named
 from proxy.sse import SseDecoder
-from proxy.turn.core import Answer, UpstreamReply, decide
+from proxy.turn.core import Answer, Failure, UpstreamReply, decide
 from proxy.turn.live import LiveTurn, written
-from proxy.turn.plan import TurnPlan, plan_turn
+from proxy.turn.plan import TurnPlan
 from tests.fake_vllm import vllm_completion, vllm_stream_of
 from tools.fuzz import mutate
 
@@ -32,20 +43,92 @@ TESTS = Path(__file__).parent
 TOOL_NAMES = ("get_weather", "read", "exec", "write", "get_time", "count", "tool")
 TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
          for name in TOOL_NAMES]
+FRONT_NAMES = tuple(front.name for front in FRONTS)
+_HI = [{"role": "user", "content": "hi"}]
+# The same request in each front's language: the same tools, a client that streams (chat's
+# with usage; a Messages request needs its `max_tokens`).
+REQUESTS: dict[str, dict[str, Any]] = {
+    "chat": {"messages": _HI, "tools": TOOLS, "stream_options": {"include_usage": True}},
+    "responses": {"input": "hi", "tools": [{"type": "function", **tool["function"]}
+                                           for tool in TOOLS]},
+    "messages": {"max_tokens": 256, "messages": _HI,
+                 "tools": [{"name": tool["function"]["name"],
+                            "input_schema": tool["function"]["parameters"]} for tool in TOOLS]},
+}
 
 
-def plans(**settings: Any) -> tuple[TurnPlan, TurnPlan]:
-    """The same request planned buffered and streamed (a client that streams, with usage)."""
-    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS,
-            "stream": True, "stream_options": {"include_usage": True}}
+def _front(name: str) -> Front:
+    front = front_named(name)
+    assert front is not None, name
+    return front
+
+
+def plans(front: str = "chat", **settings: Any) -> tuple[TurnPlan, TurnPlan]:
+    """The same request to `front` planned buffered and streamed (a client that streams),
+    as the front parses it."""
+    raw = orjson.dumps({"model": "m", "stream": True, **REQUESTS[front]})
     made = []
     for mode in ("buffer", "stream"):
         config = build_config({"stream_mode": mode, **settings})
-        made.append(plan_turn(dict(body), config, client_stream=True, include_usage=True))
+        plan = _front(front).parse(Incoming.post(_front(front).path, raw), config)
+        assert isinstance(plan, TurnPlan)
+        made.append(plan)
     buffered, streamed = made
     assert not buffered.streamed
     assert streamed.streamed
     return buffered, streamed
+
+
+def _finish(writer: StreamWriter, decision: Answer | Failure) -> bytes:
+    """The end of the client's stream once the turn is decided: the answer's rest, or the
+    error. (The one place the harness hands a decision to a writer.)"""
+    if isinstance(decision, Answer):
+        return writer.answer(decision.result)
+    return writer.error(decision.error)
+
+
+def buffered_stream(plan: TurnPlan, completion: dict[str, Any], front: str = "chat") -> bytes:
+    """The client's stream in buffered mode (the upstream answered with one body)."""
+    writer = _front(front).stream_writer(plan)
+    decision = decide(plan, UpstreamReply(200, {}, orjson.dumps(completion)))
+    return writer.head() + _finish(writer, decision)
+
+
+def streamed_stream(plan: TurnPlan, events: list[bytes], cut: bool = False,
+                    front: str = "chat") -> tuple[bytes, list[bytes]]:
+    """The client's stream in streamed mode, fed the upstream's SSE pieces one by one as
+    the server does; also the live parts that went out before the end."""
+    writer = _front(front).stream_writer(plan)
+    live = LiveTurn(plan)
+    decoder = SseDecoder()
+    out = writer.head()
+    flowed = []
+    for piece in events:
+        if live.feed(decoder.feed(piece)):
+            flowed.append(written(live.release(), writer))
+            out += flowed[-1]
+    return out + _finish(writer, decide(plan, live.reply(cut))), flowed
+
+
+_MINTED = re.compile(r"(chatcmpl|resp|rs|msg|fc|ctc|call|toolu)_[0-9A-Za-z]+")
+
+
+def _shaped(value: Any) -> Any:
+    """`value` with the ids minted per answer (response, message, item and call ids) and
+    its creation time reduced to their shape: they differ between any two answers."""
+    if isinstance(value, list):
+        return [_shaped(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key in ("id", "call_id", "item_id") and isinstance(item, str) and _MINTED.fullmatch(
+                item):
+            item = item.split("_", 1)[0] + "_…"
+        elif key == "created_at":
+            item = 0
+        out[key] = _shaped(item)
+    return out
 
 
 def assembled(raw: bytes) -> dict[str, Any]:
@@ -71,40 +154,117 @@ def assembled(raw: bytes) -> dict[str, Any]:
     return {"choices": choices, "usage": usage}
 
 
-def buffered_stream(plan: TurnPlan, completion: dict[str, Any]) -> bytes:
-    """The client's stream in buffered mode (the upstream answered with one body)."""
-    writer = ChatStream.for_plan(plan)
-    decision = decide(plan, UpstreamReply(200, {}, orjson.dumps(completion)))
-    if isinstance(decision, Answer):
-        return writer.head() + writer.answer(decision.result)
-    return writer.head() + writer.error(decision.error)
+class _ResponsesSeen:
+    """What a Responses stream assembled on the way to its end, as the SDK's stream state
+    reports it: each output_text and arguments snapshot (built from their deltas), the
+    reasoning summaries (whose deltas the SDK keeps no snapshot of: added up here), and the
+    items each `response.output_item.done` finished."""
+
+    def __init__(self) -> None:
+        self.texts: dict[tuple[int, int], str] = {}
+        self.arguments: dict[int, str] = {}
+        self.summaries: dict[int, str] = {}
+        self.done: dict[int, dict[str, Any]] = {}
+
+    def see(self, event: Any) -> None:
+        kind = event.type
+        if kind == "response.output_text.delta":
+            self.texts[event.output_index, event.content_index] = event.snapshot
+        elif kind == "response.function_call_arguments.delta":
+            self.arguments[event.output_index] = event.snapshot
+        elif kind == "response.reasoning_summary_text.delta":
+            index = event.output_index
+            self.summaries[index] = self.summaries.get(index, "") + event.delta
+        elif kind == "response.output_item.done":
+            assert event.output_index not in self.done, f"item {event.output_index} done twice"
+            self.done[event.output_index] = event.item.to_dict()
+
+    def check(self, output: list[dict[str, Any]]) -> None:
+        """The final response's output is what the stream assembled: the items it finished,
+        in order, whose texts and arguments are what their deltas added up to."""
+        assert sorted(self.done) == list(range(len(self.done)))
+        assert [self.done[index] for index in sorted(self.done)] == output
+        for index, item in enumerate(output):
+            if item["type"] == "message":
+                for position, part in enumerate(item["content"]):
+                    if part["type"] == "output_text":
+                        assert self.texts.get((index, position), "") == part["text"], item
+            elif item["type"] == "function_call":
+                assert self.arguments.get(index, "") == item["arguments"], item
+            elif item["type"] == "reasoning":
+                summary = "".join(part["text"] for part in item["summary"])
+                assert self.summaries.get(index, "") == summary, item
 
 
-def streamed_stream(plan: TurnPlan, events: list[bytes], cut: bool = False,
-                    ) -> tuple[bytes, list[bytes]]:
-    """The client's stream in streamed mode, fed the upstream's SSE pieces one by one as
-    the server does; also the live parts that went out before the end."""
-    writer = ChatStream.for_plan(plan)
-    live = LiveTurn(plan)
-    decoder = SseDecoder()
-    out = writer.head()
-    flowed = []
-    for piece in events:
-        if live.feed(decoder.feed(piece)):
-            flowed.append(written(live.release(), writer))
-            out += flowed[-1]
-    decision = decide(plan, live.reply(cut))
-    if isinstance(decision, Answer):
-        return out + writer.answer(decision.result), flowed
-    return out + writer.error(decision.error), flowed
+# The Responses event classes by their `type`. The SDK's decoding of an event first validates
+# it against their union (then, should that fail, constructs the class its `type` names):
+# validated against that class alone, a valid event comes out the same, several times
+# faster, and an invalid one fails the test.
+_RESPONSES_EVENTS = {get_args(variant.model_fields["type"].annotation)[0]: variant
+                     for variant in get_args(get_args(ResponseStreamEvent)[0])}
 
 
-def both_modes(completion: dict[str, Any], *, settings: dict[str, Any] | None = None,
-               **stream: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(buffered, streamed) as the SDK assembles them, for one upstream answer."""
-    buffered, streamed = plans(**(settings or {}))
-    raw, _ = streamed_stream(streamed, vllm_stream_of(completion, **stream))
-    return assembled(buffered_stream(buffered, completion)), assembled(raw)
+def _responses_event(data: str) -> Any:
+    """One Responses stream event as the SDK decodes it from its data."""
+    payload = orjson.loads(data)
+    return _RESPONSES_EVENTS[payload["type"]].model_validate(payload)
+
+
+def responses_assembled(raw: bytes) -> dict[str, Any]:
+    """What the OpenAI SDK assembles from a Responses event stream (its `ResponseStream`'s
+    decoding and stream state): the final response, checked against what its deltas and
+    finished items added up to, ids and time by shape; or the error's code."""
+    state = ResponseStreamState(input_tools=omit, text_format=omit)
+    seen = _ResponsesSeen()
+    final = None
+    for sse in OpenAISseDecoder().iter_bytes(iter([raw])):
+        for event in state.handle_event(_responses_event(sse.data)):
+            assert final is None, f"{event.type} after the response's end"
+            seen.see(event)
+            if event.type == "response.failed":
+                return {"error": event.response.error.code}
+            if event.type in ("response.completed", "response.incomplete"):
+                final = event.response
+    assert final is not None, "the stream ended without its response"
+    response = Response.model_validate(final.to_dict()).model_dump(exclude_none=True)
+    seen.check(response["output"])
+    return _shaped(response)
+
+
+def messages_assembled(raw: bytes) -> dict[str, Any]:
+    """What the Anthropic SDK assembles from a Messages event stream (its `Stream`'s event
+    handling, then `accumulate_event` as `MessageStream` does): the message, ids by shape;
+    or the error's type."""
+    snapshot = None
+    buffers: dict[int, bytes] = {}
+    stopped = False
+    for sse in AnthropicSseDecoder().iter_bytes(iter([raw])):
+        if sse.event == "ping" or sse.event is None or not sse.data:
+            continue
+        if sse.event == "error":
+            return {"error": sse.json()["error"]["type"]}
+        assert not stopped, f"{sse.event} after message_stop"
+        event = sse.json()
+        snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=buffers)
+        stopped = event["type"] == "message_stop"
+    assert snapshot is not None, "the stream ended without its message_start"
+    assert stopped, "the stream ended without its message_stop"
+    message = Message.model_validate(snapshot.to_dict()).model_dump(exclude_none=True)
+    return _shaped(message)
+
+
+ASSEMBLERS: dict[str, Callable[[bytes], dict[str, Any]]] = {
+    "chat": assembled, "responses": responses_assembled, "messages": messages_assembled}
+
+
+def both_modes(completion: dict[str, Any], *, front: str = "chat",
+               settings: dict[str, Any] | None = None, **stream: Any,
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(buffered, streamed) as the front's SDK assembles them, for one upstream answer."""
+    buffered, streamed = plans(front, **(settings or {}))
+    raw, _ = streamed_stream(streamed, vllm_stream_of(completion, **stream), front=front)
+    assemble = ASSEMBLERS[front]
+    return assemble(buffered_stream(buffered, completion, front)), assemble(raw)
 
 
 def answers_for(text: str) -> list[dict[str, Any]]:

@@ -217,6 +217,16 @@ class Held:
         """How many characters have been released."""
         return self._sent
 
+    def unsent_space(self) -> str | None:
+        """What was pushed and not released, when it is space alone ("": nothing); None when
+        it holds more (a frame may begin in it: it waits for the end)."""
+        if self._rule is None:
+            return ""
+        if self._closed:
+            return None
+        rest = self._tail[self._sent - self._base:]
+        return None if rest.strip() else rest
+
     def push(self, piece: str) -> str:
         """Add `piece`; the text that may go out now (possibly empty)."""
         if self._rule is None:

@@ -55,6 +55,8 @@ class LiveTurn:
         self._rule_of_thinking = extraction.thinking
         self.assembler = StreamAssembler()
         self._held: dict[tuple[int, str], Held] = {}
+        self._after_reasoning: set[int] = set()  # choices whose content has begun to go out
+        self._waiting: set[int] = set()  # choices whose content waits for the end
         self._ready: list[Piece] = []
         self.done = False  # `[DONE]` came
         self._not_json: bytes | None = None
@@ -99,18 +101,44 @@ class LiveTurn:
                 yield Piece(piece.choice, kind, text)
 
     def _hold(self, piece: Piece) -> None:
-        key = (piece.choice, piece.kind)
+        choice = piece.choice
+        if choice in self._waiting or (piece.kind == REASONING
+                                       and choice in self._after_reasoning):
+            return  # what comes now goes out with the rest, at the end
+        key = (choice, piece.kind)
         held = self._held.get(key)
         if held is None:
             held = self._held[key] = Held(self._rule)
         text = held.push(piece.text)
-        if not text:
+        if text and piece.kind == CONTENT and not self._reasoning_said(choice):
+            self._waiting.add(choice)
             return
+        if text:
+            self._ready_add(Piece(choice, piece.kind, text))
+
+    def _reasoning_said(self, choice: int) -> bool:
+        """Before a choice's content first goes out: whether all of its reasoning has gone
+        out, or can now (space the hold-back kept for a seam: the reasoning is over, and a
+        visible answer means none of it is taken for a call). Else the content waits for the
+        end: the reasoning comes first in every front, and Responses and Messages cannot add
+        to it once their text has begun."""
+        if choice in self._after_reasoning:
+            return True
+        held = self._held.get((choice, REASONING))
+        unsaid = held.unsent_space() if held is not None else ""
+        if unsaid is None:
+            return False
+        if unsaid:
+            self._ready_add(Piece(choice, REASONING, unsaid))
+        self._after_reasoning.add(choice)
+        return True
+
+    def _ready_add(self, piece: Piece) -> None:
         ready = self._ready
-        if ready and (ready[-1].choice, ready[-1].kind) == key:
-            ready[-1] = Piece(piece.choice, piece.kind, ready[-1].text + text)
+        if ready and (ready[-1].choice, ready[-1].kind) == (piece.choice, piece.kind):
+            ready[-1] = Piece(piece.choice, piece.kind, ready[-1].text + piece.text)
         else:
-            ready.append(Piece(piece.choice, piece.kind, text))
+            ready.append(piece)
 
     def release(self) -> list[Piece]:
         """The reasoning and content that may be sent now, in the order they came."""
