@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -79,11 +80,9 @@ class RedisServer:
             self.process.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    """The session's redis-server (skips where it is not installed)."""
-    if shutil.which("redis-server") is None:
-        pytest.skip(NOT_INSTALLED)
+@contextmanager
+def running_redis() -> Iterator[RedisServer]:
+    """A redis-server in a folder of its own, started, and stopped after."""
     with tempfile.TemporaryDirectory(prefix="toolcall-redis-") as folder:
         server = RedisServer(Path(folder))
         server.start()
@@ -91,6 +90,15 @@ def redis_server() -> Iterator[RedisServer]:
             yield server
         finally:
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """The session's redis-server (skips where it is not installed)."""
+    if shutil.which("redis-server") is None:
+        pytest.skip(NOT_INSTALLED)
+    with running_redis() as server:
+        yield server
 
 
 @pytest.fixture

@@ -156,44 +156,45 @@ def assembled(raw: bytes) -> dict[str, Any]:
 
 class _ResponsesSeen:
     """What a Responses stream assembled on the way to its end, as the SDK's stream state
-    reports it: each output_text and arguments snapshot (built from their deltas), the
-    reasoning summaries (whose deltas the SDK keeps no snapshot of: added up here), and the
-    items each `response.output_item.done` finished."""
+    reports it: each text and arguments snapshot (built from their deltas; texts the SDK
+    keeps no snapshot of, such as reasoning summaries, added up here), and the items each
+    `response.output_item.done` finished."""
 
     def __init__(self) -> None:
-        self.texts: dict[tuple[int, int], str] = {}
-        self.arguments: dict[int, str] = {}
-        self.summaries: dict[int, str] = {}
+        self.deltas: dict[tuple[int, int, str], str] = {}
         self.done: dict[int, dict[str, Any]] = {}
 
     def see(self, event: Any) -> None:
         kind = event.type
-        if kind == "response.output_text.delta":
-            self.texts[event.output_index, event.content_index] = event.snapshot
-        elif kind == "response.function_call_arguments.delta":
-            self.arguments[event.output_index] = event.snapshot
-        elif kind == "response.reasoning_summary_text.delta":
-            index = event.output_index
-            self.summaries[index] = self.summaries.get(index, "") + event.delta
+        if kind.endswith(".delta"):
+            key = _delta_key(kind, vars(event))
+            snapshot = getattr(event, "snapshot", None)
+            self.deltas[key] = (snapshot if snapshot is not None
+                                else self.deltas.get(key, "") + event.delta)
         elif kind == "response.output_item.done":
             assert event.output_index not in self.done, f"item {event.output_index} done twice"
             self.done[event.output_index] = event.item.to_dict()
 
     def check(self, output: list[dict[str, Any]]) -> None:
-        """The final response's output is what the stream assembled: the items it finished,
-        in order, whose texts and arguments are what their deltas added up to."""
-        assert sorted(self.done) == list(range(len(self.done)))
-        assert [self.done[index] for index in sorted(self.done)] == output
-        for index, item in enumerate(output):
-            if item["type"] == "message":
-                for position, part in enumerate(item["content"]):
-                    if part["type"] == "output_text":
-                        assert self.texts.get((index, position), "") == part["text"], item
-            elif item["type"] == "function_call":
-                assert self.arguments.get(index, "") == item["arguments"], item
-            elif item["type"] == "reasoning":
-                summary = "".join(part["text"] for part in item["summary"])
-                assert self.summaries.get(index, "") == summary, item
+        """The final response's output is what the stream assembled."""
+        _adds_up(self.deltas, self.done, output)
+
+
+def _delta_key(kind: str, event: dict[str, Any]) -> tuple[int, int, str]:
+    """Which text a delta event adds to: (output index, part, event type)."""
+    part = event.get("content_index", event.get("summary_index"))
+    return event["output_index"], 0 if part is None else part, kind
+
+
+def _adds_up(deltas: dict[tuple[int, int, str], str], done: dict[int, dict[str, Any]],
+             output: list[dict[str, Any]]) -> None:
+    """A final response's `output` is what its stream assembled: the items it finished, in
+    order, each text of them what its deltas added up to, and no delta for another text."""
+    assert sorted(done) == list(range(len(output))), "an item finished twice, or never"
+    assert [done[index] for index in range(len(output))] == output
+    texts = {key: text for index, item in enumerate(output) for key, text in _texts(index, item)}
+    assert {key: deltas.get(key, "") for key in texts} == texts
+    assert set(deltas) <= set(texts), "a delta for no text of the response"
 
 
 # The Responses event classes by their `type`. The SDK's decoding of an event first validates
@@ -244,8 +245,7 @@ def responses_read(raw: bytes) -> dict[str, Any]:
         kind = event["type"]
         assert final is None, f"{kind} after the response's end"
         if kind.endswith(".delta"):
-            key = (event["output_index"],
-                   event.get("content_index", event.get("summary_index", 0)), kind)
+            key = _delta_key(kind, event)
             deltas[key] = deltas.get(key, "") + event["delta"]
         elif kind == "response.output_item.done":
             assert event["output_index"] not in done, f"item {event['output_index']} done twice"
@@ -255,11 +255,7 @@ def responses_read(raw: bytes) -> dict[str, Any]:
         elif kind in ("response.completed", "response.incomplete"):
             final = event["response"]
     assert final is not None, "the stream ended without its response"
-    output = final["output"]
-    assert [done[index] for index in sorted(done)] == output
-    texts = {key: text for index, item in enumerate(output) for key, text in _texts(index, item)}
-    assert {key: deltas.get(key, "") for key in texts} == texts
-    assert set(deltas) <= set(texts), "a delta for no text of the response"
+    _adds_up(deltas, done, final["output"])
     return _shaped(final)
 
 

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import requests
 
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion
-from tests.redis_server import RedisServer, needs_redis
+from tests.redis_server import RedisServer, needs_redis, running_redis
 from tests.shell.test_entrypoints import _free_port, _stop, _tool_turn, _wait_for, _wait_healthy
 from tests.tools.test_deploy import DEPLOY, _shipped_nginx
 
@@ -112,13 +111,8 @@ def test_instances_on_their_own_sqlite_files_do_not_share(fake, tmp_path, start_
 @pytest.fixture
 def own_redis() -> Iterator[RedisServer]:
     """A redis-server of this test's own, which it may stop."""
-    with tempfile.TemporaryDirectory(prefix="toolcall-redis-") as folder:
-        server = RedisServer(Path(folder))
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+    with running_redis() as server:
+        yield server
 
 
 def test_redis_down_is_a_503_for_turns_that_need_it_and_nothing_to_others(

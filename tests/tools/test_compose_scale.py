@@ -15,6 +15,7 @@ import yaml
 from proxy.config_load import build_config
 from proxy.shell.store import open_store
 from tests.tools.test_container import _default, _env
+from tests.tools.test_deploy import nginx_t
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -110,9 +111,5 @@ def test_the_site_as_compose_makes_it_passes_nginx_t(tmp_path):
     assert "server proxy:8003;" in site
     (tmp_path / "site.conf").write_text(site.replace("server proxy:8003;",
                                                      "server 127.0.0.1:8003;"))
-    main = tmp_path / "nginx.conf"
-    main.write_text(f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n"
-                    f"events {{}}\nhttp {{\n access_log off;\n include {tmp_path}/site.conf;\n}}\n")
-    result = subprocess.run(["nginx", "-t", "-p", str(tmp_path), "-c", str(main)],
-                            capture_output=True, text=True, timeout=30)
+    result = nginx_t(tmp_path, tmp_path / "site.conf")
     assert result.returncode == 0, result.stderr

@@ -24,14 +24,18 @@ from tests.shell.test_server import _exchange
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
+def nginx_t(folder: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    """`nginx -t` of a main configuration (in `folder`) that includes `site`."""
+    main = folder / "nginx.conf"
+    main.write_text(f"pid {folder}/nginx.pid;\nerror_log {folder}/error.log;\n"
+                    f"events {{}}\nhttp {{\n access_log off;\n include {site};\n}}\n")
+    return subprocess.run(["nginx", "-t", "-p", str(folder), "-c", str(main)],
+                          capture_output=True, text=True, timeout=30)
+
+
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed here")
 def test_nginx_site_passes_nginx_t(tmp_path):
-    site = DEPLOY / "nginx-toolcall-proxy.conf"
-    main = tmp_path / "nginx.conf"
-    main.write_text(f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n"
-                    f"events {{}}\nhttp {{\n access_log off;\n include {site};\n}}\n")
-    result = subprocess.run(["nginx", "-t", "-p", str(tmp_path), "-c", str(main)],
-                            capture_output=True, text=True, timeout=30)
+    result = nginx_t(tmp_path, DEPLOY / "nginx-toolcall-proxy.conf")
     assert result.returncode == 0, result.stderr
     assert "syntax is ok" in result.stderr
 

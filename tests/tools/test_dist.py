@@ -15,7 +15,9 @@ import stat
 import subprocess
 import sys
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,10 +66,13 @@ def alone(pyz, tmp_path) -> tuple[Path, dict[str, str]]:
     return here, env
 
 
-def _run(alone: tuple[Path, dict[str, str]], *args: str) -> subprocess.CompletedProcess[str]:
-    here, env = alone
-    return subprocess.run([*PYTHON, "toolcall-proxy.pyz", *args], cwd=here, env=env,
-                          capture_output=True, text=True, timeout=120)
+def _run(alone: tuple[Path, dict[str, str]], *args: str, python: Sequence[str] = PYTHON,
+         env: dict[str, str] | None = None, **options: Any) -> subprocess.CompletedProcess[str]:
+    """The file run alone with `args` (by `python`; `env` in place of the folder's own)."""
+    here, own = alone
+    return subprocess.run([*python, "toolcall-proxy.pyz", *args], cwd=here,
+                          env=own if env is None else env, capture_output=True, text=True,
+                          timeout=120, **options)
 
 
 def test_the_file_alone_serves_a_streaming_tool_turn(alone, fake):
@@ -121,9 +126,8 @@ def test_another_python_is_told_which_one_the_file_needs(alone):
     others = _other_pythons()
     if not others:
         pytest.skip("no CPython of another version on this machine")
-    here, env = alone
-    done = subprocess.run([others[0], "-I", "toolcall-proxy.pyz", "--help"], cwd=here, env=env,
-                          capture_output=True, text=True, timeout=120)
+    here, _ = alone
+    done = _run(alone, "--help", python=[others[0], "-I"])
     assert done.returncode == 2
     assert done.stderr.startswith("toolcall-proxy: this file was built for cpython-{}{}"
                                   .format(*sys.version_info[:2]))
@@ -148,9 +152,7 @@ def test_a_python_too_old_to_parse_newer_syntax_gets_the_one_line_message(alone)
            or Path(path).name == "python3.7"]
     if not old:
         pytest.skip("no Python 3.7 on this machine")
-    here, env = alone
-    done = subprocess.run([old[0], "-I", "toolcall-proxy.pyz", "--help"], cwd=here, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = _run(alone, "--help", python=[old[0], "-I"])
     assert done.returncode == 2
     assert done.stderr.startswith("toolcall-proxy: this file was built for cpython-")
     assert "cpython-37" in done.stderr
@@ -172,10 +174,8 @@ def _planted(folder: Path, marker: Path) -> None:
 
 
 def _refused(alone, root: Path) -> str:
-    here, env = alone
-    done = subprocess.run([*PYTHON, "toolcall-proxy.pyz", "--help"], cwd=here,
-                          env={**env, "SHIV_ROOT": str(root)}, capture_output=True, text=True,
-                          timeout=120)
+    _, env = alone
+    done = _run(alone, "--help", env={**env, "SHIV_ROOT": str(root)})
     assert done.returncode == 2, done.stdout + done.stderr
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith("toolcall-proxy: will not run code from ")
@@ -223,10 +223,8 @@ def test_a_root_others_can_write_to_and_not_sticky_is_refused(alone, tmp_path):
 
 
 def test_the_file_unpacks_privately_into_a_shared_root_and_runs(pyz, alone, shared_root):
-    here, env = alone
-    done = subprocess.run([*PYTHON, "toolcall-proxy.pyz", "--help"], cwd=here,
-                          env={**env, "SHIV_ROOT": str(shared_root)}, capture_output=True,
-                          text=True, timeout=120, umask=0o002)
+    _, env = alone
+    done = _run(alone, "--help", env={**env, "SHIV_ROOT": str(shared_root)}, umask=0o002)
     assert done.returncode == 0, done.stderr
     folder = _unpack_folder(pyz, shared_root)
     for path in (folder, folder / "site-packages", folder / "site-packages" / "proxy"):
@@ -235,13 +233,11 @@ def test_the_file_unpacks_privately_into_a_shared_root_and_runs(pyz, alone, shar
 
 
 def test_the_default_root_is_private(pyz, alone):
-    here, env = alone
-    env = {key: value for key, value in env.items() if key != "SHIV_ROOT"}
+    env = {key: value for key, value in alone[1].items() if key != "SHIV_ROOT"}
     default = Path(env["HOME"]) / ".shiv"
     default.mkdir(parents=True)
     default.chmod(0o755)  # as an earlier version left it
-    done = subprocess.run([*PYTHON, "toolcall-proxy.pyz", "--help"], cwd=here, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = _run(alone, "--help", env=env)
     assert done.returncode == 0, done.stderr
     assert stat.S_IMODE(default.stat().st_mode) == 0o700
     assert _unpack_folder(pyz, default).is_dir()

@@ -164,19 +164,12 @@ def test_history_without_a_leading_block_of_its_own_is_left_as_it_is(message):
 THOUGHT = "<think>\nThe user wants 2+2; that is simple arithmetic, four.\n</think>\n\nIt is 4."
 
 
-@pytest.mark.integration
-def test_over_http_the_thinking_is_the_reasoning_in_both_modes_and_flows_live(
-        fake, start_proxy):
+def _flows_live_as_reasoning(fake, streamed, content: str) -> None:
+    """Upstream answers `content` (2+2's thinking, then "It is 4."), pausing after "simple":
+    the thinking reaches the client as reasoning while upstream still writes, no content
+    before it, and the whole stream reads as the thinking then the answer."""
     messages = [{"role": "user", "content": "2+2?"}]
-    buffered = start_proxy().client()
-    fake.answer(vllm_answer(vllm_completion(THOUGHT)))
-    message = buffered.chat.completions.create(model="m", messages=messages,
-                                               tools=TOOLS).choices[0].message
-    assert (message.content, message.model_extra["reasoning_content"]) == (
-        "It is 4.", "The user wants 2+2; that is simple arithmetic, four.")
-
-    streamed = start_proxy(stream_mode="stream").client()
-    answer, resume = _paused_after(vllm_stream_of(vllm_completion(THOUGHT), size=5), "simple")
+    answer, resume = _paused_after(vllm_stream_of(vllm_completion(content), size=5), "simple")
     fake.answer(answer)
     try:
         reader = Reader(streamed.chat.completions.create(model="m", messages=messages,
@@ -191,6 +184,20 @@ def test_over_http_the_thinking_is_the_reasoning_in_both_modes_and_flows_live(
     assert "".join(_delta(c).get("reasoning_content", "") for c in chunks) == (
         "The user wants 2+2; that is simple arithmetic, four.")
     assert "".join(_delta(c).get("content", "") for c in chunks) == "It is 4."
+
+
+@pytest.mark.integration
+def test_over_http_the_thinking_is_the_reasoning_in_both_modes_and_flows_live(
+        fake, start_proxy):
+    messages = [{"role": "user", "content": "2+2?"}]
+    buffered = start_proxy().client()
+    fake.answer(vllm_answer(vllm_completion(THOUGHT)))
+    message = buffered.chat.completions.create(model="m", messages=messages,
+                                               tools=TOOLS).choices[0].message
+    assert (message.content, message.model_extra["reasoning_content"]) == (
+        "It is 4.", "The user wants 2+2; that is simple arithmetic, four.")
+
+    _flows_live_as_reasoning(fake, start_proxy(stream_mode="stream").client(), THOUGHT)
 
 
 CUT = "The user wants the weather, so I call the tool for the city of"
@@ -228,21 +235,7 @@ def test_over_http_a_template_opened_thinking_flows_live_as_reasoning(fake, star
     reasoning while upstream still writes; the answer after it is the content, as buffered."""
     messages = [{"role": "user", "content": "2+2?"}]
     streamed = start_proxy(stream_mode="stream", thinking_opened_by_template="true").client()
-    answer, resume = _paused_after(vllm_stream_of(vllm_completion(OPENED), size=5), "simple")
-    fake.answer(answer)
-    try:
-        reader = Reader(streamed.chat.completions.create(model="m", messages=messages,
-                                                         tools=TOOLS, stream=True))
-        first = reader.next_where(lambda chunk: _delta(chunk).get("reasoning_content"))
-        assert first is not None
-        assert not resume.is_set()  # the thinking flowed while upstream was still writing
-        assert not any(_delta(chunk).get("content") for chunk in reader.seen)
-    finally:
-        resume.set()
-    chunks = reader.rest()
-    assert "".join(_delta(c).get("reasoning_content", "") for c in chunks) == (
-        "The user wants 2+2; that is simple arithmetic, four.")
-    assert "".join(_delta(c).get("content", "") for c in chunks) == "It is 4."
+    _flows_live_as_reasoning(fake, streamed, OPENED)
     buffered = start_proxy(thinking_opened_by_template="true").client()
     fake.answer(vllm_answer(vllm_completion(OPENED)))
     message = buffered.chat.completions.create(model="m", messages=messages,
