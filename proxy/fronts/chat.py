@@ -127,9 +127,8 @@ def completion_chunks(ident: StreamIdentity, result: TurnResult, include_usage: 
 
 
 def _after(text: str | None, sent: str) -> str | None:
-    """A choice's text with what went out live taken off (`unsent`; none, or nothing sent,
-    as it is)."""
-    return unsent(text, sent) if sent and text is not None else text
+    """A choice's text with what went out live taken off (`unsent`; none stays none)."""
+    return None if text is None else unsent(text, sent)
 
 
 class ChatStream:
