@@ -1,0 +1,199 @@
+"""The documentation holds together: README.md fits on a screen; every relative link and
+`#anchor` in it and in docs/ resolves as GitHub renders them; every `make` target, `python
+app.py` command and flag, `python -m` module and repository path the pages show exists."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.docs_pages import README, ROOT, headings, lines_outside_fences, markdown_files
+
+README_MAX_LINES = 250
+CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")
+LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
+FENCE_OPEN = re.compile(r"^ {0,3}(```|~~~)")
+# Where the pages name a file or folder of this repository (placeholders such as NAME aside).
+REPO_PATH = re.compile(r"(?:proxy|tests|deploy|bench|tools|docs)/[\w./-]*|[\w.-]+\.(?:py|json|lock"
+                       r"|txt|toml|yaml|md)|Dockerfile|Makefile")
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def github_slug(title: str) -> str:
+    """A heading's anchor as GitHub makes it: the rendered text (code spans and links as
+    their text, emphasis marks dropped), lowercased, punctuation other than `-` and `_`
+    dropped, spaces to `-`."""
+    text = CODE_SPAN.sub(lambda m: m.group(2).strip(), title)
+    text = LINK.sub(lambda m: m.group(1), text)
+    text = re.sub(r"<[^>]+>", "", text).lower()
+    text = "".join(ch for ch in text if ch.isalnum() or ch in " -_")
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """Every anchor a page's headings make, duplicates numbered `-1`, `-2`, … as GitHub does."""
+    seen: dict[str, int] = {}
+    found = set()
+    for _, title in headings(path.read_text(encoding="utf-8")):
+        slug = github_slug(title)
+        if slug in seen:
+            seen[slug] += 1
+            slug = f"{slug}-{seen[slug]}"
+        else:
+            seen[slug] = 0
+        found.add(slug)
+    return found
+
+
+def links(path: Path) -> list[tuple[int, str]]:
+    """(line, target) of every Markdown link outside code."""
+    found = []
+    for number, line in lines_outside_fences(path.read_text(encoding="utf-8")):
+        for match in LINK.finditer(CODE_SPAN.sub("", line)):
+            found.append((number, match.group(2)))
+    return found
+
+
+def code(path: Path) -> list[str]:
+    """The code the page shows: each line of its fenced blocks and each inline code span."""
+    text = path.read_text(encoding="utf-8")
+    outside = dict(lines_outside_fences(text))
+    shown = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if number not in outside:
+            if not FENCE_OPEN.match(line):
+                shown.append(line)
+        else:
+            shown += [match.group(2).strip() for match in CODE_SPAN.finditer(line)]
+    return shown
+
+
+def test_the_slug_rules_are_githubs():
+    assert github_slug("Coverage: vLLM, SGLang, llama.cpp") == "coverage-vllm-sglang-llamacpp"
+    assert github_slug("`python app.py doctor`: probe a live server") == (
+        "python-apppy-doctor-probe-a-live-server")
+    assert github_slug("The answer's markup") == "the-answers-markup"
+    assert github_slug("systemd + nginx") == "systemd--nginx"
+    assert github_slug("Add a [front](x.md) _now_") == "add-a-front-_now_"
+
+
+def test_duplicate_headings_are_numbered(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Setup\n\n## Setup\n\n```\n# Setup\n```\n\n### Setup\n")
+    assert anchors(page) == {"setup", "setup-1", "setup-2"}
+
+
+def test_the_readme_fits_on_a_screen():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=_rel)
+def test_every_relative_link_and_anchor_resolves(path: Path):
+    broken = []
+    for number, target in links(path):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:: not this repository's
+            continue
+        file_part, _, anchor = target.partition("#")
+        linked = (path.parent / file_part).resolve() if file_part else path
+        if not linked.exists():
+            broken.append(f"{_rel(path)}:{number}: no file {target}")
+        elif anchor and (linked.suffix != ".md" or anchor not in anchors(linked)):
+            broken.append(f"{_rel(path)}:{number}: no anchor #{anchor} in {_rel(linked)}")
+    assert broken == []
+
+
+def test_every_docs_page_is_linked_from_the_readme_or_the_index():
+    linked = set()
+    for page in (README, ROOT / "docs" / "README.md"):
+        for _, target in links(page):
+            file_part = target.partition("#")[0]
+            if file_part:
+                linked.add((page.parent / file_part).resolve())
+    assert [_rel(page) for page in markdown_files() if page not in linked and page != README] == []
+
+
+def _make_targets() -> set[str]:
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    return {match.group(1) for match in re.finditer(r"^([A-Za-z0-9_.-]+):(?!=)", text, re.M)}
+
+
+@functools.cache
+def _help(*command: str) -> str:
+    """What `python app.py COMMAND --help` prints (the CLI as users run it, wherever its
+    modules live)."""
+    result = subprocess.run([sys.executable, "app.py", *command, "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _app_commands(shown: list[str]) -> list[tuple[str | None, list[str]]]:
+    """Each `python app.py …` the code shows: (its subcommand or None for serving, its flags)."""
+    found = []
+    for line in shown:
+        for match in re.finditer(r"python3? app\.py((?: +[^\s#;&|)]+)*)", line):
+            words = match.group(1).split()
+            command = words[0] if words and re.fullmatch(r"[a-z]+", words[0]) else None
+            flags = [word.split("=")[0] for word in words if word.startswith("--")]
+            found.append((command, flags))
+    return found
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=_rel)
+def test_every_make_target_shown_exists(path: Path):
+    shown = {target for line in code(path)
+             for target in re.findall(r"(?:^|[\s;&(])make ([a-z][\w-]*)", line)}
+    assert shown - _make_targets() == set()
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=_rel)
+def test_every_app_command_and_flag_shown_exists(path: Path):
+    top = _help()
+    missing = []
+    for command, flags in _app_commands(code(path)):
+        if command is not None and not re.search(rf"\b{command}\b", top):
+            missing.append(f"python app.py {command}")
+            continue
+        # a subcommand with a parser of its own prints its own usage
+        usage = _help(command) if command and f"app.py {command}" in _help(command) else top
+        missing += [f"python app.py {command or ''} {flag}" for flag in flags
+                    if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", usage)]
+    assert missing == []
+
+
+def test_the_readme_shows_the_commands_a_fresh_machine_needs():
+    shown = code(README)
+    assert {"make run", "make test"} <= {line.split("#")[0].strip() for line in shown}
+    assert {command for command, _ in _app_commands(shown)} >= {"doctor"}
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=_rel)
+def test_every_python_module_shown_exists(path: Path):
+    modules = {match for line in code(path)
+               for match in re.findall(r"python3? -m ([\w.]+)", line)}
+    assert [name for name in sorted(modules) if name not in ("pip", "venv", "sglang.launch_server",
+                                                             "sglang_router.launch_router")
+            and importlib.util.find_spec(name) is None] == []
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=_rel)
+def test_every_repository_path_shown_exists(path: Path):
+    """A code span that is a path of this repository (`proxy/shell/store.py`,
+    `tests/fixtures/`, `config.example.json`) names a file or folder that is there."""
+    missing = []
+    for span in code(path):
+        if " " in span or "NAME" in span or "*" in span or not REPO_PATH.fullmatch(span):
+            continue
+        if not (ROOT / span).exists() and "/" in span:
+            missing.append(span)
+    assert missing == []
