@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs_pages import README, ROOT, headings, lines_outside_fences, markdown_files
+from tests.docs_pages import (
+    README,
+    ROOT,
+    headings,
+    lines_outside_fences,
+    markdown_files,
+    page,
+    table,
+)
 
 README_MAX_LINES = 250
 CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")
@@ -114,12 +122,12 @@ def test_every_relative_link_and_anchor_resolves(path: Path):
 
 def test_every_docs_page_is_linked_from_the_readme_or_the_index():
     linked = set()
-    for page in (README, ROOT / "docs" / "README.md"):
-        for _, target in links(page):
+    for index in (README, ROOT / "docs" / "README.md"):
+        for _, target in links(index):
             file_part = target.partition("#")[0]
             if file_part:
-                linked.add((page.parent / file_part).resolve())
-    assert [_rel(page) for page in markdown_files() if page not in linked and page != README] == []
+                linked.add((index.parent / file_part).resolve())
+    assert [_rel(path) for path in markdown_files() if path not in linked and path != README] == []
 
 
 def _make_targets() -> set[str]:
@@ -197,3 +205,21 @@ def test_every_repository_path_shown_exists(path: Path):
         if not (ROOT / span).exists() and "/" in span:
             missing.append(span)
     assert missing == []
+
+
+def test_the_operating_page_lists_every_metric_the_proxy_exports():
+    from proxy.metrics import Metrics
+
+    exported = {family.name + ("_total" if family.type == "counter" else "")
+                for family in Metrics().registry.collect()}
+    rows = table(page("operating.md"), "| metric | labels | what |")
+    assert sorted(row[0].strip("`") for row in rows) == sorted(exported)
+
+
+def test_the_errors_page_names_every_code_the_proxy_raises():
+    """Each `code="…"` an error of the proxy is made with has a row on docs/errors.md."""
+    raised = {match for path in (ROOT / "proxy").rglob("*.py")
+              for match in re.findall(r"\bcode=\"([a-z_]+)\"", path.read_text(encoding="utf-8"))}
+    documented = {code for row in table(page("errors.md"), "| status | `code` | when |")
+                  for code in re.findall(r"`([a-z_]+)`", row[1])}
+    assert raised - documented == set()
