@@ -88,3 +88,20 @@ def tables(text: str, header: str) -> list[list[str]]:
         rows += table(rest, header)
         rest = rest.split(header, 1)[1]
     return rows
+
+
+def code_blocks(text: str, language: str) -> list[str]:
+    """The fenced code blocks of a page in `language` (```json …```), each dedented by its
+    fence's indent (a block inside a list item)."""
+    blocks, current, indent = [], None, 0
+    for line in text.splitlines():
+        stripped = line.lstrip(" ")
+        if current is None:
+            if stripped.startswith("```") and stripped[3:].strip() == language:
+                current, indent = [], len(line) - len(stripped)
+        elif stripped.startswith("```"):
+            blocks.append("\n".join(current) + "\n")
+            current = None
+        else:
+            current.append(line[indent:])
+    return blocks

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ import pytest
 from tests.docs_pages import (
     README,
     ROOT,
+    code_blocks,
     headings,
     lines_outside_fences,
     markdown_files,
@@ -24,6 +27,7 @@ from tests.docs_pages import (
 )
 
 README_MAX_LINES = 250
+PROXY = "http://127.0.0.1:8003"  # where the pages point agents
 CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")
 LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
 FENCE_OPEN = re.compile(r"^ {0,3}(```|~~~)")
@@ -223,3 +227,31 @@ def test_the_errors_page_names_every_code_the_proxy_raises():
     documented = {code for row in table(page("errors.md"), "| status | `code` | when |")
                   for code in re.findall(r"`([a-z_]+)`", row[1])}
     assert raised - documented == set()
+
+
+def test_the_chat_agents_page_shows_the_setups_make_e2e_runs(tmp_path):
+    """Qwen Code's settings, opencode's config and Continue's config.yaml on
+    docs/clients/chat-agents.md are the files `make e2e` writes for each agent."""
+    from tests.e2e.chat_agents import AGENTS, CONTINUE_CONFIG
+    from tests.fake_vllm import MODEL
+
+    text = page("clients/chat-agents.md")
+    qwen, opencode = (json.loads(block) for block in code_blocks(text, "json"))
+    AGENTS["qwen-code"].setup(tmp_path, PROXY, "hi")
+    assert json.loads((tmp_path / ".qwen" / "settings.json").read_text()) == qwen
+    AGENTS["opencode"].setup(tmp_path, PROXY, "hi")
+    assert json.loads((tmp_path / "opencode.json").read_text()) == opencode
+    assert code_blocks(text, "yaml") == [CONTINUE_CONFIG.format(model=MODEL, url=PROXY,
+                                                                key="anything")]
+
+
+def test_the_codex_pages_show_the_setup_make_e2e_runs():
+    """docs/clients/codex.md's config.toml is the one `make e2e` gives Codex (with
+    `--strict-config`), and the README's is a part of it."""
+    from tests.e2e.test_codex import CONFIG
+
+    (full,) = code_blocks(page("clients/codex.md"), "toml")
+    assert tomllib.loads(full) == tomllib.loads(CONFIG.format(url=PROXY))
+    (short,) = code_blocks(README.read_text(encoding="utf-8"), "toml")
+    whole = tomllib.loads(full)
+    assert {key: whole[key] for key in tomllib.loads(short)} == tomllib.loads(short)
