@@ -67,25 +67,25 @@ def anchors(path: Path) -> set[str]:
 
 
 def links(path: Path) -> list[tuple[int, str]]:
-    """(line, target) of every Markdown link outside code."""
-    found = []
-    for number, line in lines_outside_fences(path.read_text(encoding="utf-8")):
-        for match in LINK.finditer(CODE_SPAN.sub("", line)):
-            found.append((number, match.group(2)))
-    return found
+    """(line, target) of every Markdown link outside code, its text on one line or several."""
+    lines = lines_outside_fences(path.read_text(encoding="utf-8"))
+    text = "\n".join(CODE_SPAN.sub("", line) for _, line in lines)
+    return [(lines[text.count("\n", 0, match.end())][0], match.group(2))
+            for match in LINK.finditer(text)]
 
 
 def code(path: Path) -> list[str]:
-    """The code the page shows: each line of its fenced blocks and each inline code span."""
+    """The code the page shows: each line of its fenced blocks and each inline code span (a
+    span may run over lines of its paragraph)."""
     text = path.read_text(encoding="utf-8")
-    outside = dict(lines_outside_fences(text))
-    shown = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if number not in outside:
-            if not FENCE_OPEN.match(line):
-                shown.append(line)
-        else:
-            shown += [match.group(2).strip() for match in CODE_SPAN.finditer(line)]
+    outside = lines_outside_fences(text)
+    numbers = {number for number, _ in outside}
+    shown = [line for number, line in enumerate(text.splitlines(), 1)
+             if number not in numbers and not FENCE_OPEN.match(line)]
+    prose = "\n".join(line for _, line in outside)
+    for paragraph in re.split(r"\n\s*\n", prose):
+        shown += [" ".join(match.group(2).split())
+                  for match in CODE_SPAN.finditer(paragraph.replace("\n", " "))]
     return shown
 
 
@@ -102,6 +102,13 @@ def test_duplicate_headings_are_numbered(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("# Setup\n\n## Setup\n\n```\n# Setup\n```\n\n### Setup\n")
     assert anchors(page) == {"setup", "setup-1", "setup-2"}
+
+
+def test_links_are_read_outside_code_and_across_lines(tmp_path):
+    page_ = tmp_path / "page.md"
+    page_.write_text("See [the\nrest](a.md#x) and `[not](b.md)`.\n\n```\n[no](c.md)\n```\n"
+                     "![img](d.png) [web](https://example.com)\n")
+    assert links(page_) == [(2, "a.md#x"), (7, "d.png"), (7, "https://example.com")]
 
 
 def test_the_readme_fits_on_a_screen():
