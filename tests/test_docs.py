@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import itertools
 import json
 import re
 import subprocess
@@ -109,6 +110,14 @@ def test_links_are_read_outside_code_and_across_lines(tmp_path):
     page_.write_text("See [the\nrest](a.md#x) and `[not](b.md)`.\n\n```\n[no](c.md)\n```\n"
                      "![img](d.png) [web](https://example.com)\n")
     assert links(page_) == [(2, "a.md#x"), (7, "d.png"), (7, "https://example.com")]
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=_rel)
+def test_each_page_has_one_title_and_its_sections_under_it(path: Path):
+    levels = [level for level, _ in headings(path.read_text(encoding="utf-8"))]
+    assert levels[0] == 1
+    assert levels.count(1) == 1
+    assert all(after <= before + 1 for before, after in itertools.pairwise(levels))
 
 
 def test_the_readme_fits_on_a_screen():
