@@ -271,3 +271,24 @@ def test_the_codex_pages_show_the_setup_make_e2e_runs():
     assert whole["model_providers"][whole["model_provider"]]["wire_api"] == "responses"
     (short,) = code_blocks(README.read_text(encoding="utf-8"), "toml")
     assert {key: whole[key] for key in tomllib.loads(short)} == tomllib.loads(short)
+
+
+def test_the_operating_page_names_every_field_of_status_json():
+    """Each top-level field of `/proxy/status.json`, and each field of its rows, is named in
+    the row of docs/operating.md's field table that describes it."""
+    from proxy.status import MinuteCount, StatusInput, TurnRecord, document
+
+    turn = TurnRecord(ts=1.0, request_id="r", front="chat", mode="buffered", model="m",
+                      stream=True, status=502, upstream="u", upstream_status=502,
+                      upstream_ms=5.0, total_ms=6.0, error="upstream_cut", capture="k")
+    doc = document(StatusInput([turn], [MinuteCount(0, 1, 1)], ["u"], captures=True), now=60.0)
+    cells = {}
+    for name, what in table(page("operating.md"), "| field | what |"):
+        for field in re.findall(r"`(\w+)(?:\[\])?`", name):
+            cells[field] = name + what
+    missing = [key for key in doc if key not in cells]
+    for key, value in doc.items():
+        rows = value if isinstance(value, list) else [value] if isinstance(value, dict) else []
+        missing += [f"{key}.{field}" for row in rows for field in row
+                    if f"`{field}`" not in cells.get(key, "")]
+    assert missing == []
