@@ -292,3 +292,21 @@ def test_the_operating_page_names_every_field_of_status_json():
         missing += [f"{key}.{field}" for row in rows for field in row
                     if f"`{field}`" not in cells.get(key, "")]
     assert missing == []
+
+
+def test_the_architecture_page_places_every_module_of_the_proxy():
+    """Each module of `proxy/` (or the folder holding it) is named in the row of its package
+    in the architecture page's table, so the table cannot fall behind the code."""
+    rows = {row[0].strip("`"): row[1]
+            for row in table(page("architecture.md"), "| package | what it is | knows HTTP? |")}
+    missing = []
+    for path in sorted((ROOT / "proxy").rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        relative = path.relative_to(ROOT).as_posix()
+        package = max((name for name in rows if name.endswith("/") and relative.startswith(name)),
+                      key=len)
+        first = relative.removeprefix(package).split("/")[0].removesuffix(".py")
+        if f"`{first}`" not in rows[package] and f"`{first}/`" not in rows[package]:
+            missing.append(relative)
+    assert missing == []
