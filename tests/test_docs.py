@@ -24,6 +24,7 @@ from tests.docs_pages import (
     lines_outside_fences,
     markdown_files,
     page,
+    section,
     table,
 )
 
@@ -310,3 +311,8 @@ def test_the_architecture_page_places_every_module_of_the_proxy():
         if f"`{first}`" not in rows[package] and f"`{first}/`" not in rows[package]:
             missing.append(relative)
     assert missing == []
+
+
+def test_the_install_page_names_the_server_variables_the_cli_reads():
+    serving = section(page("install.md"), "Serving")
+    assert set(re.findall(r"GUNICORN_\w+", serving)) == set(re.findall(r"GUNICORN_\w+", _help()))
