@@ -279,6 +279,8 @@ class FakeVLLM:
         self._lock = threading.Lock()
         # vLLM's /tokenize for a chat: the count it answers (None: a server without one).
         self.tokenize: Callable[[Any], int] | None = fake_token_count
+        # Whether it serves /v1/embeddings (vLLM does for an embedding model only).
+        self.embeddings = True
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -363,6 +365,8 @@ class FakeVLLM:
             return Answer(status=404, body={"detail": "Not Found"})
         if received.path == "/tokenize" and received.method == "POST":
             return self._tokenized(received)
+        if received.path == "/v1/embeddings" and received.method == "POST":
+            return self._embedded(received)
         if received.path.startswith("/v1/chat/completions") and received.method == "POST":
             try:
                 rejection = _validate_like_vllm(received.json, self.tool_parser)
@@ -371,6 +375,31 @@ class FakeVLLM:
             if rejection is not None:
                 return rejection
         return self._answer(received)
+
+    def _embedded(self, received: Received) -> Answer:
+        """vLLM's /v1/embeddings answer (its `EmbeddingResponse`): one vector per input, in
+        `data` with its `index`; 404 while `embeddings` is off (a server of a chat model
+        only: vLLM registers the route for pooling models alone)."""
+        if not self.embeddings:
+            return Answer(status=404, body={"detail": "Not Found"})
+        body = received.json
+        inputs = body.get("input") if isinstance(body, dict) else None
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if not isinstance(inputs, list) or not inputs:
+            return vllm_error(400, "input: Field required")
+        if body.get("model") != self.model:
+            return vllm_error(404, f"The model `{body.get('model')}` does not exist.",
+                              "NotFoundError")
+        size = body.get("dimensions") or 4
+        data = [{"index": i, "object": "embedding",
+                 "embedding": [round((len(text) + k) / 10, 3) for k in range(size)]}
+                for i, text in enumerate(inputs)]
+        tokens = sum(len(text.split()) + 1 for text in inputs)
+        return Answer(body={"id": f"embd-{uuid.uuid4().hex}", "object": "list",
+                            "created": int(time.time()), "model": self.model, "data": data,
+                            "usage": {"prompt_tokens": tokens, "total_tokens": tokens,
+                                      "completion_tokens": 0, "prompt_tokens_details": None}})
 
     def _tokenized(self, received: Received) -> Answer:
         """vLLM's /tokenize answer for a chat (`count`, `max_model_len`, `tokens`)."""

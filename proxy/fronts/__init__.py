@@ -112,6 +112,8 @@ TURN = "turn"  # a turn: the front's `parse`, the core, the front's rendering
 COUNT = "count"  # a token count (`Front.counter`)
 STORED_GET = "stored_get"  # an answer the store keeps, by `params["id"]` (`Front.storing`)
 STORED_DELETE = "stored_delete"  # its deletion
+CATALOG = "catalog"  # an answer made of the upstream's models (`Route.serve(incoming, models)`)
+EXCHANGE = "exchange"  # one upstream call or none, both ways translated (`Route.serve`)
 
 
 def _always(_config: Config) -> bool:
@@ -119,15 +121,53 @@ def _always(_config: Config) -> bool:
 
 
 @dataclass(frozen=True)
+class ModelCard:
+    """A model the upstream serves, as the shell learned it without a generation (its model
+    list): the id it is asked by, its context length in tokens (None: not said), when it
+    was made (Unix seconds, None: not said) and who owns it."""
+
+    id: str
+    context_length: int | None = None
+    created: int | None = None
+    owned_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer a front makes itself, without a turn (a model list, a version, an
+    embedding translated back): status, body and content type."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+@dataclass(frozen=True)
+class Ask:
+    """The one upstream call of an `EXCHANGE` route: method, path, body (None: none) and the
+    model it is for (which upstream); `then` makes the front's answer of the upstream's
+    (its status and body; a ProxyError for an answer the front cannot use)."""
+
+    method: str
+    path: str
+    body: bytes | None
+    model: str
+    then: Callable[[int, bytes], Reply]
+
+
+@dataclass(frozen=True)
 class Route:
     """A path a front serves: `method`, `pattern` (`{name}` matches one path segment, a
     trailing slash is the same path), what the shell does with it (`action`), and `when`
-    the settings let the front serve it (else the request is relayed upstream)."""
+    the settings let the front serve it (else the request is relayed upstream). `serve` is
+    the front's pure half of a `CATALOG` route (`(Incoming, tuple[ModelCard, ...]) → Reply`)
+    or of an `EXCHANGE` route (`(Incoming, Config) → Ask | Reply`)."""
 
     method: str
     pattern: str
     action: str = TURN
     when: Callable[[Config], bool] = _always
+    serve: Callable[..., Any] | None = field(default=None, compare=False)
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

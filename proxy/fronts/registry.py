@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import Config
-from . import TURN, Front, Route, chat, messages, responses
+from . import TURN, Front, Route, chat, messages, ollama, responses
 
 FRONTS: tuple[Front, ...] = (
     chat.FRONT,
     responses.FRONT,
     messages.FRONT,
+    ollama.FRONT,
 )
 
 DEFAULT = chat.FRONT

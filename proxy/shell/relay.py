@@ -163,9 +163,21 @@ def model_ids(reply: UpstreamReply) -> list[Any] | None:
 def all_models(app: Proxy, log: RequestLog, target: str,
                headers_for: Any) -> Response:
     """`/v1/models` across every upstream (each asked with its own key), so one proxy lists
-    every model it routes to; one that fails leaves its models out, not the others'. Of the
-    replicas of one model, one is asked (one that is up first; the next if it fails)."""
-    models: list[Any] = []
+    every model it routes to."""
+    models = model_entries(app, log, target, headers_for)
+    log.status = log.upstream_status = 200
+    response = _json_response({"object": "list", "data": models})
+    log.bytes_out = response.content_length or 0
+    return response
+
+
+def model_entries(app: Proxy, log: RequestLog, target: str,
+                  headers_for: Any) -> list[dict[str, Any]]:
+    """The entries of every upstream's model list (`target`: its path, `/v1/models`), each
+    model once; one upstream that fails leaves its models out, not the others' (all failing:
+    the first failure). Of the replicas of one model, one is asked (one that is up first; the
+    next if it fails)."""
+    models: list[dict[str, Any]] = []
     seen: set[str] = set()
     failures: list[ProxyError] = []
     for urls, settings in upstream_groups(app.config):
@@ -179,10 +191,7 @@ def all_models(app: Proxy, log: RequestLog, target: str,
                 models.append(model)
     if failures and not models:
         raise failures[0]
-    log.status = log.upstream_status = 200
-    response = _json_response({"object": "list", "data": models})
-    log.bytes_out = response.content_length or 0
-    return response
+    return models
 
 
 def _models_of(app: Proxy, urls: tuple[str, ...], settings: Config, target: str,

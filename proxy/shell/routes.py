@@ -14,7 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 from ..config import Config
 from ..errors import ProxyError
-from ..fronts import COUNT, TURN, Front
+from ..fronts import CATALOG, COUNT, EXCHANGE, TURN, Front
 from ..fronts.registry import DEFAULT, route_for
 from ..observe import RequestLog
 from ..status_page import CONTENT_SECURITY_POLICY, page
@@ -30,6 +30,7 @@ from .door import (
     request_target,
     shut_reading,
 )
+from .exchange import catalog, exchange
 from .handlers import REQUEST_ID, Proxy, json_response
 from .stored import stored
 from .turns import error_response
@@ -196,6 +197,10 @@ class Routes:
                 response = proxy.handle(routed, log, target, api_key)
             elif routed.route.action == COUNT:
                 response = count_tokens(proxy, routed, log, read_body(
+                    request, config.max_body_bytes, config.body_timeout_seconds))
+            elif routed.route.action in (CATALOG, EXCHANGE):
+                answer = catalog if routed.route.action == CATALOG else exchange
+                response = answer(proxy, routed, log, read_body(
                     request, config.max_body_bytes, config.body_timeout_seconds))
             else:
                 response = stored(proxy, routed, log, api_key)

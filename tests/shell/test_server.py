@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from proxy.config_load import ConfigError, build_config
-from proxy.shell.server import gunicorn_settings
+from proxy.shell.server import _announce, gunicorn_settings
 from tests.shell.test_entrypoints import _free_port, _stop, _wait_healthy
 
 pytestmark = pytest.mark.integration
@@ -149,10 +149,21 @@ def test_healthcheck_command(server):
 
 
 def test_settings_listen_where_the_proxy_is_configured():
-    assert gunicorn_settings(build_config({"port": 9100}), {})["bind"] == "127.0.0.1:9100"
-    assert gunicorn_settings(build_config({"host": "::1"}), {})["bind"] == "[::1]:8003"
-    assert gunicorn_settings(build_config(), {"GUNICORN_BIND": "unix:/run/p.sock"})["bind"] == (
-        "unix:/run/p.sock")
+    assert gunicorn_settings(build_config({"port": 9100}), {})["bind"] == ["127.0.0.1:9100"]
+    assert gunicorn_settings(build_config({"host": "::1"}), {})["bind"] == ["[::1]:8003"]
+    assert gunicorn_settings(build_config(), {"GUNICORN_BIND": "unix:/run/p.sock"})["bind"] == [
+        "unix:/run/p.sock"]
+
+
+def test_the_ollama_port_is_a_second_bind_of_the_same_app():
+    config = build_config({"ollama_port": 11434})
+    assert gunicorn_settings(config, {})["bind"] == ["127.0.0.1:8003", "127.0.0.1:11434"]
+    assert gunicorn_settings(config, {"GUNICORN_BIND": "unix:/run/p.sock"})["bind"] == [
+        "unix:/run/p.sock", "127.0.0.1:11434"]
+    said: list[str] = []
+    _announce(config, said.append)
+    assert said[0].startswith("toolcall-proxy listening on http://127.0.0.1:8003 and "
+                              "http://127.0.0.1:11434 ")
 
 
 def test_workers_default_to_the_cores_this_process_may_use():
@@ -187,7 +198,7 @@ def test_deploy_config_is_the_shared_settings(monkeypatch):
             assert conf[key].__mro__[1:] == value.__mro__[1:]
         elif not callable(value):
             assert conf[key] == value, key
-    assert conf["bind"] == "127.0.0.1:9200"
+    assert conf["bind"] == ["127.0.0.1:9200"]
     assert conf["workers"] == 5
 
 

@@ -1,0 +1,83 @@
+"""Ollama's API (`POST /api/chat`, `/api/generate`, and the endpoints its clients probe):
+Home Assistant, VS Code Copilot's Ollama provider, Zed, JetBrains AI Assistant, Continue
+(`provider: ollama`), Open WebUI.
+
+A chat or generate request is translated to a chat completion (`request`) and answered by
+the same turn as every front (calls recovered and repaired, thinking in its field, the
+streamed mode, heartbeats); the result comes back as one JSON object or, Ollama's default
+(`stream` absent), as NDJSON lines (`output`, `stream`). The model endpoints are made of the
+upstream's model list (`catalog`), embeddings are one upstream call (`embed`), and the
+endpoints that manage models say the models are the upstream's (`errors`). Errors use
+Ollama's envelope, `{"error": "…"}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ...config import Config
+from ...turn.plan import TurnPlan, parse_body, plan_turn
+from .. import CATALOG, EXCHANGE, Front, Incoming, Route, Sample
+from . import catalog, embed
+from .errors import error_response, upstreams_models
+from .output import CHAT, GENERATE, OllamaData, render_json
+from .request import Translation, translate_chat, translate_generate
+from .sample import sample_calls, sample_request
+from .stream import OllamaStream
+
+__all__ = ["CHAT_PATH", "FRONT", "GENERATE_PATH", "NAME", "OllamaData", "OllamaStream",
+           "error_response", "parse", "render_json"]
+
+NAME = "ollama"
+CHAT_PATH = "/api/chat"
+GENERATE_PATH = "/api/generate"
+_MANAGING = ("pull", "push", "create", "copy", "delete")
+
+
+def parse(incoming: Incoming, config: Config) -> TurnPlan:
+    """An `/api/chat` or `/api/generate` request as a turn (every one is a turn: its answer
+    is Ollama's, with or without tools)."""
+    started = time.monotonic_ns()
+    body = parse_body(incoming.body)
+    model = body.get("model")
+    config = config.for_model(model if isinstance(model, str) else "")
+    generate = incoming.path.rstrip("/") == GENERATE_PATH
+    request: Translation = (translate_generate if generate else translate_chat)(body, config)
+    config = config.for_model(request.body["model"])
+    plan = plan_turn(request.body, config, client_stream=request.stream, include_usage=False,
+                     front_data=OllamaData(request.model, GENERATE if generate else CHAT,
+                                           started))
+    # The thinking is Ollama's own field, whatever the chat front's setting says.
+    return dataclasses.replace(
+        plan, extraction=dataclasses.replace(plan.extraction, reasoning_shown=True),
+        rewrites=(*request.rewrites, *plan.rewrites))
+
+
+def _refusal(action: str) -> Callable[[Incoming, Config], Any]:
+    def refuse(_incoming: Incoming, _config: Config) -> Any:
+        raise upstreams_models(action)
+    return refuse
+
+
+ROUTES = (
+    Route("POST", CHAT_PATH),
+    Route("POST", GENERATE_PATH),
+    Route("GET", "/", EXCHANGE, serve=catalog.root),
+    Route("HEAD", "/", EXCHANGE, serve=catalog.root),
+    Route("GET", "/api/version", EXCHANGE, serve=catalog.version),
+    Route("HEAD", "/api/version", EXCHANGE, serve=catalog.version),
+    Route("GET", "/api/tags", CATALOG, serve=catalog.tags),
+    Route("HEAD", "/api/tags", CATALOG, serve=catalog.tags),
+    Route("POST", "/api/show", CATALOG, serve=catalog.show),
+    Route("GET", "/api/ps", CATALOG, serve=catalog.ps),
+    Route("POST", "/api/embed", EXCHANGE, serve=embed.embed),
+    Route("POST", "/api/embeddings", EXCHANGE, serve=embed.embeddings),
+    *(Route("DELETE" if action == "delete" else "POST", f"/api/{action}", EXCHANGE,
+            serve=_refusal(action)) for action in _MANAGING),
+)
+
+FRONT = Front(NAME, ROUTES, parse, render_json, OllamaStream.for_plan, error_response,
+              key_headers=("Authorization",), sample=Sample(sample_request, sample_calls))
