@@ -2,7 +2,7 @@
 and for fuzzed outputs, what a client assembles is identical in both modes — the same
 content, reasoning, calls and finish, whatever was sent live on the way — through every
 front's writer, each read by its official SDK (chat and Responses: OpenAI's; Messages:
-Anthropic's)."""
+Anthropic's; Ollama's: the `ollama` client's types)."""
 
 from __future__ import annotations
 
@@ -209,8 +209,11 @@ def test_upstreams_own_calls_give_the_same_message_in_both_modes(
 
 
 def _calls(assembled: dict) -> list[dict]:
-    """The calls of an assembled answer (chat's tool calls, Responses' call items; a
-    Messages tool_use id is minted anyway, so compared by shape already)."""
+    """The calls of an assembled answer (chat's tool calls, Responses' call items, Ollama's
+    message's calls; a Messages tool_use id is minted anyway, so compared by shape
+    already)."""
+    if "calls" in assembled:
+        return assembled["calls"]
     if "choices" in assembled:
         return [call for choice in assembled["choices"]
                 for call in choice["message"].get("tool_calls") or ()]
