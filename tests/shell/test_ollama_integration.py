@@ -321,3 +321,29 @@ def test_copilots_probe_sequence_then_chat_completions_on_the_same_base_url(fake
     (call,) = answer.choices[0].message.tool_calls
     assert call.function.arguments == '{"city":"Paris"}'  # the trailing comma repaired
     assert fake.chat_requests()[-1].json["model"] == MODEL
+
+
+@pytest.mark.parametrize("path", ["/api/chat", "/api/embed", "/api/show"])
+def test_a_body_over_the_limit_is_a_413_in_ollamas_envelope(fake, start_proxy, path):
+    proxy = start_proxy(max_body_bytes=1024)
+    response = requests.post(proxy.url + path, timeout=20, json={
+        "model": MODEL, "input": "x", "messages": [{"role": "user", "content": "x" * 4096}]})
+    assert response.status_code == 413
+    assert "max_body_bytes" in response.json()["error"]
+    assert fake.received == []
+
+
+def test_an_upstream_that_cannot_be_reached_is_a_502_in_ollamas_envelope(start_proxy):
+    proxy = start_proxy(upstream="http://127.0.0.1:9", connect_timeout_seconds=2)
+    with pytest.raises(ollama.ResponseError) as listing:
+        client(proxy).list()
+    assert listing.value.status_code == 502
+    with pytest.raises(ollama.ResponseError) as chatting:
+        client(proxy).chat(MODEL, HI, stream=False)
+    assert chatting.value.status_code == 502
+
+
+def test_per_model_settings_apply_to_the_name_without_its_latest_tag(fake, start_proxy):
+    proxy = start_proxy(models={MODEL: {"messages_thinking_switch": "thinking"}})
+    client(proxy).chat(MODEL + ":latest", HI, think=True, stream=False)
+    assert fake.chat_requests()[-1].json["chat_template_kwargs"] == {"thinking": True}

@@ -24,7 +24,7 @@ from .. import CATALOG, EXCHANGE, Front, Incoming, Route, Sample
 from . import catalog, embed
 from .errors import error_response, upstreams_models
 from .output import CHAT, GENERATE, OllamaData, render_json
-from .request import Translation, translate_chat, translate_generate
+from .request import Translation, bare_model, translate_chat, translate_generate
 from .sample import sample_calls, sample_request
 from .stream import OllamaStream
 
@@ -43,10 +43,9 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan:
     started = time.monotonic_ns()
     body = parse_body(incoming.body)
     model = body.get("model")
-    config = config.for_model(model if isinstance(model, str) else "")
+    config = config.for_model(bare_model(model) if isinstance(model, str) else "")
     generate = incoming.path.rstrip("/") == GENERATE_PATH
     request: Translation = (translate_generate if generate else translate_chat)(body, config)
-    config = config.for_model(request.body["model"])
     plan = plan_turn(request.body, config, client_stream=request.stream, include_usage=False,
                      front_data=OllamaData(request.model, GENERATE if generate else CHAT,
                                            started))
