@@ -118,7 +118,7 @@ class RequestLog:
     method: str
     path: str
     started: float = field(default_factory=time.monotonic)
-    front: str | None = None  # the API that answered (chat, responses, messages); None: relayed
+    front: str | None = None  # the API that answered (chat, responses, …); None: relayed
     mode: str = "passthrough"
     model: str | None = None
     client_stream: bool | None = None
