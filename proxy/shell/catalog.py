@@ -5,11 +5,14 @@ model endpoints (Ollama's `/api/tags`, `/api/show`) learn it from; the upstream'
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ProxyError
 from ..fronts import ModelCard
 from ..observe import RequestLog
+from ..turn.plan import TurnPlan
 from .relay import model_entries
 
 if TYPE_CHECKING:
@@ -40,4 +43,46 @@ def model_cards(app: Proxy, log: RequestLog) -> tuple[ModelCard, ...]:
     """Every upstream's models (each upstream asked with its own key), as cards."""
     entries = model_entries(app, log, MODELS_PATH,
                             lambda settings: app.upstream_headers(settings, buffered=True))
-    return tuple(card for entry in entries if (card := card_of(entry)) is not None)
+    cards = tuple(card for entry in entries if (card := card_of(entry)) is not None)
+    app.contexts.learn(cards)
+    return cards
+
+
+class ContextLengths:
+    """The upstream's context length of each model as this process last read it (from the
+    first turn that needs it, and from every read of the model list since), to say once in
+    the log that a client believes in a larger window than the upstream's (Ollama's
+    `num_ctx`: the upstream's window is fixed where it runs)."""
+
+    def __init__(self) -> None:
+        self._lengths: dict[str, int] = {}
+        self._read = False
+        self._said: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+
+    def learn(self, cards: tuple[ModelCard, ...]) -> None:
+        """What a read of the model list said."""
+        with self._lock:
+            self._read = True
+            self._lengths.update({card.id: card.context_length for card in cards
+                                  if card.context_length})
+
+    def check(self, app: Proxy, plan: TurnPlan, log: RequestLog) -> None:
+        """Say once (per model and window asked) when `plan`'s window is above the
+        upstream's, reading the model list first if this process never has."""
+        asked = plan.context_asked
+        if not asked:
+            return
+        if not self._read:
+            try:
+                model_cards(app, log)
+            except ProxyError:  # no list to read now: the turn itself will say what is wrong
+                return
+        length = self._lengths.get(plan.model)
+        with self._lock:
+            if length is None or asked <= length or (plan.model, asked) in self._said:
+                return
+            self._said.add((plan.model, asked))
+        app.logger.warning("model %s: a client asks for a context window of %d tokens; the "
+                           "upstream's is %d (set where it runs, e.g. vLLM's "
+                           "--max-model-len)", plan.model, asked, length)

@@ -21,6 +21,7 @@ from ..observe import RequestLog, make_logger
 from ..status import StatusInput, document, turn_record
 from ..turn.plan import TurnPlan
 from ..turn.thinking import ThinkingMemory
+from .catalog import ContextLengths
 from .clients import ClientWatcher
 from .door import Door, read_body
 from .recorder import make_recorder
@@ -76,6 +77,7 @@ class Proxy:
         self.drain_at: float | None = None
         # Models seen closing a thinking block their template opened (per process).
         self.thinking = ThinkingMemory()
+        self.contexts = ContextLengths()  # the upstream's windows, for a client's own idea
         self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
         self._probing = threading.Lock()
 
@@ -213,6 +215,7 @@ class Proxy:
                 if front.storing is not None:
                     self._admit(front.storing.keeping(plan), api_key)
                 log.tools = frozenset(plan.extraction.tools)
+                self.contexts.check(self, plan, log)
                 if plan.config.log_bodies:  # a capture `replay` reads: the store's part too
                     log.bodies = {"request": orjson.loads(raw),
                                   **({"recalled": recalled} if recalled else {})}

@@ -38,6 +38,9 @@ class TurnPlan:
     front_data: Any = None  # what the front needs to render its answer; the core never reads it
     streamed: bool = False  # `stream_mode: stream`: upstream streams, the turn flows live
     affinity: str | None = None  # the conversation's key for the replica choice (routing)
+    # The context window the client believes it set (Ollama's `num_ctx`): the upstream's is
+    # its own; one above it is said once in the log.
+    context_asked: int | None = None
 
     @property
     def mode(self) -> str:

@@ -138,8 +138,10 @@ def test_options_as_sampling_fields():
         "max_tokens": 64, "temperature": 0.2, "top_p": 0.9, "top_k": 20, "min_p": 0.05,
         "seed": 7, "stop": ["END"], "repetition_penalty": 1.1, "presence_penalty": 0.5,
         "frequency_penalty": 0.1}
-    rewrites = plan_of({"messages": HI, "options": {"num_ctx": 8192, "num_thread": 8}}).rewrites
-    assert {"ollama_num_ctx_left_to_upstream", "ollama_options_left_out"} <= set(rewrites)
+    plan = plan_of({"messages": HI, "options": {"num_ctx": 8192, "num_thread": 8}})
+    assert "ollama_options_left_out" in plan.rewrites
+    assert plan.context_asked == 8192  # the upstream's window is its own: compared, not sent
+    assert plan_of({"messages": HI}).context_asked is None
 
 
 @pytest.mark.parametrize(("options", "absent"), [
@@ -157,6 +159,7 @@ def test_a_single_stop_string_is_a_list():
 @pytest.mark.parametrize(("options", "param"), [
     ({"temperature": "hot"}, "options.temperature"), ({"top_k": 2.5}, "options.top_k"),
     ({"num_predict": True}, "options.num_predict"), ({"stop": [1]}, "options.stop"),
+    ({"num_ctx": "big"}, "options.num_ctx"),
 ])
 def test_an_option_of_the_wrong_type_is_a_400_naming_it(options, param):
     error = refusal({"messages": HI, "options": options})

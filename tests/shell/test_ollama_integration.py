@@ -6,6 +6,7 @@ models, keys, heartbeats, and the probe sequence VS Code Copilot's Ollama provid
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from typing import Any
@@ -347,3 +348,15 @@ def test_per_model_settings_apply_to_the_name_without_its_latest_tag(fake, start
     proxy = start_proxy(models={MODEL: {"messages_thinking_switch": "thinking"}})
     client(proxy).chat(MODEL + ":latest", HI, think=True, stream=False)
     assert fake.chat_requests()[-1].json["chat_template_kwargs"] == {"thinking": True}
+
+
+def test_a_context_window_above_the_upstreams_is_said_once_in_the_log(fake, proxy, caplog):
+    caplog.set_level(logging.WARNING, logger="toolcall_proxy")
+    ollama_client = client(proxy)
+    for num_ctx in (65536, 65536, 8192, 65536):  # Home Assistant sends it on every turn
+        ollama_client.chat(MODEL, HI, options={"num_ctx": num_ctx}, stream=False)
+    said = [r.getMessage() for r in caplog.records if "context window" in r.getMessage()]
+    assert said == [f"model {MODEL}: a client asks for a context window of 65536 tokens; "
+                    "the upstream's is 32768 (set where it runs, e.g. vLLM's --max-model-len)"]
+    assert all("num_ctx" not in r.json for r in fake.chat_requests())
+    assert len([r for r in fake.received if r.path == "/v1/models"]) == 1  # read once

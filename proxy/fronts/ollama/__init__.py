@@ -52,7 +52,7 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan:
     # The thinking is Ollama's own field, whatever the chat front's setting says.
     return dataclasses.replace(
         plan, extraction=dataclasses.replace(plan.extraction, reasoning_shown=True),
-        rewrites=(*request.rewrites, *plan.rewrites))
+        rewrites=(*request.rewrites, *plan.rewrites), context_asked=request.num_ctx)
 
 
 def _refusal(action: str) -> Callable[[Incoming, Config], Any]:

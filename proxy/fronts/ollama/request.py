@@ -16,7 +16,8 @@ What is translated how:
   schema → `json_schema`; `options` (`num_predict` → `max_tokens`, `temperature`, `top_p`,
   `top_k`, `min_p`, `seed`, `stop`, `presence_penalty`, `frequency_penalty`,
   `repeat_penalty` → `repetition_penalty`; the rest, such as `num_ctx`, is the upstream's to
-  decide and left out, noted); `think` → the template's thinking switch, and a level →
+  decide and left out, noted; `num_ctx` is kept as the window the client believes it set);
+  `think` → the template's thinking switch, and a level →
   `reasoning_effort`; `keep_alive` accepted and ignored.
 - `/api/generate`: `system` and `prompt` (with `images`) as two messages. `raw` and
   `suffix` (a prompt without the template, fill-in-the-middle) are refused: the upstream
@@ -56,6 +57,7 @@ class Translation:
     model: str  # as the client named it (echoed in every answer)
     stream: bool = True
     rewrites: list[str] = field(default_factory=list)
+    num_ctx: int | None = None  # the context window the client asked for
 
 
 def bare_model(name: str) -> str:
@@ -225,11 +227,11 @@ def _format(raw: Any, body: dict[str, Any]) -> None:
         raise bad_request('format: expected "json" or a JSON schema object.', "format")
 
 
-def _options(raw: Any, body: dict[str, Any], rewrites: list[str]) -> None:
+def _options(raw: Any, body: dict[str, Any], rewrites: list[str]) -> int | None:
     """Ollama's `options` as chat fields; those the upstream fixes itself (the context
-    length, threads, GPUs) are left out and noted."""
+    length, threads, GPUs) are left out and noted. The context window asked (`num_ctx`)."""
     if raw is None:
-        return
+        return None
     if not isinstance(raw, dict):
         raise bad_request("options: expected an object.", "options")
     known = {"num_predict", "stop"} | {o for o, _ in _NUMBERS} | {o for o, _ in _INTEGERS}
@@ -252,10 +254,11 @@ def _options(raw: Any, body: dict[str, Any], rewrites: list[str]) -> None:
             raise bad_request("options.stop: expected a list of strings.", "options.stop")
         if [s for s in stop if s]:
             body["stop"] = [s for s in stop if s]
-    if raw.get("num_ctx") is not None:
-        rewrites.append("ollama_num_ctx_left_to_upstream")
     if set(raw) - known - {"num_ctx"}:
         rewrites.append("ollama_options_left_out")
+    if raw.get("num_ctx") is None:
+        return None
+    return int(_number(raw["num_ctx"], "options.num_ctx"))
 
 
 def _think(raw: Any, body: dict[str, Any], switch: str) -> None:
@@ -284,7 +287,7 @@ def _common(raw: dict[str, Any], messages: list[dict[str, Any]],
     if (tools := _tools(raw.get("tools"))):
         body["tools"] = tools
     _format(raw.get("format"), body)
-    _options(raw.get("options"), body, rewrites)
+    num_ctx = _options(raw.get("options"), body, rewrites)
     _think(raw.get("think"), body, config.messages_thinking_switch)
     stream = raw.get("stream", True)
     if stream is None:
@@ -293,7 +296,7 @@ def _common(raw: dict[str, Any], messages: list[dict[str, Any]],
         raise bad_request("stream: expected true or false.", "stream")
     if bare_model(model) != model:
         rewrites.append("ollama_latest_tag_dropped")
-    return Translation(body, model, stream, rewrites)
+    return Translation(body, model, stream, rewrites, num_ctx)
 
 
 def translate_chat(raw: dict[str, Any], config: Config) -> Translation:
