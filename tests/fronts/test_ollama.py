@@ -80,6 +80,10 @@ def test_images_thinking_and_calls_of_the_history_in_chat_terms():
     assert [part["type"] for part in sent[1]["content"]] == ["image_url", "image_url", "text"]
     assert sent[1]["content"][0]["image_url"]["url"] == f"data:image/png;base64,{PNG}"
     assert sent[1]["content"][1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+    url = f"data:image/webp;base64,{PNG}"  # a data URL already: as it is
+    (part,) = upstream({"messages": [{"role": "user", "content": "", "images": [url]}]})[
+        "messages"][0]["content"]
+    assert part["image_url"]["url"] == url
     assert sent[2] == {"role": "assistant", "content": None, "reasoning": "A picture.",
                        "tool_calls": [{"id": "call_2_0", "type": "function", "function": {
                            "name": "get_weather", "arguments": '{"city":"Oslo","days":2}'}}]}
@@ -192,6 +196,9 @@ def test_another_think_is_refused(think):
     ({"messages": [{"role": "user", "content": "x", "images": "abc"}]}, "messages.0.images"),
     ({"messages": [{"role": "assistant", "content": "",
                     "tool_calls": [{"function": {"name": "a", "arguments": [1]}}]}]},
+     "messages.0.tool_calls.0.function.arguments"),
+    ({"messages": [{"role": "assistant", "content": "",
+                    "tool_calls": [{"function": {"name": "a", "arguments": "{oops"}}]}]},
      "messages.0.tool_calls.0.function.arguments"),
     ({"messages": [{"role": "tool", "content": "x", "tool_name": 3}]}, "messages.0.tool_name"),
     ({"messages": HI, "stream": "yes"}, "stream"),

@@ -80,8 +80,11 @@ def _number(value: Any, where: str, *, integer: bool = False) -> int | float:
 
 
 def _image_part(data: Any, where: str) -> dict[str, Any]:
-    """A base64 image as a chat image part (a data URL with the type its bytes show)."""
+    """A base64 image as a chat image part (a data URL with the type its bytes show; one
+    sent as a data URL already is taken as it is)."""
     text = _string(data, where, empty=False)
+    if text.startswith("data:"):
+        return {"type": "image_url", "image_url": {"url": text}}
     try:
         head = base64.b64decode(text[:64] + "=" * (-len(text[:64]) % 4), validate=False)
     except (binascii.Error, ValueError):
@@ -108,12 +111,13 @@ def _message_content(message: dict[str, Any], where: str) -> str | list[dict[str
 
 
 def _arguments(value: Any, where: str) -> str:
-    """A call's arguments (an object; a JSON object as text is taken too) as JSON text."""
+    """A call's arguments (an object; a JSON object as text is taken too; none is `{}`) as
+    JSON text."""
     if isinstance(value, str):
         try:
             value = orjson.loads(value)
         except orjson.JSONDecodeError:
-            value = None
+            raise bad_request(f"{where}: expected an object.", where) from None
     if value is None:
         value = {}
     if not isinstance(value, dict):
