@@ -257,15 +257,17 @@ class Sample:
 @dataclass(frozen=True)
 class Front:
     """One agent API: its name (for logs and metrics), the paths it serves (`routes`), its
-    two pure halves, and where its turns go upstream (None: the client's own path and query,
-    as the chat front relays them). `key_headers`: the headers its clients carry the proxy's
-    key in (`Authorization` as Bearer or Basic, or the key itself). `storing`: the hooks of
-    an API that stores answers on the server (None: a stateless API such as chat);
-    `counter`: those of a token count; `sample`: the front's tool turn for `doctor`."""
+    two pure halves (`parse` may answer a request itself, a `Reply`, when it needs no turn:
+    Ollama's chat without messages, which only loads the model), and where its turns go
+    upstream (None: the client's own path and query, as the chat front relays them).
+    `key_headers`: the headers its clients carry the proxy's key in (`Authorization` as
+    Bearer or Basic, or the key itself). `storing`: the hooks of an API that stores answers
+    on the server (None: a stateless API such as chat); `counter`: those of a token count;
+    `sample`: the front's tool turn for `doctor`."""
 
     name: str
     routes: tuple[Route, ...]
-    parse: Callable[[Incoming, Config], TurnPlan | PassthroughPlan]
+    parse: Callable[[Incoming, Config], TurnPlan | PassthroughPlan | Reply]
     render_json: Callable[[TurnPlan, TurnResult], bytes]
     stream_writer: Callable[[TurnPlan], StreamWriter]
     error_response: Callable[[ProxyError], ErrorResponse]

@@ -14,7 +14,7 @@ from flask import Response, request
 from .. import __version__
 from ..config import Config, mask_upstream, mask_url
 from ..errors import ProxyError
-from ..fronts import Incoming, Recall, recall_nothing
+from ..fronts import Incoming, Recall, Reply, recall_nothing
 from ..fronts.registry import Routed, key_headers
 from ..metrics import Metrics
 from ..observe import RequestLog, make_logger
@@ -209,6 +209,9 @@ class Proxy:
                 return items
 
             plan = front.parse(incoming_of(routed, raw, recall), self.config)
+            if isinstance(plan, Reply):  # the front's own answer: no turn, nothing upstream
+                log.mode, log.status, log.bytes_out = "answered", plan.status, len(plan.body)
+                return Response(plan.body, status=plan.status, content_type=plan.content_type)
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
             if isinstance(plan, TurnPlan):

@@ -189,7 +189,6 @@ def test_another_think_is_refused(think):
 
 
 @pytest.mark.parametrize(("body", "param"), [
-    ({"messages": []}, "messages"),
     ({"messages": "hi"}, "messages"),
     ({"messages": [{"role": "bot", "content": "x"}]}, "messages.0.role"),
     ({"messages": [{"role": "user", "content": ["x"]}]}, "messages.0.content"),
@@ -207,6 +206,25 @@ def test_another_think_is_refused(think):
 ])
 def test_a_wrong_shape_is_a_400_naming_the_field(body, param):
     assert refusal(body).param == param
+
+
+@pytest.mark.parametrize(("path", "body", "reason"), [
+    (front.CHAT_PATH, {"messages": []}, "load"),
+    (front.CHAT_PATH, {}, "load"),
+    (front.CHAT_PATH, {"messages": [], "keep_alive": 0}, "unload"),
+    (front.GENERATE_PATH, {}, "load"),
+    (front.GENERATE_PATH, {"prompt": "", "keep_alive": "0s"}, "unload"),
+])
+def test_a_request_that_only_loads_the_model_is_answered_at_once(path, body, reason):
+    """Ollama's way to load (or unload) a model: answered done, nothing asked upstream (the
+    upstream keeps its model loaded)."""
+    reply = front.parse(Incoming.post(path, orjson.dumps({"model": "qwen3", **body})),
+                        Config())
+    assert isinstance(reply, Reply)
+    answer = orjson.loads(reply.body)
+    assert (answer["done"], answer["done_reason"], answer["model"]) == (True, reason, "qwen3")
+    kind = ollama.ChatResponse if path == front.CHAT_PATH else ollama.GenerateResponse
+    assert kind(**answer).done
 
 
 def test_generate_is_the_system_and_the_prompt_as_a_chat():

@@ -292,6 +292,16 @@ def test_an_ollama_turn_replays_to_what_the_client_got(
         {"format": "hermes", "repair": "trailing_comma", "tool": "read"}]
 
 
+def test_a_request_the_front_answers_itself_replays_to_its_answer(capsys, tmp_path):
+    line = {"front": "ollama", "path": "/api/chat", "status": 200,
+            "bodies": {"request": {"model": "qwen", "messages": [], "keep_alive": 0}}}
+    status, [replay], err = _replay(capsys, tmp_path, line)
+    assert (status, err, replay["status"]) == (0, "", 200)
+    assert json.loads(replay["output"])["done_reason"] == "unload"
+    assert (replay["diagnostics"]["mode"], replay["diagnostics"]["upstream_body"]) == (
+        "answered", None)
+
+
 # -- what cannot be replayed ------------------------------------------------------------------
 
 

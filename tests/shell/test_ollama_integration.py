@@ -360,3 +360,15 @@ def test_a_context_window_above_the_upstreams_is_said_once_in_the_log(fake, prox
                     "the upstream's is 32768 (set where it runs, e.g. vLLM's --max-model-len)"]
     assert all("num_ctx" not in r.json for r in fake.chat_requests())
     assert len([r for r in fake.received if r.path == "/v1/models"]) == 1  # read once
+
+
+def test_loading_and_unloading_a_model_is_answered_without_the_upstream(fake, proxy,
+                                                                        log_lines):  # noqa: F811
+    ollama_client = client(proxy)
+    loaded = ollama_client.chat(MODEL, [], stream=False)
+    assert (loaded.done, loaded.done_reason) == (True, "load")
+    unloaded = ollama_client.generate(MODEL, keep_alive=0)
+    assert (unloaded.done, unloaded.done_reason) == (True, "unload")
+    assert fake.received == []
+    assert [(line["front"], line["mode"]) for line in log_lines(2)] == [
+        ("ollama", "answered")] * 2

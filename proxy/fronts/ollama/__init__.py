@@ -18,13 +18,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from ...config import Config
 from ...turn.plan import TurnPlan, parse_body, plan_turn
-from .. import CATALOG, EXCHANGE, Front, Incoming, Route, Sample
+from .. import CATALOG, EXCHANGE, Front, Incoming, Reply, Route, Sample
 from . import catalog, embed
 from .errors import error_response, upstreams_models
-from .output import CHAT, GENERATE, OllamaData, render_json
-from .request import Translation, bare_model, translate_chat, translate_generate
+from .output import CHAT, GENERATE, OllamaData, loaded, render_json
+from .request import (
+    Translation,
+    bare_model,
+    loads_only,
+    translate_chat,
+    translate_generate,
+)
 from .sample import sample_calls, sample_request
 from .stream import OllamaStream
 
@@ -37,14 +45,18 @@ GENERATE_PATH = "/api/generate"
 _MANAGING = ("pull", "push", "create", "copy", "delete")
 
 
-def parse(incoming: Incoming, config: Config) -> TurnPlan:
+def parse(incoming: Incoming, config: Config) -> TurnPlan | Reply:
     """An `/api/chat` or `/api/generate` request as a turn (every one is a turn: its answer
-    is Ollama's, with or without tools)."""
+    is Ollama's, with or without tools), or answered at once when it only loads or unloads
+    the model."""
     started = time.monotonic_ns()
     body = parse_body(incoming.body)
     model = body.get("model")
     config = config.for_model(bare_model(model) if isinstance(model, str) else "")
     generate = incoming.path.rstrip("/") == GENERATE_PATH
+    if loads_only(body, generate) and isinstance(model, str) and model:
+        data = OllamaData(model, GENERATE if generate else CHAT)
+        return Reply(200, orjson.dumps(loaded(data, body.get("keep_alive") in (0, "0", "0s"))))
     request: Translation = (translate_generate if generate else translate_chat)(body, config)
     plan = plan_turn(request.body, config, client_stream=request.stream, include_usage=False,
                      front_data=OllamaData(request.model, GENERATE if generate else CHAT,

@@ -98,6 +98,12 @@ def answer_of(plan: TurnPlan, result: TurnResult) -> dict[str, Any]:
                                         choice.calls))
 
 
+def loaded(data: OllamaData, unload: bool) -> dict[str, Any]:
+    """What Ollama answers a request that only loads (or unloads) the model: done at once.
+    The upstream keeps its model loaded: nothing is asked of it."""
+    return {**piece(data), "done": True, "done_reason": "unload" if unload else "load"}
+
+
 def render_json(plan: TurnPlan, result: TurnResult) -> bytes:
     """The body of a non-streaming answer."""
     return orjson.dumps(answer_of(plan, result))

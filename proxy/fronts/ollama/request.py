@@ -303,13 +303,17 @@ def _common(raw: dict[str, Any], messages: list[dict[str, Any]],
     return Translation(body, model, stream, rewrites, num_ctx)
 
 
+def loads_only(raw: dict[str, Any], generate: bool) -> bool:
+    """Whether the request only loads (or, `keep_alive: 0`, unloads) the model: a chat
+    without messages, a generate without a prompt or images (Ollama answers it at once)."""
+    if generate:
+        return not raw.get("prompt") and not raw.get("images") and not raw.get("raw")
+    return raw.get("messages") in (None, [])
+
+
 def translate_chat(raw: dict[str, Any], config: Config) -> Translation:
     """The chat body for an `/api/chat` body (`config`: the one in force for its model)."""
-    messages = _messages(raw.get("messages"))
-    if not messages:
-        raise bad_request("messages: at least one message is needed (this proxy loads no "
-                          "model: the upstream has it loaded).", "messages")
-    return _common(raw, messages, config)
+    return _common(raw, _messages(raw.get("messages")), config)
 
 
 def translate_generate(raw: dict[str, Any], config: Config) -> Translation:
