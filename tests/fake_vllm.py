@@ -279,8 +279,9 @@ class FakeVLLM:
         self._lock = threading.Lock()
         # vLLM's /tokenize for a chat: the count it answers (None: a server without one).
         self.tokenize: Callable[[Any], int] | None = fake_token_count
-        # Whether it serves /v1/embeddings (vLLM does for an embedding model only).
-        self.embeddings = True
+        # Whether /v1/embeddings answers as vLLM serving an embedding model does (else the
+        # scripted answer, as any other path).
+        self.embeddings = False
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -365,7 +366,7 @@ class FakeVLLM:
             return Answer(status=404, body={"detail": "Not Found"})
         if received.path == "/tokenize" and received.method == "POST":
             return self._tokenized(received)
-        if received.path == "/v1/embeddings" and received.method == "POST":
+        if received.path == "/v1/embeddings" and received.method == "POST" and self.embeddings:
             return self._embedded(received)
         if received.path.startswith("/v1/chat/completions") and received.method == "POST":
             try:
@@ -378,10 +379,7 @@ class FakeVLLM:
 
     def _embedded(self, received: Received) -> Answer:
         """vLLM's /v1/embeddings answer (its `EmbeddingResponse`): one vector per input, in
-        `data` with its `index`; 404 while `embeddings` is off (a server of a chat model
-        only: vLLM registers the route for pooling models alone)."""
-        if not self.embeddings:
-            return Answer(status=404, body={"detail": "Not Found"})
+        `data` with its `index`."""
         body = received.json
         inputs = body.get("input") if isinstance(body, dict) else None
         if isinstance(inputs, str):

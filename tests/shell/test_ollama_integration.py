@@ -198,13 +198,15 @@ def test_generate_streamed_and_not(fake, proxy):
 
 
 def test_embeddings_are_the_upstreams(fake, proxy):
+    fake.embeddings = True  # a vLLM serving an embedding model
     ollama_client = client(proxy)
     embedded = ollama_client.embed(MODEL, ["a b", "c"])
     assert len(embedded.embeddings) == 2
     assert embedded.prompt_eval_count == 5
     assert fake.received[-1].path == "/v1/embeddings"
     assert len(ollama_client.embeddings(MODEL, "a b").embedding) == 4
-    fake.embeddings = False
+    fake.embeddings = False  # a vLLM of a chat model: FastAPI's 404 for a route it lacks
+    fake.answer(Answer(status=404, body={"detail": "Not Found"}))
     with pytest.raises(ollama.ResponseError) as none:
         ollama_client.embed(MODEL, "a")
     assert none.value.status_code == 404
