@@ -13,8 +13,8 @@ import ollama
 import orjson
 import pytest
 
-from proxy.config import Config
-from proxy.errors import ProxyError
+from proxy.base.config import Config
+from proxy.base.errors import ProxyError
 from proxy.fronts import Ask, Incoming, ModelCard, Reply
 from proxy.fronts import ollama as front
 from proxy.fronts.ollama import catalog, embed

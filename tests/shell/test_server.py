@@ -18,8 +18,8 @@ import openai
 import pytest
 import requests
 
-from proxy.config_load import ConfigError, build_config
-from proxy.shell.server import _announce, gunicorn_settings
+from proxy.shell.config_load import ConfigError, build_config
+from proxy.shell.web.server import _announce, gunicorn_settings
 from tests.fake_vllm import MODEL, Answer, vllm_completion, vllm_tool_call
 from tests.shell.test_entrypoints import _free_port, _stop, _wait_healthy
 

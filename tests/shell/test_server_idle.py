@@ -10,7 +10,7 @@ from typing import Any
 import gevent
 import gevent.socket
 
-from proxy.shell.server import IdleClosesOnStop
+from proxy.shell.web.server import IdleClosesOnStop
 
 
 class _Base:

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ...config import Config
+from ...base.config import Config
 from ...turn.plan import TurnPlan, parse_body, plan_turn
 from .. import CATALOG, EXCHANGE, Front, Incoming, Reply, Route, Sample
 from . import catalog, embed

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from ...errors import ProxyError
+from ...base.errors import ProxyError
 from ...turn.plan import parse_body
 from .. import Incoming, ModelCard, Reply
 from .request import bare_model

@@ -11,8 +11,8 @@ from typing import Any
 
 import orjson
 
-from ...config import Config
-from ...errors import ProxyError, bad_request, from_upstream
+from ...base.config import Config
+from ...base.errors import ProxyError, bad_request, from_upstream
 from ...turn.plan import parse_body
 from .. import Ask, Incoming, Reply
 from .request import bare_model

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import orjson
 
-from ...errors import ProxyError
+from ...base.errors import ProxyError
 from .. import ErrorResponse
 
 

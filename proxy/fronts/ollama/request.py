@@ -33,8 +33,8 @@ from typing import Any
 
 import orjson
 
-from ...config import Config
-from ...errors import bad_request
+from ...base.config import Config
+from ...base.errors import bad_request
 
 _THINK_LEVELS = ("low", "medium", "high", "max")
 _ROLES = ("system", "user", "assistant", "tool")

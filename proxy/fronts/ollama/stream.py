@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import orjson
 
-from ...errors import ProxyError
+from ...base.errors import ProxyError
 from ...turn.plan import TurnPlan
 from ...turn.result import TurnResult
 from .. import unsent
