@@ -124,12 +124,14 @@ def _always(_config: Config) -> bool:
 class ModelCard:
     """A model the upstream serves, as the shell learned it without a generation (its model
     list): the id it is asked by, its context length in tokens (None: not said), when it
-    was made (Unix seconds, None: not said) and who owns it."""
+    was made (Unix seconds, None: not said), who owns it, and whether it is known to reason
+    (its settings say its template opens thinking, or it was seen closing such a block)."""
 
     id: str
     context_length: int | None = None
     created: int | None = None
     owned_by: str | None = None
+    reasons: bool = False
 
 
 @dataclass(frozen=True)

@@ -396,6 +396,13 @@ def test_show_says_the_family_and_the_upstreams_context_length(name):
     assert ollama.ShowResponse(**shown).modelinfo["qwen3.context_length"] == 32768
 
 
+def test_show_says_thinking_only_of_a_model_known_to_reason():
+    reasoning = (ModelCard("Qwen/Qwen3.6-27B-FP8", 32768, reasons=True),)
+    shown = _served(catalog.show, {"model": "Qwen/Qwen3.6-27B-FP8"}, reasoning)
+    assert shown["capabilities"] == ["completion", "tools", "thinking"]
+    assert "thinking" not in _served(catalog.show, {"model": "my-model"})["capabilities"]
+
+
 def test_show_of_a_model_whose_context_is_not_said_says_none():
     shown = _served(catalog.show, {"name": "my-model"})  # the older field
     assert shown["model_info"]["general.architecture"] == "my"

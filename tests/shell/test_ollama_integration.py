@@ -374,3 +374,10 @@ def test_loading_and_unloading_a_model_is_answered_without_the_upstream(fake, pr
     assert fake.received == []
     assert [(line["front"], line["mode"]) for line in log_lines(2)] == [
         ("ollama", "answered")] * 2
+
+
+def test_show_says_thinking_of_a_model_whose_template_opens_it(fake, start_proxy):
+    proxy = start_proxy(models={MODEL: {"thinking_opened_by_template": "true"}})
+    assert "thinking" in client(proxy).show(MODEL).capabilities
+    plain = start_proxy()
+    assert "thinking" not in client(plain).show(MODEL).capabilities

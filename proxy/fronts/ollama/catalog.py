@@ -117,7 +117,8 @@ def show(incoming: Incoming, cards: tuple[ModelCard, ...]) -> Reply:
     if card.context_length:
         info[f"{architecture}.context_length"] = card.context_length
     # Every upstream model completes and takes tools (the proxy reads calls from any text);
-    # thinking and vision are known only by a profile of the upstream (not yet read here).
+    # thinking when it is known to reason; vision is known only by a profile of the upstream.
+    capabilities = ["completion", "tools", *(["thinking"] if card.reasons else [])]
     return _json({"license": "", "modelfile": f"FROM {card.id}\n", "parameters": "",
                   "template": "{{ .Prompt }}", "details": about, "model_info": info,
-                  "capabilities": ["completion", "tools"], "modified_at": _modified(card)})
+                  "capabilities": capabilities, "modified_at": _modified(card)})

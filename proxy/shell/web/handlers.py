@@ -4,6 +4,7 @@ clients, the door, the store, logger and metrics, the server's stopping)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -198,7 +199,14 @@ class Proxy:
         cards = model_cards(self.upstreams, self.replicas, self.config, log,
                             lambda settings: self.upstream_headers(settings, buffered=True))
         self.contexts.learn(cards)
-        return cards
+        return tuple(dataclasses.replace(card, reasons=True) if self._reasons(card.id)
+                     else card for card in cards)
+
+    def _reasons(self, model: str) -> bool:
+        """Whether `model` is known to reason: its settings say its template opens thinking,
+        or this process saw it close a block its template opened."""
+        return (self.config.for_model(model).thinking_opened_by_template == "true"
+                or self.thinking.knows(model))
 
     def handle(self, routed: Routed | None, log: RequestLog, target: str,
                api_key: str | None = None) -> Response:
