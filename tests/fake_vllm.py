@@ -69,6 +69,21 @@ def vllm_completion(
     }
 
 
+def vllm_text_completion(text: str, finish_reason: str = "stop",
+                         model: str = MODEL) -> dict[str, Any]:
+    """A non-streaming /v1/completions answer as vLLM serialises it (`text_completion`)."""
+    return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
+            "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": None,
+                         "finish_reason": finish_reason, "stop_reason": None,
+                         "token_ids": None, "prompt_logprobs": None,
+                         "prompt_token_ids": None}],
+            "service_tier": None, "system_fingerprint": None,
+            "usage": {"prompt_tokens": 7, "total_tokens": 12, "completion_tokens": 5,
+                      "prompt_tokens_details": None},
+            "kv_transfer_params": None}
+
+
 def vllm_error(status: int, message: str, type_: str = "BadRequestError") -> Answer:
     """vLLM's error envelope, with its integer `code`."""
     return Answer(status=status, body={"error": {"message": message, "type": type_,

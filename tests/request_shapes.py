@@ -200,6 +200,8 @@ OLLAMA_REQUESTS = [
 OLLAMA_GENERATE_REQUESTS = [
     {"model": "m", "prompt": "Why?", "system": "Be brief.", "images": [_PNG], "stream": False,
      "think": "low", "format": "json", "keep_alive": 0, "options": {"num_predict": 5}},
+    {"model": "m", "prompt": "def f(", "suffix": "    return 1", "raw": True, "stream": True,
+     "format": _SCHEMA, "options": {"num_predict": 5, "temperature": 0, "stop": ["\n"]}},
 ]
 
 # --- breaking them ----------------------------------------------------------------------------

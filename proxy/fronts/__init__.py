@@ -259,8 +259,9 @@ class Sample:
 @dataclass(frozen=True)
 class Front:
     """One agent API: its name (for logs and metrics), the paths it serves (`routes`), its
-    two pure halves (`parse` may answer a request itself, a `Reply`, when it needs no turn:
-    Ollama's chat without messages, which only loads the model), and where its turns go
+    two pure halves (`parse` may answer a request without a turn: itself, a `Reply`, as
+    Ollama's chat without messages, which only loads the model; or by one upstream call, an
+    `Ask`, as Ollama's generate without the template), and where its turns go
     upstream (None: the client's own path and query, as the chat front relays them).
     `key_headers`: the headers its clients carry the proxy's key in (`Authorization` as
     Bearer or Basic, or the key itself). `storing`: the hooks of an API that stores answers
@@ -269,7 +270,7 @@ class Front:
 
     name: str
     routes: tuple[Route, ...]
-    parse: Callable[[Incoming, Config], TurnPlan | PassthroughPlan | Reply]
+    parse: Callable[[Incoming, Config], TurnPlan | PassthroughPlan | Reply | Ask]
     render_json: Callable[[TurnPlan, TurnResult], bytes]
     stream_writer: Callable[[TurnPlan], StreamWriter]
     error_response: Callable[[ProxyError], ErrorResponse]

@@ -20,6 +20,7 @@ from proxy.fronts import ollama as front
 from proxy.fronts.ollama import catalog, embed
 from proxy.turn.plan import TurnPlan
 from proxy.turn.result import Call, Choice, TurnResult, Usage
+from tests.fake_vllm import vllm_text_completion
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "parameters": {"type": "object",
@@ -236,12 +237,60 @@ def test_generate_is_the_system_and_the_prompt_as_a_chat():
     assert plan.front_data.kind == "generate"
 
 
-@pytest.mark.parametrize("field", ["raw", "suffix"])
-def test_generate_without_the_template_is_refused_saying_where_it_goes(field):
-    error = refusal({"prompt": "def f(", field: True if field == "raw" else "return 1"},
-                    front.GENERATE_PATH)
-    assert error.param == field
-    assert "/v1/completions" in error.message
+def _raw(body: dict[str, Any]) -> Ask:
+    asked = front.parse(Incoming.post(front.GENERATE_PATH, orjson.dumps(
+        {"model": "qwen3:latest", **body})), Config())
+    assert isinstance(asked, Ask)
+    return asked
+
+
+def test_generate_without_the_template_is_one_call_to_the_upstreams_completions():
+    asked = _raw({"prompt": "def f(", "suffix": "    return 1", "stream": False,
+                  "options": {"temperature": 0, "stop": ["\n\n"]}})
+    assert (asked.method, asked.path, asked.model) == ("POST", "/v1/completions", "qwen3")
+    assert orjson.loads(asked.body) == {"model": "qwen3", "prompt": "def f(",
+                                        "suffix": "    return 1", "max_tokens": None,
+                                        "temperature": 0, "stop": ["\n\n"]}
+    reply = asked.then(200, orjson.dumps(vllm_text_completion("x):", "length")))
+    answer = orjson.loads(reply.body)
+    assert (answer["model"], answer["response"], answer["done"], answer["done_reason"]) == (
+        "qwen3:latest", "x):", True, "length")
+    assert (answer["prompt_eval_count"], answer["eval_count"]) == (7, 5)
+    assert ollama.GenerateResponse(**answer).response == "x):"
+
+
+def test_a_raw_generate_streams_as_ndjson_lines():
+    asked = _raw({"prompt": "<|im_start|>user", "raw": True})
+    reply = asked.then(200, orjson.dumps(vllm_text_completion(" hi")))
+    assert reply.content_type == "application/x-ndjson"
+    parts = [ollama.GenerateResponse(**line) for line in lines(reply.body)]
+    assert [(p.response, p.done) for p in parts] == [(" hi", False), ("", True)]
+    assert "max_tokens" in orjson.loads(asked.body)  # null: as far as the window allows
+
+
+@pytest.mark.parametrize(("status", "body", "code"), [
+    (404, b'{"detail":"Not Found"}', "completions_unavailable"),
+    (400, b'{"error": {"message": "suffix is not currently supported", "type": '
+          b'"BadRequestError", "param": null, "code": 400}}', "400"),
+    (200, b'{"choices": []}', "upstream_bad_shape"),
+])
+def test_an_upstream_without_completions_says_so(status, body, code):
+    with pytest.raises(ProxyError) as caught:
+        _raw({"prompt": "x", "raw": True}).then(status, body)
+    assert caught.value.code == code
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"prompt": "x", "raw": True, "system": "Be brief."}, "system"),
+    ({"prompt": "x", "raw": True, "context": [1, 2]}, "context"),
+    ({"prompt": 3, "raw": True}, "prompt"),
+    ({"prompt": "x", "suffix": ["y"]}, "suffix"),
+    ({"prompt": "x", "raw": True, "images": [PNG]}, "images"),
+    ({"prompt": "x", "raw": True, "stream": "no"}, "stream"),
+    ({"prompt": "x", "raw": True, "options": {"top_p": "high"}}, "options.top_p"),
+])
+def test_a_raw_generate_ollama_refuses_is_refused(body, param):
+    assert refusal(body, front.GENERATE_PATH).param == param
 
 
 # --- the answer -------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from tests.fake_vllm import (
     vllm_completion,
     vllm_error,
     vllm_stream_of,
+    vllm_text_completion,
     vllm_tool_call,
 )
 from tests.proxy.test_observability import log_lines  # noqa: F401
@@ -191,10 +192,28 @@ def test_generate_streamed_and_not(fake, proxy):
     assert (sent["max_tokens"], sent["temperature"]) == (8, 0)
     parts = list(ollama_client.generate(MODEL, "Sky colour?", stream=True))
     assert "".join(part.response for part in parts) == "Blue."
-    with pytest.raises(ollama.ResponseError) as raw:
-        ollama_client.generate(MODEL, "def f(", raw=True)
-    assert raw.value.status_code == 400
-    assert "/v1/completions" in raw.value.error
+
+
+def test_generate_without_the_template_is_the_upstreams_completion(fake, proxy, log_lines):  # noqa: F811
+    fake.answer(lambda received: Answer(body=vllm_text_completion(" 1\n")) if received.path
+                == "/v1/completions" else vllm_error(404, "no chat here"))
+    ollama_client = client(proxy)
+    whole = ollama_client.generate(MODEL, "def f():\n    return", raw=True,
+                                   options={"num_predict": 4})
+    assert (whole.response, whole.done_reason, whole.eval_count) == (" 1\n", "stop", 5)
+    sent = fake.received[-1]
+    assert (sent.path, sent.json["prompt"], sent.json["max_tokens"]) == (
+        "/v1/completions", "def f():\n    return", 4)
+    parts = list(ollama_client.generate(MODEL, "def f(", suffix="    return 1", stream=True))
+    assert "".join(part.response for part in parts) == " 1\n"
+    assert fake.received[-1].json["suffix"] == "    return 1"
+    assert [(line["front"], line["mode"]) for line in log_lines(2)] == [
+        ("ollama", "exchange")] * 2
+    fake.answer(vllm_error(400, "suffix is not currently supported"))  # vLLM's own words
+    with pytest.raises(ollama.ResponseError) as refused:
+        ollama_client.generate(MODEL, "def f(", suffix="    return 1")
+    assert (refused.value.status_code, refused.value.error) == (
+        400, "suffix is not currently supported")
 
 
 def test_embeddings_are_the_upstreams(fake, proxy):

@@ -15,7 +15,7 @@ import orjson
 
 from ...base.config import Config
 from ...base.errors import ProxyError
-from ...fronts import Front, Incoming, Reply
+from ...fronts import Ask, Front, Incoming, Reply
 from ...fronts.registry import FRONTS
 from ...shell.upstream.client import Timeouts, Upstream
 from ...turn.core import Answer, decide
@@ -70,8 +70,8 @@ def probe_front(path: str, front: Front, turn: Turn, config: Config, upstream: U
     except ProxyError as error:  # the front refused its own sample: a bug, reported
         probe.status, probe.error = front.error_response(error).status, error.message
         return probe
-    if isinstance(plan, Reply):  # answered without a turn: its sample is no tool turn
-        probe.status, probe.error = plan.status, "answered without a turn"
+    if isinstance(plan, (Reply, Ask)):  # answered without a turn: no tool turn
+        probe.error = "answered without a turn"
         return probe
     if isinstance(plan, PassthroughPlan):
         probe.relayed = True

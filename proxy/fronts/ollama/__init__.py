@@ -21,9 +21,11 @@ from typing import Any
 import orjson
 
 from ...base.config import Config
+from ...base.errors import bad_request
 from ...turn.plan import TurnPlan, parse_body, plan_turn
-from .. import CATALOG, EXCHANGE, Front, Incoming, Reply, Route, Sample
+from .. import CATALOG, EXCHANGE, Ask, Front, Incoming, Reply, Route, Sample
 from . import catalog, embed
+from .complete import raw_generate
 from .errors import error_response, upstreams_models
 from .output import CHAT, GENERATE, OllamaData, loaded, render_json
 from .request import (
@@ -32,6 +34,7 @@ from .request import (
     loads_only,
     translate_chat,
     translate_generate,
+    without_template,
 )
 from .sample import sample_calls, sample_request
 from .stream import OllamaStream
@@ -45,10 +48,10 @@ GENERATE_PATH = "/api/generate"
 _MANAGING = ("pull", "push", "create", "copy", "delete")
 
 
-def parse(incoming: Incoming, config: Config) -> TurnPlan | Reply:
-    """An `/api/chat` or `/api/generate` request as a turn (every one is a turn: its answer
-    is Ollama's, with or without tools), or answered at once when it only loads or unloads
-    the model."""
+def parse(incoming: Incoming, config: Config) -> TurnPlan | Reply | Ask:
+    """An `/api/chat` or `/api/generate` request as a turn (its answer is Ollama's, with or
+    without tools); answered at once when it only loads or unloads the model; one call to
+    the upstream's completions for a generate without the template."""
     started = time.monotonic_ns()
     body = parse_body(incoming.body)
     model = body.get("model")
@@ -57,6 +60,13 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan | Reply:
     if loads_only(body, generate) and isinstance(model, str) and model:
         data = OllamaData(model, GENERATE if generate else CHAT)
         return Reply(200, orjson.dumps(loaded(data, body.get("keep_alive") in (0, "0", "0s"))))
+    if generate and without_template(body):
+        if not isinstance(model, str) or not model:
+            raise bad_request("model: expected a non-empty string.", "model")
+        stream = body.get("stream", True)
+        if not isinstance(stream, bool) and stream is not None:
+            raise bad_request("stream: expected true or false.", "stream")
+        return raw_generate(body, model, stream is not False)
     request: Translation = (translate_generate if generate else translate_chat)(body, config)
     plan = plan_turn(request.body, config, client_stream=request.stream, include_usage=False,
                      front_data=OllamaData(request.model, GENERATE if generate else CHAT,

@@ -19,9 +19,9 @@ What is translated how:
   decide and left out, noted; `num_ctx` is kept as the window the client believes it set);
   `think` → the template's thinking switch, and a level →
   `reasoning_effort`; `keep_alive` accepted and ignored.
-- `/api/generate`: `system` and `prompt` (with `images`) as two messages. `raw` and
-  `suffix` (a prompt without the template, fill-in-the-middle) are refused: the upstream
-  takes those on its own `/v1/completions`.
+- `/api/generate`: `system` and `prompt` (with `images`) as two messages; with `raw` or a
+  `suffix` (a prompt without the template, fill-in-the-middle) it is no turn but one call to
+  the upstream's `/v1/completions` (`complete`).
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ def _tools(raw: Any) -> list[dict[str, Any]]:
     return tools
 
 
-def _format(raw: Any, body: dict[str, Any]) -> None:
+def apply_format(raw: Any, body: dict[str, Any]) -> None:
     """`format`: "json" or a JSON schema, as the upstream's structured output."""
     if raw is None or raw == "":
         return
@@ -231,7 +231,7 @@ def _format(raw: Any, body: dict[str, Any]) -> None:
         raise bad_request('format: expected "json" or a JSON schema object.', "format")
 
 
-def _options(raw: Any, body: dict[str, Any], rewrites: list[str]) -> int | None:
+def apply_options(raw: Any, body: dict[str, Any], rewrites: list[str]) -> int | None:
     """Ollama's `options` as chat fields; those the upstream fixes itself (the context
     length, threads, GPUs) are left out and noted. The context window asked (`num_ctx`)."""
     if raw is None:
@@ -290,8 +290,8 @@ def _common(raw: dict[str, Any], messages: list[dict[str, Any]],
     body: dict[str, Any] = {"model": bare_model(model), "messages": messages}
     if (tools := _tools(raw.get("tools"))):
         body["tools"] = tools
-    _format(raw.get("format"), body)
-    num_ctx = _options(raw.get("options"), body, rewrites)
+    apply_format(raw.get("format"), body)
+    num_ctx = apply_options(raw.get("options"), body, rewrites)
     _think(raw.get("think"), body, config.messages_thinking_switch)
     stream = raw.get("stream", True)
     if stream is None:
@@ -316,14 +316,14 @@ def translate_chat(raw: dict[str, Any], config: Config) -> Translation:
     return _common(raw, _messages(raw.get("messages")), config)
 
 
+def without_template(raw: dict[str, Any]) -> bool:
+    """Whether a generate request asks for no template: `raw`, or a `suffix` to fill in
+    before (the upstream's completions take both, its chat neither)."""
+    return bool(raw.get("raw")) or bool(raw.get("suffix"))
+
+
 def translate_generate(raw: dict[str, Any], config: Config) -> Translation:
     """The chat body for an `/api/generate` body: its `system` and `prompt` as messages."""
-    for name in ("raw", "suffix"):
-        if raw.get(name):
-            raise bad_request(
-                f"{name}: a prompt without the model's template is not served on Ollama's "
-                "API here; send it to the upstream's /v1/completions (through this proxy's "
-                "relay).", name)
     prompt = _string(raw.get("prompt", ""), "prompt")
     system = raw.get("system")
     messages: list[dict[str, Any]] = []

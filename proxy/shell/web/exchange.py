@@ -12,7 +12,6 @@ from flask import Response
 from ...fronts import Ask, Reply
 from ...fronts.registry import Routed
 from ...telemetry.request_log import RequestLog
-from ..upstream.client import Timeouts
 from .handlers import incoming_of
 
 if TYPE_CHECKING:
@@ -42,15 +41,4 @@ def exchange(app: Proxy, routed: Routed, log: RequestLog, raw: bytes) -> Respons
     if isinstance(asked, Reply):
         return _response(asked, log)
     assert isinstance(asked, Ask)
-    log.model = asked.model
-    config = app.config.for_model(asked.model)
-    headers = app.upstream_headers(config, buffered=True)
-    timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
-    upstream = app.upstreams[app.replicas.choose(config, None)]
-    if asked.body is None:
-        reply = upstream.complete_get(asked.path, headers, timeouts)
-    else:
-        reply = upstream.complete(asked.path, asked.body, headers, timeouts,
-                                  max_bytes=config.max_upstream_body_bytes)
-    log.upstream_status = reply.status
-    return _response(asked.then(reply.status, reply.body), log)
+    return _response(app.ask(asked, log), log)

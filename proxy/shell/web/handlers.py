@@ -15,7 +15,7 @@ from flask import Response, request
 from ... import __version__
 from ...base.config import Config, mask_upstream, mask_url
 from ...base.errors import ProxyError
-from ...fronts import Incoming, ModelCard, Recall, Reply, recall_nothing
+from ...fronts import Ask, Incoming, ModelCard, Recall, Reply, recall_nothing
 from ...fronts.registry import Routed, key_headers
 from ...telemetry.metrics import Metrics
 from ...telemetry.request_log import RequestLog, make_logger
@@ -208,6 +208,22 @@ class Proxy:
         return (self.config.for_model(model).thinking_opened_by_template == "true"
                 or self.thinking.knows(model))
 
+    def ask(self, asked: Ask, log: RequestLog) -> Reply:
+        """A front's one upstream call (on the upstream of the model it names), and what the
+        front makes of its answer."""
+        log.model = asked.model
+        config = self.config.for_model(asked.model)
+        headers = self.upstream_headers(config, buffered=True)
+        timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
+        upstream = self.upstreams[self.replicas.choose(config, None)]
+        if asked.body is None:
+            reply = upstream.complete_get(asked.path, headers, timeouts)
+        else:
+            reply = upstream.complete(asked.path, asked.body, headers, timeouts,
+                                      max_bytes=config.max_upstream_body_bytes)
+        log.upstream_status = reply.status
+        return asked.then(reply.status, reply.body)
+
     def handle(self, routed: Routed | None, log: RequestLog, target: str,
                api_key: str | None = None) -> Response:
         """Any request that came in: a front's turn (`routed`), or relayed (None).
@@ -226,9 +242,12 @@ class Proxy:
                 return items
 
             plan = front.parse(incoming_of(routed, raw, recall), self.config)
-            if isinstance(plan, Reply):  # the front's own answer: no turn, nothing upstream
-                log.mode, log.status, log.bytes_out = "answered", plan.status, len(plan.body)
-                return Response(plan.body, status=plan.status, content_type=plan.content_type)
+            if isinstance(plan, (Reply, Ask)):  # no turn: the front's answer, or one call's
+                log.mode = "answered" if isinstance(plan, Reply) else "exchange"
+                reply = plan if isinstance(plan, Reply) else self.ask(plan, log)
+                log.status, log.bytes_out = reply.status, len(reply.body)
+                return Response(reply.body, status=reply.status,
+                                content_type=reply.content_type)
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
             if isinstance(plan, TurnPlan):
