@@ -19,8 +19,8 @@ import orjson
 
 from ..base.ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
-from ..toolcalls.answer import plain_answer
 from ..toolcalls.names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
+from ..toolcalls.prose.answer import plain_answer
 from ..toolcalls.repair import NotJson, loads_repaired
 from .result import (
     STOP,

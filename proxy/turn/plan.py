@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import orjson
@@ -16,7 +16,12 @@ from ..base.json_depth import MAX_DEPTH, deep_path, deeper_than
 from ..toolcalls.exact_json import loads as exact_loads
 from .compat import rewrite_request
 from .normalize import ExtractionSettings
-from .thinking import move_history_thinking, thinking_rule, thinking_switched_off
+from .thinking import (
+    ThinkingRule,
+    move_history_thinking,
+    thinking_rule,
+    thinking_switched_off,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,12 @@ class TurnPlan:
     def mode(self) -> str:
         """How the turn is answered, for logs and metrics: `buffered` or `streamed`."""
         return "streamed" if self.streamed else "buffered"
+
+    def with_thinking(self, rule: ThinkingRule) -> TurnPlan:
+        """This plan reading thinking by `rule` (itself, when `rule` is the one it has)."""
+        if rule is self.extraction.thinking:
+            return self
+        return replace(self, extraction=replace(self.extraction, thinking=rule))
 
 
 @dataclass(frozen=True)
