@@ -29,7 +29,7 @@ from ..upstream.client import (
     disconnect,
     response_headers,
 )
-from ..upstream.replicas import RETRY_STATUSES, Replicas, Route, affinity_key
+from ..upstream.replicas import RETRY_STATUSES, Placement, Replicas, affinity_key
 from .turns import Driver
 
 
@@ -61,13 +61,13 @@ def _relay_failure(exc: Exception, drained: bool, read_timeout: float) -> ProxyE
                       type_="upstream_error", code="upstream_stream_cut")
 
 
-def _opened(route: Route, method: str, target: str, body: bytes, headers: dict[str, str],
+def _opened(placement: Placement, method: str, target: str, body: bytes, headers: dict[str, str],
             timeouts: Timeouts) -> UpstreamCall[Any]:
-    """The relayed request up to its response headers, on the route's replica (and on
+    """The relayed request up to its response headers, on the placement's replica (and on
     another, once, when that one is not there or answers 502/503/504: nothing has gone to
     the client yet), started."""
     def work(tracker: Any) -> Any:
-        return route.run(lambda upstream: upstream.open(method, target, body, headers,
+        return placement.run(lambda upstream: upstream.open(method, target, body, headers,
                                                         timeouts, tracker),
                          worth_another=_gateway_failure,
                          cancelled=lambda: tracker.cancelled, discard=_discard, hold=True)
@@ -91,25 +91,25 @@ def passthrough(services: PassthroughServices, method: str, body: bytes, log: Re
                 target: str, config: Config, headers: dict[str, str], environ: dict[str, Any],
                 affinity: str | None = None) -> Response:
     """Relay the request; the answer streams back as upstream sends it."""
-    route = Route(services.replicas, config, affinity_key(config, headers, affinity), log)
+    placement = Placement(services.replicas, config, affinity_key(config, headers, affinity), log)
     timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
     limit = config.connect_timeout_seconds + config.read_timeout_seconds
     # Until the headers come, only a silent client can be noticed: the machine looks for it.
     driver = Driver(waiting.start(log.started, limit),
-                    lambda: _opened(route, method, target, body, headers, timeouts),
+                    lambda: _opened(placement, method, target, body, headers, timeouts),
                     environ, services.draining)
     for action in driver.actions():
         if isinstance(action, waiting.Fail):
-            route.done()
+            placement.done()
             raise action.error
         if isinstance(action, waiting.Abandon):
-            route.done()
+            placement.done()
             raise client_disconnected()
         break  # Collect: the headers are in
     response_in = driver.call.outcome()
     if isinstance(response_in, ProxyError):
         raise response_in
-    upstream = services.upstreams[route.url]
+    upstream = services.upstreams[placement.url]
     log.upstream_status = log.status = response_in.status
     log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
     is_sse = (response_in.headers.get("Content-Type", "").startswith("text/event-stream")
@@ -148,7 +148,7 @@ def passthrough(services: PassthroughServices, method: str, body: bytes, log: Re
             else:  # the head promised a body that will not come: the client must see
                 abort_connection(environ)  # it cut short, not wait on a kept-alive socket
         finally:
-            route.done(response_in)
+            placement.done(response_in)
             if watch is not None:
                 watch.stop()
                 if watch.fired:
@@ -161,7 +161,7 @@ def passthrough(services: PassthroughServices, method: str, body: bytes, log: Re
         del response.headers["Content-Type"]
     if is_sse:
         response.headers["X-Accel-Buffering"] = "no"
-    response.call_on_close(lambda: route.done(response_in))  # a body never read, too
+    response.call_on_close(lambda: placement.done(response_in))  # a body never read, too
     return response
 
 

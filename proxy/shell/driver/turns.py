@@ -26,7 +26,7 @@ from ...turn.thinking import ThinkingMemory, learn_from, learned_rule
 from ..runtime.clients import client_gone
 from ..store.interface import ResponseStore
 from ..upstream.client import StreamEnd, Timeouts, Unreached, UpstreamCall, UpstreamStream
-from ..upstream.replicas import RETRY_STATUSES, Replicas, Route, affinity_key
+from ..upstream.replicas import RETRY_STATUSES, Placement, Replicas, affinity_key
 
 # What the machine asks of the client's response; the rest (Wait, AskAgain, and Collect
 # when there is a core to decide) the driver carries out itself.
@@ -140,8 +140,8 @@ class TurnResponse:
             learned_rule(plan.extraction.thinking, plan.model, services.thinking))
         self.log = log
         config = plan.config
-        route = Route(services.replicas, config, affinity_key(config, headers, plan.affinity),
-                      log)
+        key = affinity_key(config, headers, plan.affinity)
+        placement = Placement(services.replicas, config, key, log)
         state = waiting.start(
             log.started, config.buffered_timeout_seconds,
             commit_after=config.commit_window_seconds if plan.client_stream else None,
@@ -156,13 +156,13 @@ class TurnResponse:
             timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
             headers = {**headers, "Accept": "text/event-stream"}
             start_call = lambda: UpstreamStream(  # noqa: E731
-                route.run, path, self.upstream_body, headers, timeouts,
+                placement.run, path, self.upstream_body, headers, timeouts,
                 config.max_upstream_body_bytes).start()
             feed: Callable[[list[bytes]], bool] | None = live.feed
         else:
             timeouts = Timeouts(config.connect_timeout_seconds, config.buffered_timeout_seconds)
             start_call = lambda: _completed(  # noqa: E731
-                route, path, self.upstream_body, headers, timeouts,
+                placement, path, self.upstream_body, headers, timeouts,
                 config.max_upstream_body_bytes)
             feed = None
         self.driver = Driver(
@@ -309,13 +309,13 @@ class TurnResponse:
                         headers={"Content-Type": writer.content_type, **SSE_HEADERS})
 
 
-def _completed(route: Route, path: str, body: bytes, headers: dict[str, str],
+def _completed(placement: Placement, path: str, body: bytes, headers: dict[str, str],
                timeouts: Timeouts, max_bytes: int) -> UpstreamCall[Any]:
-    """A buffered POST on the route's replica, started; sent once more, to another replica,
+    """A buffered POST on the placement's replica, started; sent once more, to another replica,
     when the first could not be reached, answered 502/503/504 or broke off before its end
     (nothing of it has reached the client)."""
     def work(tracker: Any) -> Any:
-        return route.run(lambda upstream: upstream.complete(path, body, headers, timeouts,
+        return placement.run(lambda upstream: upstream.complete(path, body, headers, timeouts,
                                                             tracker, max_bytes),
                          worth_another=_not_answered, cancelled=lambda: tracker.cancelled)
     return UpstreamCall(work).start()

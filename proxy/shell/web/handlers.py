@@ -1,6 +1,6 @@
-"""What the proxy does with a request that came in: a front's turn, the relay, the proxy's
-health, an answer the store keeps; and the app's objects they share (settings, upstream
-clients, the door, the store, logger and metrics, the server's stopping)."""
+"""What the proxy does with a request that came in: a front's turn, the passthrough, the proxy's
+health, an answer the store keeps; and the app's objects they share (settings, upstream clients,
+the door, the store, logger and metrics, the server's stopping)."""
 
 from __future__ import annotations
 
