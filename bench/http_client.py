@@ -5,7 +5,7 @@ server answering a 1 KB completion at once: a `requests.Session` (as the design 
 named it) against the urllib3 pool the proxy uses (`requests`' own engine, without the
 Session's per-request preparation: URL requoting, hooks, cookie and environment merging, the
 `iter_content` loop). Measured with the calling thread's CPU clock, so the server's work does
-not count. The README's "Dependencies" section quotes the result.
+not count. docs/architecture.md's "Dependencies" section quotes the result.
 """
 
 from __future__ import annotations

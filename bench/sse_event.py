@@ -9,7 +9,7 @@ it, a copy of the whole event per piece (7.4 s for 256 KB pieces, 110 s for 16 K
 the hold-back looked for a line start with five look-behinds at every character (4.4 s more).
 After: the decoder holds the pieces and joins them once (0.15 s), the hold-back searches for
 what ends a line (decoder + streamed turn: 0.62 s, either piece size; the buffered mode reads
-the same answer in about 0.3 s). The README's "Streamed mode" section quotes the figures.
+the same answer in about 0.3 s). docs/streamed-mode.md quotes the figures.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Three chat agents from npm (Qwen Code, opencode, Continue's `cn`), each set up as the README's
-"Other clients" section says: a custom OpenAI-compatible provider whose base URL is the proxy,
+"""Three chat agents from npm (Qwen Code, opencode, Continue's `cn`), each set up as
+docs/clients/chat-agents.md says: a custom OpenAI-compatible provider whose base URL is the proxy,
 run headless (`qwen -p`, `opencode run`, `cn -p`) in a temporary HOME. And the fake model that
 drives them: plain text, or one call to the agent's shell tool (as Hermes text or as a call
 vLLM's parser returned), then text built from the tool's result.

@@ -2,9 +2,10 @@
 a custom provider with `wire_api = "responses"` whose base_url is the proxy, against the fake
 vLLM scripted to write its call as Hermes text and to answer the tool's result with text.
 
-Codex is kept off the network: a temporary CODEX_HOME whose config.toml turns analytics,
-feedback, plugins and the update check off, and `--strict-config` so that a key this Codex
-does not know fails the run instead of being ignored."""
+Codex is kept off the network: a temporary CODEX_HOME whose config.toml (the one
+docs/clients/codex.md shows) turns analytics, feedback, plugins and the update check off, and
+`--strict-config` so that a key this Codex does not know fails the run instead of being
+ignored."""
 
 from __future__ import annotations
 
@@ -16,31 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs_pages import code_blocks, page
 from tests.fake_vllm import Answer, Received, vllm_answer, vllm_completion
 
 pytestmark = pytest.mark.e2e
 
 CODEX = Path(__file__).resolve().parent / "node_modules" / ".bin" / "codex"
-CONFIG = """\
-model = "Qwen/Qwen3.6-27B-FP8"
-model_provider = "local"
-check_for_update_on_startup = false
-
-[model_providers.local]
-name = "vLLM through Tool Call Proxy"
-base_url = "{url}/v1"
-env_key = "TOOLCALL_PROXY_KEY"
-wire_api = "responses"
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-
-[features]
-plugins = false
-"""
+# The config.toml docs/clients/codex.md shows a person, pointed at the test's proxy.
+CONFIG = code_blocks(page("clients/codex.md"), "toml")[0].replace("http://127.0.0.1:8003", "{url}")
 
 
 def _shell_call(tools: list[str]) -> tuple[str, dict]:

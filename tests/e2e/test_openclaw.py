@@ -45,7 +45,7 @@ def _model_turn(received: Received) -> Any:
 
 def _openclaw(proxy_url: str, home: Path, workspace: Path, prompt: str,
               ) -> subprocess.CompletedProcess[str]:
-    """One headless OpenClaw agent turn, configured as the README's OpenClaw section says."""
+    """One headless OpenClaw agent turn, configured as docs/clients/openclaw.md says."""
     config = {"models": {"providers": {"vllm": {
         "baseUrl": proxy_url + "/v1", "apiKey": "not-needed", "api": "openai-completions",
         "models": [{"id": MODEL, "name": "Qwen 3.6 27B (local)"}]}}}}

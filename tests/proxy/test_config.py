@@ -11,6 +11,7 @@ import pytest
 
 from proxy.base.config import Config, mask_url
 from proxy.shell.config_load import ConfigError, build_config, load_config
+from tests.docs_pages import README, page, table, tables
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,10 +70,51 @@ def test_example_config_lists_every_key_with_its_default():
     assert build_config(example).as_dict() == defaults
 
 
-def test_readme_explains_every_key():
-    readme = (ROOT / "README.md").read_text()
-    missing = [key for key in Config().as_dict() if f"`{key}`" not in readme]
-    assert missing == []
+def _documented() -> dict[str, list[str]]:
+    """docs/configuration.md's rows, by key: [default, per model, meaning]."""
+    rows = tables(page("configuration.md"), "| key | default | per model | meaning |")
+    keys = [row[0].strip("`") for row in rows]
+    assert len(keys) == len(set(keys)), "a key with two rows"
+    return {key: row[1:] for key, row in zip(keys, rows, strict=True)}
+
+
+def _value(cell: str) -> object:
+    """A default as the page writes it: JSON in a code span, or a bare string."""
+    text = cell.strip("`")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def test_the_configuration_page_has_a_row_for_every_key_and_no_other():
+    assert sorted(_documented()) == sorted(Config().as_dict())
+
+
+@pytest.mark.parametrize("key", sorted(Config().as_dict()))
+def test_the_configuration_page_gives_each_key_its_default(key):
+    default, _, meaning = _documented()[key]
+    assert _value(default) == json.loads(json.dumps(Config().as_dict()[key]))
+    assert meaning
+
+
+def test_the_readme_settings_are_keys_with_their_defaults():
+    rows = table(README.read_text(encoding="utf-8"), "| key | default | what |")
+    documented = _documented()
+    assert rows
+    assert [(row[0], row[1]) for row in rows] == [
+        (row[0], documented[row[0].strip("`")][0]) for row in rows]
+
+
+@pytest.mark.parametrize("key", sorted(Config().as_dict()))
+def test_the_configuration_page_says_which_keys_can_be_set_per_model(key):
+    """The *per model* cell is what loading a `models` entry that sets the key does."""
+    setting = {"models": {"*": {key: Config().as_dict()[key]}}}
+    if _documented()[key][1] == "yes":
+        build_config(setting)
+    else:
+        with pytest.raises(ConfigError, match="cannot be set per model"):
+            build_config(setting)
 
 
 @pytest.mark.parametrize(("content", "fragment"), [

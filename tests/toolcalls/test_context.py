@@ -223,7 +223,7 @@ def test_example_words_in_prose_that_does_not_introduce_the_frame_change_nothing
 
 
 # Issue 21, item 5: calls beside prose on one line, and what stays a mention. The rule is
-# README's "What is and is not a call"; every format with markers of its own obeys it.
+# docs/formats.md's "What is and is not a call"; every format with markers of its own obeys it.
 BESIDE = {**FRAMES,
           "gemma4": '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>',
           "deepseek": ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"

@@ -419,17 +419,14 @@ def test_a_llama_built_in_tool_call_is_read_when_the_request_declares_the_tool()
     assert extract(text, TOOLS).calls == []  # not declared: stays text
 
 
-def test_the_readme_coverage_table_names_parsers_the_setting_accepts():
-    """Each vLLM and SGLang parser name in README's coverage table resolves to the formats its
-    row names; every format of ours has a row."""
-    from pathlib import Path
-
+def test_the_docs_coverage_table_names_parsers_the_setting_accepts():
+    """Each vLLM and SGLang parser name in docs/formats.md's coverage table resolves to the
+    formats its row names; every format of ours has a row."""
     from proxy.toolcalls import FORMATS, resolve
+    from tests.docs_pages import page, section, table
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Coverage: vLLM, SGLang, llama.cpp", 1)[1].split("\nTotals", 1)[0]
-    rows = [[cell.strip() for cell in line.strip()[1:-1].split("|")]
-            for line in section.splitlines() if line.startswith("| `")]
+    coverage = section(page("formats.md"), "Coverage: vLLM, SGLang, llama.cpp")
+    rows = [row for row in table(coverage, "| ours |") if row[0].startswith("`")]
     named = set()
     for ours, vllm, sglang, _ in rows:
         formats = [name.strip("` ") for name in ours.split(",")]

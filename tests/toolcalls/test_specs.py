@@ -1,6 +1,6 @@
 """A format is declared once, in its module's SPEC (issue 27): the registry lists the modules,
-the aliases, hold-back openers and doctor's tables are read from the specs, the README's tables
-agree with them, and no module outside `proxy/toolcalls/formats/` names a format."""
+the aliases, hold-back openers and doctor's tables are read from the specs, the tables of
+docs/formats.md agree with them, and no module outside `proxy/toolcalls/formats/` names a format."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from proxy.diagnose.doctor.probe import FOREIGN_MARKERS, VLLM_TOOL_PARSERS
 from proxy.toolcalls import registry
 from proxy.toolcalls.formats.spec import FormatSpec
 from proxy.toolcalls.registry import ALIASES, OPENERS, SPECS, resolve
+from tests.docs_pages import page, section, table
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+FORMATS_PAGE = page("formats.md")
 FORMATS_DIR = "proxy/toolcalls/formats/"
 # Modules outside the formats that may spell a format's name or marker, and why.
 ALLOWED = {
@@ -109,28 +110,26 @@ def test_doctor_reads_its_parsers_and_markers_from_the_specs():
         assert resolve([parser])  # a name the `formats` setting accepts too
 
 
-def _table(section: str) -> list[list[str]]:
-    return [[cell.strip() for cell in line.strip()[1:-1].split("|")]
-            for line in section.splitlines() if line.startswith("| `")]
-
-
 def _names(cell: str) -> list[str]:
     return [name.strip(" `") for name in re.split(r",\s*(?![^()]*\))", cell) if name.strip()]
 
 
-def test_the_readme_format_table_lists_the_specs_in_order():
-    section = README.split("## Tool-call formats", 1)[1].split("\n### ", 1)[0]
-    table = section.split("| format | what the model writes | models |", 1)[1].split("\n\n", 1)[0]
-    rows = _table(table)
+def _coverage() -> list[list[str]]:
+    """The coverage table's rows that name formats of ours (not the rows of what none reads)."""
+    rows = table(section(FORMATS_PAGE, "Coverage: vLLM, SGLang, llama.cpp"), "| ours |")
+    return [row for row in rows if row[0].startswith("`")]
+
+
+def test_the_docs_format_table_lists_the_specs_in_order():
+    rows = table(FORMATS_PAGE, "| format | what the model writes | models |")
     assert [row[0].strip("`") for row in rows] == [spec.name for spec in SPECS]
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)
-def test_the_readme_coverage_rows_of_a_format_are_its_spec(spec):
+def test_the_docs_coverage_rows_of_a_format_are_its_spec(spec):
     """The engines' names in the coverage rows that name a format (its own row, and a row of
     several formats a parser reads) are its spec's, in order."""
-    section = README.split("### Coverage: vLLM, SGLang, llama.cpp", 1)[1].split("\nTotals", 1)[0]
-    rows = [row for row in _table(section) if spec.name in _names(row[0])]
+    rows = [row for row in _coverage() if spec.name in _names(row[0])]
     assert rows
     assert [name for row in rows for name in _names(row[1])] == list(spec.vllm)
     assert [name for row in rows for name in _names(row[2])] == list(spec.sglang)

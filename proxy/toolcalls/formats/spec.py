@@ -1,6 +1,6 @@
 """A tool-call format declared once: each format module ends with its `SPEC`, and everything
 else that knows formats (the registry's tables and aliases, the streamed mode's hold-back,
-`doctor`, the README's coverage table, checked by a test) reads it from there."""
+`doctor`, the coverage table of docs/formats.md, checked by a test) reads it from there."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ class FormatSpec:
     `markers`: literals of which every frame the format finds holds at least one (the format
     is not run on a text holding none; empty: recognised by shape, always run).
     `openers`: what a frame can begin with, for the streamed mode's hold-back.
-    `vllm`, `sglang`: the engines' tool-parser names that read it (the README's coverage table;
-    accepted in the `formats` setting); `llama_cpp`: llama.cpp's chat formats that write it
+    `vllm`, `sglang`: the engines' tool-parser names that read it (docs/formats.md's coverage
+    table; accepted in the `formats` setting); `llama_cpp`: llama.cpp's chat formats that write it
     (descriptions, as the table gives them); `aliases`: other accepted names (llama.cpp's
     format names, names in vLLM's or SGLang's tree that a release does not register). A name
     several specs list stands for all of them, in the order of their names (xLAM's).
