@@ -32,6 +32,8 @@ from .upstream import Timeouts, Unreached, Upstream
 
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
 HEALTH_PROBE_SECONDS = 5.0  # /proxy/health?upstream=1 asks the upstreams at most this often
+STATUS_SECONDS = 1.0  # status.json is built at most this often (per process and viewer)
+_STATUS_VIEWERS = 64  # documents kept at once (one per key, and with and without a probe)
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -65,7 +67,8 @@ class Proxy:
         self.upstreams = {url: Upstream(url) for url in config.upstreams()}
         self.logger = make_logger(config.log_level)
         self.metrics = Metrics()
-        self.recorder = make_recorder()  # what /proxy/status shows, every worker's
+        # What /proxy/status shows, every worker's.
+        self.recorder = make_recorder(warn=self.logger.warning)
         self.upstream_labels = {url: mask_url(url) for url in config.upstreams()}
         self.replicas = Replicas(self.upstreams, self.metrics)
         self.door = Door(config.api_keys, key_headers())
@@ -78,6 +81,9 @@ class Proxy:
         self.thinking = ThinkingMemory()
         self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
         self._probing = threading.Lock()
+        # status.json as each viewer last saw it: (when, the document), by (viewer, probe).
+        self._status_docs: dict[tuple[str, bool], tuple[float, dict[str, Any]]] = {}
+        self._status_building = threading.Lock()
 
     def drain(self, seconds: float) -> None:
         """The server is stopping: what still waits on upstream in `seconds` is ended with a
@@ -96,25 +102,39 @@ class Proxy:
         record = log.emit(self.logger, self.config.log_format)
         total = time.monotonic() - log.started
         self.metrics.finished(log, total)
-        if log.mode == "preflight":
-            return
+        if log.mode == "preflight" or (self.config.api_keys and log.owner is None):
+            return  # (with keys, only keyed requests: a flood of wrong keys keeps no history)
         try:
             capture = orjson.dumps(record) if log.bodies is not None else None
             self.recorder.record(turn_record(log, time.time(), total * 1000), capture)
         except OSError as exc:  # a full disk must not fail the request: the page misses it
             self.logger.warning("status record of %s not kept: %s", log.request_id, exc)
 
-    def status(self, probe: bool) -> dict[str, Any]:
-        """The status document, the whole server's; with `probe`, each upstream's health
-        probe too (asked at most every HEALTH_PROBE_SECONDS)."""
-        recorder = self.recorder
+    def status(self, probe: bool, viewer: str) -> dict[str, Any]:
+        """The status document, the whole server's, as `viewer` (an owner) sees it: only
+        its own turns link their capture. Built at most once every STATUS_SECONDS per viewer
+        and served from then on (reading every worker's ring is what costs); with `probe`,
+        each upstream's health probe too (asked at most every HEALTH_PROBE_SECONDS)."""
+        key = (viewer, probe)
+        kept = self._status_docs.get(key)
+        if kept is not None and time.monotonic() - kept[0] < STATUS_SECONDS:
+            return kept[1]
         probes = {r["url"]: r for r in self._upstream_reports()} if probe else {}
-        return document(StatusInput(
-            turns=recorder.turns(), minutes=recorder.minutes(),
-            upstreams=list(self.upstream_labels.values()),
-            in_flight=self.metrics.upstreams_in_flight(), probes=probes,
-            captures=self.config.log_bodies, version=__version__,
-            kept_per_worker=recorder.capacity))
+        with self._status_building:  # one build at a time; who waited takes the new one
+            kept = self._status_docs.get(key)
+            if kept is not None and time.monotonic() - kept[0] < STATUS_SECONDS:
+                return kept[1]
+            recorder = self.recorder
+            built = document(StatusInput(
+                turns=recorder.turns(), minutes=recorder.minutes(),
+                upstreams=list(self.upstream_labels.values()),
+                in_flight=self.metrics.upstreams_in_flight(), probes=probes,
+                captures=self.config.log_bodies, version=__version__,
+                kept_per_worker=recorder.capacity, viewer=viewer))
+            if len(self._status_docs) >= _STATUS_VIEWERS:  # bounded by the keys configured
+                self._status_docs.clear()
+            self._status_docs[key] = (time.monotonic(), built)
+            return built
 
     def upstream_headers(self, config: Config, *, buffered: bool) -> dict[str, str]:
         """This request's headers as they go upstream (see `Door.upstream_headers`)."""

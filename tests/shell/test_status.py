@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import stat
 import threading
+import time
 
 import openai
 import pytest
@@ -209,7 +210,7 @@ def test_memory_recorder_is_a_ring():
         recorder.record(_turn(request_id=str(i), ts=NOW + i), b"{}" if i % 2 else None)
     turns = recorder.turns()
     assert [t.request_id for t in turns] == [str(i) for i in range(30, 80)]
-    kept = [t.capture for t in turns if t.capture and recorder.capture(t.capture)]
+    kept = [t.capture for t in turns if t.capture and recorder.capture(t.capture, t.owner)]
     assert len(kept) == 5
     assert sum(m.turns for m in recorder.minutes()) == 80
 
@@ -255,7 +256,7 @@ def test_a_ring_file_stays_its_size_and_skips_a_torn_slot(tmp_path):
     captures = sorted(p.name for p in (tmp_path / "captures").iterdir())
     assert len(captures) == 3
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in (tmp_path / "captures").iterdir())
-    assert recorder.capture("1-1") is None
+    assert recorder.capture("1-1", "") is None
 
 
 def test_the_recorder_is_shared_under_gunicorn_else_in_memory(tmp_path):
@@ -274,11 +275,12 @@ def _hermes(fake):
 
 
 def _settled(url: str, turns: int, **kwargs) -> dict:
-    for _ in range(250):
+    """status.json once it holds `turns` turns (it is rebuilt at most once a second)."""
+    for _ in range(300):
         doc = requests.get(url + "/proxy/status.json", timeout=5, **kwargs).json()
         if doc["held"]["turns"] >= turns:
             return doc
-        requests.get(url + "/proxy/health", timeout=5)  # a little time for the close
+        time.sleep(0.05)  # (the close that records the turn, the next build)
     raise AssertionError(f"status.json did not reach {turns} turns")
 
 
@@ -305,8 +307,11 @@ def test_status_json_and_the_page(fake, proxy):
 
 
 @pytest.mark.integration
-def test_status_is_keyed_like_metrics_and_a_browser_may_send_the_key_as_basic(start_proxy):
-    proxy = start_proxy(api_keys=["k-123"], protect_proxy_endpoints=True)
+def test_with_keys_the_status_needs_one_and_a_browser_may_send_it_as_basic(fake, start_proxy):
+    proxy = start_proxy(api_keys=["k-123"])  # (without protect_proxy_endpoints: the page
+    # shows the model names, errors and request ids clients caused)
+    assert requests.get(proxy.url + "/proxy/status.json", timeout=5).status_code == 401
+    assert not [r for r in fake.received if r.path == "/v1/models"]  # refused: not probed
     for path in ("/proxy/status", "/proxy/status.json"):
         refused = requests.get(proxy.url + path, timeout=5)
         assert refused.status_code == 401
@@ -319,17 +324,10 @@ def test_status_is_keyed_like_metrics_and_a_browser_may_send_the_key_as_basic(st
     garbled = {"Authorization": "Basic %%%"}
     assert requests.get(proxy.url + "/proxy/status", headers=garbled,
                         timeout=5).status_code == 401
-
-
-@pytest.mark.integration
-def test_without_a_key_the_status_does_not_probe_upstream(fake, start_proxy):
-    proxy = start_proxy(api_keys=["k-123"])
-    doc = requests.get(proxy.url + "/proxy/status.json", timeout=5).json()
-    assert doc["upstreams"][0]["probe"] is None
-    assert not [r for r in fake.received if r.path == "/v1/models"]
     keyed = requests.get(proxy.url + "/proxy/status.json", timeout=5,
-                         headers={"X-Api-Key": "k-123"}).json()
-    assert keyed["upstreams"][0]["probe"]["ok"] is True
+                         headers={"X-Api-Key": "k-123"})
+    assert keyed.json()["upstreams"][0]["probe"]["ok"] is True
+    assert keyed.headers["X-Content-Type-Options"] == "nosniff"
 
 
 @pytest.mark.integration
@@ -364,30 +362,33 @@ def test_no_capture_without_log_bodies_and_none_without_a_key(fake, start_proxy)
     keyed = start_proxy(log_bodies=True, api_keys=["sk-test"])  # the page open, captures keyed
     keyed.client().chat.completions.create(
         model="q", tools=TOOLS, messages=[{"role": "user", "content": "?"}])
-    [turn] = _settled(keyed.url, 1)["turns"]
+    [turn] = _settled(keyed.url, 1, auth=("", "sk-test"))["turns"]
     url = keyed.url + "/proxy/" + turn["capture"]
     assert requests.get(url, timeout=5).status_code == 401
     assert requests.get(url, auth=("", "sk-test"), timeout=5).status_code == 200
 
 
 @pytest.mark.integration
-def test_an_upstream_error_shows_as_down_until_it_answers_again(fake, start_proxy):
-    proxy = start_proxy(api_keys=["sk-test"])  # no key on status.json: no probe, turns alone
+def test_an_upstream_error_shows_as_its_last_error_until_it_answers_again(fake, start_proxy):
+    proxy = start_proxy(api_keys=["sk-test"])
+    key = {"auth": ("", "sk-test")}
     fake.answer(vllm_error(500, "boom", "InternalServerError"))
     client = proxy.client()
     with pytest.raises(openai.InternalServerError):
         client.chat.completions.create(model="q", tools=TOOLS,
                                        messages=[{"role": "user", "content": "?"}])
-    [row] = _settled(proxy.url, 1)["upstreams"]
-    assert (row["state"], row["last_error"]["code"]) == ("down", "upstream_http_500")
+    [row] = _settled(proxy.url, 1, **key)["upstreams"]
+    assert (row["failures"], row["last_error"]["code"]) == (1, "upstream_http_500")
     metrics = requests.get(proxy.url + "/proxy/metrics", timeout=5).text
     assert f'toolcall_proxy_upstream_up{{upstream="{fake.url}"}} 0.0' in metrics
     _hermes(fake)
     client.chat.completions.create(model="q", tools=TOOLS,
                                    messages=[{"role": "user", "content": "?"}])
-    [row] = _settled(proxy.url, 2)["upstreams"]
-    assert row["state"] == "up"
+    [row] = _settled(proxy.url, 2, **key)["upstreams"]
+    assert (row["turns"], row["failures"]) == (2, 1)
     assert row["last_error"]["code"] == "upstream_http_500"
+    assert f'toolcall_proxy_upstream_up{{upstream="{fake.url}"}} 1.0' in requests.get(
+        proxy.url + "/proxy/metrics", timeout=5).text
     assert os.environ.get("PROMETHEUS_MULTIPROC_DIR") is None  # these ran in memory
 
 
