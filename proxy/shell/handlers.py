@@ -4,6 +4,7 @@ clients, the door, the store, logger and metrics, the server's stopping)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -26,6 +27,7 @@ from .door import Door, read_body
 from .recorder import make_recorder
 from .relay import all_models, model_ids, passthrough
 from .replicas import Replicas
+from .run_dir import allocate_worker_files
 from .store import StoreLimits, open_store, refusal
 from .turns import TurnResponse
 from .upstream import Timeouts, Unreached, Upstream
@@ -66,7 +68,7 @@ class Proxy:
         self.config = config
         self.upstreams = {url: Upstream(url) for url in config.upstreams()}
         self.logger = make_logger(config.log_level)
-        self.metrics = Metrics()
+        self.metrics = Metrics(shared=self._run_dir_allocated())
         # What /proxy/status shows, every worker's.
         self.recorder = make_recorder(warn=self.logger.warning)
         self.upstream_labels = {url: mask_url(url) for url in config.upstreams()}
@@ -84,6 +86,16 @@ class Proxy:
         # status.json as each viewer last saw it: (when, the document), by (viewer, probe).
         self._status_docs: dict[tuple[str, bool], tuple[float, dict[str, Any]]] = {}
         self._status_building = threading.Lock()
+
+    def _run_dir_allocated(self) -> bool:
+        """Whether this worker's Prometheus files are allocated in the run directory (or
+        there is none); a full disk is logged, and the figures then kept in memory."""
+        run_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        failed = allocate_worker_files(run_dir, os.getpid()) if run_dir else None
+        if failed is not None:
+            self.logger.warning("metrics of worker %s kept in memory: %s: %s", os.getpid(),
+                                run_dir, failed.strerror or failed)
+        return failed is None
 
     def drain(self, seconds: float) -> None:
         """The server is stopping: what still waits on upstream in `seconds` is ended with a

@@ -1,4 +1,4 @@
-"""A stopping gevent worker ends the waits of idle keep-alive connections (IdleClosesOnStop),
+"""A stopping gevent worker ends the waits of idle keep-alive connections (HeadTimeouts),
 and never a wait whose next request is already arriving. gevent without monkey-patching:
 greenlets over a socket pair, no server."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import gevent
 import gevent.socket
 
-from proxy.shell.server import IdleClosesOnStop
+from proxy.shell.head_wait import HeadTimeouts
 
 
 class _Base:
@@ -29,7 +29,7 @@ class _Base:
         self.read.append(request)
 
 
-class _Worker(IdleClosesOnStop, _Base):
+class _Worker(HeadTimeouts, _Base):
     pass
 
 
