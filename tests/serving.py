@@ -7,10 +7,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import requests
 
 from tests.shell.test_entrypoints import ROOT, _free_port, _stop, _tool_turn, _wait_healthy
 
@@ -54,11 +58,32 @@ def served(upstream: str, env: Mapping[str, str] | None = None, *, workers: int 
                "TOOLCALL_PROXY_PORT": str(port), "GUNICORN_WORKERS": str(workers)}
     environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
     environ.update(env or {})
-    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=environ,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    server = Served(f"http://127.0.0.1:{port}", port, process)
-    try:
-        _wait_healthy(server.url, process, seconds=seconds)
-        yield server
-    finally:
-        server.log = _stop(process)
+    with tempfile.TemporaryFile() as log:  # (a pipe no one reads would stall the server)
+        process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=environ,
+                                   stdout=log, stderr=subprocess.STDOUT)
+        server = Served(f"http://127.0.0.1:{port}", port, process)
+        try:
+            deadline = time.monotonic() + seconds
+            while not _answers(server.url + "/proxy/health"):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise AssertionError("the proxy did not come up: "
+                                         + log.read().decode(errors="replace")[-3000:])
+                time.sleep(0.1)
+            yield server
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            log.seek(0)
+            server.log = log.read().decode(errors="replace")
+
+
+def _answers(url: str) -> bool:
+    try:  # a worker still starting (a loaded machine) may not answer within the second
+        return requests.get(url, timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
