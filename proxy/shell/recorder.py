@@ -126,13 +126,13 @@ class MemoryRecorder:
 # slots: sequence (0 while being written), payload length, CRC-32 of the payload, payload
 
 _MAGIC = b"TCPSTAT1"
-_HEADER = struct.Struct("<8sIIQ")
+RING_HEADER = struct.Struct("<8sIIQ")
 _MINUTE = struct.Struct("<QII")
-_SLOT_HEAD = struct.Struct("<QII")
+SLOT_HEAD = struct.Struct("<QII")
 _MINUTES_AT = 64
-_SLOTS_AT = _MINUTES_AT + CHART_MINUTES * _MINUTE.size
+SLOTS_AT = _MINUTES_AT + CHART_MINUTES * _MINUTE.size
 SLOT_BYTES = 1024
-_PAYLOAD_MAX = SLOT_BYTES - _SLOT_HEAD.size
+_PAYLOAD_MAX = SLOT_BYTES - SLOT_HEAD.size
 _SUFFIX = ".ring"
 _CAPTURE_SUFFIX = ".json"
 _SECRET_FILE = "owner.key"
@@ -182,13 +182,13 @@ class RingFileRecorder:
                        f"{self.directory}: {exc.strerror or exc}")
             return None
         if self._map[:8] != _MAGIC:
-            _HEADER.pack_into(self._map, 0, _MAGIC, self.capacity, SLOT_BYTES, 0)
-        self._seq = _HEADER.unpack_from(self._map, 0)[3]
+            RING_HEADER.pack_into(self._map, 0, _MAGIC, self.capacity, SLOT_BYTES, 0)
+        self._seq = RING_HEADER.unpack_from(self._map, 0)[3]
         return self._map
 
     def _mapped(self, path: Path) -> mmap.mmap:
         """The ring file at `path`, a regular file of ours, every byte allocated, mapped."""
-        size = _SLOTS_AT + self.capacity * SLOT_BYTES
+        size = SLOTS_AT + self.capacity * SLOT_BYTES
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
                      | os.O_CLOEXEC, 0o600)
         try:
@@ -239,12 +239,12 @@ class RingFileRecorder:
             if len(payload) > _PAYLOAD_MAX:  # only with many long names: keep the facts
                 turn.formats, turn.repairs, turn.left = {}, {}, {}
                 payload = turn.encode()[:_PAYLOAD_MAX]
-            at = _SLOTS_AT + (seq % self.capacity) * SLOT_BYTES
-            _SLOT_HEAD.pack_into(ring, at, 0, 0, 0)
-            end = at + _SLOT_HEAD.size + len(payload)
-            ring[at + _SLOT_HEAD.size:end] = payload
-            _SLOT_HEAD.pack_into(ring, at, seq, len(payload), zlib.crc32(payload))
-            _HEADER.pack_into(ring, 0, _MAGIC, self.capacity, SLOT_BYTES, seq)
+            at = SLOTS_AT + (seq % self.capacity) * SLOT_BYTES
+            SLOT_HEAD.pack_into(ring, at, 0, 0, 0)
+            end = at + SLOT_HEAD.size + len(payload)
+            ring[at + SLOT_HEAD.size:end] = payload
+            SLOT_HEAD.pack_into(ring, at, seq, len(payload), zlib.crc32(payload))
+            RING_HEADER.pack_into(ring, 0, _MAGIC, self.capacity, SLOT_BYTES, seq)
             self._count_minute(ring, turn.ts, turn.failed)
 
     @staticmethod
@@ -283,7 +283,7 @@ class RingFileRecorder:
         except OSError:
             return
         for name in names:
-            data = read_private(self.directory / name, _SLOTS_AT + RING_TURNS * 4 * SLOT_BYTES)
+            data = read_private(self.directory / name, SLOTS_AT + RING_TURNS * 4 * SLOT_BYTES)
             if data is not None:
                 yield name, data
 
@@ -306,7 +306,7 @@ class RingFileRecorder:
             self._ring()
             counts = self._memory.minutes() if self._memory is not None else []
         for _, data in self._files():
-            if len(data) >= _SLOTS_AT and data[:8] == _MAGIC:
+            if len(data) >= SLOTS_AT and data[:8] == _MAGIC:
                 counts.extend(
                     MinuteCount(*_MINUTE.unpack_from(data, _MINUTES_AT + i * _MINUTE.size))
                     for i in range(CHART_MINUTES))
@@ -324,18 +324,18 @@ class RingFileRecorder:
 def ring_slots(data: bytes) -> Iterator[tuple[int, bytes, bytes]]:
     """The whole, checked slots of a ring's bytes: (offset, slot head, payload). A ring of
     another layout, or cut short, gives what it wholly holds (or nothing), never an error."""
-    if len(data) < _SLOTS_AT or data[:8] != _MAGIC:
+    if len(data) < SLOTS_AT or data[:8] != _MAGIC:
         return
-    _, capacity, slot_bytes, _ = _HEADER.unpack_from(data, 0)
+    _, capacity, slot_bytes, _ = RING_HEADER.unpack_from(data, 0)
     if slot_bytes != SLOT_BYTES:
         return
-    end = min(len(data), _SLOTS_AT + capacity * SLOT_BYTES)
-    for at in range(_SLOTS_AT, end - SLOT_BYTES + 1, SLOT_BYTES):
-        seq, length, crc = _SLOT_HEAD.unpack_from(data, at)
+    end = min(len(data), SLOTS_AT + capacity * SLOT_BYTES)
+    for at in range(SLOTS_AT, end - SLOT_BYTES + 1, SLOT_BYTES):
+        seq, length, crc = SLOT_HEAD.unpack_from(data, at)
         if seq and length <= _PAYLOAD_MAX:
-            payload = data[at + _SLOT_HEAD.size:at + _SLOT_HEAD.size + length]
+            payload = data[at + SLOT_HEAD.size:at + SLOT_HEAD.size + length]
             if zlib.crc32(payload) == crc:
-                yield at, data[at:at + _SLOT_HEAD.size], payload
+                yield at, data[at:at + SLOT_HEAD.size], payload
 
 
 def private_folder(path: Path) -> None:

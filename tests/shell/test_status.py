@@ -6,10 +6,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import stat
+import subprocess
 import threading
 import time
 
 import openai
+import orjson
 import pytest
 import requests
 
@@ -17,6 +19,7 @@ from proxy.config import Config
 from proxy.observe import RequestLog
 from proxy.replay import parse_exchanges, replay_exchange
 from proxy.shell.recorder import (
+    CAPTURES_KEPT,
     SLOT_BYTES,
     MemoryRecorder,
     RingFileRecorder,
@@ -101,9 +104,29 @@ def test_long_client_text_is_cut_and_many_kinds_are_summed():
     assert len(record.encode()) < SLOT_BYTES
 
 
-@pytest.mark.parametrize("data", [b"", b"{}", b"[1, 2]", b"not json", b'"x"'])
+_FIELDS = [1.8e9, "r", "chat", "buffered", "q", False, 200, "u", 200, 1.0, 2.0]
+
+
+def _changed(at: int, value: object) -> bytes:
+    fields = list(_FIELDS)
+    fields[at] = value
+    return orjson.dumps(fields)
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"{}", b"[1, 2]", b"not json", b'"x"',
+    _changed(6, "200"), _changed(6, True), _changed(0, "now"), _changed(5, 1),
+    _changed(1, None), orjson.dumps([*_FIELDS, 1, {"hermes": "one"}]),
+    orjson.dumps([*_FIELDS, 1, {}, {}, {}, "", "", 0, "", "", "one too many"]),
+])
 def test_anything_but_a_record_decodes_to_none(data):
     assert TurnRecord.decode(data) is None
+
+
+def test_a_record_decodes_to_itself():
+    record = _turn(calls=2, formats={"hermes": 2}, capture="7-1", owner="abc")
+    assert TurnRecord.decode(record.encode()) == record
+    assert TurnRecord.decode(orjson.dumps(_FIELDS)) == TurnRecord(*_FIELDS)
 
 
 # -- the document -------------------------------------------------------------------------------
@@ -257,6 +280,45 @@ def test_a_ring_file_stays_its_size_and_skips_a_torn_slot(tmp_path):
     assert len(captures) == 3
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in (tmp_path / "captures").iterdir())
     assert recorder.capture("1-1", "") is None
+
+
+def test_a_ring_that_is_a_link_or_a_fifo_is_never_followed_nor_waited_on(tmp_path):
+    status = tmp_path / "status"
+    status.mkdir(mode=0o700)
+    precious = tmp_path / "precious"
+    precious.write_text("a file of the proxy user's")
+    (status / "turns-4242.ring").symlink_to(precious)  # where worker 4242's ring would be
+    os.mkfifo(status / "turns-77.ring")
+    warned: list[str] = []
+    recorder = RingFileRecorder(str(status), capacity=16, worker=lambda: 4242,
+                                warn=warned.append)
+    recorder.record(_turn(request_id="kept"))
+    assert precious.read_text() == "a file of the proxy user's"
+    assert "kept in memory" in warned[0]
+    read: list[list[TurnRecord]] = []
+    reader = threading.Thread(target=lambda: read.append(recorder.turns()), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive()  # the FIFO was not waited on
+    assert [t.request_id for t in read[0]] == ["kept"]
+
+
+def test_captures_of_workers_gone_are_pruned_to_the_newest(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # (its pid is free now)
+    captures = tmp_path / "captures"
+    captures.mkdir(mode=0o700, parents=True)
+    for i in range(CAPTURES_KEPT + 50):
+        path = captures / f"{dead.pid}-{i}.-.json"
+        path.write_bytes(b"{}")
+        os.utime(path, (NOW + i, NOW + i))
+    live = captures / f"{os.getpid()}-1.-.json"
+    live.write_bytes(b"{}")
+    RingFileRecorder(str(tmp_path), capacity=16, worker=lambda: 4243).record(_turn())
+    left = sorted(int(p.name.split("-")[1].split(".")[0]) for p in captures.iterdir()
+                  if p.name.startswith(f"{dead.pid}-"))
+    assert left == list(range(50, CAPTURES_KEPT + 50))  # the newest of the workers gone
+    assert live.exists()  # a live worker's are its own to prune
 
 
 def test_the_recorder_is_shared_under_gunicorn_else_in_memory(tmp_path):
