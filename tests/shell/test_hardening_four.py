@@ -52,6 +52,36 @@ def test_half_open_request_heads_do_not_hold_the_server(fake):
                 sock.close()
 
 
+def _answer(sock: socket.socket) -> bytes:
+    """One whole response of `/proxy/health` (JSON, with a Content-Length) read off `sock`."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head
+
+
+def test_the_head_timeout_is_not_the_keep_alive_and_a_head_read_ahead_counts(fake):
+    """A connection idle between requests keeps the keep-alive's time (longer than a head's);
+    the start of a next head sent with the previous request has only a head's time."""
+    health = b"GET /proxy/health HTTP/1.1\r\nHost: x\r\n\r\n"
+    with served(fake.url, {"GUNICORN_HEAD_TIMEOUT": "1"}) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(health)
+            assert _answer(sock).startswith(b"HTTP/1.1 200")
+            time.sleep(2.5)  # idle between requests, past a head's time
+            sock.sendall(health)
+            assert _answer(sock).startswith(b"HTTP/1.1 200")
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(health + b"GET /proxy/hea")  # the next head begun, then nothing
+            assert _answer(sock).startswith(b"HTTP/1.1 200")
+            assert sock.recv(100) == b""  # closed in a head's time, not the keep-alive's
+
+
 @pytest.fixture
 def small_tmpfs(tmp_path) -> Iterator[Path]:
     """A real tmpfs of 16 MiB (as /tmp often is), mounted for the test and unmounted after."""
