@@ -257,8 +257,18 @@ def per_minute(minutes: Iterable[MinuteCount], now: float) -> list[dict[str, int
             for i in range(CHART_MINUTES)]
 
 
-def document(data: StatusInput, now: float | None = None) -> dict[str, Any]:
-    """The status document (`/proxy/status.json`, drawn by the page)."""
+@dataclass(frozen=True)
+class StatusBuild:
+    """The status document built once for every viewer: all of it but the rows of its last
+    turns, which differ by viewer (each sees its own turns' captures), and those turns."""
+
+    document: dict[str, Any]
+    shown: tuple[TurnRecord, ...]  # newest first
+    captures: bool
+
+
+def build(data: StatusInput, now: float | None = None) -> StatusBuild:
+    """The status document's viewer-free part, from every worker's records."""
     now = time.time() if now is None else now
     turns = sorted(data.turns, key=lambda t: t.ts)
     by_upstream: dict[str, list[TurnRecord]] = {label: [] for label in data.upstreams}
@@ -269,13 +279,26 @@ def document(data: StatusInput, now: float | None = None) -> dict[str, Any]:
         if turn.front or turn.model:
             by_model.setdefault(turn.model, []).append(turn)
     models = sorted(by_model.items(), key=lambda item: -len(item[1]))
-    return {
+    return StatusBuild({
         "generated": round(now, 3), "version": data.version,
         "held": {"turns": len(turns), "since": turns[0].ts if turns else None,
                  "per_worker": data.kept_per_worker},
         "upstreams": [_upstream_row(label, rows, data) for label, rows in by_upstream.items()],
         "models": [_model_row(model, rows) for model, rows in models],
-        "turns": [_turn_row(t, data.captures, data.viewer) for t in reversed(turns[-TURNS_SHOWN:])],
+        "turns": [],
         "per_minute": per_minute(data.minutes, now),
         "captures": data.captures,
-    }
+    }, tuple(reversed(turns[-TURNS_SHOWN:])), data.captures)
+
+
+def seen_by(built: StatusBuild, viewer: str) -> dict[str, Any]:
+    """The status document as `viewer` (an owner) sees it: only its own turns link their
+    capture."""
+    return {**built.document,
+            "turns": [_turn_row(turn, built.captures, viewer) for turn in built.shown]}
+
+
+def document(data: StatusInput, now: float | None = None) -> dict[str, Any]:
+    """The status document (`/proxy/status.json`, drawn by the page) as `data.viewer` sees
+    it."""
+    return seen_by(build(data, now), data.viewer)

@@ -19,7 +19,7 @@ from ..fronts import Incoming, Recall, recall_nothing
 from ..fronts.registry import Routed, key_headers
 from ..metrics import Metrics
 from ..observe import RequestLog, make_logger
-from ..status import StatusInput, document, turn_record
+from ..status import StatusBuild, StatusInput, build, seen_by, turn_record
 from ..turn.plan import TurnPlan
 from ..turn.thinking import ThinkingMemory
 from .clients import ClientWatcher
@@ -34,8 +34,7 @@ from .upstream import Timeouts, Unreached, Upstream
 
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
 HEALTH_PROBE_SECONDS = 5.0  # /proxy/health?upstream=1 asks the upstreams at most this often
-STATUS_SECONDS = 1.0  # status.json is built at most this often (per process and viewer)
-_STATUS_VIEWERS = 64  # documents kept at once (one per key, and with and without a probe)
+STATUS_SECONDS = 1.0  # status.json is built at most this often (per process)
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -83,8 +82,8 @@ class Proxy:
         self.thinking = ThinkingMemory()
         self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
         self._probing = threading.Lock()
-        # status.json as each viewer last saw it: (when, the document), by (viewer, probe).
-        self._status_docs: dict[tuple[str, bool], tuple[float, dict[str, Any]]] = {}
+        # status.json: when it was built, what, and its JSON by viewer.
+        self._status_built: tuple[float, StatusBuild, dict[str, bytes]] | None = None
         self._status_building = threading.Lock()
 
     def _run_dir_allocated(self) -> bool:
@@ -122,31 +121,28 @@ class Proxy:
         except OSError as exc:  # a full disk must not fail the request: the page misses it
             self.logger.warning("status record of %s not kept: %s", log.request_id, exc)
 
-    def status(self, probe: bool, viewer: str) -> dict[str, Any]:
-        """The status document, the whole server's, as `viewer` (an owner) sees it: only
-        its own turns link their capture. Built at most once every STATUS_SECONDS per viewer
-        and served from then on (reading every worker's ring is what costs); with `probe`,
-        each upstream's health probe too (asked at most every HEALTH_PROBE_SECONDS)."""
-        key = (viewer, probe)
-        kept = self._status_docs.get(key)
-        if kept is not None and time.monotonic() - kept[0] < STATUS_SECONDS:
-            return kept[1]
-        probes = {r["url"]: r for r in self._upstream_reports()} if probe else {}
-        with self._status_building:  # one build at a time; who waited takes the new one
-            kept = self._status_docs.get(key)
-            if kept is not None and time.monotonic() - kept[0] < STATUS_SECONDS:
-                return kept[1]
-            recorder = self.recorder
-            built = document(StatusInput(
-                turns=recorder.turns(), minutes=recorder.minutes(),
-                upstreams=list(self.upstream_labels.values()),
-                in_flight=self.metrics.upstreams_in_flight(), probes=probes,
-                captures=self.config.log_bodies, version=__version__,
-                kept_per_worker=recorder.capacity, viewer=viewer))
-            if len(self._status_docs) >= _STATUS_VIEWERS:  # bounded by the keys configured
-                self._status_docs.clear()
-            self._status_docs[key] = (time.monotonic(), built)
-            return built
+    def status(self, viewer: str) -> bytes:
+        """The status document (JSON), the whole server's, with each upstream's health probe
+        (asked at most every HEALTH_PROBE_SECONDS), as `viewer` (an owner) sees it: only its
+        own turns link their capture. Built at most once every STATUS_SECONDS, for every
+        viewer, and served from then on (reading every worker's ring is what costs)."""
+        kept = self._status_built
+        if kept is None or time.monotonic() - kept[0] >= STATUS_SECONDS:
+            probes = {r["url"]: r for r in self._upstream_reports()}
+            with self._status_building:  # one build at a time; who waited takes the new one
+                kept = self._status_built
+                if kept is None or time.monotonic() - kept[0] >= STATUS_SECONDS:
+                    recorder = self.recorder
+                    kept = self._status_built = (time.monotonic(), build(StatusInput(
+                        turns=recorder.turns(), minutes=recorder.minutes(),
+                        upstreams=list(self.upstream_labels.values()),
+                        in_flight=self.metrics.upstreams_in_flight(), probes=probes,
+                        captures=self.config.log_bodies, version=__version__,
+                        kept_per_worker=recorder.capacity)), {})
+        seen = kept[2]  # this build as each viewer asked it (as many as keys, at most)
+        if viewer not in seen:
+            seen[viewer] = orjson.dumps(seen_by(kept[1], viewer))
+        return seen[viewer]
 
     def upstream_headers(self, config: Config, *, buffered: bool) -> dict[str, str]:
         """This request's headers as they go upstream (see `Door.upstream_headers`)."""

@@ -30,7 +30,7 @@ from .door import (
     request_target,
     shut_reading,
 )
-from .handlers import REQUEST_ID, Proxy, json_response
+from .handlers import REQUEST_ID, Proxy
 from .stored import stored
 from .turns import error_response
 
@@ -121,10 +121,9 @@ class Routes:
         only the asking key's own turns link their capture."""
         def render(api_key: str | None) -> Response:
             viewer = self.proxy.recorder.owner(api_key)
-            response = json_response(self.proxy.status(probe=True, viewer=viewer))
-            response.headers["Cache-Control"] = "no-store"
-            response.headers["X-Content-Type-Options"] = "nosniff"
-            return response
+            return Response(self.proxy.status(viewer), content_type="application/json",
+                            headers={"Cache-Control": "no-store",
+                                     "X-Content-Type-Options": "nosniff"})
         return self.own_endpoint(render, keyed=True, browser=True)
 
     def status_capture(self, key: str) -> Response:
