@@ -3,8 +3,11 @@ records, the bounded recorders, and the endpoints (keys, captures, probes)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import multiprocessing
 import os
+import re
 import stat
 import subprocess
 import threading
@@ -359,7 +362,12 @@ def test_status_json_and_the_page(fake, proxy):
     assert "secret" not in str(doc)
     page = requests.get(proxy.url + "/proxy/status", timeout=5)
     assert page.headers["Content-Type"].startswith("text/html")
-    assert "default-src 'none'" in page.headers["Content-Security-Policy"]
+    policy = page.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in policy
+    assert "unsafe-inline" not in policy  # only the page's own script and style, by hash
+    [script] = re.findall(r"<script>(.*?)</script>", page.text, re.S)
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in policy
     assert "src=" not in page.text
     assert 'href="http' not in page.text
     assert "status.json" in page.text
