@@ -83,7 +83,7 @@ pyz:
 	$(PY) -c "import shutil; shutil.copytree('proxy', '$(STAGE)/proxy', \
 		ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))"
 	$(VENV)/bin/shiv --reproducible --output-file $(PYZ) \
-		--entry-point proxy.shell.server:main --python '/usr/bin/env $(PYVER)' \
+		--entry-point proxy.cli:main --python '/usr/bin/env $(PYVER)' \
 		--preamble deploy/pyz_preamble.py --site-packages $(STAGE) \
 		--quiet --no-index --find-links $(WHEELS) --require-hashes --only-binary=:all: \
 		-r requirements.lock

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import sys
 
-from proxy.shell.server import config_or_exit, main
+from proxy.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())
 else:
-    from proxy.shell.routes import create_app
+    from proxy.shell.web.app import create_app
+    from proxy.shell.web.server import config_or_exit
 
     app = create_app(config_or_exit(()))

@@ -19,8 +19,8 @@ import time
 
 import orjson
 
-from proxy.config_load import build_config
-from proxy.sse import SseDecoder
+from proxy.base.sse import SseDecoder
+from proxy.shell.config_load import build_config
 from proxy.turn.live import LiveTurn
 from proxy.turn.plan import TurnPlan, plan_chat
 

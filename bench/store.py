@@ -19,10 +19,10 @@ from typing import Any
 
 import orjson
 
-from proxy.errors import ProxyError
+from proxy.base.errors import ProxyError
 from proxy.fronts import Kept
-from proxy.shell.store import StoreLimits
-from proxy.shell.store_sqlite import SqliteStore
+from proxy.shell.store.interface import StoreLimits
+from proxy.shell.store.sqlite import SqliteStore
 
 OWNERS = 10
 ITEMS = [{"type": "message", "role": "user", "content": "x" * 2000}]

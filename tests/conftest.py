@@ -14,9 +14,9 @@ import openai
 import pytest
 from werkzeug.serving import make_server
 
-from proxy.config import Config
-from proxy.config_load import build_config
-from proxy.shell.routes import create_app
+from proxy.base.config import Config
+from proxy.shell.config_load import build_config
+from proxy.shell.web.app import create_app
 from tests.fake_vllm import FakeVLLM
 
 pytest_plugins = ["tests.redis_server"]  # a real redis-server for the Redis store's tests

@@ -13,10 +13,10 @@ import sys  # noqa: E402
 
 import gevent  # noqa: E402
 
-from proxy.errors import ProxyError  # noqa: E402
+from proxy.base.errors import ProxyError  # noqa: E402
 from proxy.fronts import StoredResponse  # noqa: E402
-from proxy.shell import store_sqlite  # noqa: E402
-from proxy.shell.store import StoreLimits  # noqa: E402
+from proxy.shell.store import sqlite as store_sqlite  # noqa: E402
+from proxy.shell.store.interface import StoreLimits  # noqa: E402
 
 # Holds an exclusive lock on the file (readers wait on it, even in WAL) until told to let go.
 LOCKER = """

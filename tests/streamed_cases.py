@@ -29,10 +29,10 @@ from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.chat import ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
 
-from proxy.config_load import build_config
+from proxy.base.sse import SseDecoder
 from proxy.fronts import Front, Incoming, StreamWriter
 from proxy.fronts.registry import FRONTS, front_named
-from proxy.sse import SseDecoder
+from proxy.shell.config_load import build_config
 from proxy.turn.core import Answer, Failure, UpstreamReply, decide
 from proxy.turn.live import LiveTurn, written
 from proxy.turn.plan import TurnPlan

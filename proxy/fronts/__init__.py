@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..config import Config
-from ..errors import ProxyError
+from ..base.config import Config
+from ..base.errors import ProxyError
 from ..turn.plan import PassthroughPlan, TurnPlan
 from ..turn.result import TurnResult
 

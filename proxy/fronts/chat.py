@@ -12,10 +12,10 @@ from typing import Any
 
 import orjson
 
-from ..config import Config
-from ..errors import ProxyError
-from ..ids import random_alnum
-from ..sse import event
+from ..base.config import Config
+from ..base.errors import ProxyError
+from ..base.ids import random_alnum
+from ..base.sse import event
 from ..turn.context_window import refuses_window
 from ..turn.plan import PassthroughPlan, TurnPlan, plan_chat
 from ..turn.result import STOP, Call, Choice, TurnResult, Usage

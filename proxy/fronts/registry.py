@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import Config
+from ..base.config import Config
 from . import TURN, Front, Route, chat, messages, responses
 
 FRONTS: tuple[Front, ...] = (

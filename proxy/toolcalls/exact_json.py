@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from .. import bulk_decode
+from ..base import bulk_decode
 
 # The integers orjson reads as integers and writes: int64 and uint64. It reads a longer one as
 # a float (changing its value) and refuses to write one; such an integer is carried as an

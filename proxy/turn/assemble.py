@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from ..ids import random_alnum
+from ..base.ids import random_alnum
 
 # What a choice's delta says that the client may see as it comes.
 REASONING = "reasoning"

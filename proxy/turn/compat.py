@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from ..config import Config
+from ..base.config import Config
 from ..toolcalls.repair import NotJson, loads_repaired
 
 _LEADING = json.JSONDecoder()

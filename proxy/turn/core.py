@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from .. import bulk_decode
-from ..errors import (
+from ..base import bulk_decode
+from ..base.errors import (
     ProxyError,
     answer_not_completion,
     answer_not_json,

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from ..errors import ProxyError, from_upstream
+from ..base.errors import ProxyError, from_upstream
 from .assemble import CONTENT, REASONING, Piece, StreamAssembler
 from .core import UpstreamReply
 from .holdback import Held, hold_rule

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from ..ids import random_alnum
+from ..base.ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
 from ..toolcalls.answer import plain_answer
 from ..toolcalls.names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames

@@ -3,15 +3,16 @@ a request relayed as it is (`PassthroughPlan`). Every front ends here with a cha
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import orjson
 
-from ..config import Config
-from ..errors import ProxyError, bad_request
-from ..json_depth import MAX_DEPTH, deep_path, deeper_than
-from ..routing import conversation_key
+from ..base.config import Config
+from ..base.errors import ProxyError, bad_request
+from ..base.json_depth import MAX_DEPTH, deep_path, deeper_than
 from ..toolcalls.exact_json import loads as exact_loads
 from .compat import rewrite_request
 from .normalize import ExtractionSettings
@@ -257,6 +258,30 @@ def _affinity(config: Config, body: dict[str, Any]) -> str | None:
     """The conversation's affinity key, when the model has replicas to choose from (one
     upstream needs none: no hashing)."""
     return conversation_key(body) if isinstance(config.upstream, tuple) else None
+
+
+def conversation_key(body: Mapping[str, Any]) -> str | None:
+    """The affinity key of a chat completion body: its model, its leading system (and
+    developer) messages, its tools and its first user message, the part of the prompt an
+    agent never changes while the history grows behind it. None without messages."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return None
+    leading = []
+    first_user = None
+    for message in messages:
+        role = message.get("role") if isinstance(message, dict) else None
+        if role in ("system", "developer") and first_user is None:
+            leading.append(message.get("content"))
+            continue
+        if role == "user":
+            first_user = message.get("content")
+            break
+    try:
+        prefix = orjson.dumps([body.get("model"), leading, body.get("tools"), first_user])
+    except TypeError:  # a value orjson cannot write (an integer past 64 bits): its text
+        prefix = repr([body.get("model"), leading, body.get("tools"), first_user]).encode()
+    return "prefix:" + hashlib.blake2b(prefix, digest_size=16).hexdigest()
 
 
 def streams_live(config: Config, *, client_stream: bool, tool_call_required: bool) -> bool:

@@ -31,7 +31,7 @@ import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 
-from ..errors import ProxyError, proxy_restarting
+from ..base.errors import ProxyError, proxy_restarting
 from .context_window import Refit
 from .core import Answer, Decision
 

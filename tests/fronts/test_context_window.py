@@ -11,8 +11,8 @@ import openai
 import orjson
 import pytest
 
-from proxy.config import Config
-from proxy.errors import ProxyError
+from proxy.base.config import Config
+from proxy.base.errors import ProxyError
 from proxy.fronts import Incoming
 from proxy.fronts.registry import front_for
 from proxy.turn.context_window import refuses_window

@@ -12,8 +12,8 @@ from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import Message, RawMessageStreamEvent
 from pydantic import TypeAdapter
 
-from proxy.config import Config
-from proxy.errors import ProxyError
+from proxy.base.config import Config
+from proxy.base.errors import ProxyError
 from proxy.fronts import Incoming, messages
 from proxy.fronts.messages.request import estimate_tokens, tokenize_body, translate
 from proxy.turn.normalize import ExtractionSettings, normalize

@@ -8,8 +8,8 @@ import pytest
 from openai.types.responses import Response, ResponseFailedEvent, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from proxy.config import Config
-from proxy.errors import ProxyError
+from proxy.base.config import Config
+from proxy.base.errors import ProxyError
 from proxy.fronts import Incoming
 from proxy.fronts.responses import FRONT, PATH, keep, parse, render_json
 from proxy.fronts.responses.stream import ResponsesStream

@@ -8,8 +8,8 @@ import json
 import orjson
 import pytest
 
-from proxy.config import Config
-from proxy.errors import ProxyError
+from proxy.base.config import Config
+from proxy.base.errors import ProxyError
 from proxy.fronts import Incoming, Recall
 from proxy.fronts.responses import PATH
 from proxy.fronts.responses import parse as parse_incoming

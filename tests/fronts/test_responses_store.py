@@ -10,11 +10,12 @@ import stat
 
 import pytest
 
-from proxy.config_load import ConfigError, build_config
-from proxy.errors import ProxyError
+from proxy.base.errors import ProxyError
 from proxy.fronts import StoredResponse
-from proxy.shell.store import StoreLimits, default_path, open_store, store_url
-from proxy.shell.store_sqlite import SqliteStore
+from proxy.shell.config_load import ConfigError, build_config
+from proxy.shell.store import open_store, store_url
+from proxy.shell.store.interface import StoreLimits, default_path
+from proxy.shell.store.sqlite import SqliteStore
 
 LIMITS = StoreLimits(3600, 10)
 

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import Config
-from proxy.errors import ProxyError
+from proxy.base.config import Config
+from proxy.base.errors import ProxyError
 from proxy.fronts import COUNT, STORED_DELETE, STORED_GET, TURN, Front, Incoming, Route, chat
 from proxy.fronts.registry import DEFAULT, FRONTS, front_for, front_named, key_headers, route_for
-from proxy.shell.door import Door
+from proxy.shell.web.door import Door
 
 ROOT = Path(__file__).resolve().parents[2] / "proxy"
 FRONT_MODULES = {"chat", "messages", "responses"}
-# The relay speaks OpenAI's wire (its stream's end and errors): the one exception.
-MAY_NAME_A_FRONT = {"relay.py"}
+# The passthrough speaks OpenAI's wire (its stream's end and errors): the one exception.
+MAY_NAME_A_FRONT = {"passthrough.py"}
 
 
 def _named_fronts(source: str, package: str) -> set[str]:
@@ -45,10 +45,12 @@ def _named_fronts(source: str, package: str) -> set[str]:
 
 
 def _checked_modules() -> list[tuple[Path, str]]:
-    shell = [(path, "proxy.shell") for path in sorted((ROOT / "shell").glob("*.py"))
+    """Every module of the shell (the passthrough aside) and of the operator's tools, with
+    the package its relative imports start from."""
+    paths = [path for path in sorted((ROOT / "shell").rglob("*.py"))
              if path.name not in MAY_NAME_A_FRONT]
-    doctor = [(path, "proxy.doctor") for path in sorted((ROOT / "doctor").glob("*.py"))]
-    return [*shell, (ROOT / "replay.py", "proxy"), *doctor]
+    paths += sorted((ROOT / "diagnose").rglob("*.py"))
+    return [(path, ".".join(path.parent.relative_to(ROOT.parent).parts)) for path in paths]
 
 
 @pytest.mark.parametrize(("path", "package"), _checked_modules(), ids=str)

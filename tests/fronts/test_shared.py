@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.errors import bad_request
+from proxy.base.errors import bad_request
 from proxy.fronts import unsent
 from proxy.fronts.registry import FRONTS
 from proxy.turn.result import Call, Choice, TurnResult, Usage
@@ -63,7 +63,7 @@ def _blocks_of_stream(raw: bytes) -> list[dict]:
 # What went out live before the end (the hold-back lets reasoning finish before text flows).
 @pytest.mark.parametrize(("thinking", "text"), [("", ""), ("Thi", ""), ("Think.", "Rea")])
 def test_the_messages_json_and_stream_hold_the_same_blocks(thinking: str, text: str):
-    from proxy.config import Config
+    from proxy.base.config import Config
     from proxy.fronts import Incoming, messages
 
     raw = orjson.dumps({"model": "m", "max_tokens": 64, "stream": True,
@@ -117,7 +117,7 @@ _BODIES = {"chat": {"messages": [{"role": "user", "content": "hi"}],  # a turn: 
 
 
 def _writer(name: str):
-    from proxy.config import Config
+    from proxy.base.config import Config
     from proxy.fronts import Incoming
 
     front = next(front for front in FRONTS if front.name == name)
@@ -196,7 +196,7 @@ def test_every_front_renders_the_one_typed_result(field):
     """One `TurnResult`, three wires: each says the same reasoning, text, calls, finish and
     prompt tokens in its own words, and chat's `reasoning_field` names the reasoning on the
     chat wire alone (it is the core that leaves the reasoning out when it is not shown)."""
-    from proxy.config import Config
+    from proxy.base.config import Config
 
     config = Config(reasoning_field=field)
     tools = {"chat": {"messages": [{"role": "user", "content": "hi"}],

@@ -7,7 +7,7 @@ import gc
 import orjson
 import pytest
 
-from proxy import bulk_decode
+from proxy.base import bulk_decode
 
 LARGE = "[" + ",".join(['{"id": 1, "tags": ["a", {"b": null}]}'] * 4_000) + "]"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import Config, mask_url
-from proxy.config_load import ConfigError, build_config, load_config
+from proxy.base.config import Config, mask_url
+from proxy.shell.config_load import ConfigError, build_config, load_config
 from tests.docs_pages import README, page, table, tables
 
 ROOT = Path(__file__).resolve().parents[2]

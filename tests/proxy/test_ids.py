@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 
-from proxy.ids import ALPHABET, random_alnum
+from proxy.base.ids import ALPHABET, random_alnum
 
 
 def test_length_and_alphabet():

@@ -13,7 +13,7 @@ import requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.json_depth import MAX_DEPTH, deep_path, deeper_than
+from proxy.base.json_depth import MAX_DEPTH, deep_path, deeper_than
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion, vllm_tool_call
 from tests.proxy.test_observability import log_lines  # noqa: F401

@@ -10,8 +10,8 @@ import time
 import pytest
 import requests
 
-from proxy.config import Config
-from proxy.replay import parse_exchanges, replay_exchange
+from proxy.base.config import Config
+from proxy.diagnose.replay import parse_exchanges, replay_exchange
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion, vllm_error, vllm_tool_call
 
@@ -219,7 +219,7 @@ def test_health_masks_credentials_in_upstream_urls(fake, start_proxy):
 
 
 def test_redact_keeps_tool_schemas_and_hides_credential_values():
-    from proxy.observe import redact
+    from proxy.telemetry.request_log import redact
 
     schema = {"type": "object", "properties": {"password": {"type": "string"},
                                                "secret": {"type": "string", "minLength": 8},
@@ -252,7 +252,7 @@ def _logfmt_fields(line: str) -> dict[str, str]:
 def test_text_log_line_is_logfmt_and_cannot_be_forged():
     import io
 
-    from proxy.observe import RequestLog
+    from proxy.telemetry.request_log import RequestLog
     from proxy.turn.result import Outcome
 
     stream = io.StringIO()
@@ -304,7 +304,7 @@ def test_log_line_names_only_the_request_s_own_tools(fake, start_proxy, log_line
 
 
 def test_a_log_record_without_declared_tools_names_none():
-    from proxy.observe import RequestLog
+    from proxy.telemetry.request_log import RequestLog
     from proxy.turn.result import Outcome, Repair, TextLeft
 
     log = RequestLog("r", "POST", "/v1/chat/completions")

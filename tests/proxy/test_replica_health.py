@@ -1,6 +1,6 @@
-"""A replica's passive health in one process (`proxy.shell.replicas.Replicas`), on a clock the
-test moves: marked down, passed over, probed once its time is over (one probe at a time), back
-when the probe answers 200, down again when it does not."""
+"""A replica's passive health in one process (`proxy.shell.upstream.replicas.Replicas`), on a
+clock the test moves: marked down, passed over, probed once its time is over (one probe at a
+time), back when the probe answers 200, down again when it does not."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from proxy.config_load import build_config
-from proxy.metrics import Metrics
-from proxy.routing import preference
-from proxy.shell.replicas import Replicas
-from proxy.shell.upstream import Upstream
+from proxy.shell.config_load import build_config
+from proxy.shell.upstream.choice import preference
+from proxy.shell.upstream.client import Upstream
+from proxy.shell.upstream.replicas import Replicas
+from proxy.telemetry.metrics import Metrics
 from tests.fake_vllm import Answer, FakeVLLM, vllm_error
 from tests.shell.test_replicas import wait_for
 

@@ -1,5 +1,5 @@
-"""The replica choice as data → data (`proxy.routing`): affinity by rendezvous hashing,
-bounded load, replicas down, least busy, round robin; and the affinity keys."""
+"""The replica choice as data → data (`proxy.shell.upstream.choice`): affinity by rendezvous
+hashing, bounded load, replicas down, least busy, round robin; and the affinity keys."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.routing import (
+from proxy.shell.upstream.choice import (
     ReplicaLoad,
     by_affinity,
     capacity,
     choose,
-    conversation_key,
     preference,
     replica_name,
     session_key,
 )
+from proxy.turn.plan import conversation_key
 from tests.conftest import TOOLS
 
 URLS = ["http://gpu1:8000", "http://gpu2:8000", "http://gpu3:8000"]
@@ -72,7 +72,7 @@ def test_a_session_key_is_the_header_value_hashed():
 
 def test_the_order_is_the_same_in_every_process():
     """No per-process salt (Python's hash() has one): another interpreter, the same order."""
-    code = ("from proxy.routing import preference; "
+    code = ("from proxy.shell.upstream.choice import preference; "
             f"print([preference(k, {URLS!r}) for k in {KEYS[:20]!r}])")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True).stdout.strip()
@@ -159,8 +159,8 @@ def test_the_bound_is_kept_whenever_a_replica_has_room(in_flight, factor, key):
 
 
 def test_the_affinity_key_is_the_first_configured_session_header_sent():
-    from proxy.config_load import build_config
-    from proxy.shell.replicas import affinity_key
+    from proxy.shell.config_load import build_config
+    from proxy.shell.upstream.replicas import affinity_key
 
     config = build_config({"upstream": URLS[:2]})
     both = {"x-claude-code-session-id": "cc", "X-Session-Affinity": "oc"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from proxy.base.sse import SseDecoder
 from proxy.fronts.chat import StreamIdentity, completion_chunks, heartbeat, role_chunks
-from proxy.sse import SseDecoder
 from proxy.turn.normalize import ExtractionSettings, normalize
 from proxy.turn.result import Choice, TurnResult
 from tests.fake_vllm import vllm_completion

@@ -11,7 +11,7 @@ import requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.sse import SseDecoder, SseEventTooLarge
+from proxy.base.sse import SseDecoder, SseEventTooLarge
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer
 

@@ -6,8 +6,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.base.sse import SseEvents
 from proxy.fronts.chat import StreamIdentity, completion_chunks, heartbeat, role_chunks
-from proxy.sse import SseEvents
 from proxy.turn.result import Call, Choice, TurnResult, Usage
 
 IDENT = StreamIdentity("chatcmpl-p", 1, "m")

@@ -317,7 +317,7 @@ def test_reasoning_reaches_the_client_before_content(fake, start_proxy):
 
 
 def test_bad_models_section_is_refused():
-    from proxy.config_load import ConfigError, build_config
+    from proxy.shell.config_load import ConfigError, build_config
 
     with pytest.raises(ConfigError, match="cannot be set per model"):
         build_config({"models": {"*": {"port": 1}}})

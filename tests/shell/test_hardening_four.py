@@ -22,8 +22,8 @@ import orjson
 import pytest
 import requests
 
-from proxy.shell.recorder import RING_HEADER, SLOT_BYTES, SLOT_HEAD, SLOTS_AT
-from proxy.status import TurnRecord
+from proxy.shell.web.recorder import RING_HEADER, SLOT_BYTES, SLOT_HEAD, SLOTS_AT
+from proxy.telemetry.status import TurnRecord
 from tests.conftest import TOOLS
 from tests.serving import Served, served
 from tests.shell.test_entrypoints import ROOT, _free_port, _hermes, _tool_turn, _wait_for

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from proxy.config_load import build_config
+from proxy.shell.config_load import build_config
 from tests.conftest import TOOLS, RunningProxy
 from tests.fake_vllm import (
     Answer,

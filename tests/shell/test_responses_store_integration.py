@@ -8,9 +8,9 @@ import openai
 import pytest
 import requests
 
-from proxy.config import Config
-from proxy.shell.store import StoreLimits
-from proxy.shell.store_sqlite import SqliteStore
+from proxy.base.config import Config
+from proxy.shell.store.interface import StoreLimits
+from proxy.shell.store.sqlite import SqliteStore
 from tests.fake_vllm import Answer, vllm_completion
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The run directory the workers share (proxy/shell/run_dir.py): refused unless this user's
+"""The run directory the workers share (proxy.shell.web.run_dir.py): refused unless this user's
 alone, emptied at start, and every file prometheus_client maps for a worker allocated whole
 before it is mapped."""
 
@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from proxy.shell.run_dir import (
+from proxy.shell.web.run_dir import (
     PROM_FILE_BYTES,
     PROM_KINDS,
     allocate_worker_files,
@@ -58,10 +58,10 @@ def test_every_file_the_metrics_map_is_one_allocated_whole(tmp_path):
     each holds its bytes (not a sparse file a full disk would fault on)."""
     script = textwrap.dedent(f"""
         import os
-        from proxy.shell.run_dir import allocate_worker_files
+        from proxy.shell.web.run_dir import allocate_worker_files
         assert allocate_worker_files({str(tmp_path)!r}, os.getpid()) is None
-        from proxy.metrics import Metrics
-        from proxy.observe import RequestLog
+        from proxy.telemetry.metrics import Metrics
+        from proxy.telemetry.request_log import RequestLog
         metrics = Metrics()
         metrics.started()
         log = RequestLog("r", "POST", "/v1/chat/completions", upstream="u", upstream_ms=1.0,

@@ -10,7 +10,7 @@ import orjson
 import pytest
 import requests
 
-from proxy.config_load import ConfigError, build_config
+from proxy.shell.config_load import ConfigError, build_config
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from proxy.config_load import ConfigError, build_config
-from proxy.shell.server import gunicorn_settings
+from proxy.shell.config_load import ConfigError, build_config
+from proxy.shell.web.server import gunicorn_settings
 from tests.shell.test_entrypoints import _free_port, _stop, _wait_healthy
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from proxy.shell.background import readable_now
-from proxy.shell.clients import ClientWatcher, client_gone
+from proxy.shell.runtime.background import readable_now
+from proxy.shell.runtime.clients import ClientWatcher, client_gone
 
 
 @contextlib.contextmanager

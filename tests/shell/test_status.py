@@ -18,17 +18,17 @@ import orjson
 import pytest
 import requests
 
-from proxy.config import Config
-from proxy.observe import RequestLog
-from proxy.replay import parse_exchanges, replay_exchange
-from proxy.shell.recorder import (
+from proxy.base.config import Config
+from proxy.diagnose.replay import parse_exchanges, replay_exchange
+from proxy.shell.web.recorder import (
     CAPTURES_KEPT,
     SLOT_BYTES,
     MemoryRecorder,
     RingFileRecorder,
     make_recorder,
 )
-from proxy.status import (
+from proxy.telemetry.request_log import RequestLog
+from proxy.telemetry.status import (
     CHART_MINUTES,
     TURNS_SHOWN,
     MinuteCount,

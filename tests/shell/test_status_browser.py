@@ -18,8 +18,8 @@ import openai
 import pytest
 import requests
 
-from proxy.config import Config
-from proxy.replay import parse_exchanges, replay_exchange
+from proxy.base.config import Config
+from proxy.diagnose.replay import parse_exchanges, replay_exchange
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, FakeVLLM, Received, vllm_completion, vllm_error
 from tests.shell.test_entrypoints import ROOT, _free_port, _stop, _wait_healthy

@@ -1,7 +1,8 @@
-"""The contract every response store backend keeps (`proxy.shell.store.ResponseStore`): chains
-recalled whole in one round trip, answers scoped to their owner, caps per owner, sizes
-checked before a conversation is loaded, errors as values. Adding a backend is one entry in
-`BACKENDS` below (a factory that may ask pytest for the fixtures it needs)."""
+"""The contract every response store backend keeps
+(`proxy.shell.store.interface.ResponseStore`): chains recalled whole in one round trip, answers
+scoped to their owner, caps per owner, sizes checked before a conversation is loaded, errors as
+values. Adding a backend is one entry in `BACKENDS` below (a factory that may ask pytest for the
+fixtures it needs)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from proxy.errors import ProxyError
+from proxy.base.errors import ProxyError
 from proxy.fronts import StoredResponse
-from proxy.shell.store import NO_KEY_OWNER, ResponseStore, StoreLimits, Usage
-from proxy.shell.store_sqlite import SqliteStore
+from proxy.shell.store.interface import NO_KEY_OWNER, ResponseStore, StoreLimits, Usage
+from proxy.shell.store.sqlite import SqliteStore
 
 MakeStore = Callable[..., ResponseStore]
 
@@ -30,7 +31,7 @@ def _sqlite_memory(request: Any, limits: StoreLimits) -> ResponseStore:
 
 
 def _redis(request: Any, limits: StoreLimits) -> ResponseStore:
-    from proxy.shell.store_redis import RedisStore
+    from proxy.shell.store.redis import RedisStore
 
     return RedisStore(request.getfixturevalue("redis_url"), limits)
 

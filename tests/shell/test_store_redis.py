@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import Config
-from proxy.config_load import ConfigError, build_config
-from proxy.errors import ProxyError
+from proxy.base.config import Config
+from proxy.base.errors import ProxyError
 from proxy.fronts import StoredResponse
-from proxy.shell.store import StoreLimits, open_store
-from proxy.shell.store_redis import PREFIX, SECRET_SECONDS, RedisStore
+from proxy.shell.config_load import ConfigError, build_config
+from proxy.shell.store import open_store
+from proxy.shell.store.interface import StoreLimits
+from proxy.shell.store.redis import PREFIX, SECRET_SECONDS, RedisStore
 
 A = "owner-a"
 

@@ -12,8 +12,8 @@ import sys
 import openai
 import pytest
 
-from proxy.config_load import ConfigError, build_config
-from proxy.shell.server import gunicorn_settings
+from proxy.shell.config_load import ConfigError, build_config
+from proxy.shell.web.server import gunicorn_settings
 from tests.fake_vllm import Answer, vllm_completion
 from tests.shell.test_entrypoints import ROOT, _free_port, _stop, _wait_healthy
 

@@ -14,8 +14,8 @@ import orjson
 import pytest
 import requests
 
-from proxy.config import Config
-from proxy.replay import format_report, parse_exchanges, replay_exchange
+from proxy.base.config import Config
+from proxy.diagnose.replay import format_report, parse_exchanges, replay_exchange
 from tests.conftest import TOOLS
 from tests.fake_vllm import (
     Answer,

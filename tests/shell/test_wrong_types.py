@@ -19,9 +19,9 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.config_load import build_config
-from proxy.errors import ProxyError
+from proxy.base.errors import ProxyError
 from proxy.fronts import Incoming, messages, responses
+from proxy.shell.config_load import build_config
 from proxy.turn.plan import plan_chat
 from tests.conftest import RunningProxy
 from tests.fake_vllm import Answer, FakeVLLM, vllm_completion

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.doctor.probe import FOREIGN_MARKERS, VLLM_TOOL_PARSERS
+from proxy.diagnose.doctor.probe import FOREIGN_MARKERS, VLLM_TOOL_PARSERS
 from proxy.toolcalls import registry
 from proxy.toolcalls.formats.spec import FormatSpec
 from proxy.toolcalls.registry import ALIASES, OPENERS, SPECS, resolve
@@ -24,7 +24,7 @@ ALLOWED = {
     # the extraction bench's inputs are texts written in the formats
     ("proxy/toolcalls/bench.py", None),
     # a model family's name (GLM), for the reasoning parser doctor recommends
-    ("proxy/doctor/findings.py", "glm"),
+    ("proxy/diagnose/doctor/findings.py", "glm"),
 }
 # Markers that are no format's own token: JSON's and prose's shapes several formats share.
 GENERIC_MARKERS = {'"name"', "\n{", ";"}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy.config_load import build_config
+from proxy.shell.config_load import build_config
 from proxy.shell.store import open_store
 from tests.tools.test_container import _default, _env
 from tests.tools.test_deploy import nginx_t

@@ -232,7 +232,8 @@ def test_the_file_unpacks_privately_into_a_shared_root_and_runs(pyz, alone, shar
     folder = _unpack_folder(pyz, shared_root)
     for path in (folder, folder / "site-packages", folder / "site-packages" / "proxy"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o700
-    assert stat.S_IMODE((folder / "site-packages" / "proxy" / "sse.py").stat().st_mode) == 0o644
+    sse = folder / "site-packages" / "proxy" / "base" / "sse.py"
+    assert stat.S_IMODE(sse.stat().st_mode) == 0o644
 
 
 def test_the_default_root_is_private(pyz, alone):

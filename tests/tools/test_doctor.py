@@ -366,7 +366,7 @@ def test_mistral_text_calls_name_the_mistral_parser(start_fake):
 
 
 def test_every_format_names_its_vllm_parser_and_the_names_are_known():
-    from proxy.doctor.probe import VLLM_TOOL_PARSERS
+    from proxy.diagnose.doctor.probe import VLLM_TOOL_PARSERS
     from proxy.toolcalls import FORMATS
     from proxy.toolcalls.registry import resolve
 
@@ -473,9 +473,9 @@ def test_nothing_recommended_means_no_front_is_probed(start_fake):
 
 
 def test_a_relayed_front_is_not_probed():
-    from proxy.config import Config
-    from proxy.doctor.fronts import Turn, probe_front
-    from proxy.doctor.probe import PROMPT, WEATHER_TOOL
+    from proxy.base.config import Config
+    from proxy.diagnose.doctor.fronts import Turn, probe_front
+    from proxy.diagnose.doctor.probe import PROMPT, WEATHER_TOOL
     from proxy.fronts.registry import front_for
 
     turn = Turn("m", WEATHER_TOOL["function"], PROMPT, 64)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from proxy.config import Config
-from proxy.errors import ProxyError
+from proxy.base.config import Config
+from proxy.base.errors import ProxyError
 from proxy.fronts.messages import error_body
 from proxy.turn import waiting
 from proxy.turn.context_window import (

@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from proxy.config import Config
-from proxy.config_load import build_config
-from proxy.errors import ProxyError
+from proxy.base.config import Config
+from proxy.base.errors import ProxyError
+from proxy.shell.config_load import build_config
 from proxy.turn.core import Answer, Failure, UpstreamReply, decide
 from proxy.turn.plan import TurnPlan, plan_chat
 from tests.conftest import TOOLS

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.sse import SseDecoder
+from proxy.base.sse import SseDecoder
 from proxy.turn.assemble import CONTENT, REASONING
 from proxy.turn.live import LiveTurn
 from tests.fake_vllm import vllm_completion, vllm_stream_of

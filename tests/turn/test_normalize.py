@@ -7,7 +7,7 @@ import json
 import orjson
 import pytest
 
-from proxy.config import Config
+from proxy.base.config import Config
 from proxy.fronts import chat
 from proxy.turn.normalize import (
     ExtractionSettings,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from proxy.config import Config
-from proxy.errors import ProxyError
+from proxy.base.config import Config
+from proxy.base.errors import ProxyError
 from proxy.turn.plan import plan_chat
 from tests.conftest import TOOLS
 

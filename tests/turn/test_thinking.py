@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.config import Config
+from proxy.base.config import Config
 from proxy.turn.plan import plan_chat
 from proxy.turn.thinking import (
     ThinkingRule,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.errors import ProxyError
+from proxy.base.errors import ProxyError
 from proxy.turn import waiting
 from proxy.turn.core import Answer, Failure
 from proxy.turn.result import Outcome

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...config import Config
+from ...base.config import Config
 from ...turn.plan import TurnPlan, parse_body, plan_turn
 from .. import COUNT, Counter, Front, Incoming, Route, Sample
 from .count import count_of, count_request, count_response

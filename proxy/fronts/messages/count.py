@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from ...config import Config
+from ...base.config import Config
 from ...turn.plan import parse_body
 from .. import CountRequest, Incoming
 from .request import estimate_tokens, tokenize_body, translate

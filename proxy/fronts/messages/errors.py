@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from ...errors import ProxyError
+from ...base.errors import ProxyError
 from ...turn.context_window import overflow_of, refuses_window
 from .. import ErrorResponse
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from ...ids import random_alnum
+from ...base.ids import random_alnum
 from ...turn.plan import TurnPlan
 from ...turn.result import CONTENT_FILTER, LENGTH, STOP, TOOL_CALLS, Choice, TurnResult, Usage
 

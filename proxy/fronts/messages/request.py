@@ -27,8 +27,8 @@ from typing import Any
 
 import orjson
 
-from ...config import Config
-from ...errors import bad_request
+from ...base.config import Config
+from ...base.errors import bad_request
 
 BILLING_HEADER = "x-anthropic-billing-header:"
 _THINKING_ON = {"enabled": True, "adaptive": True, "between_tools": True, "disabled": False}

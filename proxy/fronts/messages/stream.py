@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ProxyError
-from ...ids import random_alnum
-from ...sse import named_event
+from ...base.errors import ProxyError
+from ...base.ids import random_alnum
+from ...base.sse import named_event
 from ...turn.plan import TurnPlan
 from ...turn.result import TurnResult
 from .. import unsent

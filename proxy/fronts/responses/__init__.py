@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from ...config import Config
-from ...errors import ProxyError, bad_request
+from ...base.config import Config
+from ...base.errors import ProxyError, bad_request
 from ...turn.plan import PassthroughPlan, TurnPlan, parse_body, plan_turn
 from ...turn.result import TurnResult
 from .. import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import bad_request
+from ...base.errors import bad_request
 
 METADATA_PAIRS = 16
 METADATA_KEY_CHARS = 64

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ProxyError
+from ...base.errors import ProxyError
 from ...turn.result import LENGTH, Call, Choice, TurnResult, Usage
 from ..chat import worded
 from .tools import ToolRef, call_item

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from ...errors import ProxyError, bad_request
+from ...base.errors import ProxyError, bad_request
 from .tools import Toolset, custom_arguments, flat_name, read_tool_choice, read_tools
 
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from ...errors import ProxyError
-from ...sse import named_event
+from ...base.errors import ProxyError
+from ...base.sse import named_event
 from ...turn.result import TurnResult
 from .. import unsent
 from .output import (

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ...errors import bad_request
+from ...base.errors import bad_request
 from ...turn.result import Call
 
 SEPARATOR = "__"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import orjson
 
-from ...bulk_decode import loads
+from ...base.bulk_decode import loads
 from ..repair.regexes import PY_NAMES_AS_JSON
 from .budget import Budget
 

@@ -1,0 +1,205 @@
+"""Requests the proxy does not answer itself, relayed: the body upstream as it came (or with
+the compat rewrites), the answer back byte for byte as it arrives. Plus `/v1/models` across
+several upstreams, so one proxy lists every model it routes to."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from flask import Response
+from urllib3.exceptions import ReadTimeoutError
+
+from ...base.config import Config, mask_url, upstream_groups
+from ...base.errors import ProxyError, client_disconnected, from_upstream, proxy_restarting
+from ...base.sse import SseEvents
+from ...fronts.chat import DONE, error_event
+from ...telemetry.request_log import RequestLog
+from ...turn import waiting
+from ...turn.core import UpstreamReply
+from ..runtime.clients import Watch, abort_connection
+from ..upstream.client import Timeouts, Unreached, UpstreamCall, disconnect, response_headers
+from ..upstream.replicas import RETRY_STATUSES, Route, affinity_key
+from .turns import Driver
+
+if TYPE_CHECKING:
+    from ..web.handlers import Proxy
+
+
+def _json_response(payload: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(payload), status=status, content_type="application/json")
+
+
+def _relay_failure(exc: Exception, drained: bool, read_timeout: float) -> ProxyError:
+    """Why a relayed stream ended before its end, as the error event that ends it."""
+    if drained:
+        return proxy_restarting()
+    if isinstance(exc, ReadTimeoutError):
+        return ProxyError(504, f"The upstream went silent for longer than {read_timeout:g} s.",
+                          type_="upstream_error", code="upstream_timeout")
+    return ProxyError(502, "The upstream closed the stream before its end.",
+                      type_="upstream_error", code="upstream_stream_cut")
+
+
+def _opened(route: Route, method: str, target: str, body: bytes, headers: dict[str, str],
+            timeouts: Timeouts) -> UpstreamCall[Any]:
+    """The relayed request up to its response headers, on the route's replica (and on
+    another, once, when that one is not there or answers 502/503/504: nothing has gone to
+    the client yet), started."""
+    def work(tracker: Any) -> Any:
+        return route.run(lambda upstream: upstream.open(method, target, body, headers,
+                                                        timeouts, tracker),
+                         worth_another=_gateway_failure,
+                         cancelled=lambda: tracker.cancelled, discard=_discard, hold=True)
+    return UpstreamCall(work).start()
+
+
+def _gateway_failure(outcome: Any) -> bool:
+    """A relayed request's outcome that another replica may do better with."""
+    if isinstance(outcome, ProxyError):
+        return isinstance(outcome, Unreached)
+    return outcome.status in RETRY_STATUSES
+
+
+def _discard(outcome: Any) -> None:
+    """A response that will not be relayed: its connection closed."""
+    if not isinstance(outcome, ProxyError):
+        outcome.close()
+
+
+def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: str,
+                config: Config, headers: dict[str, str], environ: dict[str, Any],
+                affinity: str | None = None) -> Response:
+    """Relay the request; the answer streams back as upstream sends it."""
+    route = Route(app.replicas, config, affinity_key(config, headers, affinity), log)
+    timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
+    limit = config.connect_timeout_seconds + config.read_timeout_seconds
+    # Until the headers come, only a silent client can be noticed: the machine looks for it.
+    driver = Driver(waiting.start(log.started, limit),
+                    lambda: _opened(route, method, target, body, headers, timeouts),
+                    environ, app.draining)
+    for action in driver.actions():
+        if isinstance(action, waiting.Fail):
+            route.done()
+            raise action.error
+        if isinstance(action, waiting.Abandon):
+            route.done()
+            raise client_disconnected()
+        break  # Collect: the headers are in
+    response_in = driver.call.outcome()
+    if isinstance(response_in, ProxyError):
+        raise response_in
+    upstream = app.upstreams[route.url]
+    log.upstream_status = log.status = response_in.status
+    log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
+    is_sse = (response_in.headers.get("Content-Type", "").startswith("text/event-stream")
+              and not response_in.headers.get("Content-Encoding"))
+
+    def relayed() -> Iterator[bytes]:
+        watch: Watch | None = None
+        events = SseEvents() if is_sse else None
+        try:
+            if is_sse:
+                yield b""  # the head goes out now, before upstream's first event
+            watch = app.client_watcher.watch(environ, lambda: disconnect(response_in))
+            for data in upstream.relay_body(response_in):
+                if events is not None:
+                    data = events.complete(data)
+                log.bytes_out += len(data)
+                yield data
+            if watch.drained:  # cut by the server stopping: an end, not the end
+                raise ConnectionAbortedError("the proxy is restarting")
+            if events is not None and events.pending:
+                yield events.pending  # upstream ended without a last blank line: as is
+        except GeneratorExit:
+            log.error = "client_disconnected"
+            raise
+        except Exception as exc:
+            if watch is not None and watch.fired:
+                log.error = "client_disconnected"
+                return
+            log.error = f"relay_interrupted:{type(exc).__name__}"
+            if is_sse:  # the stream has started: end it with the error, in-band; a half
+                # event is dropped, so that the client can parse what it has
+                failure = _relay_failure(exc, watch is not None and watch.drained,
+                                         timeouts.read)
+                log.error = failure.code
+                yield error_event(failure.body()) + DONE
+            else:  # the head promised a body that will not come: the client must see
+                abort_connection(environ)  # it cut short, not wait on a kept-alive socket
+        finally:
+            route.done(response_in)
+            if watch is not None:
+                watch.stop()
+                if watch.fired:
+                    log.error = "client_disconnected"
+            app.emit(log)
+
+    response = Response(relayed(), status=response_in.status,
+                        headers=response_headers(response_in.headers, keep_length=True))
+    if "Content-Type" not in response_in.headers:
+        del response.headers["Content-Type"]
+    if is_sse:
+        response.headers["X-Accel-Buffering"] = "no"
+    response.call_on_close(lambda: route.done(response_in))  # a body never read, too
+    return response
+
+
+def model_ids(reply: UpstreamReply) -> list[Any] | None:
+    """The model ids of a `/v1/models` answer, or None when it is not a model list."""
+    if reply.status != 200:
+        return None
+    try:
+        data = orjson.loads(reply.body).get("data")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    if not isinstance(data, list):
+        return None
+    return [model.get("id") for model in data if isinstance(model, dict)]
+
+
+def all_models(app: Proxy, log: RequestLog, target: str,
+               headers_for: Any) -> Response:
+    """`/v1/models` across every upstream (each asked with its own key), so one proxy lists
+    every model it routes to; one that fails leaves its models out, not the others'. Of the
+    replicas of one model, one is asked (one that is up first; the next if it fails)."""
+    models: list[Any] = []
+    seen: set[str] = set()
+    failures: list[ProxyError] = []
+    for urls, settings in upstream_groups(app.config):
+        reply = _models_of(app, urls, settings, target, headers_for(settings), log)
+        if isinstance(reply, ProxyError):
+            failures.append(reply)
+            continue
+        for model in orjson.loads(reply.body)["data"]:
+            if isinstance(model, dict) and model.get("id") not in seen:
+                seen.add(model.get("id"))
+                models.append(model)
+    if failures and not models:
+        raise failures[0]
+    log.status = log.upstream_status = 200
+    response = _json_response({"object": "list", "data": models})
+    log.bytes_out = response.content_length or 0
+    return response
+
+
+def _models_of(app: Proxy, urls: tuple[str, ...], settings: Config, target: str,
+               headers: dict[str, str], log: RequestLog) -> UpstreamReply | ProxyError:
+    """The model list of one upstream (of the first of its replicas that answers one)."""
+    timeouts = Timeouts(settings.connect_timeout_seconds, settings.read_timeout_seconds)
+    failure = ProxyError(502, "No upstream answered.", code="upstream_unreachable")
+    for url in app.replicas.up_first(urls):
+        try:
+            reply = app.upstreams[url].complete_get(target, headers, timeouts)
+            if reply.status >= 400:
+                raise from_upstream(reply.status, reply.body, reply.headers)
+            if model_ids(reply) is None:
+                raise ProxyError(502, f"{mask_url(url)}/v1/models is not a model list.",
+                                 type_="upstream_error", code="upstream_bad_shape")
+            return reply
+        except ProxyError as exc:
+            failure = exc
+            log.notes.append(f"models_unavailable:{exc.code or exc.status}")
+    return failure

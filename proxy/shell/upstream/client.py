@@ -1,0 +1,480 @@
+"""The HTTP client side: one urllib3 connection pool to the upstream, timeouts, header
+hygiene, and cancellable buffered calls. Upstream failures become `ProxyError`s.
+
+urllib3 directly, not `requests`: the Session's per-request preparation (URL requoting, hooks,
+cookie and environment merging, a 10 KB `iter_content` loop) cost about as much CPU as the
+whole HTTP exchange, and the proxy uses none of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import unquote
+
+import urllib3
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
+from urllib3.util import make_headers, parse_url
+
+from ...base.errors import ProxyError, client_disconnected
+from ...base.sse import SseDecoder, SseEventTooLarge
+from ...turn.core import UpstreamReply
+from ..runtime.background import new_event, readable_now, run_beside
+
+T = TypeVar("T")
+
+# RFC 9110 §7.6.1 hop-by-hop headers, plus the ones a relay must recompute itself.
+HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
+    "proxy-connection", "te", "trailer", "trailers", "transfer-encoding", "upgrade",
+})
+_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "proxy"}  # `Proxy:`: httpoxy
+_NOT_RETURNED = HOP_BY_HOP | {"content-length", "date", "server"}
+
+
+def request_headers(incoming: Iterable[tuple[str, str]], *, buffered: bool) -> dict[str, str]:
+    """The client's headers as sent upstream: no hop-by-hop ones, no Host (set by the
+    client library to the upstream's), and for a buffered call no content negotiation."""
+    headers: dict[str, str] = {}
+    listed = set()
+    for name, value in incoming:
+        lowered = name.lower()
+        if lowered == "connection":
+            listed |= {token.strip().lower() for token in value.split(",")}
+        if lowered in _NOT_FORWARDED or lowered.startswith("proxy-"):
+            continue
+        if buffered and lowered in ("accept-encoding", "accept", "content-type"):
+            continue
+        headers[name] = value
+    headers = {k: v for k, v in headers.items() if k.lower() not in listed}
+    if buffered:
+        headers["Content-Type"] = "application/json"
+        headers["Accept"] = "application/json"
+    return headers
+
+
+def response_headers(upstream: Any, *, keep_length: bool) -> list[tuple[str, str]]:
+    """An upstream response's headers as relayed to the client."""
+    drop = _NOT_RETURNED if not keep_length else _NOT_RETURNED - {"content-length"}
+    listed = {token.strip().lower() for token in upstream.get("Connection", "").split(",")}
+    lines = upstream.items()  # each header line on its own: Set-Cookie values never joined
+    return [(k, v) for k, v in lines if k.lower() not in drop and k.lower() not in listed]
+
+
+class Unreached(ProxyError):
+    """No answer came from this upstream at all: it refused or did not accept the connection
+    (`connecting`: a replica that is not there), or the connection broke before the status
+    line (one that went away, or a kept-alive connection it closed as it was reused).
+    Another replica may take the same request."""
+
+    connecting = False
+
+
+class _ConnectionTracker:
+    """Remembers the connection a buffered call is using, so another thread can cut it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connection: Any = None
+        self.cancelled = False
+
+    def attach(self, connection: Any) -> None:
+        with self._lock:
+            self._connection = connection
+            cancelled = self.cancelled
+        if cancelled:
+            self._shutdown(connection)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            connection = self._connection
+        if connection is not None:
+            self._shutdown(connection)
+
+    def detach(self) -> None:
+        """The call is over: its connection is back in the pool (or closed), and a late
+        cancel must not cut it under the request that uses it next."""
+        with self._lock:
+            self._connection = None
+
+    @staticmethod
+    def _shutdown(connection: Any) -> None:
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds to connect, and to wait for the next bytes (or the whole answer)."""
+
+    connect: float
+    read: float
+
+
+def _ca_bundle() -> str | None:
+    """The CA bundle HTTPS upstreams are verified against: certifi's, as `requests` did."""
+    try:
+        import certifi
+    except ImportError:  # the system's default store
+        return None
+    return certifi.where()
+
+
+class Upstream:
+    """One upstream server, reached through one pool of kept-alive connections."""
+
+    def __init__(self, base: str, pool_size: int = 64) -> None:
+        self.base = base.rstrip("/")
+        self._local = threading.local()
+        parsed = parse_url(self.base)
+        self._prefix = parsed.path or ""  # a base URL may carry a path: /prefix/v1/...
+        self._auth: dict[str, str] = {}
+        if parsed.auth:  # `user:password@` in the URL, percent-decoded as `requests` did
+            user, _, password = parsed.auth.partition(":")
+            self._auth = make_headers(basic_auth=f"{unquote(user)}:{unquote(password)}")
+        plain, secure = self._tracked_pools()
+        options: dict[str, Any] = {"maxsize": pool_size, "block": False, "retries": False}
+        if parsed.scheme == "https":
+            self.pool: HTTPConnectionPool = secure(
+                parsed.host, parsed.port or 443, cert_reqs="CERT_REQUIRED",
+                ca_certs=_ca_bundle(), **options)
+        else:
+            self.pool = plain(parsed.host, parsed.port or 80, **options)
+
+    def _tracked_pools(self) -> tuple[type[HTTPConnectionPool], type[HTTPSConnectionPool]]:
+        """Connection pools whose connections report themselves to the calling thread's
+        tracker when a request starts on them (pooled connections are reused)."""
+        local = self._local
+
+        def tracked(base: type) -> type:
+            class Connection(base):  # type: ignore[misc, valid-type]
+                def request(self, *args: Any, **kwargs: Any) -> Any:
+                    tracker = getattr(local, "tracker", None)
+                    if tracker is not None:
+                        tracker.attach(self)
+                    return super().request(*args, **kwargs)
+
+                @property
+                def is_connected(self) -> bool:
+                    """The pool's check before reusing a kept-alive connection (urllib3's
+                    own goes through the patched poll under gevent: a hub round trip)."""
+                    return self.sock is not None and not readable_now(self.sock)
+            return Connection
+
+        class Pool(HTTPConnectionPool):
+            ConnectionCls = tracked(HTTPConnectionPool.ConnectionCls)
+
+        class SecurePool(HTTPSConnectionPool):
+            ConnectionCls = tracked(HTTPSConnectionPool.ConnectionCls)
+
+        return Pool, SecurePool
+
+    def url(self, path_and_query: str) -> str:
+        """The upstream URL for a request path (the path is always relative to the base)."""
+        return self.base + path_and_query
+
+    def _failure(self, exc: Exception, timeouts: Timeouts) -> ProxyError:
+        host = parse_url(self.base).netloc
+        if isinstance(exc, ConnectTimeoutError) and not isinstance(exc, NewConnectionError):
+            failure = Unreached(504, f"The upstream at {host} did not accept a connection "
+                                f"within {timeouts.connect:g} s.",
+                                type_="upstream_error", code="upstream_timeout")
+            failure.connecting = True
+            return failure
+        if isinstance(exc, (ReadTimeoutError, socket.timeout)):
+            return ProxyError(504, f"The upstream at {host} did not answer within "
+                                   f"{timeouts.read:g} s.",
+                              type_="upstream_error", code="upstream_timeout")
+        # A header value http.client refuses to send is this request's fault, not the
+        # upstream's: no other replica would take it either.
+        kind = ProxyError if isinstance(exc, ValueError) else Unreached
+        failure = kind(502, f"The upstream at {host} could not be reached: "
+                            f"{type(exc).__name__}.",
+                       type_="upstream_error", code="upstream_unreachable")
+        if isinstance(failure, Unreached):
+            failure.connecting = isinstance(exc, NewConnectionError)
+        return failure
+
+    def _request(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
+                 timeouts: Timeouts, *, preload: bool) -> urllib3.BaseHTTPResponse:
+        """One request on a pooled connection: no retries, no redirects followed."""
+        if self._auth:  # credentials in the upstream URL win, as `requests` made them
+            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+            headers.update(self._auth)
+        return self.pool.urlopen(method, self._prefix + path, body=body, headers=headers,
+                                 timeout=urllib3.Timeout(connect=timeouts.connect,
+                                                         read=timeouts.read),
+                                 retries=False, redirect=False, assert_same_host=False,
+                                 preload_content=preload, decode_content=preload)
+
+    def complete(self, path: str, body: bytes, headers: dict[str, str], timeouts: Timeouts,
+                 tracker: _ConnectionTracker | None = None, max_bytes: int = 0,
+                 ) -> UpstreamReply:
+        """POST and read the whole answer, at most `max_bytes` of it (0: no limit);
+        ProxyError when the upstream cannot be reached or answers too much."""
+        response = self.open("POST", path, body, headers, timeouts, tracker)
+        try:
+            return UpstreamReply(response.status, dict(response.headers),
+                                 self._read_all(response, max_bytes))
+        except _FAILURES as exc:
+            if tracker is not None and tracker.cancelled:
+                raise client_disconnected() from None
+            if isinstance(exc, (ReadTimeoutError, socket.timeout)):
+                raise self._failure(exc, timeouts) from None
+            raise ProxyError(502, "The upstream's answer broke off before its end "
+                             f"({type(exc).__name__}).", type_="upstream_error",
+                             code="upstream_cut") from None
+
+    @staticmethod
+    def _read_all(response: urllib3.BaseHTTPResponse, max_bytes: int) -> bytes:
+        """The body, read in pieces that let other requests run between them (an upstream
+        that never pauses would otherwise hold the worker), refused past `max_bytes`."""
+        pieces = []
+        size = 0
+        try:
+            while data := response.read(_PIECE, decode_content=True):
+                size += len(data)
+                if max_bytes and size > max_bytes:
+                    raise ProxyError(502, f"The upstream's answer is larger than "
+                                     f"max_upstream_body_bytes ({max_bytes} bytes).",
+                                     type_="upstream_error", code="upstream_too_large")
+                pieces.append(data)
+                time.sleep(0)  # a yield to the other greenlets (or threads)
+        except BaseException:
+            response.close()  # the rest is not wanted: the connection is not reused
+            raise
+        response.release_conn()
+        return b"".join(pieces)
+
+    def complete_get(self, path: str, headers: dict[str, str], timeouts: Timeouts,
+                     ) -> UpstreamReply:
+        """GET and read the whole answer (for the proxy's own aggregation of model lists)."""
+        try:
+            response = self._request("GET", path, None, headers, timeouts, preload=True)
+        except _FAILURES as exc:
+            raise self._failure(exc, timeouts) from None
+        return UpstreamReply(response.status, dict(response.headers), response.data)
+
+    def open(self, method: str, path: str, body: bytes, headers: dict[str, str],
+             timeouts: Timeouts, tracker: _ConnectionTracker | None = None,
+             ) -> urllib3.BaseHTTPResponse:
+        """Send a request and return the response with its body unread, for relaying."""
+        self._local.tracker = tracker
+        try:
+            return self._request(method, path, body or None, headers, timeouts, preload=False)
+        except _FAILURES as exc:
+            if tracker is not None and tracker.cancelled:
+                raise client_disconnected() from None
+            raise self._failure(exc, timeouts) from None
+        finally:
+            self._local.tracker = None
+
+    @staticmethod
+    def relay_body(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+        """The raw body bytes as they arrive (no decoding), closing the connection at the end
+        or when the client goes away."""
+        try:
+            while True:
+                data = response.read1(65536, decode_content=False)
+                if not data:
+                    break
+                yield data
+        finally:
+            response.close()  # a body read to its end has given its connection back already
+            response.release_conn()
+
+
+_PIECE = 256 * 1024
+
+# What a failed exchange raises: urllib3's errors, socket errors, and http.client's refusal
+# of a header value it cannot send.
+_FAILURES = (urllib3.exceptions.HTTPError, OSError, ValueError)
+
+
+def disconnect(response: urllib3.BaseHTTPResponse) -> None:
+    """Shut the connection a relayed response is read from, from any thread: the read
+    returns, and the upstream sees its client leave (vLLM then aborts the generation)."""
+    connection = getattr(response, "connection", None) or getattr(response, "_connection", None)
+    _ConnectionTracker._shutdown(connection)
+
+
+class UpstreamCall(Generic[T]):
+    """An upstream call running beside the request, which the request can wait on in slices
+    (to send heartbeats, to notice the client leaving) and cancel, cutting the connection so
+    that the server stops generating."""
+
+    def __init__(self, work: Callable[[_ConnectionTracker], T]) -> None:
+        self._tracker = _ConnectionTracker()
+        self._work = work
+        self._value: T | None = None
+        self._error: ProxyError | None = None
+        self._done: Any = new_event()
+        self._ended = False
+
+    @classmethod
+    def complete(cls, upstream: Upstream, path: str, body: bytes, headers: dict[str, str],
+                 timeouts: Timeouts, max_bytes: int = 0) -> UpstreamCall[UpstreamReply]:
+        """A buffered POST, started."""
+        return cls(lambda t: upstream.complete(path, body, headers, timeouts, t,
+                                               max_bytes)).start()
+
+    @classmethod
+    def open(cls, upstream: Upstream, method: str, path: str, body: bytes,
+             headers: dict[str, str], timeouts: Timeouts) -> UpstreamCall[Any]:
+        """A relayed request up to its response headers, started."""
+        return cls(lambda t: upstream.open(method, path, body, headers, timeouts, t)).start()
+
+    def start(self) -> UpstreamCall[T]:
+        """Begin the call in the background (see `run_beside`)."""
+        run_beside(self._run, "upstream-call")
+        return self
+
+    def _run(self) -> None:
+        try:
+            self._value = self._work(self._tracker)
+        except ProxyError as exc:
+            self._error = exc
+        except Exception as exc:
+            self._error = ProxyError(502, f"Upstream call failed: {type(exc).__name__}.",
+                                     type_="upstream_error", code="upstream_error")
+        finally:
+            self._tracker.detach()
+            self._ended = True
+            self._done.set()
+
+    def wait(self, timeout: float | None) -> bool:
+        """True once the call has finished (within `timeout` seconds)."""
+        return self._done.wait(timeout)
+
+    def outcome(self) -> T | ProxyError:
+        """The value, or the ProxyError the call ended with (once it has finished)."""
+        if self._error is not None:
+            return self._error
+        return self._value  # type: ignore[return-value]
+
+    def cancel(self) -> None:
+        """Cut the upstream connection, so that the server stops generating."""
+        self._tracker.cancel()
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """An upstream stream read to its end; `cut`: it ended in the middle of an event."""
+
+    cut: bool = False
+
+
+class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
+    """A streamed upstream POST read beside the request (the streamed mode): the data of each
+    SSE event is queued as it arrives, for the request to `take` between its looks at the
+    client; `wait` returns as soon as there is some. Ends with `StreamEnd`, with the whole
+    reply when upstream did not stream (an error status, or a server that answered with
+    JSON), or with a ProxyError."""
+
+    def __init__(self, via: Upstream | Callable[..., StreamEnd | UpstreamReply], path: str,
+                 body: bytes, headers: dict[str, str], timeouts: Timeouts,
+                 max_bytes: int = 0) -> None:
+        super().__init__(self._read)
+        # One upstream, or a replica route's `run` (another replica once, when the first is
+        # not there before the stream's first event).
+        self._via = via
+        self._request = (path, body, headers)
+        self._timeouts = timeouts
+        self._max_bytes = max_bytes
+        self._events: deque[bytes] = deque()
+        self._begun = False  # an event has been queued: the stream is never asked again
+
+    def _read(self, tracker: _ConnectionTracker) -> StreamEnd | UpstreamReply:
+        via = self._via
+        if isinstance(via, Upstream):
+            return self._read_from(via, tracker)
+        return via(lambda upstream: self._read_from(upstream, tracker), self._not_begun,
+                   lambda: tracker.cancelled)
+
+    def _not_begun(self, outcome: Any) -> bool:
+        """An outcome another replica may do better with: nothing was streamed yet."""
+        if self._begun:
+            return False
+        if isinstance(outcome, ProxyError):
+            return isinstance(outcome, Unreached) or outcome.code == "upstream_stream_cut"
+        return isinstance(outcome, UpstreamReply) and outcome.status in (502, 503, 504)
+
+    def _read_from(self, upstream: Upstream, tracker: _ConnectionTracker,
+                   ) -> StreamEnd | UpstreamReply:
+        path, body, headers = self._request
+        timeouts = self._timeouts
+        response = upstream.open("POST", path, body, headers, timeouts, tracker)
+        kind = response.headers.get("Content-Type", "")
+        if response.status != 200 or not kind.startswith("text/event-stream"):
+            try:
+                data = upstream._read_all(response, self._max_bytes)
+            except _FAILURES as exc:
+                raise self._broken(exc) from None
+            return UpstreamReply(response.status, dict(response.headers), data)
+        # One event may not outgrow the answer's limit either: refused as soon as it does,
+        # not once it has all been read.
+        decoder = SseDecoder(max_event=self._max_bytes)
+        size = 0
+        try:
+            while data := response.read1(_PIECE, decode_content=True):
+                size += len(data)
+                try:
+                    events = decoder.feed(data)
+                except SseEventTooLarge:
+                    raise self._too_large("One event of the upstream's stream") from None
+                if self._max_bytes and size > self._max_bytes:
+                    raise self._too_large("The upstream's answer")
+                if events:
+                    self._begun = True
+                    self._events.extend(events)
+                    self._done.set()
+        except _FAILURES as exc:
+            response.close()
+            raise self._broken(exc) from None
+        except BaseException:
+            response.close()
+            raise
+        response.release_conn()
+        return StreamEnd(cut=bool(decoder.pending.strip()))
+
+    def _too_large(self, what: str) -> ProxyError:
+        """`what` has grown past max_upstream_body_bytes."""
+        return ProxyError(502, f"{what} is larger than max_upstream_body_bytes "
+                          f"({self._max_bytes} bytes).", type_="upstream_error",
+                          code="upstream_too_large")
+
+    def _broken(self, exc: Exception) -> ProxyError:
+        """Why the stream stopped before its end."""
+        if self._tracker.cancelled:
+            return client_disconnected()
+        if isinstance(exc, (ReadTimeoutError, socket.timeout)):
+            return ProxyError(504, "The upstream went silent for longer than "
+                                   f"{self._timeouts.read:g} s.",
+                              type_="upstream_error", code="upstream_timeout")
+        return ProxyError(502, "The upstream's stream broke off before its end "
+                          f"({type(exc).__name__}).", type_="upstream_error",
+                          code="upstream_stream_cut")
+
+    def take(self) -> list[bytes]:
+        """The data of the events that arrived since the last take, in order."""
+        self._done.clear()
+        events = self._events
+        taken = [events.popleft() for _ in range(len(events))]
+        if self._ended:
+            self._done.set()  # the end stays seen
+        return taken
+
+    @property
+    def finished(self) -> bool:
+        """The call has ended and every event has been taken."""
+        return self._ended and not self._events

@@ -1,0 +1,235 @@
+"""The Flask app: each request through the door, then to what handles it (`handlers`): a
+front's turn, the relay, one of the proxy's own endpoints. Request plumbing only (the log
+record, the body a refused request still sends, CORS); decisions are the core's
+(`proxy.turn`), wire formats the fronts' (`proxy.fronts`)."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from ...base.config import Config
+from ...base.errors import ProxyError
+from ...fronts import COUNT, TURN, Front
+from ...fronts.registry import DEFAULT, route_for
+from ...telemetry.request_log import RequestLog
+from ...telemetry.status_page import CONTENT_SECURITY_POLICY, page
+from ..driver.turns import error_response
+from .count_tokens import count_tokens
+from .door import (
+    body_unread,
+    cors_headers,
+    is_preflight,
+    origin_allowed,
+    plain_path,
+    preflight,
+    read_body,
+    request_target,
+    shut_reading,
+)
+from .handlers import REQUEST_ID, Proxy
+from .stored import stored
+
+ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+_CAPTURE_KEY = re.compile(r"\d{1,10}-\d{1,19}")  # a recorder's key: worker, sequence
+# A browser asked for a key on the status page offers it as Basic auth's password.
+_BASIC_CHALLENGE = 'Basic realm="toolcall-proxy", charset="UTF-8"'
+
+
+def _http_error(exc: HTTPException, config: Config) -> ProxyError:
+    """Werkzeug's own refusals (413, 400 on a malformed request) in OpenAI's envelope."""
+    status = exc.code or 500
+    if status == 413:
+        return ProxyError(413, f"The request body is larger than max_body_bytes "
+                               f"({config.max_body_bytes} bytes).", code="request_too_large")
+    return ProxyError(status, exc.description or exc.name,
+                      code=exc.name.lower().replace(" ", "_"))
+
+
+class Routes:
+    """The app's views and hooks, around one `Proxy`."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self.config = proxy.config
+
+    def started(self) -> RequestLog:
+        """The request's log record (its id: the client's X-Request-Id or a minted one)."""
+        request_id = request.headers.get("X-Request-Id", "")[:128] or secrets.token_hex(8)
+        request.environ[REQUEST_ID] = request_id
+        self.proxy.metrics.started()
+        return RequestLog(request_id, request.method, request.path)
+
+    def settled(self, response: Response, front: Front | None = None,
+                log: RequestLog | None = None) -> Response:
+        """`response`, once the request's body, if still unread (the request was refused or
+        needs none), has been read and dropped within body_timeout_seconds: a body that
+        does not come in time turns the answer into a 408 and the connection is closed."""
+        if not body_unread(request.environ):
+            return response
+        config = self.config
+        try:
+            read_body(request, config.max_body_bytes, config.body_timeout_seconds, keep=False)
+        except ProxyError as error:
+            return error_response(front or DEFAULT, error, log)
+        except HTTPException:  # too large to be worth reading: the connection is closed
+            shut_reading(request.environ)
+        return response
+
+    def finished(self, response: Response, log: RequestLog,
+                 front: Front | None = None) -> Response:
+        """The response on its way out: its body settled, its id, its log line at close."""
+        response = self.settled(response, front, log)
+        response.headers["X-Request-Id"] = log.request_id
+        # Streams log at their end; this covers the rest, and a stream the client left
+        # before it began (WSGI servers always close the response).
+        response.call_on_close(lambda: self.proxy.emit(log))
+        return response
+
+    def own_endpoint(self, render: Callable[[str | None], Response], *, keyed: bool = False,
+                     browser: bool = False) -> Response:
+        """One of the proxy's own endpoints, keyed when `protect_proxy_endpoints` (or
+        `keyed`) says so; `render` gets the key that was accepted (None: none was asked, or
+        the proxy has no keys). A `browser` page's refusal asks the browser for the key."""
+        try:
+            api_key = None
+            if keyed or self.config.protect_proxy_endpoints:
+                api_key = self.proxy.door.authorize(request.method, request.headers)
+            return self.settled(render(api_key))
+        except ProxyError as error:
+            response = self.settled(error_response(DEFAULT, error))
+            if browser and error.status == 401:
+                response.headers["WWW-Authenticate"] = _BASIC_CHALLENGE
+            return response
+
+    def status_page(self) -> Response:
+        """`/proxy/status`: the page (it fetches `status.json` beside it). It shows the
+        model names, errors and request ids clients caused: keyed when keys are set."""
+        headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY,
+                   "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+                   "Referrer-Policy": "no-referrer"}
+        return self.own_endpoint(lambda _key: Response(page(), headers=headers,
+                                                       content_type="text/html; charset=utf-8"),
+                                 keyed=True, browser=True)
+
+    def status_json(self) -> Response:
+        """`/proxy/status.json`: the whole server's status document, keyed like the page;
+        only the asking key's own turns link their capture."""
+        def render(api_key: str | None) -> Response:
+            viewer = self.proxy.recorder.owner(api_key)
+            return Response(self.proxy.status(viewer), content_type="application/json",
+                            headers={"Cache-Control": "no-store",
+                                     "X-Content-Type-Options": "nosniff"})
+        return self.own_endpoint(render, keyed=True, browser=True)
+
+    def status_capture(self, key: str) -> Response:
+        """`/proxy/status/capture/KEY`: one turn's capture (log_bodies), for `replay`, to the
+        key that made the turn only (it holds that key's prompt); any other key, and a key
+        never kept, get the same 404."""
+        def render(api_key: str | None) -> Response:
+            owner = self.proxy.recorder.owner(api_key)
+            capture = (self.proxy.recorder.capture(key, owner)
+                       if self.config.log_bodies and _CAPTURE_KEY.fullmatch(key) else None)
+            if capture is None:
+                raise ProxyError(404, f"No capture {key!r} is kept for this key (log_bodies "
+                                      "off, an older turn's, or another key's).",
+                                 type_="invalid_request_error", code="capture_not_found")
+            return Response(capture, content_type="application/json", headers={
+                "Content-Disposition": f'attachment; filename="turn-{key}.json"',
+                "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
+        return self.own_endpoint(render, keyed=True, browser=True)
+
+    def health(self) -> Response:
+        """`/proxy/health`; `?upstream=1` calls the upstreams, so it needs a key when keys
+        are set."""
+        check = request.args.get("upstream", "") not in ("", "0", "false")
+        return self.own_endpoint(lambda _key: self.proxy.health(check), keyed=check)
+
+    def metrics(self) -> Response:
+        """`/proxy/metrics`: Prometheus text."""
+        metrics = self.proxy.metrics
+        return self.own_endpoint(lambda _key: Response(metrics.exposition(),
+                                                       content_type=metrics.content_type))
+
+    def answer_preflight(self) -> Response | None:
+        """A CORS preflight is answered here, on any path, never relayed upstream."""
+        if not is_preflight(request.method, request.headers):
+            return None
+        log = self.started()
+        log.mode = "preflight"
+        answer = preflight(request.headers, self.config.cors_allow_origins)
+        if isinstance(answer, ProxyError):
+            return self.finished(error_response(DEFAULT, answer, log), log)
+        log.status = 204
+        return self.finished(Response(status=204, headers=answer), log)
+
+    def allow_origin(self, response: Response) -> Response:
+        """An answer a page from an allowed origin may read (`cors_allow_origins`)."""
+        origin = request.headers.get("Origin")
+        if origin and origin_allowed(origin, self.config.cors_allow_origins):
+            for name, value in cors_headers(origin).items():
+                response.headers.setdefault(name, value)
+        return response
+
+    def relay(self, path: str = "") -> Response:
+        """Every other request: a front's turn, an answer the store keeps, a token count,
+        or the relay; an error in the envelope of the API the client speaks."""
+        proxy, config = self.proxy, self.config
+        log = self.started()
+        target = request_target(request.environ, request.path)
+        routed = route_for(request.method, request.path, config)
+        envelope = routed.front if routed else DEFAULT
+        try:
+            api_key = proxy.door.authorize(request.method, request.headers)
+            log.owner = proxy.recorder.owner(api_key)
+            if not plain_path(target):
+                raise ProxyError(400, "The request path must be a plain absolute path.",
+                                 param="path", code="invalid_path")
+            if routed is None:
+                response = proxy.handle(None, log, target)
+            elif routed.route.action == TURN:
+                response = proxy.handle(routed, log, target, api_key)
+            elif routed.route.action == COUNT:
+                response = count_tokens(proxy, routed, log, read_body(
+                    request, config.max_body_bytes, config.body_timeout_seconds))
+            else:
+                response = stored(proxy, routed, log, api_key)
+        except ProxyError as error:
+            response = error_response(envelope, error, log)
+        except HTTPException as exc:
+            response = error_response(envelope, _http_error(exc, config), log)
+        except Exception:
+            proxy.logger.exception("request %s failed", log.request_id)
+            response = error_response(envelope, ProxyError(
+                500, "The proxy failed to handle this request.", code="internal_error"), log)
+        return self.finished(response, log, envelope)
+
+    def http_error(self, exc: HTTPException) -> Response:
+        """Refusals before any route ran (a method no route takes, a path the router cannot
+        match): the same envelope, id and log line as every other request."""
+        log = self.started()
+        return self.finished(error_response(DEFAULT, _http_error(exc, self.config), log), log)
+
+
+def create_app(config: Config) -> Flask:
+    """The WSGI app for `config`: the proxy's own endpoints under /proxy/, the rest relayed."""
+    app = Flask("toolcall_proxy")
+    app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes or None
+    proxy = Proxy(config)
+    app.extensions["toolcall_proxy"] = proxy
+    routes = Routes(proxy)
+    app.get("/proxy/health")(routes.health)
+    app.get("/proxy/metrics")(routes.metrics)
+    app.get("/proxy/status")(routes.status_page)
+    app.get("/proxy/status.json")(routes.status_json)
+    app.get("/proxy/status/capture/<key>")(routes.status_capture)
+    app.before_request(routes.answer_preflight)
+    app.after_request(routes.allow_origin)
+    app.route("/", defaults={"path": ""}, methods=ALL_METHODS)(routes.relay)
+    app.route("/<path:path>", methods=ALL_METHODS, endpoint="relay_path")(routes.relay)
+    app.errorhandler(HTTPException)(routes.http_error)
+    return app

@@ -1,0 +1,232 @@
+"""The door: what a request must be to come in (a key, a plain path, a body within its limit),
+and which of its headers go on upstream."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hmac
+import socket
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import unquote
+
+from gunicorn.http.errors import ParseException
+from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
+
+from ...base.config import Config
+from ...base.errors import ProxyError
+from ..runtime.background import call_later
+from ..runtime.clients import client_socket
+from ..upstream.client import request_headers
+
+_KEY_HEADERS = ("Authorization", "X-Api-Key", "Api-Key")  # without the fronts' own list
+_BODY_READ = "toolcall_proxy.body_read"
+
+
+class Door:
+    """The proxy's own API keys (`api_keys`): with none set, every request comes in."""
+
+    def __init__(self, api_keys: Iterable[str],
+                 key_headers: Iterable[str] = _KEY_HEADERS) -> None:
+        self._keys = [key.encode() for key in api_keys]
+        # Where a key may come (the fronts declare theirs), Authorization first.
+        self._key_headers = tuple(key_headers)
+        self._credential_headers = frozenset(name.lower() for name in self._key_headers)
+
+    @property
+    def locked(self) -> bool:
+        """Whether requests need a key."""
+        return bool(self._keys)
+
+    def authorize(self, method: str, headers: Mapping[str, str]) -> str | None:
+        """With `api_keys` set, the request must carry one of them (compared in constant
+        time, every key tried): `Authorization: Bearer KEY`, `api-key`/`x-api-key`, or
+        Basic auth with the key as its password (what a browser asked for one sends).
+        Raises a 401 ProxyError otherwise. The key that matched (None without `api_keys`)
+        says whose the request is: the owner of what it keeps. (CORS preflights, which carry
+        no key, never get here: the proxy answers them itself, see `preflight`.)"""
+        if not self._keys:
+            return None
+        offered = ""
+        for name in self._key_headers:
+            value = headers.get(name, "")
+            offered = _offered_key(value) if name.lower() == "authorization" else value
+            if offered:
+                break
+        candidate = offered.strip().encode()
+        matched: bytes | None = None
+        for key in self._keys:
+            if hmac.compare_digest(candidate, key):
+                matched = key
+        if matched is None:
+            raise ProxyError(401, "Incorrect or missing API key for this proxy.",
+                             type_="invalid_request_error", code="invalid_api_key",
+                             headers={"WWW-Authenticate": "Bearer"})
+        return matched.decode()
+
+    def upstream_headers(self, incoming: Iterable[tuple[str, str]], config: Config,
+                         request_id: str | None, *, buffered: bool) -> dict[str, str]:
+        """The client's headers as sent upstream: its credentials replaced by the configured
+        upstream key if any, and dropped when they were the proxy's own key (`api_keys`:
+        that key is for the proxy, never for vLLM); the request id always, so that vLLM's
+        logs and the proxy's line can be matched."""
+        headers = request_headers(incoming, buffered=buffered)
+        if config.upstream_api_key or self._keys:
+            for name in [n for n in headers if n.lower() in self._credential_headers]:
+                del headers[name]
+        if config.upstream_api_key:
+            headers["Authorization"] = f"Bearer {config.upstream_api_key}"
+        if request_id:
+            headers = {k: v for k, v in headers.items() if k.lower() != "x-request-id"}
+            headers["X-Request-Id"] = request_id
+        return headers
+
+
+def _offered_key(authorization: str) -> str:
+    """The key an Authorization header offers: Bearer's token, or Basic's password."""
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() == "bearer":
+        return value
+    if scheme.lower() != "basic":
+        return ""
+    try:
+        return base64.b64decode(value.strip(), validate=True).decode().partition(":")[2]
+    except (ValueError, UnicodeDecodeError):
+        return ""
+
+
+# What a preflight may ask for: any method a client sends, and the headers it sends them with.
+_CORS_METHODS = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
+_CORS_MAX_AGE = "600"
+
+
+def is_preflight(method: str, headers: Mapping[str, str]) -> bool:
+    """A CORS preflight: OPTIONS asking for a method (a browser's, before a cross-origin
+    request)."""
+    return method == "OPTIONS" and "Access-Control-Request-Method" in headers
+
+
+def origin_allowed(origin: str | None, allowed: Iterable[str]) -> bool:
+    """Whether `origin` is on the `cors_allow_origins` list (`*`: any)."""
+    return bool(origin) and any(entry in ("*", origin) for entry in allowed)
+
+
+def preflight(headers: Mapping[str, str], allowed: Iterable[str]) -> ProxyError | dict[str, str]:
+    """The proxy's answer to a preflight: the CORS headers that let the browser go on, or a
+    403 for an origin not on the list (none is, by default). Never relayed upstream."""
+    origin = headers.get("Origin")
+    if not origin_allowed(origin, allowed):
+        return ProxyError(403, f"Cross-origin requests from {origin or 'an unnamed origin'!r} "
+                               "are not allowed here (cors_allow_origins).",
+                          type_="invalid_request_error", code="cors_origin_not_allowed")
+    return {**cors_headers(origin or ""),
+            "Access-Control-Allow-Methods": _CORS_METHODS,
+            "Access-Control-Allow-Headers": headers.get("Access-Control-Request-Headers", ""),
+            "Access-Control-Max-Age": _CORS_MAX_AGE}
+
+
+def cors_headers(origin: str) -> dict[str, str]:
+    """The headers that let a page from an allowed `origin` read an answer."""
+    return {"Access-Control-Allow-Origin": origin, "Vary": "Origin",
+            "Access-Control-Expose-Headers": "X-Request-Id, Retry-After"}
+
+
+def request_target(environ: Mapping[str, Any], path: str) -> str:
+    """The request's path and query as the client wrote them (still percent-encoded)."""
+    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    if not raw:
+        query = environ.get("QUERY_STRING", "")
+        raw = path + (f"?{query}" if query else "")
+    return raw
+
+
+def plain_path(target: str) -> bool:
+    """An origin-form path (one leading slash) without dot segments, backslashes or control
+    characters, encoded or not: the upstream is fixed, and what reaches it is a plain path."""
+    path = unquote(target.split("?", 1)[0])
+    segments = path.split("/")
+    return (target.startswith("/") and not target.startswith("//")
+            and not any(s in (".", "..") for s in segments)
+            and "\\" not in path and not any(ord(char) < 32 or ord(char) == 127 for char in path))
+
+
+def _body_refused(expired: bool) -> ProxyError:
+    """The error for a body that broke off (its framing bad, or shorter than announced), or
+    that did not arrive in time (`expired`)."""
+    if expired:
+        return ProxyError(408, "The request body did not arrive within body_timeout_seconds.",
+                          code="request_timeout")
+    return ProxyError(400, "The request body is malformed: its chunked framing is invalid, "
+                           "or it ended before its Content-Length.", code="malformed_body")
+
+
+def shut_reading(environ: Mapping[str, Any]) -> None:
+    """Shut the client connection's reading side: the server reads an end there, answers,
+    and closes the connection instead of waiting on (or draining) the rest of a body."""
+    sock = client_socket(environ)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RD)
+
+
+def read_body(request: Any, max_bytes: int, timeout: float, *, keep: bool = True) -> bytes:
+    """The request body, whole, within `timeout` seconds (0: no limit); with `keep` false it
+    is read and dropped (a refused request's, so that the connection can go on).
+
+    A body without Content-Length (chunked) is read to its end and refused past `max_bytes`
+    (Werkzeug's own limit would cut it there silently); one shorter than its Content-Length,
+    or with broken chunked framing, is a 400; one that has not arrived when the time is up is
+    a 408, and the connection's reading side is shut so that the server closes it rather
+    than wait on the rest."""
+    environ = request.environ
+    if not body_unread(environ):  # read already, or there is none: no timer to set
+        environ[_BODY_READ] = True
+        return b""
+    environ[_BODY_READ] = True
+    expired: list[bool] = []
+
+    def expire() -> None:
+        expired.append(True)
+        shut_reading(environ)
+
+    cancel = call_later(timeout, expire) if timeout else None
+    try:
+        data = _read(request, max_bytes, keep)
+    except (OSError, ClientDisconnected, ParseException):
+        shut_reading(environ)
+        raise _body_refused(bool(expired)) from None
+    finally:
+        if cancel is not None:
+            cancel()
+    length = request.content_length
+    if expired or (length is not None and len(data) < length and keep):
+        shut_reading(environ)
+        raise _body_refused(bool(expired))
+    return data
+
+
+def _read(request: Any, max_bytes: int, keep: bool) -> bytes:
+    environ = request.environ
+    length = request.content_length
+    if keep and (length is not None or "wsgi.input_terminated" not in environ):
+        return request.get_data(cache=False)  # Content-Length is checked against the limit
+    if length is not None and max_bytes and length > max_bytes:
+        raise RequestEntityTooLarge()  # not worth reading, even to drop it
+    stream = environ["wsgi.input"] if length is None else request.stream
+    pieces = []
+    size = 0
+    while data := stream.read(65536):
+        size += len(data)
+        if max_bytes and size > max_bytes:
+            raise RequestEntityTooLarge()
+        if keep:
+            pieces.append(data)
+    return b"".join(pieces)
+
+
+def body_unread(environ: Mapping[str, Any]) -> bool:
+    """Whether the request's body, if it has one, is still to be read."""
+    return not environ.get(_BODY_READ) and (
+        environ.get("CONTENT_LENGTH", "0") not in ("", "0")
+        or "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower())

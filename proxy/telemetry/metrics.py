@@ -1,0 +1,187 @@
+"""Prometheus metrics, fed from each request's log record (one place decides what is counted).
+
+Under gunicorn, `deploy/gunicorn.conf.py` sets PROMETHEUS_MULTIPROC_DIR before the workers
+start, so every worker writes its figures there and `/proxy/metrics` reports the whole
+server's; a single process (`python app.py`) keeps them in memory.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+    values,
+)
+
+from .request_log import RequestLog
+
+# Label values are closed sets: anything upstream (or a model) wrote is mapped into them, so
+# that no series is created per distinct string a server sends.
+FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
+# Failures on the upstream's side, and clients leaving, as the proxy itself names them.
+UPSTREAM_ERROR_KINDS = frozenset({
+    "upstream_timeout", "upstream_unreachable", "upstream_stream_cut", "upstream_bad_shape",
+    "upstream_invalid_json", "upstream_error", "relay_interrupted",
+    "upstream_cut", "upstream_too_large", "tool_call_required_unmet", "proxy_restarting",
+    "client_disconnected",
+})
+# The proxy's own failure: logged with its traceback, counted in requests_total{status}.
+_NOT_UPSTREAM = frozenset({"internal_error"})
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
+                    600, 1800)
+
+
+def finish_label(reason: str | None) -> str:
+    """A finish_reason as a label value: OpenAI's own, `none`, or `other`."""
+    if reason is None:
+        return "none"
+    return reason if reason in FINISH_REASONS else "other"
+
+
+def upstream_error_kind(log: RequestLog) -> str | None:
+    """The `upstream_errors_total{kind}` a request counts in, or None when it ended without
+    an upstream-side failure. An upstream answer >= 500 is `upstream_http_<status>` (relayed
+    or not); a refusal of the client's request, by the proxy or by upstream (4xx), is the
+    client's fault and shows in `requests_total{status}` instead."""
+    kind = log.error.split(":", 1)[0] if log.error else None
+    if kind in UPSTREAM_ERROR_KINDS:
+        return kind
+    status = log.upstream_status
+    if status is not None and status >= 500:
+        return f"upstream_http_{status}" if status < 600 else "other"
+    if kind is None or kind in _NOT_UPSTREAM:
+        return None
+    if (status is not None and status >= 400) or (log.status is not None
+                                                   and 400 <= log.status < 500):
+        return None
+    return "other"
+
+
+class Metrics:
+    """The proxy's counters, gauges and histograms, in a registry of the app's own."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self, shared: bool = True) -> None:
+        """Under gunicorn the figures go to the run directory's files, unless `shared` is
+        False (this worker's could not be allocated: a full disk): then to memory, and this
+        worker's /proxy/metrics shows its own figures only."""
+        self.registry = CollectorRegistry(auto_describe=True)
+        in_run_dir = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self.multiprocess = in_run_dir and shared
+        if in_run_dir and not shared:
+            # prometheus_client picks its value class once, from the environment, when it is
+            # imported; this worker's metrics, made next, must not map a file.
+            values.ValueClass = values.MutexValue
+        registry = self.registry
+        prefix = "toolcall_proxy_"
+        self.requests = Counter(prefix + "requests",
+                                "Requests by mode, HTTP status and the front (API) that "
+                                "answered them (none: relayed)",
+                                ["mode", "status", "front"], registry=registry)
+        self.tool_calls = Counter(prefix + "tool_calls", "Tool calls emitted, by format",
+                                  ["format"], registry=registry)
+        self.repairs = Counter(prefix + "repairs", "Repairs applied, by format and kind",
+                               ["format", "repair"], registry=registry)
+        self.refused = Counter(prefix + "calls_refused",
+                               "Frames left as text, by format and reason",
+                               ["format", "reason"], registry=registry)
+        self.finish_corrections = Counter(prefix + "finish_reason_corrections",
+                                          "finish_reason changed by the proxy",
+                                          ["before", "after"], registry=registry)
+        self.rewrites = Counter(prefix + "request_rewrites", "Request rewrites applied",
+                                ["rewrite"], registry=registry)
+        self.heartbeats = Counter(prefix + "heartbeats", "Heartbeats sent to waiting clients",
+                                  registry=registry)
+        self.upstream_errors = Counter(prefix + "upstream_errors",
+                                       "Requests that ended in an upstream-side failure or a "
+                                       "client disconnect, by kind",
+                                       ["kind"], registry=registry)
+        self.upstream_latency = Histogram(prefix + "upstream_latency_seconds",
+                                          "Time until upstream answered (headers or body)",
+                                          ["mode"], buckets=_LATENCY_BUCKETS,
+                                          registry=registry)
+        self.total_latency = Histogram(prefix + "request_duration_seconds",
+                                       "Time from request to the end of the response",
+                                       ["mode"], buckets=_LATENCY_BUCKETS, registry=registry)
+        self.in_flight = Gauge(prefix + "in_flight_requests", "Requests being handled",
+                               registry=registry, multiprocess_mode="livesum")
+        self.upstream_up = Gauge(prefix + "upstream_up",
+                                 "1 when the last request to the upstream did not fail on its "
+                                 "side, 0 when it did", ["upstream"], registry=registry,
+                                 multiprocess_mode="mostrecent")
+        # Per replica (its masked URL: a closed set, from the settings).
+        self.replica_requests = Counter(prefix + "replica_requests",
+                                        "Upstream calls by replica and result (ok, http_502/"
+                                        "503/504, or the failure's code)",
+                                        ["replica", "result"], registry=registry)
+        self.replica_failovers = Counter(prefix + "replica_failovers",
+                                         "Requests sent to another replica after a failure "
+                                         "before the first byte, by the replica that failed",
+                                         ["replica"], registry=registry)
+        self.replica_in_flight = Gauge(prefix + "replica_in_flight",
+                                       "Upstream calls in flight, by replica", ["replica"],
+                                       registry=registry, multiprocess_mode="livesum")
+        self.replica_up = Gauge(prefix + "replica_up",
+                                "0 while a replica is marked down (in any worker)",
+                                ["replica"], registry=registry, multiprocess_mode="livemin")
+
+    def started(self) -> None:
+        """A request began."""
+        self.in_flight.inc()
+
+    def finished(self, log: RequestLog, total_seconds: float) -> None:
+        """A request ended: count everything its log record says."""
+        self.in_flight.dec()
+        self.requests.labels(log.mode, str(log.status or 0), log.front or "none").inc()
+        self.total_latency.labels(log.mode).observe(total_seconds)
+        if log.upstream_ms is not None:
+            self.upstream_latency.labels(log.mode).observe(log.upstream_ms / 1000)
+        if log.heartbeats:
+            self.heartbeats.inc(log.heartbeats)
+        kind = upstream_error_kind(log)
+        if kind is not None:
+            self.upstream_errors.labels(kind).inc()
+        if log.upstream is not None and kind != "client_disconnected":
+            self.upstream_up.labels(log.upstream).set(0 if kind else 1)
+        for rewrite in log.rewrites:
+            self.rewrites.labels(rewrite).inc()
+        outcome = log.outcome
+        if outcome is None:
+            return
+        for call_format in outcome.call_formats:
+            self.tool_calls.labels(call_format).inc()
+        for repair in outcome.repairs:
+            self.repairs.labels(repair.format, repair.repair).inc()
+        for left in outcome.left_as_text:
+            self.refused.labels(left.format, left.reason).inc()
+        for before, after in zip(outcome.finish_before, outcome.finish_after, strict=True):
+            if before != after:
+                self.finish_corrections.labels(finish_label(before), finish_label(after)).inc()
+
+    def _whole(self) -> CollectorRegistry:
+        """This process's registry, or one reading every worker's figures."""
+        if not self.multiprocess:
+            return self.registry
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return registry
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format: this process's figures, or every worker's."""
+        return generate_latest(self._whole())
+
+    def upstreams_in_flight(self) -> dict[str, float]:
+        """Calls in flight to each upstream (each replica) now, the whole server's."""
+        name = self.replica_in_flight._name  # the family's sample name
+        return {sample.labels["replica"]: sample.value
+                for family in self._whole().collect() if family.name == name
+                for sample in family.samples if sample.name == name}

@@ -1,0 +1,201 @@
+"""One structured log line per request: what the proxy decided and repaired.
+
+No prompt or completion text and no credentials: only shapes, counts, names and timings.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..turn.result import Outcome
+
+LOGGER_NAME = "toolcall_proxy"
+
+
+_SECRET_KEYS = frozenset({"authorization", "api_key", "apikey", "api-key", "x-api-key",
+                          "access_token", "refresh_token", "password", "secret", "client_secret",
+                          "token", "access_key", "private_key", "cookie", "set-cookie"})
+_REDACTED = "[redacted]"
+
+
+def redact(value: Any, secret: bool = False) -> Any:
+    """`value` with every string or number held under a key named like a credential replaced,
+    at any depth. Objects under such a key are searched, not replaced: a tool schema with a
+    `password` property must stay as it was, or the captured request replays differently."""
+    if isinstance(value, dict):
+        return {k: redact(v, isinstance(k, str) and k.lower() in _SECRET_KEYS)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, secret) for v in value]  # a list of cookies is each one secret
+    if secret and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return _REDACTED
+    return value
+
+
+def _loggable(bodies: dict[str, Any]) -> Any:
+    """The bodies `log_bodies` writes, redacted; a note instead when one nests deeper than
+    orjson writes (an upstream's answer may), so that the line is still written."""
+    try:
+        redacted = redact(bodies)
+        orjson.dumps(redacted)
+    except (TypeError, RecursionError):  # orjson.JSONEncodeError is a TypeError
+        return "not logged: nested deeper than the log's JSON writer allows"
+    return redacted
+
+
+# Characters that make a logfmt value need quotes; control characters and the Unicode line
+# breaks are escaped inside them, so a value can never start a new (forged) line.
+_NEEDS_QUOTES = re.compile(r'[\s"=\\\x00-\x1f\x7f\x85\u2028\u2029]')
+_ESCAPES = {"\x7f": "\\u007f", "\x85": "\\u0085", "\u2028": "\\u2028",
+            "\u2029": "\\u2029"}
+
+
+def logfmt_value(value: Any) -> str:
+    """One value as logfmt writes it: bare when it is plain, else a JSON-escaped quoted
+    string; lists comma-joined (and quoted), objects as JSON, booleans as true/false."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, list):
+        text = ",".join(v if isinstance(v, str) else orjson.dumps(v).decode() for v in value)
+        return _quoted(text)
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    return _quoted(text) if not text or _NEEDS_QUOTES.search(text) else text
+
+
+def _quoted(text: str) -> str:
+    quoted = orjson.dumps(text).decode()  # escapes quotes, backslashes and C0 controls
+    for char, escape in _ESCAPES.items():
+        quoted = quoted.replace(char, escape)
+    return quoted
+
+
+def logfmt(record: dict[str, Any]) -> str:
+    """The record as one logfmt line (`key=value …`), empty fields left out."""
+    return " ".join(f"{key}={logfmt_value(value)}" for key, value in record.items()
+                    if value is not None and value != [])
+
+
+def make_logger(level: str) -> logging.Logger:
+    """The proxy's logger: plain lines on stderr, one handler however often the app is built."""
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.setLevel(level.upper())
+    logger.propagate = False
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+    return logger
+
+
+def tool_label(name: str | None, declared: frozenset[str]) -> str | None:
+    """A tool name as the log may show it: one the request declared, else `?` (a name the
+    model wrote is model text, of any length)."""
+    if not name:
+        return None
+    return name if name in declared else "?"
+
+
+def _tagged(fmt: str, what: str, tool: str | None, declared: frozenset[str]) -> str:
+    """`format:what[:tool]` for a repair or a frame left as text."""
+    label = tool_label(tool, declared)
+    return f"{fmt}:{what}" + (f":{label}" if label else "")
+
+
+@dataclass
+class RequestLog:
+    """The facts of one request, filled in as it is handled and emitted once at its end."""
+
+    request_id: str
+    method: str
+    path: str
+    started: float = field(default_factory=time.monotonic)
+    front: str | None = None  # the API that answered (chat, responses, messages); None: relayed
+    mode: str = "passthrough"
+    model: str | None = None
+    client_stream: bool | None = None
+    status: int | None = None
+    upstream: str | None = None  # the upstream (or replica) asked, its URL masked
+    upstream_status: int | None = None
+    upstream_ms: float | None = None
+    bytes_out: int = 0
+    heartbeats: int = 0
+    outcome: Outcome | None = None
+    error: str | None = None
+    rewrites: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    bodies: dict[str, Any] | None = None  # only with log_bodies on, secrets redacted
+    tools: frozenset[str] = frozenset()  # the request's declared tool names
+    emitted: bool = False
+    first_text_ms: float | None = None  # streamed mode: when the first live text went out
+    replica: str | None = None  # the replica that answered (a model with several; masked)
+    # Whose request it is (a keyed hash of the API key the door accepted; None until it
+    # did): the owner of its capture. Never logged.
+    owner: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The log record's fields."""
+        record: dict[str, Any] = {
+            "ts": round(time.time(), 3),
+            "request_id": self.request_id,
+            "method": self.method,
+            "path": self.path,
+            "front": self.front,
+            "mode": self.mode,
+            "model": self.model,
+            "stream": self.client_stream,
+            "status": self.status,
+            "upstream": self.upstream,
+            "upstream_status": self.upstream_status,
+            "upstream_ms": self.upstream_ms,
+            "total_ms": round((time.monotonic() - self.started) * 1000, 1),
+            "bytes_out": self.bytes_out,
+        }
+        if self.mode in ("buffered", "streamed"):
+            record["heartbeats"] = self.heartbeats
+        if self.replica is not None:
+            record["replica"] = self.replica
+        if self.first_text_ms is not None:
+            record["first_text_ms"] = self.first_text_ms
+        if self.rewrites:
+            record["rewrites"] = self.rewrites
+        if self.notes:
+            record["notes"] = self.notes
+        if self.outcome is not None:
+            outcome = self.outcome
+            record.update({
+                "tool_calls": outcome.tool_calls,
+                "formats": outcome.formats,
+                "repairs": [_tagged(r.format, r.repair, r.tool, self.tools)
+                            for r in outcome.repairs],
+                "left_as_text": [_tagged(t.format, t.reason, t.tool, self.tools)
+                                 for t in outcome.left_as_text],
+                "finish_reason": [f"{str(b)[:32]}->{a}" if b != a else a for b, a in
+                                  zip(outcome.finish_before, outcome.finish_after, strict=True)],
+            })
+        if self.error:
+            record["error"] = self.error
+        if self.bodies is not None:
+            record["bodies"] = _loggable(self.bodies)
+        return record
+
+    def emit(self, logger: logging.Logger, fmt: str) -> dict[str, Any] | None:
+        """Write the line (once, however many code paths end the request): its record, or
+        None when it was written already."""
+        if self.emitted:
+            return None
+        self.emitted = True
+        record = self.as_dict()
+        if fmt == "json":
+            logger.info(orjson.dumps(record).decode())
+        else:
+            logger.info(logfmt(record))
+        return record
