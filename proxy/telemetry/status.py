@@ -1,8 +1,8 @@
 """What `/proxy/status` shows: one small record per finished request (`TurnRecord`, built from
 its `RequestLog`), and the status document summed from the records of every worker.
 
-Pure: the shell's recorder (`proxy/shell/recorder.py`) keeps the records in bounded rings
-and hands them here; the page itself (`proxy/status_page.py`) draws this document.
+Pure: the shell's recorder (`proxy/shell/web/recorder.py`) keeps the records in bounded rings
+and hands them here; the page itself (`proxy/telemetry/status_page.py`) draws this document.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The Flask app: each request through the door, then to what handles it (`handlers`): a
-front's turn, the relay, one of the proxy's own endpoints. Request plumbing only (the log
+front's turn, the passthrough, one of the proxy's own endpoints. Request plumbing only (the log
 record, the body a refused request still sends, CORS); decisions are the core's
 (`proxy.turn`), wire formats the fronts' (`proxy.fronts`)."""
 
@@ -50,7 +50,7 @@ def _http_error(exc: HTTPException, config: Config) -> ProxyError:
                       code=exc.name.lower().replace(" ", "_"))
 
 
-class Routes:
+class Views:
     """The app's views and hooks, around one `Proxy`."""
 
     def __init__(self, proxy: Proxy) -> None:
@@ -175,9 +175,9 @@ class Routes:
                 response.headers.setdefault(name, value)
         return response
 
-    def relay(self, path: str = "") -> Response:
-        """Every other request: a front's turn, an answer the store keeps, a token count,
-        or the relay; an error in the envelope of the API the client speaks."""
+    def dispatch(self, path: str = "") -> Response:
+        """Every other request, dispatched: a front's turn, an answer the store keeps, a token
+        count, or the passthrough; an error in the envelope of the API the client speaks."""
         proxy, config = self.proxy, self.config
         log = self.started()
         target = request_target(request.environ, request.path)
@@ -221,15 +221,15 @@ def create_app(config: Config) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes or None
     proxy = Proxy(config)
     app.extensions["toolcall_proxy"] = proxy
-    routes = Routes(proxy)
-    app.get("/proxy/health")(routes.health)
-    app.get("/proxy/metrics")(routes.metrics)
-    app.get("/proxy/status")(routes.status_page)
-    app.get("/proxy/status.json")(routes.status_json)
-    app.get("/proxy/status/capture/<key>")(routes.status_capture)
-    app.before_request(routes.answer_preflight)
-    app.after_request(routes.allow_origin)
-    app.route("/", defaults={"path": ""}, methods=ALL_METHODS)(routes.relay)
-    app.route("/<path:path>", methods=ALL_METHODS, endpoint="relay_path")(routes.relay)
-    app.errorhandler(HTTPException)(routes.http_error)
+    views = Views(proxy)
+    app.get("/proxy/health")(views.health)
+    app.get("/proxy/metrics")(views.metrics)
+    app.get("/proxy/status")(views.status_page)
+    app.get("/proxy/status.json")(views.status_json)
+    app.get("/proxy/status/capture/<key>")(views.status_capture)
+    app.before_request(views.answer_preflight)
+    app.after_request(views.allow_origin)
+    app.route("/", defaults={"path": ""}, methods=ALL_METHODS)(views.dispatch)
+    app.route("/<path:path>", methods=ALL_METHODS, endpoint="dispatch_path")(views.dispatch)
+    app.errorhandler(HTTPException)(views.http_error)
     return app

@@ -1,6 +1,6 @@
-"""What the proxy does with a request that came in: a front's turn, the relay, the proxy's
-health, an answer the store keeps; and the app's objects they share (settings, upstream
-clients, the door, the store, logger and metrics, the server's stopping)."""
+"""What the proxy does with a request that came in: a front's turn, the passthrough, the proxy's
+health, an answer the store keeps; and the app's objects they share (settings, upstream clients,
+the door, the store, logger and metrics, the server's stopping)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from ...telemetry.request_log import RequestLog, make_logger
 from ...telemetry.status import StatusBuild, StatusInput, build, seen_by, turn_record
 from ...turn.plan import TurnPlan
 from ...turn.thinking import ThinkingMemory
-from ..driver.passthrough import all_models, model_ids, passthrough
-from ..driver.turns import TurnResponse
+from ..driver.passthrough import PassthroughServices, all_models, model_ids, passthrough
+from ..driver.turns import TurnResponse, TurnServices
 from ..runtime.clients import ClientWatcher
 from ..store import open_store
 from ..store.interface import StoreLimits, refusal
@@ -83,6 +83,12 @@ class Proxy:
         self.thinking = ThinkingMemory()
         self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
         self._probing = threading.Lock()
+        # What a turn and a relayed request use of all this, handed to them by name.
+        self.turn_services = TurnServices(self.replicas, self.thinking, self.store,
+                                          self.logger, self.emit, self.draining)
+        self.passthrough_services = PassthroughServices(self.replicas, self.upstreams,
+                                                        self.client_watcher, self.emit,
+                                                        self.draining)
         # status.json: when it was built, what, and its JSON by viewer.
         self._status_built: tuple[float, StatusBuild, dict[str, bytes]] | None = None
         self._status_building = threading.Lock()
@@ -247,17 +253,17 @@ class Proxy:
                                   **({"recalled": recalled} if recalled else {})}
                 path = target if front.upstream_path is None else front.upstream_path
                 headers = self.upstream_headers(plan.config, buffered=True)
-                return TurnResponse(self, front, plan, log, path, headers, environ,
+                return TurnResponse(self.turn_services, front, plan, log, path, headers, environ,
                                     api_key=api_key).respond()
             raw, config = plan.upstream_body, plan.config
         elif len(self.upstreams) > 1:
             if request.method == "GET" and request.path.rstrip("/") == "/v1/models":
-                return all_models(self, log, target,
+                return all_models(self.passthrough_services, self.config, log, target,
                                   lambda settings: self.upstream_headers(settings,
                                                                          buffered=True))
             config = self.config.for_model(_model_of(raw))
         affinity = None if routed is None else plan.affinity
-        return passthrough(self, request.method, raw, log, target, config,
+        return passthrough(self.passthrough_services, request.method, raw, log, target, config,
                            self.upstream_headers(config, buffered=False), environ, affinity)
 
     def _recall(self, api_key: str | None) -> Recall:
