@@ -6,6 +6,7 @@ models, keys, heartbeats, and the probe sequence VS Code Copilot's Ollama provid
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
@@ -400,3 +401,55 @@ def test_show_says_thinking_of_a_model_whose_template_opens_it(fake, start_proxy
     assert "thinking" in client(proxy).show(MODEL).capabilities
     plain = start_proxy()
     assert "thinking" not in client(plain).show(MODEL).capabilities
+
+
+def test_home_assistants_turn_through_the_async_client(fake, proxy):
+    """Home Assistant's Ollama integration, as its conversation entity talks: the async
+    client, `stream=True`, its tools, `keep_alive` as seconds, `options.num_ctx`, `think`
+    unset; the stream's deltas added up as it adds them (role first, content, thinking and
+    calls as they come), then its tool result sent back without a name or an id, and its
+    assistant call without an id."""
+    light = {"type": "function", "function": {
+        "name": "HassTurnOn", "description": "Turns on a device",
+        "parameters": {"type": "object", "properties": {"name": {"type": "string"}},
+                       "required": []}}}
+    text_call = ('<tool_call>{"name": "HassTurnOn", "arguments": {"name": "kitchen light",}}'
+                 "</tool_call>")
+    fake.answer(lambda received: Answer(body=vllm_completion(
+        "The kitchen light is on." if received.json["messages"][-1]["role"] == "tool"
+        else text_call, reasoning="Turn it on.")))
+
+    async def conversation() -> tuple[dict[str, Any], dict[str, Any]]:
+        ha = ollama.AsyncClient(host=proxy.url, timeout=20)
+        history = [ollama.Message(role="system", content="You control a house."),
+                   ollama.Message(role="user", content="Turn on the kitchen light")]
+
+        async def turn() -> dict[str, Any]:
+            said: dict[str, Any] = {"content": "", "thinking": "", "tool_calls": []}
+            async for response in await ha.chat(
+                    model=MODEL, messages=list(history), tools=[light], stream=True,
+                    keep_alive="300s", options={"num_ctx": 8192}, think=None, format=None):
+                message = response["message"]
+                said["content"] += message.get("content") or ""
+                said["thinking"] += message.get("thinking") or ""
+                said["tool_calls"] += [(call["function"]["name"], call["function"]["arguments"])
+                                       for call in message.get("tool_calls") or ()]
+            return said
+
+        first = await turn()
+        history.append(ollama.Message(role="assistant", content=first["content"],
+                                      thinking=first["thinking"], tool_calls=[
+            ollama.Message.ToolCall(function=ollama.Message.ToolCall.Function(
+                name=name, arguments=arguments)) for name, arguments in first["tool_calls"]]))
+        history.append(ollama.Message(role="tool", content='{"data": {"success": [1]}, '
+                                                           '"error": null}'))
+        return first, await turn()
+
+    first, second = asyncio.run(conversation())
+    assert first == {"content": "", "thinking": "Turn it on.",
+                     "tool_calls": [("HassTurnOn", {"name": "kitchen light"})]}
+    assert second["content"] == "The kitchen light is on."
+    sent = fake.chat_requests()[-1].json["messages"]
+    assert sent[2]["reasoning"] == "Turn it on."
+    assert sent[3]["tool_call_id"] == sent[2]["tool_calls"][0]["id"]
+    assert sent[3]["content"] == '{"data": {"success": [1]}, "error": null}'
