@@ -6,9 +6,10 @@ A chat or generate request is translated to a chat completion (`request`) and an
 the same turn as every front (calls recovered and repaired, thinking in its field, the
 streamed mode, heartbeats); the result comes back as one JSON object or, Ollama's default
 (`stream` absent), as NDJSON lines (`output`, `stream`). The model endpoints are made of the
-upstream's model list (`catalog`), embeddings are one upstream call (`embed`), and the
-endpoints that manage models say the models are the upstream's (`errors`). Errors use
-Ollama's envelope, `{"error": "…"}`.
+upstream's model list (`catalog`), embeddings are one upstream call (`embed`), and so is a
+generate without the template, to the upstream's completions (`complete`); a request that
+only loads a model is answered at once, and the endpoints that manage models say the models
+are the upstream's (`errors`). Errors use Ollama's envelope, `{"error": "…"}`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ GENERATE_PATH = "/api/generate"
 _MANAGING = ("pull", "push", "create", "copy", "delete")
 
 
-def parse(incoming: Incoming, config: Config) -> TurnPlan | Reply | Ask:
+def parse(incoming: Incoming, config: Config) -> TurnPlan[OllamaData] | Reply | Ask:
     """An `/api/chat` or `/api/generate` request as a turn (its answer is Ollama's, with or
     without tools); answered at once when it only loads or unloads the model; one call to
     the upstream's completions for a generate without the template."""
@@ -100,5 +101,6 @@ ROUTES = (
             serve=_refusal(action)) for action in _MANAGING),
 )
 
-FRONT = Front(NAME, ROUTES, parse, render_json, OllamaStream.for_plan, error_response,
-              key_headers=("Authorization",), sample=Sample(sample_request, sample_calls))
+FRONT: Front[OllamaData] = Front(
+    NAME, ROUTES, parse, render_json, OllamaStream.for_plan, error_response,
+    key_headers=("Authorization",), sample=Sample(sample_request, sample_calls))

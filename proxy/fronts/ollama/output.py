@@ -90,9 +90,9 @@ def finished(data: OllamaData, result: TurnResult, whole: dict[str, Any]) -> dic
     return whole
 
 
-def answer_of(plan: TurnPlan, result: TurnResult) -> dict[str, Any]:
+def answer_of(plan: TurnPlan[OllamaData], result: TurnResult) -> dict[str, Any]:
     """The one object of a non-streaming answer (the first choice: Ollama has no `n`)."""
-    data: OllamaData = plan.front_data
+    data = plan.front_data
     choice = result.first
     return finished(data, result, piece(data, choice.content or "", choice.reasoning,
                                         choice.calls))
@@ -104,6 +104,6 @@ def loaded(data: OllamaData, unload: bool) -> dict[str, Any]:
     return {**piece(data), "done": True, "done_reason": "unload" if unload else "load"}
 
 
-def render_json(plan: TurnPlan, result: TurnResult) -> bytes:
+def render_json(plan: TurnPlan[OllamaData], result: TurnResult) -> bytes:
     """The body of a non-streaming answer."""
     return orjson.dumps(answer_of(plan, result))

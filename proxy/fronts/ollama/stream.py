@@ -34,7 +34,7 @@ class OllamaStream:
         self._sent = {"thinking": "", "content": ""}
 
     @classmethod
-    def for_plan(cls, plan: TurnPlan) -> OllamaStream:
+    def for_plan(cls, plan: TurnPlan[OllamaData]) -> OllamaStream:
         """The stream for a planned turn."""
         return cls(plan.front_data)
 
