@@ -47,7 +47,7 @@ class TurnPlan(Generic[FrontData]):
     tool_call_required: bool = False
     front_data: FrontData | None = None  # what its front needs to render (chat: nothing)
     streamed: bool = False  # `stream_mode: stream`: upstream streams, the turn flows live
-    affinity: str | None = None  # the conversation's key for the replica choice (routing)
+    affinity: str | None = None  # the conversation's key for the choice of a replica
     # The context window the client believes it set (Ollama's `num_ctx`): the upstream's is
     # its own; one above it is said once in the log.
     context_asked: int | None = None
@@ -75,7 +75,7 @@ class PassthroughPlan:
     model: str = ""
     client_stream: bool = False
     rewrites: tuple[str, ...] = ()
-    affinity: str | None = None  # the conversation's key for the replica choice (routing)
+    affinity: str | None = None  # the conversation's key for the choice of a replica
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
