@@ -36,8 +36,8 @@ def optional(constraint: Constraint) -> bool:
     value = constraint.value if isinstance(constraint.value, dict) else {}
     if constraint.kind != "structural_tag":
         return False
-    if "structures" in value:
-        return True
+    if "structures" in value:  # SGLang's legacy tag may demand one (at_least_one)
+        return not value.get("at_least_one", False)
     node = value.get("format") or {}
     return node.get("type") == "triggered_tags" and not node.get("at_least_one", False)
 
@@ -47,13 +47,33 @@ class UnscriptedConstraint(LookupError):
 
 
 Script = Callable[[Constraint], str] | str | None
+# What a model writes for a tool's arguments where a tag leaves them free (no schema).
+FreeArguments = Callable[[dict[str, Any]], Any]
+
+
+def _free_json(schema: Any, begin: str, tools: list[dict[str, Any]],
+               free: FreeArguments | None) -> str:
+    """The JSON a model writes in a tagged span: an instance of `schema`; where the tag sets
+    none (`{}`, as SGLang's for a tool that is not `strict`), the arguments the model would
+    write anyway for the tool the tag's begin names (`free`; default: fitting ones)."""
+    if schema:
+        return orjson.dumps(instance_of(schema)).decode()
+    named = [t.get("function") or {} for t in tools
+             if (t.get("function") or {}).get("name", "\0") in begin]
+    if not named:
+        return "{}"
+    function = max(named, key=lambda f: len(f["name"]))
+    value = free(function) if free else instance_of(function.get("parameters") or {})
+    return orjson.dumps(value).decode()
 
 
 def fitting_text(constraint: Constraint, script: Script = None,
-                 tools: list[dict[str, Any]] | None = None) -> str:
+                 tools: list[dict[str, Any]] | None = None,
+                 free: FreeArguments | None = None) -> str:
     """The text a model writes when decoding is constrained by `constraint`. For
-    `json_object`, a call-shaped object for the first of `tools` (a bare `{}` without)."""
-    kind, value = constraint.kind, constraint.value
+    `json_object`, a call-shaped object for the first of `tools` (a bare `{}` without); in a
+    structural tag's span without a schema, `free`'s arguments (see _free_json)."""
+    kind, value, tools = constraint.kind, constraint.value, tools or []
     if kind == "json_schema":
         return orjson.dumps(instance_of(value)).decode()
     if kind == "json_object":
@@ -65,38 +85,41 @@ def fitting_text(constraint: Constraint, script: Script = None,
     if kind == "choice":
         return value[0]
     if kind == "structural_tag":
-        return _structural_text(value, script)
+        return _structural_text(value, script, tools, free)
     if script is None:
         raise UnscriptedConstraint(f"no scripted answer for a {kind} constraint")
     return script(constraint) if callable(script) else script
 
 
-def _structural_text(tag: dict[str, Any], script: Script) -> str:
+def _structural_text(tag: dict[str, Any], script: Script, tools: list[dict[str, Any]],
+                     free: FreeArguments | None) -> str:
     if "structures" in tag:  # the legacy form: begin, schema, end; triggers
         first = tag["structures"][0]
-        return first["begin"] + orjson.dumps(instance_of(first.get("schema") or {})).decode() \
+        return first["begin"] + _free_json(first.get("schema"), first["begin"], tools, free) \
             + first["end"]
-    return _format_text(tag["format"], script)
+    return _format_text(tag["format"], script, tools, free)
 
 
-def _format_text(node: dict[str, Any], script: Script) -> str:
+def _format_text(node: dict[str, Any], script: Script, tools: list[dict[str, Any]],
+                 free: FreeArguments | None, begin: str = "") -> str:
     """The text for one xgrammar structural-tag format node (the first alternative of each
     choice; one tag where tags may repeat)."""
     kind = node.get("type")
     if kind == "const_string":
         return node["value"]
     if kind == "json_schema":
-        return orjson.dumps(instance_of(node["json_schema"])).decode()
+        return _free_json(node["json_schema"], begin, tools, free)
     if kind == "any_text":
         return ""
     if kind == "sequence":
-        return "".join(_format_text(element, script) for element in node["elements"])
+        return "".join(_format_text(e, script, tools, free, begin) for e in node["elements"])
     if kind == "or":
-        return _format_text(node["elements"][0], script)
+        return _format_text(node["elements"][0], script, tools, free, begin)
     if kind == "tag":
-        return node["begin"] + _format_text(node["content"], script) + node["end"]
+        return node["begin"] + _format_text(node["content"], script, tools, free,
+                                            node["begin"]) + node["end"]
     if kind in ("triggered_tags", "tags_with_separator"):
-        return _format_text(node["tags"][0], script)
+        return _format_text(node["tags"][0], script, tools, free, begin)
     if script is None:
         raise UnscriptedConstraint(f"no scripted answer for a structural tag's {kind}")
     return script(Constraint("structural_tag", node)) if callable(script) else script

@@ -95,13 +95,17 @@ def botches_arguments(how: str = "broken", opener: str = CALL_OPEN, closer: str 
     """A model that opens a call to the first tool in its own markers and botches it: `broken`
     arguments (JSON cut off mid-value) or `violating` ones (valid JSON that breaks the tool's
     schema); constrained (even by a constraint that arms on its opener), it writes a text
-    that fits."""
+    that fits — and where the constraint leaves a call's arguments free (a tag without the
+    tool's schema), violating ones."""
     if how not in ("broken", "violating"):
         raise ValueError(f"how: broken or violating, not {how!r}")
 
+    def botched(function: dict[str, Any]) -> dict[str, Any]:  # JSON is forced; the schema not
+        return violating(function.get("parameters") or {})
+
     def model(turn: Turn) -> Generation:
         if turn.constraint is not None:
-            return Generation(fitting_text(turn.constraint, script, turn.tools))
+            return Generation(fitting_text(turn.constraint, script, turn.tools, botched))
         function = _function(turn.tools)
         name, schema = function.get("name"), function.get("parameters") or {}
         if how == "violating":
