@@ -94,10 +94,18 @@ def fitting_text(constraint: Constraint, script: Script = None,
 def _structural_text(tag: dict[str, Any], script: Script, tools: list[dict[str, Any]],
                      free: FreeArguments | None) -> str:
     if "structures" in tag:  # the legacy form: begin, schema, end; triggers
-        first = tag["structures"][0]
+        first = _shown(tag["structures"], tools)
         return first["begin"] + _free_json(first.get("schema"), first["begin"], tools, free) \
             + first["end"]
     return _format_text(tag["format"], script, tools, free)
+
+
+def _shown(tags: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first tag for a tool the model was shown (its begin names one), else the first:
+    a model calls what its prompt offers it."""
+    names = [(t.get("function") or {}).get("name") for t in tools]
+    return next((tag for tag in tags if any(name and f'"{name}"' in tag.get("begin", "")
+                                            for name in names)), tags[0])
 
 
 def _format_text(node: dict[str, Any], script: Script, tools: list[dict[str, Any]],
@@ -119,7 +127,7 @@ def _format_text(node: dict[str, Any], script: Script, tools: list[dict[str, Any
         return node["begin"] + _format_text(node["content"], script, tools, free,
                                             node["begin"]) + node["end"]
     if kind in ("triggered_tags", "tags_with_separator"):
-        return _format_text(node["tags"][0], script, tools, free, begin)
+        return _format_text(_shown(node["tags"], tools), script, tools, free, begin)
     if script is None:
         raise UnscriptedConstraint(f"no scripted answer for a structural tag's {kind}")
     return script(Constraint("structural_tag", node)) if callable(script) else script

@@ -315,9 +315,11 @@ class FakeSGLang(FakeServer):
         body = received.json
         # PROTOCOL: to_sampling_params — a request constraint wins; the tools' is dropped
         constraint = request_constraint(body) or self.tool_constraint(body)
+        tools, named = body.get("tools") or [], _choice_name(body.get("tool_choice"))
+        if named is not None:  # SERVING: _process_messages shows the template the named tool only
+            tools = [t for t in tools if t["function"]["name"] == named]
         try:
-            generation = self._behaviour(Turn(body["messages"], body.get("tools") or [],
-                                              constraint))
+            generation = self._behaviour(Turn(body["messages"], tools, constraint))
         except UnscriptedConstraint as error:
             return sglang_error(500, f"Internal server error: {error}", "InternalServerError")
         completion = self._completion(body, generation, constraint)
