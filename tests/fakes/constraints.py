@@ -55,8 +55,9 @@ def _free_json(schema: Any, begin: str, tools: list[dict[str, Any]],
                free: FreeArguments | None) -> str:
     """The JSON a model writes in a tagged span: an instance of `schema`; where the tag sets
     none (`{}`, as SGLang's for a tool that is not `strict`), the arguments the model would
-    write anyway for the tool the tag's begin names (`free`; default: fitting ones)."""
-    if schema:
+    write anyway for the tool the tag's begin names (`free`; default: fitting ones). `True`
+    (any JSON, vLLM's for a tool that says `strict: false`) leaves them free too."""
+    if schema and schema is not True:
         return orjson.dumps(instance_of(schema)).decode()
     named = [t.get("function") or {} for t in tools
              if (t.get("function") or {}).get("name", "\0") in begin]

@@ -12,13 +12,15 @@ import requests
 from tests.fakes.base import Answer
 from tests.fakes.constraints import Constraint, fit_errors
 from tests.fakes.helpers import TOOLS, USER, parameters_of, sdk
-from tests.fakes.models import botches_arguments, never_calls_unless_constrained
+from tests.fakes.models import botches_arguments, never_calls_unless_constrained, says
 from tests.fakes.schema import schema_errors
 from tests.fakes.template import ChatTemplate
 from tests.fakes.vllm import FakeVLLM, vllm_completion
 
 SEARCH = parameters_of("search")
 NAMED = {"type": "function", "function": {"name": "search"}}
+LOOSE = [{**t, "function": {**t["function"], "strict": False}} for t in TOOLS]
+STRICT = [{**t, "function": {**t["function"], "strict": True}} for t in TOOLS]
 
 
 @pytest.fixture
@@ -104,8 +106,14 @@ def test_without_a_parser_tools_alone_mean_auto_and_are_refused_but_none_is_take
 
 # -- tool_choice with a parser: vLLM's own constrained path ---------------------------------
 
+@pytest.mark.parametrize("parser", ["hermes", "llama3_json"])
 @pytest.mark.parametrize("stream", [False, True])
-def test_with_a_parser_required_is_honoured_with_calls_that_fit_the_tools(with_parser, stream):
+def test_with_a_parser_required_is_honoured_with_calls_that_fit_the_tools(serve, parser,
+                                                                          stream):
+    # hermes: its structural tag (structural_tag_registry.py: get_hermes_structural_tag, at
+    # least one call); a parser without one: the array schema (tool_parsers/utils.py)
+    with_parser = serve(FakeVLLM, tool_parser=parser)
+    with_parser.behave(never_calls_unless_constrained())
     client = sdk(with_parser)
     if stream:
         chunks = list(client.chat.completions.create(model="m", messages=USER, tools=TOOLS,
@@ -122,7 +130,7 @@ def test_with_a_parser_required_is_honoured_with_calls_that_fit_the_tools(with_p
         name, arguments, finish = call.function.name, call.function.arguments, [
             message.finish_reason]
         assert message.message.content == ""
-    # serving.py: "tool_calls" for "required"; tool_parsers/utils.py: the array schema
+    # serving.py: finish_reason "tool_calls" for "required"
     assert finish == ["tool_calls"]
     assert name == "search"
     assert schema_errors(orjson.loads(arguments), SEARCH) == []
@@ -130,7 +138,10 @@ def test_with_a_parser_required_is_honoured_with_calls_that_fit_the_tools(with_p
     assert "structured_outputs" not in sent  # the server constrains on its own
 
 
-def test_with_a_parser_a_named_choice_gets_that_call_and_finish_stop(with_parser):
+@pytest.mark.parametrize("parser", ["hermes", "llama3_json"])
+def test_with_a_parser_a_named_choice_gets_that_call_and_finish_stop(serve, parser):
+    with_parser = serve(FakeVLLM, tool_parser=parser)
+    with_parser.behave(never_calls_unless_constrained())
     choice = sdk(with_parser).chat.completions.create(
         model="m", messages=USER, tools=TOOLS,
         tool_choice={"type": "function", "function": {"name": "read"}}).choices[0]
@@ -284,3 +295,54 @@ def test_a_scripted_answer_replaces_the_behaviour_and_unknown_paths_are_404(serv
     assert sdk(fake).chat.completions.create(model="m", messages=USER).choices[0] \
         .message.content == "prose"
     assert requests.post(fake.url + "/v1/unknown", timeout=5, json={}).status_code == 404
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call_only(with_parser):
+    two = "".join(f'<tool_call>\n{{"name": "read", "arguments": {{"path": "{p}"}}}}\n</tool_call>'
+                  for p in ("a", "b"))
+    with_parser.behave(says(two))
+    both = _choice_of(with_parser, tools=TOOLS)
+    assert [c.function.arguments for c in both.message.tool_calls] == [
+        '{"path":"a"}', '{"path":"b"}']
+    # vllm/entrypoints/serve/utils/tool_calls_utils.py: maybe_filter_parallel_tool_calls
+    first = _choice_of(with_parser, tools=TOOLS, parallel_tool_calls=False)
+    assert [c.function.arguments for c in first.message.tool_calls] == ['{"path":"a"}']
+
+
+@pytest.mark.parametrize("include", [True, False])
+def test_a_stream_carries_usage_only_when_asked(with_parser, include):
+    chunks = list(sdk(with_parser).chat.completions.create(
+        model="m", messages=USER, stream=True, stream_options={"include_usage": include}))
+    # serve/utils/api_utils.py: should_include_usage
+    assert (chunks[-1].usage is not None) is include
+    assert "".join(c.delta.content or "" for chunk in chunks for c in chunk.choices) == \
+        "I would rather describe what to do."
+
+
+def _choice_of(fake, **request):
+    return sdk(fake).chat.completions.create(model="m", messages=USER, **request).choices[0]
+
+
+def test_the_tag_holds_arguments_to_the_schema_unless_the_tool_says_strict_false(serve):
+    fake = serve(FakeVLLM)
+    fake.behave(botches_arguments("violating"))
+    # structural_tag_registry.py: get_function_parameters (strict false: any JSON)
+    (held,) = _choice_of(fake, tools=TOOLS, tool_choice="required").message.tool_calls
+    assert schema_errors(orjson.loads(held.function.arguments), SEARCH) == []
+    (free,) = _choice_of(fake, tools=LOOSE, tool_choice="required").message.tool_calls
+    assert schema_errors(orjson.loads(free.function.arguments), SEARCH)
+    pinned = serve(FakeVLLM, tool_strict_level="parameter")  # as if every tool were strict
+    pinned.behave(botches_arguments("violating"))
+    (call,) = _choice_of(pinned, tools=LOOSE, tool_choice="required").message.tool_calls
+    assert schema_errors(orjson.loads(call.function.arguments), SEARCH) == []
+
+
+@pytest.mark.parametrize(("tools", "level"), [(STRICT, "auto"), (TOOLS, "function")])
+def test_auto_is_shaped_when_a_tool_is_strict_or_the_level_says_so(serve, tools, level):
+    fake = serve(FakeVLLM, tool_strict_level=level)
+    fake.behave(botches_arguments("broken"))
+    # get_model_structural_tag: auto without a strict tool has no tag (at level auto)
+    (call,) = _choice_of(fake, tools=tools).message.tool_calls
+    assert schema_errors(orjson.loads(call.function.arguments), SEARCH) == []
+    fake.behave(never_calls_unless_constrained("Words."))
+    assert _choice_of(fake, tools=tools).message.content == "Words."  # the tag only triggers

@@ -416,15 +416,63 @@ def _json_value(value: Any) -> Any:
     return orjson.loads(value) if isinstance(value, str) else value
 
 
-def vllm_constraint(body: dict[str, Any], tool_parser: str | None) -> Constraint | None:
-    """The constraint vLLM decodes `body` under: with a parser, a demanded call's own schema
-    (TOOLS: get_json_schema_from_tools, the named tool's parameters or the array for
-    "required"); else `response_format` (BASE: structured_outputs_from_response_format, which
-    overrides `structured_outputs`), else `structured_outputs`."""
+# The parsers with a model-native structural tag (`structural_tag_model`): Hermes's is
+# vLLM's own (vllm/tool_parsers/hermes_tool_parser.py: structural_tag_model = "hermes").
+STRUCTURAL_TAG_PARSERS = frozenset({"hermes"})
+HERMES_FORMATS = (('<tool_call>\n{"name": "', "}\n</tool_call>"),
+                  ('<tool_call>{"name": "', "}</tool_call>"))
+
+
+def hermes_structural_tag(tools: list[dict[str, Any]], choice: Any,
+                          strict_level: str = "auto") -> dict[str, Any] | None:
+    """The tag vLLM constrains Hermes-format calls with
+    (vllm/frontend/processing/tool_parsers/structural_tag_registry.py: get_model_structural_tag,
+    get_hermes_structural_tag, get_function_parameters): none for `auto` unless a tool is
+    strict (or `--tool-strict-level` is above auto); `auto` a triggered tag, `required` at
+    least one call, a named choice exactly one call of that tool. Each call's arguments are
+    held to the tool's parameters unless the tool says `strict: false`."""
+    if not tools or choice in ("none", None):
+        return None
+    strict = any((t.get("function") or {}).get("strict") is True for t in tools)
+    if choice == "auto" and not strict and strict_level == "auto":
+        return None
+    if isinstance(choice, dict):
+        tools = [t for t in tools if t["function"]["name"] == choice["function"]["name"]]
+
+    def parameters(function: dict[str, Any]) -> Any:
+        if function.get("strict") is False and strict_level != "parameter":
+            return True
+        return function.get("parameters") or True
+
+    tags = [{"type": "tag", "begin": begin + t["function"]["name"] + '", "arguments": ',
+             "content": {"type": "json_schema", "json_schema": parameters(t["function"])},
+             "end": end} for t in tools for begin, end in HERMES_FORMATS]
+    if choice == "auto":
+        node: dict[str, Any] = {"type": "triggered_tags", "triggers": ["<tool_call>"],
+                                "tags": tags}
+    else:
+        node = {"type": "tags_with_separator", "tags": tags, "separator": "",
+                "at_least_one": True} | ({"stop_after_first": True}
+                                          if isinstance(choice, dict) else {})
+    return {"type": "structural_tag", "format": node}
+
+
+def vllm_constraint(body: dict[str, Any], tool_parser: str | None,
+                    strict_level: str = "auto") -> Constraint | None:
+    """The constraint vLLM decodes `body` under. With a parser, the tools' own: the parser's
+    structural tag where it has one (hermes_structural_tag), else for a demanded call the
+    fallback schema (TOOLS: get_json_schema_from_tools — the named tool's parameters, or the
+    array for "required"). Otherwise `response_format` (BASE:
+    structured_outputs_from_response_format, which overrides `structured_outputs`), else
+    `structured_outputs`."""
     choice, tools = _tool_choice(body), body.get("tools") or []
-    if tool_parser is not None and tools and choice == "required":
+    if tool_parser in STRUCTURAL_TAG_PARSERS:
+        tag = hermes_structural_tag(tools, choice, strict_level)
+        if tag is not None:
+            return Constraint("structural_tag", tag)
+    elif tool_parser is not None and tools and choice == "required":
         return Constraint("json_schema", required_calls_schema(tools))
-    if tool_parser is not None and tools and isinstance(choice, dict):
+    elif tool_parser is not None and tools and isinstance(choice, dict):
         named = next(t["function"] for t in tools
                      if t["function"]["name"] == choice["function"]["name"])
         return Constraint("json_schema", named.get("parameters") or {})
@@ -472,16 +520,19 @@ class FakeVLLM(FakeServer):
     `tool_parser`: the `--tool-call-parser` it was started with (with
     `--enable-auto-tool-choice`); None: started without, so it refuses `auto`, `required` and
     named choices as vLLM does (True/False are read as "hermes"/None). Its parser reads calls
-    in the template's wrapper (`<tool_call>` JSON `</tool_call>` by default)."""
+    in the template's wrapper (`<tool_call>` JSON `</tool_call>` by default); "hermes" has a
+    structural tag for demanded calls, any other parser name takes vLLM's JSON-schema
+    fallback. `tool_strict_level`: `--tool-strict-level` (auto, function, parameter)."""
 
     def __init__(self, tool_parser: str | bool | None = "hermes", model: str = MODEL,
                  template: ChatTemplate | None = None, max_model_len: int = 32768,
-                 version: str = VERSION) -> None:
+                 version: str = VERSION, tool_strict_level: str = "auto") -> None:
         self.tool_parser = "hermes" if tool_parser is True else (tool_parser or None)
         self.model = model
         self.template = template or ChatTemplate()
         self.max_model_len = max_model_len
         self.version = version
+        self.tool_strict_level = tool_strict_level  # --tool-strict-level: auto|function|parameter
         self.ignored: list[set[str]] = []  # per chat request: the fields vLLM logged and ignored
         # vLLM's /tokenize for a chat: the count it answers (None: a server without one).
         self.tokenize: Callable[[Any], int] | None = fake_token_count
@@ -529,38 +580,45 @@ class FakeVLLM(FakeServer):
             return Answer(status=404, body={"detail": "Not Found"})
         body = received.json
         tools = body.get("tools") or []
-        constraint = vllm_constraint(body, self.tool_parser)
+        constraint = vllm_constraint(body, self.tool_parser, self.tool_strict_level)
         try:
             generation = self._behaviour(Turn(body.get("messages") or [], tools, constraint))
         except UnscriptedConstraint as error:
             return vllm_error(500, str(error), "InternalServerError")
         completion = self._completion(body, generation)
-        if body.get("stream"):
-            return Answer(chunks=vllm_stream_of(completion))
+        if body.get("stream"):  # serve/utils/api_utils.py: should_include_usage
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return Answer(chunks=vllm_stream_of(completion, usage=usage))
         return Answer(body=completion)
 
     def _completion(self, body: dict[str, Any], generation: Generation) -> dict[str, Any]:
-        """SERVING: chat_completion_full_generator's message for the generated text: a named
-        choice's call (content "", finish "stop"), "required"'s array of calls (content "",
-        finish "tool_calls"), `auto`'s calls as the parser reads them, else the text."""
+        """SERVING: chat_completion_full_generator's message for the generated text. With a
+        parser and a tool_choice other than none: a demanded call's message has content ""
+        and finish "tool_calls" ("required") or "stop" (named) — its calls read from the
+        wrapper (structural tag) or the JSON (fallback schema); `auto`'s calls are what the
+        parser reads. Calls are cut to the first when parallel_tool_calls is false
+        (vllm/entrypoints/serve/utils/tool_calls_utils.py: maybe_filter_parallel_tool_calls).
+        Otherwise, the text."""
         choice = _tool_choice(body)
         text, reasoning = generation.text, generation.reasoning
-        if self.tool_parser is not None and body.get("tools") and choice != "none":
-            if isinstance(choice, dict):
-                call = vllm_tool_call(choice["function"]["name"], text)
-                return vllm_completion("", tool_calls=[call], reasoning=reasoning,
-                                       model=self.model)
-            if choice == "required":
-                calls = [vllm_tool_call(item["name"], orjson.dumps(item["parameters"]).decode())
-                         for item in orjson.loads(text)]
-                return vllm_completion("", tool_calls=calls, reasoning=reasoning,
-                                       finish_reason="tool_calls", model=self.model)
-            parsed = hermes_calls(text, self.template.call_open, self.template.call_close)
-            if parsed is not None:
-                return vllm_completion(parsed[0], tool_calls=parsed[1], reasoning=reasoning,
-                                       finish_reason="tool_calls", model=self.model)
-        return vllm_completion(text, reasoning=reasoning, finish_reason=generation.finish_reason,
-                               model=self.model)
+        shape = {"reasoning": reasoning, "model": self.model}
+        if self.tool_parser is None or not body.get("tools") or choice in ("none", None):
+            return vllm_completion(text, finish_reason=generation.finish_reason, **shape)
+        parsed = hermes_calls(text, self.template.call_open, self.template.call_close)
+        demanded = choice == "required" or isinstance(choice, dict)
+        if demanded and self.tool_parser not in STRUCTURAL_TAG_PARSERS:
+            named = choice["function"]["name"] if isinstance(choice, dict) else None
+            items = [{"name": named, "parameters": orjson.loads(text)}] if named \
+                else orjson.loads(text)
+            parsed = ("", [vllm_tool_call(item["name"], orjson.dumps(item["parameters"]).decode())
+                           for item in items])
+        if parsed is None:
+            return vllm_completion(text, finish_reason=generation.finish_reason, **shape)
+        content, calls = parsed
+        calls = calls[:1] if body.get("parallel_tool_calls") is False else calls
+        finish = "stop" if isinstance(choice, dict) else "tool_calls"
+        return vllm_completion(content or ("" if demanded else None), tool_calls=calls,
+                               finish_reason=finish, **shape)
 
     def _tokenized(self, received: Received) -> Answer:
         """vLLM's /tokenize answer for a chat (`count`, `max_model_len`, `tokens`, and the
