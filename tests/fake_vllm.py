@@ -1,14 +1,14 @@
-"""The fake vLLM 0.33 (tests/fakes/vllm.py), under the name the suite has always imported it
-by; `python -m tests.fake_vllm [DELAY]` runs one in a process of its own."""
+"""The fake vLLM 0.33 (tests/fakes/vllm.py) and its answer shapes (tests/fakes/vllm_shapes.py),
+under the name the suite has always imported them by; `python -m tests.fake_vllm [DELAY]` runs
+one in a process of its own."""
 
 from __future__ import annotations
 
 from tests.fakes.base import Answer, Received
-from tests.fakes.vllm import (
+from tests.fakes.vllm import FakeVLLM, main
+from tests.fakes.vllm_shapes import (
     MODEL,
-    FakeVLLM,
     fake_token_count,
-    main,
     vllm_answer,
     vllm_completion,
     vllm_context_window,

@@ -21,7 +21,7 @@ from tests.fakes.models import (
     says,
 )
 from tests.fakes.schema import schema_errors
-from tests.fakes.vllm import required_calls_schema
+from tests.fakes.vllm_rules import required_calls_schema
 
 SEARCH = parameters_of("search")
 LEGACY_TAG = {"type": "structural_tag", "triggers": ["<tool_call>"], "structures": [

@@ -7,7 +7,7 @@ import pytest
 
 from tests.fakes.helpers import TOOLS
 from tests.fakes.schema import instance_of, schema_errors
-from tests.fakes.vllm import required_calls_schema
+from tests.fakes.vllm_rules import required_calls_schema
 
 SCHEMAS = [
     {"type": "string"},

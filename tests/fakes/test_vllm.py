@@ -15,7 +15,8 @@ from tests.fakes.helpers import TOOLS, USER, parameters_of, sdk
 from tests.fakes.models import botches_arguments, never_calls_unless_constrained, says
 from tests.fakes.schema import schema_errors
 from tests.fakes.template import ChatTemplate
-from tests.fakes.vllm import FakeVLLM, vllm_completion
+from tests.fakes.vllm import FakeVLLM
+from tests.fakes.vllm_shapes import vllm_completion
 
 SEARCH = parameters_of("search")
 NAMED = {"type": "function", "function": {"name": "search"}}
