@@ -221,7 +221,9 @@ def tool_grammar(tools: list[dict[str, Any]], template: ChatTemplate,
 
 def generic_schema(tools: list[dict[str, Any]], response: Any, required: bool) -> dict[str, Any]:
     """CHAT: common_chat_params_init_generic, used when tools come with a JSON schema: the
-    model writes `{"tool_call": {name, arguments}}` or (unless required) `{"response": …}`."""
+    model writes `{"tool_call": {name, arguments}}` or (unless required) `{"response": …}`.
+    Read in older snapshots of common/chat.cpp ("Use generic handler when mixing tools + JSON
+    schema"); the newest builds' auto-parser path was not read for this case."""
     calls = [{"type": "object",
               "properties": {"name": {"type": "string", "const": t["function"]["name"]},
                              "arguments": t["function"].get("parameters") or {}},

@@ -59,7 +59,8 @@ def sglang_error(status: int, message: str, type_: str = "BadRequestError") -> A
 
 def sglang_validation_error(location: str, reason: str) -> Answer:
     """SGLang's 400 for a body its pydantic model refuses (HTTP: the RequestValidationError
-    handler turns FastAPI's 422 into a 400 ErrorResponse of type "Bad Request")."""
+    handler turns FastAPI's 422 into a 400 ErrorResponse of type "Bad Request"; that handler
+    was not re-read at the newest snapshot, and the message's wording is the fake's)."""
     return sglang_error(400, f"1 validation error for ChatCompletionRequest\n{location}\n  "
                         f"{reason}", "Bad Request")
 
