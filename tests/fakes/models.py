@@ -6,6 +6,7 @@ The server then does with that text what the real one does (its tool parser, its
 - `botches_arguments`: its own call markers around arguments that are broken JSON or break the
   tool's schema, unless constrained; then text that fits.
 - `calls`: a well-formed call in its markers; `says`: a fixed text.
+- `thinks`: any of these, reasoning first (the server returns it in its reasoning field).
 """
 
 from __future__ import annotations
@@ -46,6 +47,14 @@ CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"  # Hermes / Qwen's call wr
 def says(text: str, reasoning: str | None = None) -> Model:
     """A model that writes `text` whatever it is asked (constraints included)."""
     return lambda turn: Generation(text, reasoning)
+
+
+def thinks(reasoning: str, model: Model) -> Model:
+    """`model`, with `reasoning` written before its answer."""
+    def thinking(turn: Turn) -> Generation:
+        answer = model(turn)
+        return Generation(answer.text, reasoning, answer.finish_reason)
+    return thinking
 
 
 def calls(name: str, arguments: dict[str, Any], opener: str = CALL_OPEN,
