@@ -137,6 +137,9 @@ class RequestLog:
     emitted: bool = False
     first_text_ms: float | None = None  # streamed mode: when the first live text went out
     replica: str | None = None  # the replica that answered (a model with several; masked)
+    # Whose request it is (a keyed hash of the API key the door accepted; None until it
+    # did): the owner of its capture. Never logged.
+    owner: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The log record's fields."""

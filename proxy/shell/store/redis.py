@@ -20,7 +20,9 @@ Times are the proxy's clock (`time.time()`), as in SQLite: instances keep theirs
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import re
 import secrets
 import time
 from typing import Any
@@ -28,10 +30,12 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
+from ...base.config import mask_url
 from ...fronts import StoredResponse
 from .interface import (
     MAX_CHAIN,
     NO_KEY_OWNER,
+    StoreBackend,
     StoreLimits,
     Usage,
     conversation_too_large,
@@ -43,7 +47,7 @@ try:
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
-except ImportError:  # a deployment without Redis (config_load refuses redis:// URLs then)
+except ImportError:  # a deployment without Redis (`check_url` refuses redis:// URLs then)
     redis = None  # type: ignore[assignment]
 
 PREFIX = "toolcall-proxy:"
@@ -305,3 +309,29 @@ class RedisStore:
 def _answer(owner: str, response_id: str) -> str:
     """The key of an owner's answer (as the scripts name it)."""
     return f"{PREFIX}answer:{owner}:{response_id}"
+
+
+def check_url(url: str) -> str | None:
+    """Why a `redis://[:password@]host:port/db` URL cannot be used (None: it can), by the
+    installed `redis` package's own reading of it."""
+    if importlib.util.find_spec("redis") is None:
+        return "is a Redis URL but the 'redis' package is not installed: pip install redis"
+    from redis.connection import parse_url
+
+    shown = mask_url(url)
+    try:
+        parts = urlsplit(url)
+        parse_url(url)  # the query's options (socket_timeout=…)
+        parts.port  # noqa: B018 - a port out of range raises here
+    except ValueError as exc:
+        return f"{shown}: {exc}"
+    if not parts.hostname or not re.fullmatch(r"(/\d*)?", parts.path):
+        return f"must be redis://[:password@]host:port/db, not {shown}"
+    return None
+
+
+def _open(url: str, limits: StoreLimits, logger: logging.Logger) -> RedisStore:
+    return RedisStore(url, limits, logger)
+
+
+BACKEND = StoreBackend(("redis", "rediss"), check_url, _open)
