@@ -1,7 +1,8 @@
 """`python -m tools.house`: the shape of `proxy/` in figures, to compare two versions of it.
 
 Rooms (folders of modules), floors (the levels of the import graph: its longest chain of
-arrows, once circles are folded), import arrows between modules (every import: at the top,
+arrows, once circles are folded; of the whole package, of the shell alone, and of the graph
+of rooms), import arrows between modules (every import: at the top,
 inside a function, or only for type checking), circles, the longest module and function, and
 the hops of a buffered tool turn: the calls from one module of `proxy/` into another while
 the app answers one chat completion whose model called a tool (the fake vLLM of the tests
@@ -175,6 +176,7 @@ class Figures:
     rooms: int
     most_modules_in_a_room: str
     floors: int
+    shell_floors: int
     room_floors: int
     arrows: int
     circles: list[list[str]]
@@ -222,6 +224,9 @@ def figures(root: Path, package: str = PACKAGE) -> Figures:
         rooms=len({_room(name, known) for name in known}),
         most_modules_in_a_room=f"{crowded[1]} ({crowded[0]}, formats aside)",
         floors=floors(graph),
+        shell_floors=floors({name: {t for t in targets if t.startswith(f"{package}.shell")}
+                             for name, targets in graph.items()
+                             if name.startswith(f"{package}.shell")}),
         room_floors=floors(room_graph),
         arrows=sum(len(targets) for targets in graph.values()),
         circles=circles(graph),

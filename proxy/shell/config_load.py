@@ -18,7 +18,7 @@ import orjson
 from ..base.config import Config
 from ..toolcalls.registry import UnknownFormat, resolve
 from .store import BACKENDS as STORE_BACKENDS
-from .upstream.choice import ROUTINGS
+from .upstream.choice import POLICIES
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
 
@@ -36,7 +36,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "stream_mode": ("buffer", "stream"),
     "unknown_tool_calls": ("deliver", "text"),
     "thinking_opened_by_template": ("auto", "true", "false"),
-    "upstream_routing": ROUTINGS,
+    "upstream_routing": POLICIES,
 }
 # Choices that read a JSON boolean as the choice of that name.
 _BOOL_AS_CHOICE = frozenset({"thinking_opened_by_template"})

@@ -47,7 +47,7 @@ class TurnPlan(Generic[FrontData]):
     tool_call_required: bool = False
     front_data: FrontData | None = None  # what its front needs to render (chat: nothing)
     streamed: bool = False  # `stream_mode: stream`: upstream streams, the turn flows live
-    affinity: str | None = None  # the conversation's key for the replica choice (routing)
+    affinity: str | None = None  # the conversation's key for the choice of a replica
 
     @property
     def mode(self) -> str:
@@ -72,7 +72,7 @@ class PassthroughPlan:
     model: str = ""
     client_stream: bool = False
     rewrites: tuple[str, ...] = ()
-    affinity: str | None = None  # the conversation's key for the replica choice (routing)
+    affinity: str | None = None  # the conversation's key for the choice of a replica
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:

@@ -43,12 +43,15 @@ from .interface import (
     store_unavailable,
 )
 
-try:
-    import redis
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-except ImportError:  # a deployment without Redis (`check_url` refuses redis:// URLs then)
-    redis = None  # type: ignore[assignment]
+
+def _redis() -> Any:
+    """The `redis` package, imported when a Redis store is opened (a proxy on SQLite never
+    loads it); None in a deployment without it (`check_url` refuses redis:// URLs then)."""
+    try:
+        import redis
+    except ImportError:
+        return None
+    return redis
 
 PREFIX = "toolcall-proxy:"
 CONNECT_TIMEOUT = 0.5  # seconds: a Redis that does not answer is a quick 503, never a hang
@@ -207,9 +210,14 @@ class RedisStore:
 
     def __init__(self, url: str, limits: StoreLimits,
                  logger: logging.Logger | None = None) -> None:
+        redis = _redis()
         if redis is None:
             raise RuntimeError("responses_store_url is a redis:// URL but the 'redis' package "
                                "is not installed: pip install redis")
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        self._failed = redis.RedisError  # what a Redis down, slow or refusing raises
         self.limits = limits
         self.logger = logger or logging.getLogger(__name__)
         # One quick retry on a connection that broke (Redis restarted), none on a timeout.
@@ -228,7 +236,7 @@ class RedisStore:
         """A script by name; a Redis that fails or is slow is a 503."""
         try:
             return self._scripts[name](keys=[PREFIX], args=list(args))
-        except redis.RedisError as exc:
+        except self._failed as exc:
             raise store_unavailable(exc) from None
 
     def _cutoff(self) -> float:
@@ -269,7 +277,7 @@ class RedisStore:
         """The kept answer's body, or None."""
         try:
             created, body = self.client.hmget(_answer(owner, response_id), "created", "body")
-        except redis.RedisError as exc:
+        except self._failed as exc:
             raise store_unavailable(exc) from None
         if created is None or float(created) < self._cutoff():
             return None
@@ -302,7 +310,7 @@ class RedisStore:
         """A PING with the short timeouts; a Redis down or slow is the 503."""
         try:
             self._probe.ping()
-        except redis.RedisError as exc:
+        except self._failed as exc:
             raise store_unavailable(exc) from None
 
 

@@ -44,7 +44,7 @@ def json_response(payload: Any, status: int = 200) -> Response:
 
 
 def _model_of(raw: bytes) -> str:
-    """The `model` of a JSON request body, or "" (routing by model only)."""
+    """The `model` of a JSON request body, or "" (to pick the model's settings only)."""
     if not raw.lstrip().startswith(b"{"):
         return ""
     try:
