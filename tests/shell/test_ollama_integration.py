@@ -29,6 +29,7 @@ from tests.fake_vllm import (
     vllm_text_completion,
     vllm_tool_call,
 )
+from tests.fakes.ollama import FakeOllama
 from tests.proxy.test_observability import log_lines  # noqa: F401
 
 pytestmark = pytest.mark.integration
@@ -453,3 +454,34 @@ def test_home_assistants_turn_through_the_async_client(fake, proxy):
     assert sent[2]["reasoning"] == "Turn it on."
     assert sent[3]["tool_call_id"] == sent[2]["tool_calls"][0]["id"]
     assert sent[3]["content"] == '{"data": {"success": [1]}, "error": null}'
+
+
+def test_the_front_answers_in_the_shapes_the_fake_ollama_answers(fake, proxy):
+    """Against the fake Ollama (tests/fakes/ollama.py, its own reading of Ollama's source),
+    the proxy's answers hold every field Ollama's hold, of the same types (but the two
+    durations the upstream cannot say, left out as Ollama leaves out its zeros)."""
+    real = FakeOllama(models=(MODEL,))
+    try:
+        def both(method: str, path: str, body: Any = None) -> tuple[Any, Any]:
+            return tuple(requests.request(method, url + path, json=body, timeout=20).json()
+                         for url in (real.url, proxy.url))
+
+        def same_shape(theirs: Any, ours: Any, where: str = "") -> None:
+            assert type(ours) is type(theirs) or {type(ours), type(theirs)} <= {int, float}, (
+                where, theirs, ours)
+            if isinstance(theirs, dict):
+                unsaid = {"load_duration", "prompt_eval_duration", "general.parameter_count"}
+                assert set(theirs) - unsaid <= set(ours), (where, set(theirs) - set(ours))
+                for key in set(theirs) & set(ours):
+                    same_shape(theirs[key], ours[key], f"{where}.{key}")
+
+        ollama_tags, our_tags = both("GET", "/api/tags")
+        same_shape(ollama_tags["models"][0], our_tags["models"][0], "tags")
+        same_shape(*both("GET", "/api/version"), "version")
+        same_shape(*both("POST", "/api/show", {"model": MODEL}), "show")
+        chat = {"model": MODEL, "messages": HI, "stream": False}
+        same_shape(*both("POST", "/api/chat", chat), "chat")
+        assert both("POST", "/api/show", {"model": "nope"})[0].keys() == {"error"}
+        assert both("POST", "/api/show", {"model": "nope"})[1].keys() == {"error"}
+    finally:
+        real.close()
