@@ -91,6 +91,14 @@ def _aliases(specs: Sequence[FormatSpec]) -> dict[str, str | tuple[str, ...]]:
 
 
 ALIASES: dict[str, str | tuple[str, ...]] = _aliases(SPECS)
+# The names in `formats` that say the model's template opens its thinking block.
+_THINKING_OPENED = frozenset(name for spec in SPECS for name in spec.thinking_opened)
+
+
+def template_opens_thinking(names: Sequence[str]) -> bool:
+    """Whether the configured `formats` name a model whose chat template opens the thinking
+    block in the prompt (a spec's `thinking_opened`)."""
+    return any(name in _THINKING_OPENED for name in names)
 _OWN_MARKERS_AT_START: dict[str, tuple[str, ...]] = {
     spec.name: spec.own_markers_at_start for spec in SPECS
     if spec.own_markers_at_start is not None}

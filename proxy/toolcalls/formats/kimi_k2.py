@@ -75,6 +75,7 @@ SPEC = FormatSpec(
     llama_cpp=("Kimi K2",),
     aliases=("kimi",),
     doctor_parser="kimi_k2",
+    thinking_opened=("kimi_k2", "kimi"),
     doctor_markers=(("<|tool_calls_section_begin|>", "kimi_k2"),),
     answer_markup=answer_markup,
 )

@@ -44,6 +44,10 @@ class FormatSpec:
     content cleanup takes with a frame they touch (see `cleanup`); `message_header`: a regex
     of the header that starts another of the format's messages (Harmony's), which is not prose
     beside a frame (see `context`).
+    `thinking_opened`: the names (this format's or the engines') of the models whose chat
+    templates open the thinking block in the prompt, so that the output starts inside it
+    (Kimi K2.6/K3, GLM-4.7, DeepSeek V4): with `thinking_opened_by_template: auto`, an
+    output cut by `length` before any closer is all thinking (see turn.thinking).
     `structural_tag`: room for guided decoding: the structural tag (vLLM's and SGLang's
     `structural_tag` response format: begin, schema, end per tool) that makes the engine
     write a call in this format; None until guided decoding is built.
@@ -64,6 +68,7 @@ class FormatSpec:
     answer_markup: AnswerMarkup | None = None
     wrapper_tags: tuple[str, ...] = ()
     message_header: str | None = None
+    thinking_opened: tuple[str, ...] = ()
     structural_tag: Mapping[str, Any] | None = None
 
     @property
