@@ -179,7 +179,9 @@ _PIECES = ["\\", "\\\\", "n", "t", "u", "u00e9", "U", "d", "x41", "/", "a", " ",
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=16).map("".join))
+@given(st.tuples(st.lists(st.sampled_from(_PIECES), max_size=8).map("".join),
+                 st.sampled_from(["\\U", "\\q", "\\d", "\\x41", "\\u12", "\\'"]),
+                 st.lists(st.sampled_from(_PIECES), max_size=8).map("".join)).map("".join))
 def test_a_string_with_an_escape_json_does_not_define_is_read_as_written(written):
     """Whatever the repair path (a tagged frame, arguments as a JSON string, a bare object,
     a Python literal), a string one of whose escapes JSON does not define is its characters
