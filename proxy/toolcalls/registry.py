@@ -3,6 +3,7 @@ formats (names, markers, openers, markup, aliases) is read from their specs."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -69,6 +70,22 @@ CONTENT_MARKUP: dict[str, ContentMarkup] = {
     spec.name: spec.content_markup for spec in SPECS if spec.content_markup is not None}
 ANSWER_MARKUP: dict[str, AnswerMarkup] = {
     spec.name: spec.answer_markup for spec in SPECS if spec.answer_markup is not None}
+
+def _literal(opener: Opener) -> str | None:
+    """The exact text of an opener that is one literal standing anywhere, else None."""
+    if opener.lead is not None or opener.where != "anywhere":
+        return None
+    text = re.sub(r"\\(.)", r"\1", opener.pattern.full, flags=re.DOTALL)
+    return text if re.escape(text) == opener.pattern.full else None
+
+
+_TAG = re.compile(r"<[^<>\s]{1,64}>|\[[A-Z_]{2,32}\]")
+# Each format's openers that are a whole tag or special token (`<tool_call>`, `[TOOL_CALLS]`):
+# one left alone at the very end of an answer opened no call (see answer.py).
+TAG_OPENERS: dict[str, tuple[str, ...]] = {
+    spec.name: tuple(tag for opener in spec.openers
+                     if (tag := _literal(opener)) is not None and _TAG.fullmatch(tag))
+    for spec in SPECS}
 
 # The tags of every format's wrappers, which the content cleanup takes beside a taken frame.
 WRAPPER_TAGS: tuple[str, ...] = tuple(dict.fromkeys(
