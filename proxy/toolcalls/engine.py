@@ -19,6 +19,7 @@ from .registry import CONTENT_MARKUP, MARKERS, made_with_markers, markers_of, re
 from .repair import NotJson, loads_repaired
 from .scan import Document, Spans
 from .types import Extraction, Frame, LeftAsText, Refusal, ToolCall, ToolSchemas
+from .validity import SCHEMA_COERCED, check
 
 _CALL_KEYS = {"name", "arguments", "parameters", "id", "type"}
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -192,11 +193,13 @@ def _no_parameters_needed(parameters: Any) -> bool:
     return not required
 
 
-def _checked_call(name: str, arguments: dict[str, Any] | None, reading: Reading,
-                  marked: bool) -> tuple[str, str, tuple[str, ...]] | Refusal:
-    """The call to `name` as taken: the tool's name, the serialised arguments and the repairs
-    of its own; or why it is not taken. A name matching no tool is taken as written only
-    when the frame has markers of its own (`marked`) and `reading.deliver_unknown`."""
+def _checked_call(name: str, arguments: dict[str, Any] | None, reading: Reading, marked: bool,
+                  ) -> tuple[str, str, tuple[str, ...], tuple[str, ...]] | Refusal:
+    """The call to `name` as taken: the tool's name, the serialised arguments (coerced to
+    the tool's schema where that is without doubt), the repairs of its own and what of them
+    still does not fit the schema (validity.py); or why it is not taken. A name matching no
+    tool is taken as written only when the frame has markers of its own (`marked`) and
+    `reading.deliver_unknown`."""
     match = reading.names.match(name)
     repairs: tuple[str, ...] = ()
     if match is None:
@@ -217,10 +220,13 @@ def _checked_call(name: str, arguments: dict[str, Any] | None, reading: Reading,
         arguments, repairs = {}, (*repairs, "missing_arguments_empty")
     if _looks_like_schema(arguments, parameters):
         return Refusal("schema_not_arguments", name)
-    serialised = _serialised(arguments)
+    validity = check(arguments, parameters)
+    if validity.coerced:
+        repairs = (*repairs, SCHEMA_COERCED)
+    serialised = _serialised(validity.arguments)
     if isinstance(serialised, Refusal):
         return Refusal(serialised.reason, name)
-    return name, serialised, repairs
+    return name, serialised, repairs, validity.problems
 
 
 def read_frame(frame: Frame, reading: Reading, decode: Decode = loads_repaired,
@@ -240,9 +246,9 @@ def read_frame(frame: Frame, reading: Reading, decode: Decode = loads_repaired,
         if isinstance(checked, Refusal):
             refusals.append(checked)
             continue
-        name, serialised, own = checked
+        name, serialised, own, problems = checked
         calls.append(ToolCall(name, serialised, frame.format, (*repairs, *own), frame.start,
-                              frame.end))
+                              frame.end, problems))
     return (calls, refusals) if calls else ([], refusals[:1])
 
 

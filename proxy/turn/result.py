@@ -32,16 +32,29 @@ class TextLeft:
     tool: str | None
 
 
+@dataclass(frozen=True)
+class SchemaInvalid:
+    """A call delivered whose arguments do not fit its tool's schema (after what could be
+    coerced without doubt), and what does not fit: for logs, metrics and a constrained
+    re-ask."""
+
+    format: str
+    tool: str
+    problems: tuple[str, ...]
+
+
 @dataclass
 class Outcome:
     """What normalisation decided for one answer: calls, formats, repairs, what stayed
-    text, and each choice's finish before and after (filled in as the answer is read)."""
+    text, the calls delivered that do not fit their schema, and each choice's finish before
+    and after (filled in as the answer is read)."""
 
     tool_calls: int = 0
     formats: list[str] = field(default_factory=list)
     call_formats: list[str] = field(default_factory=list)  # one entry per emitted call
     repairs: list[Repair] = field(default_factory=list)
     left_as_text: list[TextLeft] = field(default_factory=list)
+    schema_invalid: list[SchemaInvalid] = field(default_factory=list)
     finish_before: list[str | None] = field(default_factory=list)
     finish_after: list[str] = field(default_factory=list)
 
