@@ -4,11 +4,13 @@ types, enums and consts, nested objects and arrays, properties a schema closes o
 What can be coerced without doubt is coerced, as vLLM coerces parameters written as text:
 a string where the schema has one scalar type and the string is exactly a value of it
 (`"3"` for an integer, `"true"` for a boolean), or a string holding the JSON object or array
-the schema asks for. Nothing is coerced where the schema offers alternatives (which one was
-meant is a guess). Whatever else does not fit is delivered as the model wrote it and named
-(`Validity.problems`): the turn counts such a call `schema_invalid`, so that it can be asked
-again under constraint. The work is bounded as the coercion of text values is (schema.py);
-a schema that costs more than that is not judged.
+the schema asks for; an integer or a boolean where the schema asks for a string, as its JSON
+text (vLLM's parsers do both; a float is not: its text as written is lost in decoding).
+Nothing is coerced where the schema offers alternatives (which one was meant is a guess).
+Whatever else does not fit is delivered as the model wrote it and named (`Validity.problems`):
+the turn counts such a call `schema_invalid`, so that it can be asked again under constraint.
+The work is bounded as the coercion of text values is (schema.py); a schema that costs more
+than that is not judged.
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ class _Checker:
             coerced = MISSING
             if self.coerce and isinstance(value, str) and type_name in _COERCIBLE:
                 coerced = as_type(value, type_name)
+            elif self.coerce and type_name == "string" and isinstance(value, int):
+                coerced = orjson.dumps(value).decode()  # 5 or true: its JSON text, exactly
             if (coerced is MISSING or not _is(coerced, type_name)
                     or not self._in_enum(coerced, enum)):
                 self.problems.append(f"{path or '/'}: not {type_name}")

@@ -35,6 +35,8 @@ FORECAST = {
     ({"town": "Oslo", "metric": "true"}, {"town": "Oslo", "metric": True}),
     ({"town": "Oslo", "where": '{"lat": 59.9}'}, {"town": "Oslo", "where": {"lat": 59.9}}),
     ({"town": "Oslo", "tags": '["coast"]'}, {"town": "Oslo", "tags": ["coast"]}),
+    ({"town": 1066}, {"town": "1066"}),  # an integer's JSON text is exactly what was written
+    ({"town": "Oslo", "tags": [True]}, {"town": "Oslo", "tags": ["true"]}),
 ])
 def test_a_value_that_is_exactly_its_schema_type_written_as_a_string_is_coerced(
         written, delivered):
@@ -43,14 +45,15 @@ def test_a_value_that_is_exactly_its_schema_type_written_as_a_string_is_coerced(
 
 @pytest.mark.parametrize(("written", "problem"), [
     ({"days": 3}, "/town: required"),
-    ({"town": 7}, "/town: not string"),
+    ({"town": 7.5}, "/town: not string"),  # a float's text as written is lost: not coerced
+    ({"town": None}, "/town: not string"),
     ({"town": "Oslo", "days": "three"}, "/days: not integer"),
     ({"town": "Oslo", "days": "3.5"}, "/days: not integer"),
     ({"town": "Oslo", "metric": 1}, "/metric: not boolean"),  # 1 as true: a guess
     ({"town": "Oslo", "unit": "k"}, "/unit: not one of its enum"),
     ({"town": "Oslo", "where": {}}, "/where/lat: required"),
     ({"town": "Oslo", "where": {"lat": 1, "alt": 2}}, "/where/alt: not a property"),
-    ({"town": "Oslo", "tags": ["a", 2]}, "/tags/1: not string"),
+    ({"town": "Oslo", "tags": ["a", {"b": 2}]}, "/tags/1: not string"),
     ({"town": "Oslo", "either": "5"}, "/either: fits none of its alternatives"),
 ])
 def test_what_does_not_fit_is_delivered_as_written_and_named(written, problem):
