@@ -219,6 +219,14 @@ def test_harmony_as_words_gives_the_call_and_the_analysis_as_reasoning():
     assert _split(message) == ("The user wants the weather in Oslo.", None)
 
 
+def test_harmony_as_words_after_a_call_keeps_the_final_message_as_the_answer():
+    content = ('analysisWeather first.assistantcommentary to=functions.get_weather json'
+               '{"city": "Oslo"}assistantfinal Checking Oslo now.')
+    message, _ = _message(content)
+    assert [c.name for c in message.calls] == ["get_weather"]
+    assert _split(message) == ("Weather first.", "Checking Oslo now.")
+
+
 def test_a_call_in_apriels_final_response_is_read_after_its_thinking():
     content = ("Need the file.\n[BEGIN FINAL RESPONSE]\n<tool_calls>[{\"name\": \"read\", "
                "\"arguments\": {\"path\": \"/a\"}}]</tool_calls>\n[END FINAL RESPONSE]<|end|>")

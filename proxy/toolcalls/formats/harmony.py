@@ -157,9 +157,9 @@ def _cut_header(text: str, low: int) -> list[tuple[int, int]]:
 
 # Harmony as words (special tokens stripped): the first message's channel opens the text,
 # each later message's header is the role glued to its channel, a recipient and `json` after.
-_PLAIN_FIRST = re.compile(r"\s*+(?:assistant)?(analysis|final)")  # (start(1) > start(): glued)
+_PLAIN_FIRST = re.compile(r"\s*+(?:assistant)?(analysis|final)[ \t]*+")  # start(1) > start(): glued
 _PLAIN_HEADER = re.compile(r"assistant(analysis|commentary|final)(?:[ \t]++to=[\w.\-]{1,128}+)?"
-                           r"(?:[ \t]*+(?:json|code)\b)?")
+                           r"(?:[ \t]*+(?:json|code)\b)?[ \t]*+")
 
 
 def _plain_markup(text: str, frames: Sequence[tuple[int, int]],
@@ -208,7 +208,8 @@ def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
 
 # A message's header (`<|start|>assistant<|channel|>final<|message|>`), as a regex.
 MESSAGE_HEADER = (r"<\|start\|>[ \t]*+(?:assistant\b)?|<\|channel\|>[^<>\n]{0,64}?"
-                  r"(?:<\|constrain\|>[^<>\n]{0,32}?)?<\|message\|>")
+                  r"(?:<\|constrain\|>[^<>\n]{0,32}?)?<\|message\|>"
+                  r"|assistant(?:analysis|commentary|final)")  # (Harmony as words)
 # gpt-oss: the recipient, and the header pieces before it, which belong to the frame.
 _RECIPIENT_OPENER = Opener(lit("to=functions."), lead=seq(
     opt(seq("<|start|>", SPACE)), opt(seq("assistant", SPACE)), opt(seq("<|channel|>", SPACE)),
