@@ -22,7 +22,6 @@ from typing import Any
 
 from ..framing import OpenerMatches, at_line_start, json_frame, reshaped
 from ..opener_patterns import Opener, literals, seq
-from ..prose.markup import edges
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec
