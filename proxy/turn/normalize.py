@@ -186,35 +186,35 @@ def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
             continue
         if repair:
             outcome.repairs.append(Repair("native", repair, name))
-        arguments = _schema_checked(name, arguments, settings, outcome)
+        arguments, problems = _schema_checked(name, arguments, settings, outcome)
         call_id = call.get("id")
         if isinstance(call_id, str) and call_id and call_id[-9:] not in taken_ids:
             taken_ids.add(call_id[-9:])
         else:
             call_id = mint_call_id(taken_ids)
+        if problems:
+            outcome.schema_invalid.append(SchemaInvalid("native", name, problems, call_id))
         kept.append(Call(call_id, name, arguments))
     return kept
 
 
 def _schema_checked(name: str, arguments: str, settings: ExtractionSettings,
-                    outcome: Outcome) -> str:
+                    outcome: Outcome) -> tuple[str, tuple[str, ...]]:
     """A parsed call's arguments (a JSON object's text) checked against its tool's schema
-    (toolcalls.validity): coerced where that is without doubt (then written again), what
-    still does not fit recorded in `outcome`."""
+    (toolcalls.validity): coerced where that is without doubt (then written again, the
+    repair recorded in `outcome`), and what still does not fit."""
     parameters = settings.tools.get(name)
     if not parameters:
-        return arguments
+        return arguments, ()
     try:
         value = exact_loads(arguments)
     except orjson.JSONDecodeError:
-        return arguments
+        return arguments, ()
     validity = check(value, parameters)
-    if validity.problems:
-        outcome.schema_invalid.append(SchemaInvalid("native", name, validity.problems))
     if not validity.coerced:
-        return arguments
+        return arguments, validity.problems
     outcome.repairs.append(Repair("native", SCHEMA_COERCED, name))
-    return orjson.dumps(validity.arguments).decode()
+    return orjson.dumps(validity.arguments).decode(), validity.problems
 
 
 def split_thinking(content: str) -> tuple[str, tuple[int, int] | None, str]:
@@ -298,7 +298,7 @@ def _add_calls(calls: list[Call], found: Extraction, outcome: Outcome,
         outcome.repairs.extend(Repair(call.format, r, call.name) for r in call.repairs)
         if call.schema_problems:
             outcome.schema_invalid.append(SchemaInvalid(call.format, call.name,
-                                                        call.schema_problems))
+                                                        call.schema_problems, calls[-1].id))
         outcome.call_formats.append(call.format)
     outcome.formats.extend(f for f in found.formats if f not in outcome.formats)
 

@@ -41,6 +41,7 @@ class SchemaInvalid:
     format: str
     tool: str
     problems: tuple[str, ...]
+    call_id: str = ""  # the delivered call's (a call left out is not counted)
 
 
 @dataclass
@@ -155,7 +156,9 @@ def first_calls_only(result: TurnResult) -> tuple[TurnResult, int]:
         return result, 0
     choices = tuple(dataclasses.replace(choice, calls=choice.calls[:1])
                     for choice in result.choices)
+    kept = {choice.calls[0].id for choice in choices if choice.calls}
     outcome = dataclasses.replace(
         result.outcome, tool_calls=result.outcome.tool_calls - dropped,
-        call_formats=[choice.calls[0].format for choice in choices if choice.calls])
+        call_formats=[choice.calls[0].format for choice in choices if choice.calls],
+        schema_invalid=[s for s in result.outcome.schema_invalid if s.call_id in kept])
     return dataclasses.replace(result, choices=choices, outcome=outcome), dropped

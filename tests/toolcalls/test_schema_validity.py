@@ -10,7 +10,7 @@ import pytest
 from proxy.toolcalls import extract
 from proxy.toolcalls.validity import Validity, check
 from proxy.turn.normalize import ExtractionSettings, normalize
-from proxy.turn.result import SchemaInvalid
+from proxy.turn.result import SchemaInvalid, first_calls_only
 from tests.fake_vllm import vllm_completion, vllm_tool_call
 from tests.streamed_cases import corpus
 
@@ -87,17 +87,27 @@ def test_the_outcome_counts_invalid_calls_from_text_and_from_the_upstreams_parse
     text = normalize(vllm_completion('<tool_call>{"name": "forecast", "arguments": '
                                      '{"days": 2}}</tool_call>'), settings)
     assert text.outcome.schema_invalid == [
-        SchemaInvalid("hermes", "forecast", ("/town: required",))]
+        SchemaInvalid("hermes", "forecast", ("/town: required",), text.first.calls[0].id)]
     native = normalize(vllm_completion(None, tool_calls=[vllm_tool_call(
         "forecast", '{"town": "Oslo", "days": "4", "unit": "k"}')]), settings)
     [call] = native.first.calls
     assert orjson.loads(call.arguments) == {"town": "Oslo", "days": 4, "unit": "k"}
     assert native.outcome.schema_invalid == [
-        SchemaInvalid("native", "forecast", ("/unit: not one of its enum",))]
+        SchemaInvalid("native", "forecast", ("/unit: not one of its enum",), call.id)]
     valid = normalize(vllm_completion(None, tool_calls=[vllm_tool_call(
         "forecast", '{"town": "Oslo"}')]), settings)
     assert valid.outcome.schema_invalid == []
     assert valid.first.calls[0].arguments == '{"town": "Oslo"}'  # untouched, byte for byte
+
+
+def test_a_call_left_out_by_parallel_tool_calls_false_is_not_counted():
+    settings = ExtractionSettings(tools={"forecast": FORECAST})
+    both = normalize(vllm_completion(None, tool_calls=[
+        vllm_tool_call("forecast", '{"town": "Oslo"}'),
+        vllm_tool_call("forecast", '{"days": 1}')]), settings)
+    assert [s.problems for s in both.outcome.schema_invalid] == [("/town: required",)]
+    first, dropped = first_calls_only(both)
+    assert (dropped, first.outcome.schema_invalid) == (1, [])
 
 
 # --- the report over the project's own corpus ----------------------------------------------
