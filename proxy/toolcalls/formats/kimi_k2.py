@@ -87,6 +87,7 @@ SPEC = FormatSpec(
     aliases=("kimi",),
     doctor_parser="kimi_k2",
     thinking_opened=("kimi_k2", "kimi"),
+    text_joined=True,
     doctor_markers=(("<|tool_calls_section_begin|>", "kimi_k2"),),
     answer_markup=answer_markup,
 )
