@@ -178,6 +178,8 @@ class RequestLog:
                             for r in outcome.repairs],
                 "left_as_text": [_tagged(t.format, t.reason, t.tool, self.tools)
                                  for t in outcome.left_as_text],
+                "schema_invalid": [_tagged(s.format, "schema_invalid", s.tool, self.tools)
+                                   for s in outcome.schema_invalid],
                 "finish_reason": [f"{str(b)[:32]}->{a}" if b != a else a for b, a in
                                   zip(outcome.finish_before, outcome.finish_after, strict=True)],
             })

@@ -57,6 +57,7 @@ class TurnRecord:
     heartbeats: int = 0
     capture: str = ""
     owner: str = ""
+    schema_invalid: dict[str, int] = field(default_factory=dict)  # by format
 
     @property
     def failed(self) -> bool:
@@ -71,7 +72,8 @@ class TurnRecord:
                              self.stream, self.status, self.upstream, self.upstream_status,
                              self.upstream_ms, self.total_ms, self.calls, self.formats,
                              self.repairs, self.left, self.error, self.upstream_error,
-                             self.heartbeats, self.capture, self.owner])
+                             self.heartbeats, self.capture, self.owner,
+                             self.schema_invalid])
 
     @classmethod
     def decode(cls, data: bytes) -> TurnRecord | None:
@@ -93,7 +95,7 @@ class TurnRecord:
 # or "counts" (a dict of counts by name); the fields after the 11th have defaults.
 _SHAPE: tuple[Any, ...] = ((int, float), str, str, str, str, bool, "count", str, "count",
                            (int, float), (int, float), "count", "counts", "counts", "counts",
-                           str, str, "count", str, str)
+                           str, str, "count", str, str, "counts")
 _MIN_FIELDS = 11
 
 
@@ -140,6 +142,8 @@ def turn_record(log: RequestLog, now: float, total_ms: float) -> TurnRecord:
             record.repairs = _counted(f"{r.format}:{r.repair}" for r in outcome.repairs)
         if outcome.left_as_text:
             record.left = _counted(f"{t.format}:{t.reason}" for t in outcome.left_as_text)
+        if outcome.schema_invalid:
+            record.schema_invalid = _counted(s.format for s in outcome.schema_invalid)
     return record
 
 
@@ -205,10 +209,11 @@ def _model_row(model: str, turns: list[TurnRecord]) -> dict[str, Any]:
     formats: Counter[str] = Counter()
     repairs: Counter[str] = Counter()
     left: Counter[str] = Counter()
+    invalid: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     for turn in turns:  # (Counter.update of a dict is several times slower than this)
         for counts, add in ((formats, turn.formats), (repairs, turn.repairs),
-                            (left, turn.left)):
+                            (left, turn.left), (invalid, turn.schema_invalid)):
             for name, count in add.items():
                 counts[name] += count
         if turn.error:
@@ -222,7 +227,8 @@ def _model_row(model: str, turns: list[TurnRecord]) -> dict[str, Any]:
         "client_streams": sum(1 for t in turns if t.stream),
         "calls": sum(t.calls for t in turns),
         "formats": dict(formats.most_common()), "repairs": dict(repairs.most_common()),
-        "left_as_text": dict(left.most_common()), "errors": dict(errors.most_common()),
+        "left_as_text": dict(left.most_common()),
+        "schema_invalid": dict(invalid.most_common()), "errors": dict(errors.most_common()),
         "heartbeats": sum(t.heartbeats for t in turns),
     }
 
@@ -232,7 +238,8 @@ def _turn_row(turn: TurnRecord, captures: bool, viewer: str) -> dict[str, Any]:
         "ts": turn.ts, "request_id": turn.request_id, "front": turn.front or None,
         "mode": turn.mode, "model": turn.model, "stream": turn.stream, "status": turn.status,
         "calls": turn.calls, "formats": turn.formats, "repairs": turn.repairs,
-        "left_as_text": turn.left, "error": turn.error or None,
+        "left_as_text": turn.left, "schema_invalid": turn.schema_invalid,
+        "error": turn.error or None,
         "upstream": turn.upstream or None,
         "upstream_ms": None if turn.upstream_ms < 0 else turn.upstream_ms,
         "total_ms": turn.total_ms, "failed": turn.failed,
