@@ -64,6 +64,9 @@ class FakeVLLM(FakeServer):
         # Whether /v1/embeddings answers as vLLM serving an embedding model does (else the
         # scripted answer, as any other path).
         self.embeddings = False
+        # What /health answers when a test scripts it (a replica loading, a server without
+        # one); None: vLLM's own 200 with an empty body.
+        self.health: Callable[[Received], Answer] | None = None
         self._behaviour: Model = says("Hello from the fake.")
         super().__init__()
         self._answer = self._generated
@@ -83,6 +86,8 @@ class FakeVLLM(FakeServer):
             # vllm/frontend/entrypoints/serve/instrumentator/basic.py: show_version
             return Answer(body={"version": self.version})
         if received.method == "GET" and received.path == "/health":
+            if self.health is not None:
+                return self.health(received)
             # vllm/frontend/entrypoints/serve/instrumentator/health.py: 200, empty body
             return Answer(body=b"")
         if received.path.startswith("/proxy/"):  # vLLM has no such path (the proxy's own)
