@@ -23,8 +23,8 @@ import shutil
 import stat
 from pathlib import Path
 
-# The files prometheus_client maps for one worker of the proxy's metrics (`proxy.metrics`):
-# one per kind of value, `<kind>_<pid>.db`.
+# The files prometheus_client maps for one worker of the proxy's metrics
+# (`proxy.telemetry.metrics`): one per kind of value, `<kind>_<pid>.db`.
 PROM_KINDS = ("counter", "histogram", "gauge_livesum", "gauge_livemin", "gauge_mostrecent")
 # Each allocated at this size (prometheus_client starts at 64 KiB and grows by doubling, as
 # sparse files): room for some thousands of series, more than the proxy's closed labels make.
