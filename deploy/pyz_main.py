@@ -89,8 +89,13 @@ def unsafe_root(root: Path) -> str | None:
 
 
 def private_root(root: Path, default: bool) -> None:
-    """The root, made if missing (0700); the default one (~/.shiv) kept 0700."""
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """The root, made if missing (0700, and so is each folder made above it); the default
+    one (~/.shiv) kept 0700."""
+    mask = os.umask(0o077)
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    finally:
+        os.umask(mask)
     if default:
         info = os.stat(str(root))
         if info.st_uid == os.geteuid() and info.st_mode & 0o077:

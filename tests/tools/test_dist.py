@@ -262,6 +262,15 @@ def test_the_file_unpacks_privately_into_a_shared_root_and_runs(pyz, alone, shar
     assert stat.S_IMODE(sse.stat().st_mode) == 0o644
 
 
+def test_a_root_made_with_the_folders_above_it_is_private_whatever_the_umask(alone, tmp_path):
+    _, env = alone
+    root = tmp_path / "made" / "for" / "shiv"
+    done = _run(alone, "--help", env={**env, "SHIV_ROOT": str(root)}, umask=0o002)
+    assert done.returncode == 0, done.stderr
+    for folder in (root, root.parent, root.parent.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
 def test_the_default_root_is_private(pyz, alone):
     env = {key: value for key, value in alone[1].items() if key != "SHIV_ROOT"}
     default = Path(env["HOME"]) / ".shiv"
