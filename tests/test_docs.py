@@ -224,7 +224,7 @@ def test_every_python_module_shown_exists(path: Path):
 
 @pytest.mark.parametrize("path", markdown_files(), ids=_rel)
 def test_every_repository_path_shown_exists(path: Path):
-    """A code span that is a path of this repository (`proxy/shell/store.py`,
+    """A code span that is a path of this repository (`proxy/shell/store/sqlite.py`,
     `tests/fixtures/`, `config.example.json`) names a file or folder that is there."""
     missing = []
     for span in code(path):
