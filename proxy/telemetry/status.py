@@ -99,13 +99,21 @@ _SHAPE: tuple[Any, ...] = ((int, float), str, str, str, str, bool, "count", str,
 _MIN_FIELDS = 11
 
 
+# No count, time (s) or duration (ms) of a real turn reaches this, and sums of every record
+# a run directory holds stay within the 64-bit integers JSON carries.
+_NUMBER_MAX = 2**40
+
+
 def _fits(value: Any, kind: Any) -> bool:
-    """Whether a decoded field is of its `_SHAPE` kind."""
+    """Whether a decoded field is of its `_SHAPE` kind (a number: one a turn can have)."""
     if kind == "count":
-        return isinstance(value, int) and not isinstance(value, bool)
+        return (isinstance(value, int) and not isinstance(value, bool)
+                and 0 <= value < _NUMBER_MAX)
     if kind == "counts":
         return isinstance(value, dict) and all(_fits(n, "count") for n in value.values())
-    return isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        return False
+    return kind in (str, bool) or 0 <= value < _NUMBER_MAX
 
 
 def _counted(tags: Iterable[str]) -> dict[str, int]:

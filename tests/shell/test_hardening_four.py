@@ -82,6 +82,27 @@ def test_the_head_timeout_is_not_the_keep_alive_and_a_head_read_ahead_counts(fak
             assert sock.recv(100) == b""  # closed in a head's time, not the keep-alive's
 
 
+def test_idle_keep_alive_connections_give_way_when_the_worker_is_full(fake):
+    """Connections that sent one whole request (no key needed: /proxy/health) and then idle
+    between requests would each hold a slot for the keep-alive's 75 s, so a client could keep
+    everyone else out at the cost of one small request a connection. As nginx does when it
+    runs out of connections, the worker closes its idle keep-alive connections once its last
+    slot is taken."""
+    health = b"GET /proxy/health HTTP/1.1\r\nHost: x\r\n\r\n"
+    with served(fake.url, {"GUNICORN_WORKER_CONNECTIONS": "10"}) as server:
+        idle: list[socket.socket] = []
+        try:
+            for _ in range(30):  # three times what the worker holds at once
+                sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+                idle.append(sock)
+                sock.sendall(health)  # a bound well below the keep-alive's 75 s
+                assert _answer(sock).startswith(b"HTTP/1.1 200")
+            assert requests.get(server.url + "/proxy/health", timeout=30).status_code == 200
+        finally:
+            for sock in idle:
+                sock.close()
+
+
 @pytest.fixture
 def small_tmpfs(tmp_path) -> Iterator[Path]:
     """A real tmpfs of 16 MiB (as /tmp often is), mounted for the test and unmounted after."""
