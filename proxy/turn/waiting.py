@@ -5,31 +5,36 @@ upstream finished, the turn decided) and carries out what it answers (wait, send
 stream's head, live text or a heartbeat, ask upstream again, deliver, fail, give up on a
 client that left). In the streamed mode text arrives between the looks at the client: the
 shell keeps to the Wait it was given (its looks stay on time) and tells each arrival as it
-comes; heartbeats are sent only while nothing else flows. Every rule of the wait is in this
-table (in the spirit of h11's `_state.py`); the shell has none of its own.
+comes; heartbeats are sent only while nothing else flows. Every rule of the wait is a row of
+`TABLE`, which `step` reads (in the spirit of h11's `_state.py`): the first row whose phase,
+event and condition hold applies; an event with no row raises `NoTransition`, and one after
+the end has a row of its own. The shell has no rule of its own. `TABLE`, rendered (a test
+keeps this copy equal to it; "live" is waiting or streaming):
 
-    phase      event                           actions
-    any        Tick, deadline passed           Fail(upstream_timeout)              -> done
-    any        Tick, client gone               Abandon                             -> done
-    any        Tick, server stopping           Fail(proxy_restarting)              -> done
-    waiting    Tick, commit window passed      Commit (the stream's head), Wait    -> streaming
-    streaming  Tick, heartbeat due             Heartbeat, Wait
-    waiting    Arrived (streamed mode)         Commit, Flow                        -> streaming
-    streaming  Arrived                         Flow (the next heartbeat a beat later)
-    any        UpstreamDone                    Collect (the shell decides, see core.decide)
-    any        Decided(Answer)                 Deliver                             -> done
-    any        Decided(Failure ask_again), a retry left
-                                               AskAgain, Wait
-    any        Decided(Failure fit), not yet fitted
-                                               AskAgain(fit), Wait
-    any        Decided(Failure)                Fail                                -> done
+    live       Tick, deadline passed               Fail              -> done
+    live       Tick, client gone                   Abandon           -> done
+    live       Tick, server stopping               Fail              -> done
+    waiting    Tick, commit window passed          Commit, Wait      -> streaming
+    streaming  Tick, heartbeat due                 Heartbeat, Wait
+    live       Tick, otherwise                     Wait
+    waiting    Arrived, client streams             Commit, Flow      -> streaming
+    waiting    Arrived, client does not stream     nothing
+    streaming  Arrived                             Flow
+    live       UpstreamDone                        Collect
+    live       Decided, an answer                  Deliver           -> done
+    live       Decided, fit given, not yet fitted  AskAgain, Wait
+    live       Decided, ask again, a retry left    AskAgain, Wait
+    live       Decided, otherwise                  Fail              -> done
+    done       any event                           nothing
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from ..base.errors import ProxyError, proxy_restarting
 from .context_window import Refit
@@ -169,65 +174,144 @@ Action = Wait | Commit | Flow | Heartbeat | Collect | AskAgain | Deliver | Fail 
 
 
 def step(state: Waiting, event: Event) -> tuple[Waiting, list[Action]]:
-    """The next state and what the shell must do, for `event`."""
-    if state.phase is Phase.DONE:
-        return state, []
-    if isinstance(event, UpstreamDone):
-        return state, [Collect()]
-    if isinstance(event, Decided):
-        return _decided(state, event)
-    if isinstance(event, Arrived):
-        return _arrived(state, event)
-    return _tick(state, event)
+    """The next state and what the shell must do, for `event`: what its row says."""
+    return row_for(state, event).act(state, event)
 
 
-def _arrived(state: Waiting, event: Arrived) -> tuple[Waiting, list[Action]]:
-    """Live text goes out at once (committing the stream if it has not begun), and puts off
-    the next heartbeat; a client that does not stream gets it all with the answer."""
-    if state.commit_at is None:
-        return state, []
-    actions: list[Action] = []
-    if state.phase is Phase.WAITING:
-        actions.append(Commit())
-    state = dataclasses.replace(state, phase=Phase.STREAMING, next_beat=event.now + state.beat)
-    return state, [*actions, Flow()]
+def row_for(state: Waiting, event: Event) -> Row:
+    """The row of `TABLE` that `step` follows for `event` in `state`."""
+    for row in TABLE:
+        if state.phase in row.phases and isinstance(event, row.event) and row.when(state, event):
+            return row
+    raise NoTransition(f"no row for {type(event).__name__} in phase {state.phase.value}")
+
+
+# -- the table -------------------------------------------------------------------------------
+
+class NoTransition(Exception):
+    """`step` was told an event that no row of its table takes: the shell has a bug."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One transition: in one of `phases`, on an event of type `event` for which `when`
+    holds (`condition` in words), `act` answers actions of the kinds `does`, in that order,
+    and the phase becomes `to` (None: unchanged)."""
+
+    phases: tuple[Phase, ...]
+    event: type
+    condition: str
+    when: Callable[[Waiting, Any], bool]
+    does: tuple[type, ...]
+    to: Phase | None
+    act: Callable[[Waiting, Any], tuple[Waiting, list[Action]]]
+
+
+LIVE = (Phase.WAITING, Phase.STREAMING)
+
+
+def render(table: tuple[Row, ...]) -> str:
+    """The table as the module's docstring shows it, one row a line."""
+    lines = []
+    for row in table:
+        phases = "live" if row.phases == LIVE else " ".join(p.value for p in row.phases)
+        event = "any event" if row.event is object else row.event.__name__
+        event += f", {row.condition}" if row.condition else ""
+        does = ", ".join(kind.__name__ for kind in row.does) or "nothing"
+        to = f"-> {row.to.value}" if row.to else ""
+        lines.append(f"{phases:<10} {event:<35} {does:<17} {to}".rstrip())
+    return "\n".join(lines)
 
 
 def _done(state: Waiting, action: Action) -> tuple[Waiting, list[Action]]:
     return dataclasses.replace(state, phase=Phase.DONE), [action]
 
 
-def _decided(state: Waiting, event: Decided) -> tuple[Waiting, list[Action]]:
+def _always(state: Waiting, event: Any) -> bool:
+    return True
+
+
+def _timed_out(state: Waiting, event: Tick) -> tuple[Waiting, list[Action]]:
+    return _done(state, Fail(ProxyError(
+        504, f"The upstream did not answer within {state.limit:g} s.",
+        type_="upstream_error", code="upstream_timeout")))
+
+
+def _commit(state: Waiting, event: Tick | Arrived) -> Waiting:
+    """The stream's head goes out now: the first heartbeat a beat later."""
+    return dataclasses.replace(state, phase=Phase.STREAMING, next_beat=event.now + state.beat)
+
+
+def _commit_and_wait(state: Waiting, event: Tick) -> tuple[Waiting, list[Action]]:
+    state = _commit(state, event)
+    return state, [Commit(), _wait(state, event.now)]
+
+
+def _beat(state: Waiting, event: Tick) -> tuple[Waiting, list[Action]]:
+    state = dataclasses.replace(state, next_beat=event.now + state.beat)
+    return state, [Heartbeat(), _wait(state, event.now)]
+
+
+def _commit_and_flow(state: Waiting, event: Arrived) -> tuple[Waiting, list[Action]]:
+    """Live text goes out at once, committing the stream."""
+    return _commit(state, event), [Commit(), Flow()]
+
+
+def _flow(state: Waiting, event: Arrived) -> tuple[Waiting, list[Action]]:
+    """Live text goes out at once and puts off the next heartbeat."""
+    return dataclasses.replace(state, next_beat=event.now + state.beat), [Flow()]
+
+
+def _fit(state: Waiting, event: Decided) -> tuple[Waiting, list[Action]]:
+    state = dataclasses.replace(state, fitted=True)
+    return state, [AskAgain(event.decision.fit), _wait(state, event.now)]
+
+
+def _retry(state: Waiting, event: Decided) -> tuple[Waiting, list[Action]]:
+    state = dataclasses.replace(state, retries_left=state.retries_left - 1)
+    return state, [AskAgain(), _wait(state, event.now)]
+
+
+def _to_fit(state: Waiting, event: Decided) -> bool:
     decision = event.decision
-    if isinstance(decision, Answer):
-        return _done(state, Deliver(decision))
-    if decision.fit is not None and not state.fitted:
-        state = dataclasses.replace(state, fitted=True)
-        return state, [AskAgain(decision.fit), _wait(state, event.now)]
-    if decision.ask_again and state.retries_left > 0:
-        state = dataclasses.replace(state, retries_left=state.retries_left - 1)
-        return state, [AskAgain(), _wait(state, event.now)]
-    return _done(state, Fail(decision.error))
+    return not isinstance(decision, Answer) and decision.fit is not None and not state.fitted
 
 
-def _tick(state: Waiting, event: Tick) -> tuple[Waiting, list[Action]]:
-    now = event.now
-    if now >= state.deadline:
-        return _done(state, Fail(ProxyError(
-            504, f"The upstream did not answer within {state.limit:g} s.",
-            type_="upstream_error", code="upstream_timeout")))
-    if event.client_gone:
-        return _done(state, Abandon())
-    if event.draining:
-        return _done(state, Fail(proxy_restarting()))
-    actions: list[Action] = []
-    if state.phase is Phase.WAITING and state.commit_at is not None and now >= state.commit_at:
-        state = dataclasses.replace(state, phase=Phase.STREAMING, next_beat=now + state.beat)
-        actions.append(Commit())
-    elif state.phase is Phase.STREAMING and state.beat and now >= state.next_beat:
-        state = dataclasses.replace(state, next_beat=now + state.beat)
-        actions.append(Heartbeat())
-    return state, [*actions, _wait(state, now)]
+def _to_retry(state: Waiting, event: Decided) -> bool:
+    decision = event.decision
+    return not isinstance(decision, Answer) and decision.ask_again and state.retries_left > 0
+
+
+_STREAMING, _WAITING, _DONE = (Phase.STREAMING,), (Phase.WAITING,), (Phase.DONE,)
+
+TABLE: tuple[Row, ...] = (
+    Row(LIVE, Tick, "deadline passed", lambda s, e: e.now >= s.deadline,
+        (Fail,), Phase.DONE, _timed_out),
+    Row(LIVE, Tick, "client gone", lambda s, e: e.client_gone,
+        (Abandon,), Phase.DONE, lambda s, e: _done(s, Abandon())),
+    Row(LIVE, Tick, "server stopping", lambda s, e: e.draining,
+        (Fail,), Phase.DONE, lambda s, e: _done(s, Fail(proxy_restarting()))),
+    Row(_WAITING, Tick, "commit window passed",
+        lambda s, e: s.commit_at is not None and e.now >= s.commit_at,
+        (Commit, Wait), Phase.STREAMING, _commit_and_wait),
+    Row(_STREAMING, Tick, "heartbeat due", lambda s, e: bool(s.beat) and e.now >= s.next_beat,
+        (Heartbeat, Wait), None, _beat),
+    Row(LIVE, Tick, "otherwise", _always, (Wait,), None, lambda s, e: (s, [_wait(s, e.now)])),
+    Row(_WAITING, Arrived, "client streams", lambda s, e: s.commit_at is not None,
+        (Commit, Flow), Phase.STREAMING, _commit_and_flow),
+    # a client that does not stream gets the text with the answer
+    Row(_WAITING, Arrived, "client does not stream", _always, (), None, lambda s, e: (s, [])),
+    Row(_STREAMING, Arrived, "", _always, (Flow,), None, _flow),
+    Row(LIVE, UpstreamDone, "", _always, (Collect,), None, lambda s, e: (s, [Collect()])),
+    Row(LIVE, Decided, "an answer", lambda s, e: isinstance(e.decision, Answer),
+        (Deliver,), Phase.DONE, lambda s, e: _done(s, Deliver(e.decision))),
+    Row(LIVE, Decided, "fit given, not yet fitted", _to_fit, (AskAgain, Wait), None, _fit),
+    Row(LIVE, Decided, "ask again, a retry left", _to_retry, (AskAgain, Wait), None, _retry),
+    Row(LIVE, Decided, "otherwise", _always,
+        (Fail,), Phase.DONE, lambda s, e: _done(s, Fail(e.decision.error))),
+    # the turn is over: what comes after its end (a late Tick, say) changes nothing
+    Row(_DONE, object, "", _always, (), None, lambda s, e: (s, [])),
+)
 
 
 def _wait(state: Waiting, now: float) -> Wait:

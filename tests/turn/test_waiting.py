@@ -3,11 +3,16 @@ clock: events in, actions out."""
 
 from __future__ import annotations
 
+import textwrap
+from dataclasses import dataclass, replace
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.base.errors import ProxyError
 from proxy.turn import waiting
+from proxy.turn.context_window import Refit
 from proxy.turn.core import Answer, Failure
 from proxy.turn.result import Outcome
 from proxy.turn.waiting import (
@@ -129,6 +134,53 @@ def test_a_failure_that_asking_again_cannot_mend_fails_at_once():
     assert actions == [Fail(failure.error)]
 
 
+TOO_LONG = Failure(ProxyError(400, "context window"), fit=Refit(1000))
+STREAMING_CLIENT = waiting.start(0.0, 100.0, commit_after=0.5, beat=5.0, retries=1)
+STREAMING = replace(STREAMING_CLIENT, phase=Phase.STREAMING, next_beat=5.5)
+PLAIN_CLIENT = waiting.start(0.0, 100.0, retries=1)
+OVER = replace(PLAIN_CLIENT, phase=Phase.DONE)
+# One (state, event) for each thing that can happen to a turn; each row of the table below
+# must be the one some of these take.
+SITUATIONS = [
+    *[(state, event) for state in (STREAMING_CLIENT, STREAMING, PLAIN_CLIENT) for event in (
+        Tick(100.0), Tick(1.0, client_gone=True), Tick(1.0, draining=True), Tick(0.2),
+        Tick(0.6), Tick(5.5), Arrived(0.2), UpstreamDone(1.0), Decided(1.0, ANSWER),
+        Decided(1.0, TOO_LONG), Decided(1.0, MISSING_CALL),
+        Decided(1.0, Failure(ProxyError(500, "upstream broke"))))],
+    (replace(PLAIN_CLIENT, retries_left=0, fitted=True), Decided(1.0, TOO_LONG)),
+    (replace(PLAIN_CLIENT, retries_left=0), Decided(1.0, MISSING_CALL)),
+    *[(OVER, event) for event in (Tick(1.0), Arrived(1.0), UpstreamDone(1.0),
+                                  Decided(1.0, ANSWER))],
+]
+
+
+def test_the_docstring_shows_the_table_that_step_reads():
+    assert textwrap.indent(waiting.render(waiting.TABLE), "    ") in waiting.__doc__
+
+
+@pytest.mark.parametrize(("state", "event"), SITUATIONS)
+def test_step_does_what_its_row_of_the_table_says(state, event):
+    row = waiting.row_for(state, event)
+    after, actions = waiting.step(state, event)
+    assert tuple(_kinds(actions)) == row.does
+    assert after.phase is (row.to or state.phase)
+
+
+def test_every_row_of_the_table_is_taken_by_some_situation():
+    taken = {id(waiting.row_for(state, event)) for state, event in SITUATIONS}
+    missed = [row for row in waiting.TABLE if id(row) not in taken]
+    assert missed == []
+
+
+def test_an_event_no_row_takes_is_an_error_not_a_silent_drop():
+    @dataclass(frozen=True)
+    class Unheard:
+        now: float
+
+    with pytest.raises(waiting.NoTransition, match="Unheard in phase waiting"):
+        waiting.step(PLAIN_CLIENT, Unheard(1.0))
+
+
 def test_a_finished_turn_answers_nothing_more():
     state = waiting.start(0.0, 100.0)
     state, _ = waiting.step(state, Tick(1.0, client_gone=True))
@@ -188,7 +240,9 @@ def test_any_run_ends_once_commits_at_most_once_and_beats_only_while_streaming(
     ends = commits = asked = 0
     for event in sorted(events, key=lambda e: e.now):
         before = state.phase
+        row = waiting.row_for(state, event)
         state, actions = waiting.step(state, event)
+        assert tuple(_kinds(actions)) == row.does
         for action in actions:
             if isinstance(action, (Deliver, Fail, Abandon)):
                 ends += 1
