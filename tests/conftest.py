@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import pwd
 import secrets
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -117,3 +120,25 @@ def as_user(user: pwd.struct_passwd, command: list[str]) -> list[str]:
     """`command` run as `user` alone (its ids, no supplementary groups)."""
     return ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
             "--", *command]
+
+
+@pytest.fixture
+def log_lines(caplog):
+    """The proxy's structured log lines, decoded."""
+    logger = logging.getLogger("toolcall_proxy")
+    logger.addHandler(caplog.handler)
+    caplog.set_level(logging.INFO, logger="toolcall_proxy")
+
+    def lines(count: int) -> list[dict]:
+        # A line is written when the server closes the response, just after the client has
+        # read it: wait (briefly) for the expected count.
+        deadline = time.monotonic() + 5
+        while True:
+            found = [json.loads(r.getMessage()) for r in caplog.records
+                     if r.name == "toolcall_proxy" and r.getMessage().startswith("{")]
+            if len(found) >= count or time.monotonic() > deadline:
+                return found
+            time.sleep(0.02)
+
+    yield lines
+    logger.removeHandler(caplog.handler)

@@ -16,14 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.serving import free_port
+
 NOT_INSTALLED = "redis-server is not installed here (make test installs it)"
 needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None, reason=NOT_INSTALLED)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class RedisServer:

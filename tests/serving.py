@@ -1,10 +1,13 @@
-"""A proxy server started as a command, as users start it, and one streaming tool turn
-through it (the shared part of the single-file, install and container tests); the proxy
-served the production way, for the tests that attack it."""
+"""A proxy server started as a command, as users start it: a free port, waiting for it to be
+healthy, stopping it, one streaming tool turn through it (shared by the entry point, server,
+store, status, single-file, install and container tests); the proxy served the production
+way (`served`), for the tests that attack it."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -14,9 +17,79 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import openai
 import requests
 
-from tests.shell.test_entrypoints import ROOT, _free_port, _stop, _tool_turn, _wait_healthy
+from tests.conftest import TOOLS
+from tests.fake_vllm import Answer, FakeVLLM, vllm_completion
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (now)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_healthy(url: str, process: subprocess.Popen, seconds: float = 20) -> None:
+    """Wait until the proxy started as `process` answers /proxy/health with a 200."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"exited early: {process.stderr.read().decode()}")
+        try:  # a worker still starting (a loaded machine) may not answer within the second
+            if requests.get(url + "/proxy/health", timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            time.sleep(0.1)
+    raise AssertionError("the proxy did not come up")
+
+
+def stop(process: subprocess.Popen) -> str:
+    """Stop `process` with SIGTERM (SIGKILL after 15 s): what it wrote to stderr."""
+    process.terminate()
+    try:
+        _, err = process.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, err = process.communicate()
+    return err.decode()
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Wait until `condition()` holds, polling; AssertionError after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds} s: {condition.__doc__ or condition}")
+        time.sleep(0.02)
+
+
+def tool_turn(url: str) -> None:
+    """One streaming `read` tool turn through the proxy at `url`, read by the openai SDK (the
+    upstream answers as `answer_hermes_call` sets it)."""
+    client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=20)
+    stream = client.chat.completions.create(model="q", messages=[{"role": "user", "content": "?"}],
+                                            tools=TOOLS, stream=True)
+    names, arguments, finish = [], "", None
+    for chunk in stream:
+        for choice in chunk.choices:
+            for call in choice.delta.tool_calls or ():
+                if call.function.name:
+                    names.append(call.function.name)
+                arguments += call.function.arguments or ""
+            finish = choice.finish_reason or finish
+    assert names == ["read"]
+    assert json.loads(arguments) == {"path": "a"}
+    assert finish == "tool_calls"
+
+
+def answer_hermes_call(fake: FakeVLLM) -> None:
+    """Have `fake` answer the next request with a Hermes-format `read` call."""
+    fake.answer(Answer(body=vllm_completion(
+        '<tool_call>{"name": "read", "arguments": {"path": "a"}}</tool_call>')))
 
 
 def serve_one_tool_turn(command: Sequence[str], *, cwd: Path, env: dict[str, str], port: int,
@@ -28,12 +101,12 @@ def serve_one_tool_turn(command: Sequence[str], *, cwd: Path, env: dict[str, str
                                stderr=subprocess.PIPE)
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, process, seconds=seconds)
-        _tool_turn(url)
+        wait_healthy(url, process, seconds=seconds)
+        tool_turn(url)
         if meanwhile is not None:
             meanwhile(url)
     finally:
-        log = _stop(process)
+        log = stop(process)
     return process.returncode, log
 
 
@@ -53,7 +126,7 @@ def served(upstream: str, env: Mapping[str, str] | None = None, *, workers: int 
     """`python app.py` serving `upstream` with `env` added to this environment (no run
     directory of the tests' own unless `env` names one), until the block ends; its log then
     in `.log`."""
-    port = _free_port()
+    port = free_port()
     environ = {**os.environ, "TOOLCALL_PROXY_UPSTREAM": upstream,
                "TOOLCALL_PROXY_PORT": str(port), "GUNICORN_WORKERS": str(workers)}
     environ.pop("PROMETHEUS_MULTIPROC_DIR", None)

@@ -6,6 +6,7 @@ ChatCompletionStreamResponse; vllm/frontend/entrypoints/serve/exception_handling
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -224,3 +225,26 @@ def vllm_answer(completion: dict[str, Any], **stream: Any) -> Callable[[Received
             return Answer(chunks=vllm_stream_of(completion, **stream))
         return Answer(body=completion)
     return answer
+
+
+def paused_after(events: list[bytes], marker: str) -> tuple[Answer, threading.Event]:
+    """The stream `events`, paused (until the returned Event) once what it has written so
+    far (content, reasoning, arguments) holds `marker`."""
+    resume = threading.Event()
+    written = ""
+    for at, event in enumerate(events):
+        written += text_written(event)
+        if marker in written:
+            return Answer(chunks=events, pauses={at: resume}), resume
+    raise AssertionError(f"{marker!r} is never written")
+
+
+def text_written(event: bytes) -> str:
+    """The text one vLLM chunk adds (content, reasoning or a call's arguments)."""
+    if not event.startswith(b"data: {"):
+        return ""
+    chunk = orjson.loads(event.removeprefix(b"data: "))
+    delta = chunk["choices"][0]["delta"] if chunk["choices"] else {}
+    calls = "".join(c.get("function", {}).get("arguments", "") for c in
+                    delta.get("tool_calls") or ())
+    return (delta.get("content") or "") + (delta.get("reasoning") or "") + calls

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from proxy.base.json_depth import MAX_DEPTH, deep_path, deeper_than
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion, vllm_tool_call
-from tests.proxy.test_observability import log_lines  # noqa: F401
 
 USER = [{"role": "user", "content": "x"}]
 RESPONSES_TOOL = {"type": "function", "name": "get_weather",
@@ -247,7 +246,7 @@ def test_a_streamed_error_event_nested_deep_keeps_its_status(fake, start_proxy):
 
 
 def test_logged_bodies_too_deep_to_write_leave_the_line_written(fake, start_proxy,
-                                                                log_lines):  # noqa: F811
+                                                                log_lines):
     proxy = start_proxy(log_bodies=True, log_format="json", log_level="info")
     completion = vllm_completion("hi")
     completion["choices"][0]["message"]["extra"] = "DEEP"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 
 import pytest
 import requests
@@ -14,56 +13,12 @@ from proxy.base.config import Config
 from proxy.diagnose.replay import parse_exchanges, replay_exchange
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion, vllm_error, vllm_tool_call
+from tests.metrics_text import metric, settled_metrics
 
 pytestmark = pytest.mark.integration
 
 USER = [{"role": "user", "content": "Read the hosts file, secret plan inside"}]
 REPAIRED = '<tool_call>{"name": "read", "arguments": {"path": "/etc/hosts",}}</tool_call>'
-
-
-def _metric(text: str, name: str, **labels: str) -> float:
-    """The value of one sample in Prometheus text format (0 when absent)."""
-    for line in text.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
-            continue
-        found = dict(re.findall(r'(\w+)="([^"]*)"', line.split(" ")[0]))
-        if all(found.get(k) == v for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
-@pytest.fixture
-def log_lines(caplog):
-    """The proxy's structured log lines, decoded."""
-    logger = logging.getLogger("toolcall_proxy")
-    logger.addHandler(caplog.handler)
-    caplog.set_level(logging.INFO, logger="toolcall_proxy")
-
-    def lines(count: int) -> list[dict]:
-        # A line is written when the server closes the response, just after the client has
-        # read it: wait (briefly) for the expected count.
-        deadline = time.monotonic() + 5
-        while True:
-            found = [json.loads(r.getMessage()) for r in caplog.records
-                     if r.name == "toolcall_proxy" and r.getMessage().startswith("{")]
-            if len(found) >= count or time.monotonic() > deadline:
-                return found
-            time.sleep(0.02)
-
-    yield lines
-    logger.removeHandler(caplog.handler)
-
-
-def _settled_metrics(proxy) -> str:
-    """/proxy/metrics once every request so far has been counted (closed by the server)."""
-    deadline = time.monotonic() + 5
-    while True:
-        response = requests.get(proxy.url + "/proxy/metrics", timeout=5)
-        assert response.status_code == 200
-        in_flight = _metric(response.text, "toolcall_proxy_in_flight_requests")
-        if in_flight == 0 or time.monotonic() > deadline:
-            return response.text
-        time.sleep(0.02)
 
 
 def _post(proxy, body, **headers):
@@ -107,10 +62,10 @@ def test_the_line_and_the_metrics_name_the_front_that_answered(fake, proxy, log_
     lines = log_lines(3)
     assert [(line.get("front"), line["mode"]) for line in lines] == [
         ("chat", "buffered"), ("chat", "passthrough"), (None, "passthrough")]
-    text = _settled_metrics(proxy)
-    assert _metric(text, "toolcall_proxy_requests_total", front="chat", mode="buffered") == 1
-    assert _metric(text, "toolcall_proxy_requests_total", front="chat", mode="passthrough") == 1
-    assert _metric(text, "toolcall_proxy_requests_total", front="none", mode="passthrough") == 1
+    text = settled_metrics(proxy)
+    assert metric(text, "toolcall_proxy_requests_total", front="chat", mode="buffered") == 1
+    assert metric(text, "toolcall_proxy_requests_total", front="chat", mode="passthrough") == 1
+    assert metric(text, "toolcall_proxy_requests_total", front="none", mode="passthrough") == 1
 
 
 def test_log_bodies_when_switched_on_redacts_credentials(fake, start_proxy, log_lines):
@@ -148,24 +103,24 @@ def test_metrics_count_what_the_proxy_did(fake, proxy):
         '<tool_call>{"name": "read", "arguments": []}</tool_call>')))
     _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
     requests.get(proxy.url + "/v1/models", timeout=5)
-    text = _settled_metrics(proxy)
+    text = settled_metrics(proxy)
     response = requests.get(proxy.url + "/proxy/metrics", timeout=5)
     assert response.headers["Content-Type"].startswith("text/plain")
-    assert _metric(text, "toolcall_proxy_requests_total", mode="buffered", status="200") == 3
-    assert _metric(text, "toolcall_proxy_requests_total", mode="passthrough", status="200") == 1
-    assert _metric(text, "toolcall_proxy_tool_calls_total", format="hermes") == 3
-    assert _metric(text, "toolcall_proxy_repairs_total", format="hermes",
+    assert metric(text, "toolcall_proxy_requests_total", mode="buffered", status="200") == 3
+    assert metric(text, "toolcall_proxy_requests_total", mode="passthrough", status="200") == 1
+    assert metric(text, "toolcall_proxy_tool_calls_total", format="hermes") == 3
+    assert metric(text, "toolcall_proxy_repairs_total", format="hermes",
                    repair="trailing_comma") == 2
-    assert _metric(text, "toolcall_proxy_repairs_total", format="hermes",
+    assert metric(text, "toolcall_proxy_repairs_total", format="hermes",
                    repair="unknown_tool") == 1
-    assert _metric(text, "toolcall_proxy_calls_refused_total", format="hermes",
+    assert metric(text, "toolcall_proxy_calls_refused_total", format="hermes",
                    reason="arguments_not_object") == 1
-    assert _metric(text, "toolcall_proxy_finish_reason_corrections_total", before="stop",
+    assert metric(text, "toolcall_proxy_finish_reason_corrections_total", before="stop",
                    after="tool_calls") == 3
-    assert _metric(text, "toolcall_proxy_upstream_latency_seconds_count", mode="buffered") == 3
-    assert _metric(text, "toolcall_proxy_request_duration_seconds_count",
+    assert metric(text, "toolcall_proxy_upstream_latency_seconds_count", mode="buffered") == 3
+    assert metric(text, "toolcall_proxy_request_duration_seconds_count",
                    mode="passthrough") == 1
-    assert _metric(text, "toolcall_proxy_in_flight_requests") == 0
+    assert metric(text, "toolcall_proxy_in_flight_requests") == 0
 
 
 def test_metrics_count_upstream_errors_and_heartbeats(fake, start_proxy):
@@ -173,9 +128,9 @@ def test_metrics_count_upstream_errors_and_heartbeats(fake, start_proxy):
                         buffered_timeout_seconds=0.5)
     fake.answer(Answer(body=vllm_completion(REPAIRED), delay=2))
     _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS, "stream": True}).close()
-    text = _settled_metrics(proxy)
-    assert _metric(text, "toolcall_proxy_upstream_errors_total", kind="upstream_timeout") == 1
-    assert _metric(text, "toolcall_proxy_heartbeats_total") >= 2
+    text = settled_metrics(proxy)
+    assert metric(text, "toolcall_proxy_upstream_errors_total", kind="upstream_timeout") == 1
+    assert metric(text, "toolcall_proxy_heartbeats_total") >= 2
 
 
 def test_health_reports_settings_without_secrets(start_proxy):
@@ -334,7 +289,7 @@ def test_metric_labels_from_upstream_come_from_closed_sets(fake, proxy):
     _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
     fake.answer(Answer(body=vllm_completion(REPAIRED, finish_reason="eos: token 99")))
     _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS})
-    text = _settled_metrics(proxy)
+    text = settled_metrics(proxy)
     assert _labels(text, "toolcall_proxy_upstream_errors_total", "kind") == {
         "upstream_http_500": 1}
     assert _labels(text, "toolcall_proxy_finish_reason_corrections_total", "before") == {
@@ -354,8 +309,8 @@ def test_upstream_errors_count_upstream_failures_not_client_faults(fake, start_p
     _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS}, **key)
     fake.answer(vllm_error(503, "overloaded"))  # passthrough: relayed as is, still counted
     assert _post(proxy, {"model": "qwen", "messages": USER}, **key).status_code == 503
-    text = _settled_metrics(proxy)
-    assert _metric(text, "toolcall_proxy_requests_total", mode="passthrough", status="401") == 1
+    text = settled_metrics(proxy)
+    assert metric(text, "toolcall_proxy_requests_total", mode="passthrough", status="401") == 1
     assert _labels(text, "toolcall_proxy_upstream_errors_total", "kind") == {
         "upstream_http_503": 1}
 
@@ -388,7 +343,7 @@ def test_counts_are_of_the_calls_emitted_with_parallel_tool_calls_false(fake, pr
     assert len(body["choices"][0]["message"]["tool_calls"]) == 1
     [line] = log_lines(1)
     assert line["tool_calls"] == 1
-    assert _metric(_settled_metrics(proxy), "toolcall_proxy_tool_calls_total",
+    assert metric(settled_metrics(proxy), "toolcall_proxy_tool_calls_total",
                    format="hermes") == 1
 
 
@@ -421,7 +376,7 @@ def test_a_call_that_does_not_fit_its_schema_is_counted_in_the_line_the_metrics_
     (line,) = log_lines(1)
     assert line["schema_invalid"] == ["hermes:schema_invalid:get_weather"]
     assert "soon" not in json.dumps(line)
-    assert _metric(_settled_metrics(proxy), "toolcall_proxy_calls_schema_invalid_total",
+    assert metric(settled_metrics(proxy), "toolcall_proxy_calls_schema_invalid_total",
                    format="hermes") == 1
     for _ in range(250):
         doc = requests.get(proxy.url + "/proxy/status.json", timeout=5).json()

@@ -19,7 +19,6 @@ from pydantic import TypeAdapter
 
 import app
 from tests.fake_vllm import Answer, vllm_answer, vllm_completion, vllm_error
-from tests.proxy.test_observability import log_lines  # noqa: F401
 from tests.turn.test_context_window import PROMPT_ALONE, VLLM_EARLIER
 
 CALL = '<tool_call>{"name": "read", "arguments": {"path": "/etc/hosts",}}</tool_call>'
@@ -91,7 +90,7 @@ def _assembled(sse: str) -> Message:
 
 @pytest.mark.integration
 def test_a_streamed_chat_turn_replays_to_the_chunks_the_client_got(
-        capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
+        capsys, tmp_path, fake, start_proxy, log_lines):
     proxy = _proxy(start_proxy, tmp_path)
     fake.answer(Answer(body=ANSWER))
     got = list(proxy.client().chat.completions.create(
@@ -113,7 +112,7 @@ def test_a_streamed_chat_turn_replays_to_the_chunks_the_client_got(
 
 @pytest.mark.integration
 def test_a_messages_turn_replays_to_the_message_the_client_got(
-        capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
+        capsys, tmp_path, fake, start_proxy, log_lines):
     proxy = _proxy(start_proxy, tmp_path)
     fake.answer(Answer(body=ANSWER))
     got = _claude(proxy).messages.create(
@@ -136,7 +135,7 @@ def test_a_messages_turn_replays_to_the_message_the_client_got(
 
 @pytest.mark.integration
 def test_a_streamed_messages_turn_replays_to_the_events_the_client_got(
-        capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
+        capsys, tmp_path, fake, start_proxy, log_lines):
     proxy = _proxy(start_proxy, tmp_path)
     fake.answer(Answer(body=ANSWER))
     with _claude(proxy).messages.stream(
@@ -154,7 +153,7 @@ def test_a_streamed_messages_turn_replays_to_the_events_the_client_got(
 
 @pytest.mark.integration
 def test_a_streamed_mode_messages_turn_replays_to_the_same_message(
-        capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
+        capsys, tmp_path, fake, start_proxy, log_lines):
     """The streamed mode sends text live; the capture holds the completion it added up to,
     and replay renders it through the same writer."""
     proxy = _proxy(start_proxy, tmp_path, stream_mode="stream")
@@ -174,7 +173,7 @@ def test_a_streamed_mode_messages_turn_replays_to_the_same_message(
 
 @pytest.mark.integration
 def test_a_refusal_replays_in_anthropic_s_envelope_and_words(
-        capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
+        capsys, tmp_path, fake, start_proxy, log_lines):
     proxy = _proxy(start_proxy, tmp_path)
     fake.answer(vllm_error(400, PROMPT_ALONE[4]))  # llama.cpp's words
     with pytest.raises(anthropic.BadRequestError) as refused:
@@ -193,7 +192,7 @@ def test_a_refusal_replays_in_anthropic_s_envelope_and_words(
 
 @pytest.mark.integration
 def test_a_responses_turn_replays_to_the_response_the_client_got(
-        capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
+        capsys, tmp_path, fake, start_proxy, log_lines):
     proxy = _proxy(start_proxy, tmp_path)
     fake.answer(Answer(body=ANSWER))
     got = proxy.client().responses.create(model="qwen", input="Read /etc/hosts",
@@ -210,7 +209,7 @@ def test_a_responses_turn_replays_to_the_response_the_client_got(
 
 @pytest.mark.integration
 def test_a_streamed_responses_turn_replays_to_the_events_the_client_got(
-        capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
+        capsys, tmp_path, fake, start_proxy, log_lines):
     proxy = _proxy(start_proxy, tmp_path)
     fake.answer(Answer(body=ANSWER))
     got = list(proxy.client().responses.create(model="qwen", input="Read /etc/hosts",
@@ -225,7 +224,7 @@ def test_a_streamed_responses_turn_replays_to_the_events_the_client_got(
 
 @pytest.mark.integration
 def test_a_continued_conversation_replays_from_what_the_store_recalled(
-        capsys, tmp_path, fake, start_proxy, log_lines):  # noqa: F811
+        capsys, tmp_path, fake, start_proxy, log_lines):
     proxy = _proxy(start_proxy, tmp_path)
     client = proxy.client()
     fake.answer(Answer(body=ANSWER))
@@ -271,7 +270,7 @@ def _ollama_masked(value: Any) -> Any:
 @pytest.mark.integration
 @pytest.mark.parametrize("stream", [False, True])
 def test_an_ollama_turn_replays_to_what_the_client_got(
-        capsys, tmp_path, fake, start_proxy, log_lines, stream):  # noqa: F811
+        capsys, tmp_path, fake, start_proxy, log_lines, stream):
     proxy = _proxy(start_proxy, tmp_path)
     fake.answer(Answer(body=ANSWER))
     client = ollama.Client(host=proxy.url, timeout=20)

@@ -16,7 +16,7 @@ from proxy.shell.upstream.client import Upstream
 from proxy.shell.upstream.replicas import Replicas
 from proxy.telemetry.metrics import Metrics
 from tests.fake_vllm import Answer, FakeVLLM, vllm_error
-from tests.shell.test_replicas import wait_for
+from tests.serving import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -68,9 +68,9 @@ def test_down_passed_over_probed_once_then_back(fakes):
     fakes[0].health = lambda r: Answer(body=b"") if release.wait(10) else Answer(status=500)
     clock.now += 0.1
     assert [replicas.choose(config, key) for _ in range(5)] == [other] * 5  # probing
-    assert wait_for(lambda: probes(fakes[0]) == ["/health"])
+    wait_for(lambda: probes(fakes[0]) == ["/health"])
     release.set()
-    assert wait_for(lambda: up(replicas, home))
+    wait_for(lambda: up(replicas, home))
     assert probes(fakes[0]) == ["/health"]  # one probe, however many looks
     assert replicas.choose(config, key) == home
 
@@ -82,7 +82,7 @@ def test_a_failed_probe_keeps_it_down_for_another_while(fakes):
     replicas.failed(home, config, "HTTP 503", mark_down=True)
     clock.now += 10
     replicas.choose(config, key)
-    assert wait_for(lambda: next(r["last_error"] for r in replicas.reports()
+    wait_for(lambda: next(r["last_error"] for r in replicas.reports()
                                  if r["url"] == home).startswith("probe:"))
     assert probes(fakes[0]) == ["/health"]  # it says no: its models are not asked
     assert not up(replicas, home)
@@ -91,7 +91,7 @@ def test_a_failed_probe_keeps_it_down_for_another_while(fakes):
     assert len(probes(fakes[0])) == 1  # the next probe waits its 10 s
     clock.now += 10
     replicas.choose(config, key)
-    assert wait_for(lambda: len(probes(fakes[0])) == 2)
+    wait_for(lambda: len(probes(fakes[0])) == 2)
 
 
 def test_a_server_without_health_is_asked_for_its_models(fakes):
@@ -101,7 +101,7 @@ def test_a_server_without_health_is_asked_for_its_models(fakes):
     replicas.failed(home, config, "HTTP 503", mark_down=True)
     clock.now += 10
     replicas.choose(config, key)
-    assert wait_for(lambda: up(replicas, home))
+    wait_for(lambda: up(replicas, home))
     assert probes(fakes[0]) == ["/health", "/v1/models"]
 
 

@@ -10,7 +10,6 @@ import pytest
 
 from tests.conftest import TOOLS
 from tests.fake_vllm import fake_token_count, vllm_answer, vllm_completion, vllm_context_window
-from tests.proxy.test_observability import log_lines  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +27,7 @@ def _window(fake, size: int = 4096, wording: str = "current") -> None:
 @pytest.mark.parametrize("mode", ["buffer", "stream"])
 @pytest.mark.parametrize("wording", ["current", "earlier"])
 def test_a_chat_turn_asking_too_much_is_asked_again_for_what_fits(
-        fake, start_proxy, mode, wording, log_lines):  # noqa: F811
+        fake, start_proxy, mode, wording, log_lines):
     proxy = start_proxy(stream_mode=mode, log_level="info")
     _window(fake, wording=wording)
     stream = proxy.client().chat.completions.create(

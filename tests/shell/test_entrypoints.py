@@ -11,47 +11,23 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
 
-import openai
 import pytest
 import requests
 
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion, vllm_stream_chunks
+from tests.serving import (
+    ROOT,
+    answer_hermes_call,
+    free_port,
+    stop,
+    tool_turn,
+    wait_for,
+    wait_healthy,
+)
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_healthy(url: str, process: subprocess.Popen, seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"exited early: {process.stderr.read().decode()}")
-        try:  # a worker still starting (a loaded machine) may not answer within the second
-            if requests.get(url + "/proxy/health", timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
-            time.sleep(0.1)
-    raise AssertionError("the proxy did not come up")
-
-
-def _stop(process: subprocess.Popen) -> str:
-    process.terminate()
-    try:
-        _, err = process.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        _, err = process.communicate()
-    return err.decode()
 
 
 def _wait_logged(url: str, labels: str, seconds: float = 10) -> None:
@@ -66,53 +42,22 @@ def _wait_logged(url: str, labels: str, seconds: float = 10) -> None:
         time.sleep(0.05)
 
 
-def _wait_for(condition: Callable[[], bool], seconds: float) -> None:
-    """Wait until `condition()` holds, polling; AssertionError after `seconds`."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds} s: {condition.__doc__ or condition}")
-        time.sleep(0.02)
-
-
-def _tool_turn(url: str) -> None:
-    client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=20)
-    stream = client.chat.completions.create(model="q", messages=[{"role": "user", "content": "?"}],
-                                            tools=TOOLS, stream=True)
-    names, arguments, finish = [], "", None
-    for chunk in stream:
-        for choice in chunk.choices:
-            for call in choice.delta.tool_calls or ():
-                if call.function.name:
-                    names.append(call.function.name)
-                arguments += call.function.arguments or ""
-            finish = choice.finish_reason or finish
-    assert names == ["read"]
-    assert json.loads(arguments) == {"path": "a"}
-    assert finish == "tool_calls"
-
-
-def _hermes(fake):
-    fake.answer(Answer(body=vllm_completion(
-        '<tool_call>{"name": "read", "arguments": {"path": "a"}}</tool_call>')))
-
-
 def test_python_app_py_serves_with_flags_and_env(fake):
-    _hermes(fake)
-    port = _free_port()
+    answer_hermes_call(fake)
+    port = free_port()
     env = {**os.environ, "TOOLCALL_PROXY_UPSTREAM": "http://127.0.0.1:9"}  # flag overrides
     process = subprocess.Popen(
         [sys.executable, "app.py", "--port", str(port), "--upstream", fake.url],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, process)
+        wait_healthy(url, process)
         health = requests.get(url + "/proxy/health", timeout=5).json()
         assert health["upstream"] == fake.url
-        _tool_turn(url)
+        tool_turn(url)
         _wait_logged(url, 'front="chat"')
     finally:
-        log = _stop(process)
+        log = stop(process)
     lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
     chat = [line for line in lines if line["path"] == "/v1/chat/completions"]
     assert chat
@@ -123,17 +68,17 @@ def test_python_app_py_serves_with_flags_and_env(fake):
 
 @pytest.mark.parametrize(("flags", "startup"), [([], "Listening at"), (["--dev"], "Running on")])
 def test_python_app_py_writes_no_access_line_with_the_query_string(fake, flags, startup):
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "app.py", *flags, "--port", str(port), "--upstream", fake.url],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, process)
+        wait_healthy(url, process)
         assert requests.get(url + "/v1/models?api-key=SECRET-123", timeout=5).status_code == 200
         _wait_logged(url, 'front="none"')
     finally:
-        log = _stop(process)
+        log = stop(process)
     assert "SECRET-123" not in log
     assert "GET /v1/models" not in log
     assert startup in log  # gunicorn's (or with --dev Werkzeug's) startup lines are kept
@@ -142,8 +87,8 @@ def test_python_app_py_writes_no_access_line_with_the_query_string(fake, flags, 
 
 
 def test_gunicorn_with_the_shipped_config(fake):
-    _hermes(fake)
-    port = _free_port()
+    answer_hermes_call(fake)
+    port = free_port()
     env = {**os.environ, "TOOLCALL_PROXY_UPSTREAM": fake.url, "TOOLCALL_PROXY_PORT": str(port),
            "GUNICORN_WORKERS": "2", "TOOLCALL_PROXY_MAX_BODY_BYTES": "65536"}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
@@ -152,8 +97,8 @@ def test_gunicorn_with_the_shipped_config(fake):
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, process, seconds=30)
-        _tool_turn(url)
+        wait_healthy(url, process, seconds=30)
+        tool_turn(url)
         for _ in range(6):
             assert requests.get(url + "/v1/models", timeout=5).json()["data"][0]["id"]
         # Whichever worker answers, /proxy/metrics counts the whole server's requests. A
@@ -178,7 +123,7 @@ def test_gunicorn_with_the_shipped_config(fake):
         assert refused.startswith(b"HTTP/1.1 413")
         assert all(r.path != "/v1/embeddings" for r in fake.received)
     finally:
-        _stop(process)
+        stop(process)
 
 
 def _raw(port: int, request: bytes) -> bytes:
@@ -212,7 +157,7 @@ def test_stopping_ends_waiting_streams_with_a_retryable_error(fake, command, ctr
     fake.answer(lambda received: Answer(body=vllm_completion("late"), delay=30)
                 if "tools" in received.json else
                 Answer(chunks=vllm_stream_chunks("slow", pieces=2), chunk_gap=30))
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "TOOLCALL_PROXY_UPSTREAM": fake.url, "TOOLCALL_PROXY_PORT": str(port),
            "GUNICORN_WORKERS": "1", "GUNICORN_GRACEFUL_TIMEOUT": "7",
            "TOOLCALL_PROXY_HEARTBEAT_SECONDS": "1"}
@@ -230,7 +175,7 @@ def test_stopping_ends_waiting_streams_with_a_retryable_error(fake, command, ctr
             results[name] = b"".join(response.iter_content(None))
 
     try:
-        _wait_healthy(f"http://127.0.0.1:{port}", process, seconds=30)
+        wait_healthy(f"http://127.0.0.1:{port}", process, seconds=30)
         user = [{"role": "user", "content": "hi"}]
         readers = [threading.Thread(target=stream, args=args) for args in (
             ("buffered", {"model": "q", "messages": user, "tools": TOOLS, "stream": True}),
@@ -239,7 +184,7 @@ def test_stopping_ends_waiting_streams_with_a_retryable_error(fake, command, ctr
             reader.start()
         # Both are waiting on upstream now: each stream has begun and upstream has both calls
         # (a fixed sleep was not enough on a loaded machine).
-        _wait_for(lambda: all(event.is_set() for event in started.values())
+        wait_for(lambda: all(event.is_set() for event in started.values())
                   and len(fake.chat_requests()) == 2, seconds=20)
         stopped = time.monotonic()
         if ctrl_c:
@@ -250,7 +195,7 @@ def test_stopping_ends_waiting_streams_with_a_retryable_error(fake, command, ctr
             reader.join(timeout=20)
         took = time.monotonic() - stopped
     finally:
-        _stop(process)
+        stop(process)
     assert took < 7  # ended by the proxy, before the graceful timeout would cut them
     for name in ("buffered", "passthrough"):
         events = [e for e in results[name].split(b"\n\n") if e.startswith(b"data: ")]
@@ -258,7 +203,7 @@ def test_stopping_ends_waiting_streams_with_a_retryable_error(fake, command, ctr
         assert events[-1] == b"data: [DONE]", name
     # Both upstream calls were cut, so vLLM stops generating. The fake notices a cut on its own
     # threads (every 20 ms): wait for it rather than read the list at once.
-    _wait_for(lambda: len(fake.disconnects) >= 2, seconds=10)
+    wait_for(lambda: len(fake.disconnects) >= 2, seconds=10)
     assert len(fake.disconnects) == 2
 
 
@@ -269,7 +214,7 @@ def test_an_idle_keep_alive_connection_does_not_hold_a_stop(fake, command, worke
     """A client's pooled connection, idle between requests (every SDK keeps one), is closed
     at once when the server stops, as nginx does: the stop does not wait for it until the
     graceful timeout kills the worker."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "TOOLCALL_PROXY_UPSTREAM": fake.url, "TOOLCALL_PROXY_PORT": str(port),
            "GUNICORN_WORKERS": "1", "GUNICORN_GRACEFUL_TIMEOUT": "40",
            "GUNICORN_WORKER_CLASS": worker}
@@ -278,7 +223,7 @@ def test_an_idle_keep_alive_connection_does_not_hold_a_stop(fake, command, worke
                                stderr=subprocess.PIPE, start_new_session=True)
     idle = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        _wait_healthy(f"http://127.0.0.1:{port}", process, seconds=30)
+        wait_healthy(f"http://127.0.0.1:{port}", process, seconds=30)
         idle.request("GET", "/proxy/health")  # HTTP/1.1: the connection is kept alive
         response = idle.getresponse()
         response.read()
@@ -291,7 +236,7 @@ def test_an_idle_keep_alive_connection_does_not_hold_a_stop(fake, command, worke
         took = time.monotonic() - stopped
     finally:
         idle.close()
-        log = _stop(process)
+        log = stop(process)
     assert closed_by_server == b""  # closed, with no error page written on it
     assert took < 20  # well before the graceful timeout (40 s) would have killed the worker
     assert process.returncode == 0

@@ -18,7 +18,7 @@ import requests
 
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion
-from tests.shell.test_entrypoints import ROOT, _free_port, _stop, _wait_healthy
+from tests.serving import ROOT, free_port, stop, wait_healthy
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ class Gunicorn:
     """The proxy under `gunicorn -c deploy/gunicorn.conf.py app:app`, as production runs it."""
 
     def __init__(self, upstream: str, **settings: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         env = {**os.environ, "TOOLCALL_PROXY_UPSTREAM": upstream,
                "TOOLCALL_PROXY_PORT": str(self.port), "GUNICORN_WORKERS": "1",
                **{f"TOOLCALL_PROXY_{k.upper()}": v for k, v in settings.items()}}
@@ -39,14 +39,14 @@ class Gunicorn:
             [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "app:app"],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.url = f"http://127.0.0.1:{self.port}"
-        _wait_healthy(self.url, self.process, seconds=30)
+        wait_healthy(self.url, self.process, seconds=30)
         self.log = ""
 
     def connect(self) -> socket.socket:
         return socket.create_connection(("127.0.0.1", self.port), timeout=15)
 
     def stop(self) -> str:
-        self.log = _stop(self.process)
+        self.log = stop(self.process)
         return self.log
 
 

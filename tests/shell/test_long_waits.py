@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import orjson
 import pytest
 import requests
 
+from tests.clients import raw_request, read_until
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion, vllm_error, vllm_stream_chunks
 
@@ -18,27 +18,6 @@ pytestmark = pytest.mark.integration
 MESSAGES = [{"role": "user", "content": "Plan the trip."}]
 CALL_TEXT = ('Looking it up.\n<tool_call>{"name": "get_weather", "arguments": '
              '{"city": "Bergen", "days": 3}}</tool_call>')
-
-
-def _raw_request(url: str, body: dict) -> socket.socket:
-    host, port = url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)), timeout=10)
-    payload = orjson.dumps(body)
-    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                 % (len(payload), payload))
-    return sock
-
-
-def _read_until(sock: socket.socket, marker: bytes, limit: float = 10) -> bytes:
-    data = b""
-    deadline = time.monotonic() + limit
-    while marker not in data and time.monotonic() < deadline:
-        piece = sock.recv(65536)
-        if not piece:
-            break
-        data += piece
-    return data
 
 
 def _sse_payloads(raw: bytes) -> list[str]:
@@ -60,11 +39,11 @@ def _body(**extra):
 def test_role_chunk_then_heartbeats_while_upstream_works(fake, start_proxy):
     proxy = start_proxy(heartbeat_seconds=0.2, commit_window_seconds=0.1)
     fake.answer(Answer(body=vllm_completion(CALL_TEXT), delay=1.5))
-    with _raw_request(proxy.url, _body()) as sock:
-        head = _read_until(sock, b"\r\n\r\n")
+    with raw_request(proxy.url, _body()) as sock:
+        head = read_until(sock, b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200")
         assert b"X-Accel-Buffering: no" in head
-        raw = head + _read_until(sock, b"data: [DONE]")
+        raw = head + read_until(sock, b"data: [DONE]")
     payloads = _sse_payloads(raw)
     chunks = [json.loads(p) for p in payloads if p.startswith("{")]
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
@@ -145,8 +124,8 @@ def test_buffered_total_limit_ends_the_stream_with_an_error(fake, start_proxy):
 def test_client_leaving_cuts_the_upstream_call_within_a_heartbeat(fake, start_proxy):
     proxy = start_proxy(heartbeat_seconds=1.0, commit_window_seconds=0.1)
     fake.answer(Answer(body=vllm_completion(CALL_TEXT), delay=20))
-    sock = _raw_request(proxy.url, _body())
-    assert b"data: " in _read_until(sock, b"data: ")
+    sock = raw_request(proxy.url, _body())
+    assert b"data: " in read_until(sock, b"data: ")
     # The role chunk goes out after the commit window, whether or not the call has reached
     # upstream yet (on a loaded machine it may not have): leave once it has.
     assert fake.wait_chat_requests(), "the call never reached upstream"
@@ -165,8 +144,8 @@ def test_client_leaving_cuts_the_upstream_call_within_a_heartbeat(fake, start_pr
 
 def test_client_leaving_a_passthrough_stream_closes_upstream(fake, proxy):
     fake.answer(Answer(chunks=vllm_stream_chunks("word " * 200, pieces=200), chunk_gap=0.05))
-    sock = _raw_request(proxy.url, {"model": "q", "messages": MESSAGES, "stream": True})
-    assert b"data: " in _read_until(sock, b"data: ")
+    sock = raw_request(proxy.url, {"model": "q", "messages": MESSAGES, "stream": True})
+    assert b"data: " in read_until(sock, b"data: ")
     sock.close()
     deadline = time.monotonic() + 5
     while not fake.disconnects and time.monotonic() < deadline:
@@ -180,8 +159,8 @@ def test_client_leaving_a_silent_passthrough_stream_closes_upstream_at_once(fake
     client leaving must reach it without waiting for upstream's next bytes."""
     chunks = vllm_stream_chunks("word " * 10, pieces=4)
     fake.answer(Answer(chunks=[*chunks[:first + 1], chunks[-1]], chunk_gap=30))
-    sock = _raw_request(proxy.url, {"model": "q", "messages": MESSAGES, "stream": True})
-    head = _read_until(sock, b"\r\n\r\n")
+    sock = raw_request(proxy.url, {"model": "q", "messages": MESSAGES, "stream": True})
+    head = read_until(sock, b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200")  # the head arrives before upstream's first event
     assert b"X-Accel-Buffering: no" in head
     left = time.monotonic()

@@ -11,9 +11,9 @@ import anthropic
 import pytest
 import requests
 
+from tests.clients import read_until
 from tests.fake_vllm import Answer, vllm_completion, vllm_error
-from tests.proxy.test_observability import _metric, _settled_metrics, log_lines  # noqa: F401
-from tests.shell.test_long_waits import _read_until
+from tests.metrics_text import metric, settled_metrics
 
 pytestmark = pytest.mark.integration
 
@@ -236,7 +236,7 @@ def test_a_client_that_leaves_closes_the_upstream_request(fake, start_proxy):
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
                      b"\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
-        assert b"message_start" in _read_until(sock, b"message_start")  # may come after the head
+        assert b"message_start" in read_until(sock, b"message_start")  # may come after the head
         # message_start goes out after the commit window, whether or not the call has reached
         # upstream yet (on a loaded machine it may not have): leave once it has.
         assert fake.wait_chat_requests(), "the call never reached upstream"
@@ -310,7 +310,7 @@ def test_not_json_is_400_in_anthropic_envelope(proxy):
     assert response.json()["error"]["type"] == "invalid_request_error"
 
 
-def test_the_log_line_and_metrics_name_the_front(fake, proxy, claude, log_lines):  # noqa: F811
+def test_the_log_line_and_metrics_name_the_front(fake, proxy, claude, log_lines):
     fake.answer(Answer(body=vllm_completion("Hi.")))
     claude.messages.create(model="qwen", max_tokens=5, messages=ASK)
     fake.tokenize = None
@@ -321,6 +321,6 @@ def test_the_log_line_and_metrics_name_the_front(fake, proxy, claude, log_lines)
     assert (count["front"], count["path"]) == ("messages", "/v1/messages/count_tokens")
     assert count["notes"] == ["count_tokens:estimated"]
     assert "What's the weather" not in json.dumps([turn, count])  # no prompt text
-    text = _settled_metrics(proxy)
-    assert _metric(text, "toolcall_proxy_requests_total", front="messages",
+    text = settled_metrics(proxy)
+    assert metric(text, "toolcall_proxy_requests_total", front="messages",
                    mode="buffered") == 1

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,8 +27,8 @@ from tests.fake_vllm import (
     vllm_stream_chunks,
     vllm_tool_call,
 )
-from tests.proxy.test_observability import _metric as metric
-from tests.proxy.test_observability import log_lines  # noqa: F401  (a fixture)
+from tests.metrics_text import metric
+from tests.serving import wait_for
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,15 +82,6 @@ def app_of(proxy: RunningProxy):
     return proxy.server.app.extensions["toolcall_proxy"]
 
 
-def wait_for(condition, within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def test_a_conversation_stays_on_one_replica_from_every_proxy_instance(fakes, start):
     """Two proxy instances sharing nothing (listing the replicas in another order) send each
     conversation, turn after turn, to the same replica; the conversations spread."""
@@ -133,7 +123,7 @@ def test_claude_code_s_session_header_on_the_messages_front(fakes, start):
     assert sorted(len(fake.chat_requests()) for fake in fakes) == [0, 8]
 
 
-def test_a_refusing_replica_is_passed_over_once_and_reported(fakes, start, log_lines):  # noqa: F811
+def test_a_refusing_replica_is_passed_over_once_and_reported(fakes, start, log_lines):
     fake = fakes[0]
     with socket.socket() as closed:  # bound, never listening: connections are refused
         closed.bind(("127.0.0.1", 0))
@@ -236,14 +226,14 @@ def test_a_replica_marked_down_comes_back_after_its_probe(fakes, start):
         turn(proxy, "another task")  # each look at the replicas may start its probe
         return {r["url"]: r for r in app.replica_reports()}[chosen.url]["up"]
 
-    assert wait_for(back)
+    wait_for(back)
     assert any(r.path == "/health" for r in chosen.received)
     before = len(chosen.chat_requests())
     assert turn(proxy, "task").status_code == 200
     assert len(chosen.chat_requests()) == before + 1  # the conversation is home again
 
 
-def test_one_upstream_is_as_it_always_was(fakes, start, log_lines):  # noqa: F811
+def test_one_upstream_is_as_it_always_was(fakes, start, log_lines):
     """One URL (or a list of one): never marked down, never probed, no replica in the log."""
     fake = fakes[0]
     fake.answer(vllm_error(503, "loading", "ServiceUnavailableError"))
@@ -265,7 +255,7 @@ def test_a_request_without_a_conversation_goes_to_the_least_busy(fakes, start):
     proxy = start([fake.url for fake in fakes])
     with ThreadPoolExecutor(1) as pool:
         held = pool.submit(turn, proxy, "a long task")
-        assert wait_for(lambda: any(fake.chat_requests() for fake in fakes))
+        wait_for(lambda: any(fake.chat_requests() for fake in fakes))
         busy = next(fake for fake in fakes if fake.chat_requests())
         for _ in range(3):
             response = requests.get(proxy.url + "/version", timeout=10)
@@ -373,7 +363,7 @@ def test_a_replica_over_its_bounded_share_passes_turns_to_the_next(fakes, start)
         held = []
         for i in range(8):
             held.append(pool.submit(turn, proxy, f"task {i}", **session))
-            assert wait_for(lambda n=i + 1: sum(len(f.chat_requests()) for f in fakes) == n)
+            wait_for(lambda n=i + 1: sum(len(f.chat_requests()) for f in fakes) == n)
         counts = sorted(len(fake.chat_requests()) for fake in fakes)
         release.set()
         assert all(future.result().status_code == 200 for future in held)

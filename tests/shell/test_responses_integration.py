@@ -13,11 +13,9 @@ import pytest
 import requests
 
 from tests.fake_vllm import Answer, vllm_completion, vllm_error, vllm_tool_call
-from tests.proxy import test_observability
-from tests.proxy.test_observability import _metric, _settled_metrics
+from tests.metrics_text import metric, settled_metrics
 
 pytestmark = pytest.mark.integration
-log_lines = test_observability.log_lines  # the proxy's log lines, decoded (a fixture)
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Weather for a city",
            "parameters": {"type": "object", "properties": {
@@ -316,6 +314,6 @@ def test_the_log_line_and_metrics_name_the_front_and_the_hosted_tools(fake, prox
     assert line["mode"] == "buffered"
     assert "hosted_tools_left_out:web_search" in line["rewrites"]
     assert line["tool_calls"] == 2
-    metrics = _settled_metrics(proxy)
-    assert _metric(metrics, "toolcall_proxy_requests_total", front="responses",
+    metrics = settled_metrics(proxy)
+    assert metric(metrics, "toolcall_proxy_requests_total", front="responses",
                    mode="buffered", status="200") == 1

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import runpy
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,8 +19,9 @@ import requests
 
 from proxy.shell.config_load import ConfigError, build_config
 from proxy.shell.web.server import _announce, gunicorn_settings
+from tests.clients import exchange
 from tests.fake_vllm import MODEL, Answer, vllm_completion, vllm_tool_call
-from tests.shell.test_entrypoints import _free_port, _stop, _wait_healthy
+from tests.serving import free_port, stop, wait_healthy
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,30 +41,16 @@ def _env(**values: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module", params=list(SERVERS))
 def server(request) -> Iterator[tuple[str, int]]:
-    port = _free_port()
+    port = free_port()
     env = _env(TOOLCALL_PROXY_PORT=str(port), TOOLCALL_PROXY_UPSTREAM=NOWHERE,
                GUNICORN_WORKERS="2")
     process = subprocess.Popen(SERVERS[request.param], cwd=ROOT, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        _wait_healthy(f"http://127.0.0.1:{port}", process, seconds=30)
+        wait_healthy(f"http://127.0.0.1:{port}", process, seconds=30)
         yield request.param, port
     finally:
-        _stop(process)
-
-
-def _exchange(port: int, request: bytes) -> bytes:
-    """Send `request` whole and read the answer until the server closes. A server that stops
-    reading mid-request resets the connection after its answer: what arrived first counts."""
-    data = b""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        try:
-            sock.sendall(request)
-            while piece := sock.recv(65536):
-                data += piece
-        except (ConnectionResetError, BrokenPipeError):
-            pass
-    return data
+        stop(process)
 
 
 def _envelope(answer: bytes, status: int) -> dict:
@@ -111,7 +97,7 @@ def test_the_servers_own_refusals_come_in_the_envelope(server, case, status):
                                   % _headers(1, FIELD_LIMIT[name] + 10),
         "too many headers": b"GET /proxy/health HTTP/1.1\r\nHost: x\r\n%s\r\n" % _headers(120),
     }[case]
-    error = _envelope(_exchange(port, request), status)
+    error = _envelope(exchange(port, request), status)
     assert "<html" not in error["message"].lower()
     # The server goes on serving.
     assert requests.get(f"http://127.0.0.1:{port}/proxy/health", timeout=5).status_code == 200
@@ -120,10 +106,10 @@ def test_the_servers_own_refusals_come_in_the_envelope(server, case, status):
 @pytest.mark.parametrize("server", ["gunicorn", "app.py"], indirect=True)
 def test_gunicorns_header_refusals_name_the_problem(server):
     port = server[1]
-    bad_name = _envelope(_exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n"), 400)
+    bad_name = _envelope(exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n"), 400)
     assert bad_name["code"] == "bad_request"
     assert "Bad Name" in bad_name["message"]
-    too_large = _envelope(_exchange(port, b"GET / HTTP/1.1\r\n%s\r\n" % _headers(1, 9000)), 431)
+    too_large = _envelope(exchange(port, b"GET / HTTP/1.1\r\n%s\r\n" % _headers(1, 9000)), 431)
     assert too_large["code"] == "request_header_fields_too_large"
 
 
@@ -141,7 +127,7 @@ def test_healthcheck_command(server):
     up = subprocess.run(check, cwd=ROOT, env=_env(TOOLCALL_PROXY_PORT=str(port)),
                         capture_output=True, text=True, timeout=30)
     assert up.returncode == 0, up.stderr
-    down = subprocess.run(check, cwd=ROOT, env=_env(TOOLCALL_PROXY_PORT=str(_free_port())),
+    down = subprocess.run(check, cwd=ROOT, env=_env(TOOLCALL_PROXY_PORT=str(free_port())),
                           capture_output=True, text=True, timeout=30)
     assert down.returncode == 1
     assert down.stderr.startswith("toolcall-proxy: unhealthy:")
@@ -239,13 +225,13 @@ def test_the_ollama_port_serves_the_same_app(fake, server):
     chats on `/v1/chat/completions` of the URL it was given for Ollama)."""
     fake.answer(Answer(body=vllm_completion(None, tool_calls=[vllm_tool_call(
         "read", '{"path": "a"}')], finish_reason="tool_calls")))
-    port, second = _free_port(), _free_port()
+    port, second = free_port(), free_port()
     process = subprocess.Popen(
         [*SERVERS[server], "--port", str(port), "--ollama-port", str(second),
          "--upstream", fake.url], cwd=ROOT, env=_env(GUNICORN_WORKERS="1"),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        _wait_healthy(f"http://127.0.0.1:{port}", process, seconds=30)
+        wait_healthy(f"http://127.0.0.1:{port}", process, seconds=30)
         url = f"http://127.0.0.1:{second}"
         client = ollama.Client(host=url, timeout=20)
         assert [model.model for model in client.list().models] == [MODEL]
@@ -260,5 +246,5 @@ def test_the_ollama_port_serves_the_same_app(fake, server):
         assert answer.choices[0].finish_reason == "tool_calls"
         assert requests.get(url + "/proxy/health", timeout=5).status_code == 200
     finally:
-        log = _stop(process)
+        log = stop(process)
     assert f"http://127.0.0.1:{port} and http://127.0.0.1:{second}" in log

@@ -22,7 +22,7 @@ from proxy.base.config import Config
 from proxy.diagnose.replay import parse_exchanges, replay_exchange
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, FakeVLLM, Received, vllm_completion, vllm_error
-from tests.shell.test_entrypoints import ROOT, _free_port, _stop, _wait_healthy
+from tests.serving import ROOT, free_port, stop, wait_healthy
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +70,7 @@ def server(tmp_path: Path) -> Iterator[str]:
     directory the workers share is the test's (`tmp_path/run`)."""
     fake = FakeVLLM()
     fake.answer(_answer)
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TOOLCALL_PROXY_", "GUNICORN_", "PROMETHEUS_"))}
     # Calls to tools the request does not offer stay text (`unknown_tool_calls: text`), so
@@ -83,10 +83,10 @@ def server(tmp_path: Path) -> Iterator[str]:
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, process, seconds=60)
+        wait_healthy(url, process, seconds=60)
         yield url
     finally:
-        _stop(process)
+        stop(process)
         fake.close()
 
 

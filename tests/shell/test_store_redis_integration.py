@@ -22,8 +22,8 @@ import requests
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion
 from tests.redis_server import RedisServer, needs_redis, running_redis
-from tests.shell.test_entrypoints import _free_port, _stop, _tool_turn, _wait_for, _wait_healthy
-from tests.tools.test_deploy import DEPLOY, _shipped_nginx
+from tests.serving import free_port, stop, tool_turn, wait_for, wait_healthy
+from tests.shipped import DEPLOY, shipped_nginx
 
 pytestmark = [pytest.mark.integration, needs_redis]
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def start_instance(fake) -> Iterator[Callable[..., Instance]]:
     started: list[Instance] = []
 
     def start(store_url: str, workers: int = 2, keys: str = f"{KEY_A},{KEY_B}") -> Instance:
-        port = _free_port()
+        port = free_port()
         env = {**os.environ, "TOOLCALL_PROXY_UPSTREAM": fake.url, "GUNICORN_WORKERS": str(workers),
                "TOOLCALL_PROXY_RESPONSES_STORE_URL": store_url, "TOOLCALL_PROXY_API_KEYS": keys,
                "TOOLCALL_PROXY_LOG_LEVEL": "warning"}
@@ -55,12 +55,12 @@ def start_instance(fake) -> Iterator[Callable[..., Instance]]:
                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         instance = Instance(f"http://127.0.0.1:{port}", process)
         started.append(instance)
-        _wait_healthy(instance.url, process, seconds=60)
+        wait_healthy(instance.url, process, seconds=60)
         return instance
 
     yield start
     for instance in started:
-        _stop(instance.process)
+        stop(instance.process)
 
 
 def _kept_through_one_continued_read_and_deleted_through_another(
@@ -155,7 +155,7 @@ def test_redis_down_is_a_503_for_turns_that_need_it_and_nothing_to_others(
     assert caught.value.body["code"] == "store_unavailable"
     assert len(fake.chat_requests()) == asked
     own_redis.start()  # back on the same port: the store serves again (empty: no persistence)
-    _wait_for(lambda: requests.get(proxy.url + "/proxy/health?upstream=1", timeout=10,
+    wait_for(lambda: requests.get(proxy.url + "/proxy/health?upstream=1", timeout=10,
                                    headers={"Authorization": f"Bearer {KEY_A}"}
                                    ).json()["store"]["ok"], 30)
     with pytest.raises(openai.NotFoundError):
@@ -216,7 +216,7 @@ def test_a_silent_redis_holds_only_its_own_turn_under_gevent(fake, start_instanc
             proxy.url + "/v1/responses/resp_x", timeout=180,
             headers={"Authorization": f"Bearer {KEY_A}"})), daemon=True)
         waiting.start()
-        _wait_for(lambda: len(accepted) > probed, 60)  # the worker now waits on "Redis"
+        wait_for(lambda: len(accepted) > probed, 60)  # the worker now waits on "Redis"
         fake.answer(Answer(body=vllm_completion(
             '<tool_call>{"name": "read", "arguments": {"path": "a"}}</tool_call>')))
         _tool_turn_with_key(proxy.url)
@@ -232,7 +232,7 @@ def test_the_official_tool_turn_helper_still_applies(fake, redis_url, start_inst
     proxy = start_instance(redis_url, workers=1, keys="")
     fake.answer(Answer(body=vllm_completion(
         '<tool_call>{"name": "read", "arguments": {"path": "a"}}</tool_call>')))
-    _tool_turn(proxy.url)
+    tool_turn(proxy.url)
 
 
 def _responses_served(instance: Instance) -> float:
@@ -250,13 +250,13 @@ def test_two_instances_behind_the_shipped_nginx_site_share_one_redis(
     between them, and every request finds the state the other instance left."""
     one, two = start_instance(redis_url), start_instance(redis_url)
     servers = ";\n    server ".join(i.url.removeprefix("http://") for i in (one, two))
-    with _shipped_nginx(tmp_path, servers) as port:
+    with shipped_nginx(tmp_path, servers) as port:
         front = f"http://127.0.0.1:{port}/v1"
         clients = [openai.OpenAI(base_url=front, api_key=key, max_retries=0, timeout=30)
                    for key in (KEY_A, KEY_A, KEY_B)]
         for _ in range(2):  # each step lands on the other instance the second time round
             _kept_through_one_continued_read_and_deleted_through_another(fake, *clients)
     for instance in (one, two):
-        _wait_for(lambda instance=instance: _responses_served(instance) >= 4, 30)
+        wait_for(lambda instance=instance: _responses_served(instance) >= 4, 30)
     site = (DEPLOY / "nginx-toolcall-proxy.conf").read_text()
     assert "# server 127.0.0.1:8005;" in site  # the site shows where a second one goes

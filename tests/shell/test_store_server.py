@@ -15,7 +15,7 @@ import pytest
 from proxy.shell.config_load import ConfigError, build_config
 from proxy.shell.web.server import gunicorn_settings
 from tests.fake_vllm import Answer, vllm_completion
-from tests.shell.test_entrypoints import ROOT, _free_port, _stop, _wait_healthy
+from tests.serving import ROOT, free_port, stop, wait_healthy
 
 pytestmark = pytest.mark.integration
 KEY_A, KEY_B = "sk-alpha-0123456789", "sk-beta-9876543210"
@@ -42,7 +42,7 @@ def test_a_memory_store_with_several_workers_is_refused(settings, workers, refus
 def test_python_app_py_refuses_to_start_with_a_memory_store_and_two_workers():
     env = {**os.environ, "TOOLCALL_PROXY_RESPONSES_STORE_PATH": ":memory:",
            "GUNICORN_WORKERS": "2"}
-    done = subprocess.run([sys.executable, "app.py", "--port", str(_free_port())], cwd=ROOT,
+    done = subprocess.run([sys.executable, "app.py", "--port", str(free_port())], cwd=ROOT,
                           env=env, capture_output=True, timeout=60)
     assert done.returncode == 2
     lines = done.stderr.decode().strip().splitlines()
@@ -52,7 +52,7 @@ def test_python_app_py_refuses_to_start_with_a_memory_store_and_two_workers():
 
 def test_gunicorn_gevent_keeps_answers_per_key_in_private_files(fake, tmp_path):
     folder = tmp_path / "state" / "toolcall-proxy"
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "GUNICORN_WORKERS": "1", "TOOLCALL_PROXY_API_KEYS": f"{KEY_A},{KEY_B}",
            "TOOLCALL_PROXY_RESPONSES_STORE_URL": f"sqlite://{folder}/responses.sqlite3"}
     process = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--upstream",
@@ -60,7 +60,7 @@ def test_gunicorn_gevent_keeps_answers_per_key_in_private_files(fake, tmp_path):
                                stderr=subprocess.PIPE)
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, process)
+        wait_healthy(url, process)
         alice, bob = (openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0,
                                     timeout=20) for key in (KEY_A, KEY_B))
         fake.answer(Answer(body=vllm_completion("Kept under gevent.")))
@@ -75,5 +75,5 @@ def test_gunicorn_gevent_keeps_answers_per_key_in_private_files(fake, tmp_path):
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(folder / "responses.sqlite3").st_mode) == 0o600
     finally:
-        log = _stop(process)
+        log = stop(process)
     assert "Traceback" not in log

@@ -11,8 +11,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from tests.fake_vllm import Answer, vllm_answer, vllm_completion, vllm_stream_of
-from tests.shell.test_streamed_mode import _paused_after
+from tests.fake_vllm import Answer, paused_after, vllm_answer, vllm_completion, vllm_stream_of
 
 # Text flows live from a model whose template opens no thinking block (with `auto`, the
 # content would wait for a lone closer that may still come).
@@ -30,7 +29,7 @@ LIMIT = 20
 
 def _paused_after_text(completion: dict, marker: str) -> tuple[Answer, threading.Event]:
     """The streamed answer, paused once what it has written holds `marker`."""
-    return _paused_after(vllm_stream_of(completion, size=6), marker)
+    return paused_after(vllm_stream_of(completion, size=6), marker)
 
 
 def _read_on_a_thread(events: Any) -> queue.Queue:

@@ -4,8 +4,6 @@ writing; what could be a call waits; the answer is the buffered mode's; faults e
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
 from typing import Any
 
@@ -16,17 +14,17 @@ import requests
 
 from proxy.base.config import Config
 from proxy.diagnose.replay import format_report, parse_exchanges, replay_exchange
+from tests.clients import Reader, delta, raw_request, read_until
 from tests.conftest import TOOLS
 from tests.fake_vllm import (
     Answer,
+    paused_after,
     vllm_answer,
     vllm_completion,
     vllm_error,
     vllm_stream_of,
     vllm_tool_call,
 )
-from tests.proxy.test_observability import log_lines  # noqa: F401  (a fixture)
-from tests.shell.test_long_waits import _raw_request, _read_until
 from tests.streamed_cases import assembled
 from tests.toolcalls.test_formats import NEGATIVE, POSITIVE
 
@@ -47,81 +45,22 @@ def _request(**extra: Any) -> dict[str, Any]:
     return {"model": "qwen", "messages": MESSAGES, "tools": TOOLS, "stream": True, **extra}
 
 
-class Reader:
-    """Reads an SDK stream on a thread, so that the test can look at what has arrived while
-    upstream is paused."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self.chunks: queue.Queue[Any] = queue.Queue()
-        self.seen: list[Any] = []
-        self.error: Exception | None = None
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self) -> None:
-        try:
-            for chunk in self.stream:
-                self.chunks.put(chunk)
-        except Exception as exc:
-            self.error = exc
-        self.chunks.put(None)
-
-    def next_where(self, test: Any) -> Any:
-        """The next chunk for which `test` holds (None when the stream ended first)."""
-        while (chunk := self.chunks.get(timeout=LIMIT)) is not None:
-            self.seen.append(chunk)
-            if test(chunk):
-                return chunk
-        return None
-
-    def rest(self) -> list[Any]:
-        self.next_where(lambda chunk: False)
-        return self.seen
-
-
-def _delta(chunk: Any) -> dict[str, Any]:
-    return chunk.choices[0].delta.model_dump(exclude_none=True) if chunk.choices else {}
-
-
-def _paused_after(events: list[bytes], marker: str) -> tuple[Answer, threading.Event]:
-    """The stream `events`, paused (until the returned Event) once what it has written so
-    far (content, reasoning, arguments) holds `marker`."""
-    resume = threading.Event()
-    written = ""
-    for at, event in enumerate(events):
-        written += _written(event)
-        if marker in written:
-            return Answer(chunks=events, pauses={at: resume}), resume
-    raise AssertionError(f"{marker!r} is never written")
-
-
-def _written(event: bytes) -> str:
-    """The text one vLLM chunk adds (content, reasoning or a call's arguments)."""
-    if not event.startswith(b"data: {"):
-        return ""
-    chunk = orjson.loads(event.removeprefix(b"data: "))
-    delta = chunk["choices"][0]["delta"] if chunk["choices"] else {}
-    calls = "".join(c.get("function", {}).get("arguments", "") for c in
-                    delta.get("tool_calls") or ())
-    return (delta.get("content") or "") + (delta.get("reasoning") or "") + calls
-
-
 def test_text_reaches_the_client_while_upstream_is_still_writing(fake, start_proxy):
     proxy = start_proxy(**LIVE)
     events = vllm_stream_of(vllm_completion(PROSE + "And more text after the pause."), size=6)
-    answer, resume = _paused_after(events, "moment")
+    answer, resume = paused_after(events, "moment")
     fake.answer(answer)
     try:
         reader = Reader(proxy.client().chat.completions.create(**_request()))
-        first = reader.next_where(lambda chunk: _delta(chunk).get("content"))
+        first = reader.next_where(lambda chunk: delta(chunk).get("content"))
         assert first is not None
         assert not resume.is_set()  # it came while upstream was paused mid-answer
-        text = "".join(_delta(chunk).get("content", "") for chunk in reader.seen)
+        text = "".join(delta(chunk).get("content", "") for chunk in reader.seen)
         assert PROSE.startswith(text)
     finally:
         resume.set()
     chunks = reader.rest()
-    assert "".join(_delta(c).get("content", "") for c in chunks) == (
+    assert "".join(delta(c).get("content", "") for c in chunks) == (
         PROSE + "And more text after the pause.")
     assert chunks[-1].choices[0].finish_reason == "stop"
 
@@ -129,37 +68,37 @@ def test_text_reaches_the_client_while_upstream_is_still_writing(fake, start_pro
 def test_reasoning_flows_at_once_under_the_configured_field(fake, start_proxy):
     proxy = start_proxy(**LIVE, reasoning_field="reasoning")
     completion = vllm_completion(CALL, reasoning="The user wants the weather; I will call it.")
-    answer, resume = _paused_after(vllm_stream_of(completion, size=5), "will")
+    answer, resume = paused_after(vllm_stream_of(completion, size=5), "will")
     fake.answer(answer)
     try:
         reader = Reader(proxy.client().chat.completions.create(**_request()))
-        first = reader.next_where(lambda chunk: _delta(chunk).get("reasoning"))
+        first = reader.next_where(lambda chunk: delta(chunk).get("reasoning"))
         assert not resume.is_set()
-        assert "reasoning_content" not in _delta(first)
+        assert "reasoning_content" not in delta(first)
     finally:
         resume.set()
     chunks = reader.rest()
-    assert "".join(_delta(c).get("reasoning", "") for c in chunks) == (
+    assert "".join(delta(c).get("reasoning", "") for c in chunks) == (
         "The user wants the weather; I will call it.")
 
 
 def test_a_frame_is_held_until_the_end_and_its_call_sent_whole(fake, start_proxy):
     proxy = start_proxy(**LIVE)
-    answer, resume = _paused_after(vllm_stream_of(vllm_completion(PROSE + CALL), size=4),
+    answer, resume = paused_after(vllm_stream_of(vllm_completion(PROSE + CALL), size=4),
                                    "Paris")
     fake.answer(answer)
     try:
         reader = Reader(proxy.client().chat.completions.create(**_request()))
         reader.next_where(lambda chunk: "moment." in "".join(
-            _delta(c).get("content", "") for c in [*reader.seen, chunk]))
+            delta(c).get("content", "") for c in [*reader.seen, chunk]))
         time.sleep(0.3)  # upstream is paused inside the call's JSON: nothing more may come
         assert reader.chunks.empty()
     finally:
         resume.set()
     chunks = reader.rest()
-    content = "".join(_delta(c).get("content", "") for c in chunks)
+    content = "".join(delta(c).get("content", "") for c in chunks)
     assert content == PROSE.rstrip()
-    calls = [call for c in chunks for call in _delta(c).get("tool_calls", ())]
+    calls = [call for c in chunks for call in delta(c).get("tool_calls", ())]
     assert calls[0]["function"] == {"name": "get_weather", "arguments": ""}
     assert orjson.loads(calls[1]["function"]["arguments"]) == {"city": "Paris", "days": 3}
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
@@ -174,17 +113,17 @@ def test_upstreams_own_call_deltas_are_accumulated_never_passed_on_piecemeal(
     completion = vllm_completion("Checking.", tool_calls=[
         vllm_tool_call("get_weather", arguments), vllm_tool_call("read", '{"path": "/a"}')],
         finish_reason="tool_calls")
-    answer, resume = _paused_after(vllm_stream_of(completion, size=5, **shape), "units")
+    answer, resume = paused_after(vllm_stream_of(completion, size=5, **shape), "units")
     fake.answer(answer)
     try:
         reader = Reader(proxy.client().chat.completions.create(**_request()))
-        assert _delta(reader.next_where(lambda c: _delta(c).get("content")))["content"] == (
+        assert delta(reader.next_where(lambda c: delta(c).get("content")))["content"] == (
             "Checking.")
         time.sleep(0.3)  # paused inside the first call's arguments: no call may come yet
         assert reader.chunks.empty()
     finally:
         resume.set()
-    calls = [call for c in reader.rest() for call in _delta(c).get("tool_calls", ())]
+    calls = [call for c in reader.rest() for call in delta(c).get("tool_calls", ())]
     assert [(c["index"], c["function"]["name"]) for c in calls if c.get("id")] == [
         (0, "get_weather"), (1, "read")]
     assert [orjson.loads(c["function"]["arguments"]) for c in calls if not c.get("id")] == [
@@ -196,8 +135,8 @@ def test_heartbeats_only_while_nothing_else_flows(fake, start_proxy):
     events = vllm_stream_of(vllm_completion("one two three four five six seven."), size=3)
     fake.answer(Answer(chunks=events, pauses={len(events) // 2: 2.5}))
     chunks = list(proxy.client().chat.completions.create(**_request()))
-    kinds = ["beat" if _delta(c) == {} and c.choices and not c.choices[0].finish_reason
-             else "text" if _delta(c).get("content") else "other" for c in chunks]
+    kinds = ["beat" if delta(c) == {} and c.choices and not c.choices[0].finish_reason
+             else "text" if delta(c).get("content") else "other" for c in chunks]
     text_at = [i for i, kind in enumerate(kinds) if kind == "text"]
     beats_at = [i for i, kind in enumerate(kinds) if kind == "beat"]
     assert beats_at  # the 2.5 s pause was filled
@@ -260,8 +199,8 @@ def test_a_client_that_leaves_closes_the_upstream_stream_within_a_heartbeat(fake
     proxy = start_proxy(**LIVE, heartbeat_seconds=1.0, commit_window_seconds=0.1)
     events = vllm_stream_of(vllm_completion(PROSE + "more"), size=8)
     fake.answer(Answer(chunks=events, pauses={2: 20.0}))
-    sock = _raw_request(proxy.url, _request())
-    assert b"content" in _read_until(sock, b'"content":"Let')
+    sock = raw_request(proxy.url, _request())
+    assert b"content" in read_until(sock, b'"content":"Let')
     sock.close()
     left = time.monotonic()
     gone = fake.first_disconnect(within=5)
@@ -273,7 +212,7 @@ def test_a_stopping_server_ends_a_flowing_stream_retryably(fake, start_proxy):
     proxy = start_proxy(**LIVE, commit_window_seconds=0.1)
     fake.answer(Answer(chunks=vllm_stream_of(vllm_completion(PROSE), size=8), pauses={2: 20.0}))
     reader = Reader(proxy.client().chat.completions.create(**_request()))
-    assert reader.next_where(lambda chunk: _delta(chunk).get("content"))
+    assert reader.next_where(lambda chunk: delta(chunk).get("content"))
     proxy.server.app.extensions["toolcall_proxy"].drain(0)
     reader.rest()
     assert isinstance(reader.error, openai.APIError)
@@ -356,7 +295,7 @@ def test_the_format_cases_give_the_same_message_in_both_modes_over_http(fake, st
 
 
 def test_the_log_line_names_the_mode_and_when_text_first_flowed(
-        fake, start_proxy, log_lines):  # noqa: F811
+        fake, start_proxy, log_lines):
     proxy = start_proxy(**LIVE, log_level="info")
     fake.answer(vllm_answer(vllm_completion(PROSE + CALL)))
     list(proxy.client().chat.completions.create(**_request()))
@@ -368,7 +307,7 @@ def test_the_log_line_names_the_mode_and_when_text_first_flowed(
 
 
 def test_a_streamed_turn_captured_in_the_log_replays_to_what_the_client_got(
-        fake, start_proxy, log_lines):  # noqa: F811
+        fake, start_proxy, log_lines):
     """With `log_bodies`, the line holds the completion the stream added up to: `replay`
     decides on it as the server did."""
     proxy = start_proxy(**LIVE, log_bodies=True, log_level="info")

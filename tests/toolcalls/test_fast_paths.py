@@ -19,6 +19,7 @@ from proxy.toolcalls.repair import NotJson, loads_repaired, python_literal
 from proxy.toolcalls.repair.python_literal import _MISSING
 from proxy.toolcalls.scan import Document, MarkerIndex, json_spans, markers, markers_present
 
+from .bracket_count import plain_end
 from .test_formats import NEGATIVE, POSITIVE, TOOLS
 
 ALL_MARKERS = frozenset(m for markers in MARKERS.values() for m in markers if len(m) > 1)
@@ -240,29 +241,6 @@ def test_python_literals_read_as_python_reads_them(value):
 
 # --- the span scanner and the decoders agree with a plain bracket count --------------------
 
-def _plain_end(text: str, quotes: str) -> int | None:
-    stack, i = [], 0
-    while i < len(text):
-        char = text[i]
-        if char in quotes:
-            j = i + 1
-            while j < len(text) and text[j] != char:
-                j += 2 if text[j] == "\\" else 1
-            if j >= len(text):
-                return None
-            i = j + 1
-            continue
-        if char in "{[":
-            stack.append(char)
-        elif char in "}]":
-            if (stack.pop() == "{") != (char == "}"):
-                return None
-            if not stack:
-                return i + 1
-        i += 1
-    return None
-
-
 SPAN_PIECES = ["{", "}", "[", "]", '"', "'", "\\", "a", "x" * 300, "1,", ":", " ", "\n",
                '"s"', "'q'", '\\"', "\\'", '"' + "y" * 300 + '"', "\\q", "True", ",]",
                '{"a": [1, {"b": "c"}]}', "[1],", "None"]
@@ -276,4 +254,4 @@ def test_value_ends_where_its_brackets_balance(opening, rest):
     doc = Document(text)
     python = json_spans._PYTHON_STYLE.match(text) is not None
     end = doc.json_end(0)
-    assert doc.budget_exhausted or end == _plain_end(text, "\"'" if python else '"')
+    assert doc.budget_exhausted or end == plain_end(text, "\"'" if python else '"')

@@ -26,7 +26,8 @@ from proxy.toolcalls.repair.python_literal import NotLiteral, read_python_litera
 from proxy.toolcalls.scan import Document, MarkerIndex, json_spans, repaired
 from proxy.toolcalls.scan.decode import UNKNOWN
 
-from .test_fast_paths import ALL_MARKERS, ONCE_PIECES, SPAN_PIECES, _plain_end
+from .bracket_count import plain_end
+from .test_fast_paths import ALL_MARKERS, ONCE_PIECES, SPAN_PIECES
 from .test_properties import documents, texts
 
 TOOLS = {"read": {}, "write": {}, "get_weather": {}}
@@ -224,7 +225,7 @@ def test_values_read_in_the_repaired_copy_end_where_their_brackets_balance(openi
     with probe_steps(0):
         doc = Document(text)
         end = doc.json_end(0)
-    assert doc.budget_exhausted or end == _plain_end(text, "\"'" if python else '"')
+    assert doc.budget_exhausted or end == plain_end(text, "\"'" if python else '"')
 
 
 # --- repairs where the decoder reports errors --------------------------------------------------

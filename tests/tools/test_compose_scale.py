@@ -7,18 +7,14 @@ import re
 import shlex
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
 from proxy.shell.config_load import build_config
 from proxy.shell.store import open_store
-from tests.tools.test_container import _default, _env
-from tests.tools.test_deploy import nginx_t
+from tests.shipped import DEPLOY, compose_default, dockerfile_env, nginx_t
 
-ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy"
 SCALE = DEPLOY / "compose.scale.yaml"
 
 
@@ -57,18 +53,18 @@ def test_nginx_proxies_redis_and_vllm_on_one_network():
 
 def test_every_instance_names_the_same_redis_store():
     proxy = _services()["proxy"]
-    assert int(_default(proxy["deploy"]["replicas"])) >= 2
+    assert int(compose_default(proxy["deploy"]["replicas"])) >= 2
     env = proxy["environment"]
     url = env["TOOLCALL_PROXY_RESPONSES_STORE_URL"]
     assert re.fullmatch(r"redis://redis:6379/\d+", url)
     # The image sets a SQLite path; the file clears it, or the settings refuse both at once.
-    assert "TOOLCALL_PROXY_RESPONSES_STORE_PATH" in _env()
+    assert "TOOLCALL_PROXY_RESPONSES_STORE_PATH" in dockerfile_env()
     assert env["TOOLCALL_PROXY_RESPONSES_STORE_PATH"] == ""
     config = build_config({"responses_store_url": url,
                            "responses_store_path": env["TOOLCALL_PROXY_RESPONSES_STORE_PATH"]})
     assert open_store(config).backend == "redis"
     assert re.fullmatch(r"\$\{TOOLCALL_PROXY_API_KEYS:\?.+\}", env["TOOLCALL_PROXY_API_KEYS"])
-    command = [_default(part) for part in _resolved(_services()["vllm"])["command"]]
+    command = [compose_default(part) for part in _resolved(_services()["vllm"])["command"]]
     assert env["TOOLCALL_PROXY_UPSTREAM"] == f"http://vllm:{command[command.index('--port') + 1]}"
     assert proxy["depends_on"]["redis"]["condition"] == "service_healthy"
     assert proxy["read_only"] is True
@@ -78,8 +74,8 @@ def test_every_instance_names_the_same_redis_store():
 
 def test_redis_keeps_its_data_and_never_evicts_what_the_caps_count():
     redis = _services()["redis"]
-    assert re.fullmatch(r"redis:\d+(\.\d+)*", _default(redis["image"]))
-    command = [_default(part) for part in redis["command"]]
+    assert re.fullmatch(r"redis:\d+(\.\d+)*", compose_default(redis["image"]))
+    command = [compose_default(part) for part in redis["command"]]
     assert command[command.index("--maxmemory-policy") + 1] == "noeviction"
     assert command[command.index("--appendonly") + 1] == "yes"
     assert any(volume.endswith(":/data") for volume in redis["volumes"])

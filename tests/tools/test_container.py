@@ -17,63 +17,38 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.serving import serve_one_tool_turn
-from tests.shell.test_entrypoints import _free_port, _hermes
+from tests.serving import answer_hermes_call, free_port, serve_one_tool_turn
+from tests.shipped import (
+    compose_default,
+    dockerfile_arguments,
+    dockerfile_env,
+    dockerfile_instructions,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "deploy" / "compose.yaml"
 
 
-def _instructions() -> list[tuple[str, str]]:
-    """The Dockerfile as (INSTRUCTION, arguments), continuation lines joined."""
-    out: list[tuple[str, str]] = []
-    pending = ""
-    for line in (ROOT / "Dockerfile").read_text().splitlines():
-        if line.lstrip().startswith("#") or not line.strip():
-            continue
-        pending += line.rstrip()
-        if pending.endswith("\\"):
-            pending = pending[:-1] + " "
-            continue
-        word, _, rest = pending.strip().partition(" ")
-        out.append((word.upper(), rest.strip()))
-        pending = ""
-    return out
-
-
-def _all(word: str) -> list[str]:
-    return [rest for name, rest in _instructions() if name == word]
-
-
-def _env() -> dict[str, str]:
-    env: dict[str, str] = {}
-    for rest in _all("ENV"):
-        for pair in shlex.split(rest):
-            key, _, value = pair.partition("=")
-            env[key] = value
-    return env
-
-
 def _healthcheck_command() -> list[str]:
-    (check,) = _all("HEALTHCHECK")
+    (check,) = dockerfile_arguments("HEALTHCHECK")
     return json.loads(check.split(" CMD ", 1)[1])
 
 
 def test_image_is_slim_unprivileged_and_installs_the_lock():
-    (base,) = _all("FROM")
+    (base,) = dockerfile_arguments("FROM")
     assert re.fullmatch(r"python:\$\{PYTHON_VERSION\}-slim-\w+|python:3\.\d+-slim(-\w+)?", base)
-    installs = [run for run in _all("RUN") if "pip install" in run]
+    installs = [run for run in dockerfile_arguments("RUN") if "pip install" in run]
     assert installs == ["pip install --require-hashes --only-binary=:all: -r requirements.lock "
                         "-r requirements-redis.lock"]
-    (user,) = _all("USER")
+    (user,) = dockerfile_arguments("USER")
     assert user not in ("root", "0")
-    assert "useradd" in next(run for run in _all("RUN") if user in run)
-    names = [name for name, _ in _instructions()]
+    assert "useradd" in next(run for run in dockerfile_arguments("RUN") if user in run)
+    names = [name for name, _ in dockerfile_instructions()]
     assert names.index("USER") > max(i for i, name in enumerate(names) if name == "RUN")
-    env = _env()
+    env = dockerfile_env()
     assert env["TOOLCALL_PROXY_HOST"] == "0.0.0.0"
     # The proxy's port, and Ollama's for TOOLCALL_PROXY_OLLAMA_PORT=11434 (off by default).
-    assert _all("EXPOSE") == [env["TOOLCALL_PROXY_PORT"], "11434"]
+    assert dockerfile_arguments("EXPOSE") == [env["TOOLCALL_PROXY_PORT"], "11434"]
     assert "TOOLCALL_PROXY_OLLAMA_PORT" not in env
     # Listening beyond loopback: the file says to set keys.
     assert "TOOLCALL_PROXY_API_KEYS" in (ROOT / "Dockerfile").read_text()
@@ -101,7 +76,7 @@ def _image_tree(workdir: Path) -> None:
     .dockerignore leaves it."""
     patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
-    for rest in _all("COPY"):
+    for rest in dockerfile_arguments("COPY"):
         *sources, dest = shlex.split(rest)
         for source in sources:
             origin = ROOT / source
@@ -132,15 +107,15 @@ def test_the_images_entrypoint_and_health_check_work_outside_a_container(tmp_pat
     """The image's command, in a tree made by its COPY lines, with its environment (the
     listen address on loopback here, port and upstream as `docker run -e` would set them),
     on this venv's interpreter, which holds exactly the lock as the image's does."""
-    _hermes(fake)
+    answer_hermes_call(fake)
     workdir = tmp_path / "app"
     _image_tree(workdir)
     assert sorted(p.name for p in workdir.iterdir()) == [
         "app.py", "deploy", "proxy", "requirements-redis.lock", "requirements.lock"]
-    port = _free_port()
+    port = free_port()
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("TOOLCALL_PROXY_", "GUNICORN_", "PROMETHEUS_"))}
-    env.update(_env())
+    env.update(dockerfile_env())
     env.update(TOOLCALL_PROXY_HOST="127.0.0.1", TOOLCALL_PROXY_PORT=str(port),
                TOOLCALL_PROXY_UPSTREAM=fake.url, GUNICORN_WORKERS="2")
 
@@ -148,7 +123,7 @@ def test_the_images_entrypoint_and_health_check_work_outside_a_container(tmp_pat
         assert exec_form[0] == "python"
         return [sys.executable, *exec_form[1:]]
 
-    (entrypoint,) = _all("ENTRYPOINT")
+    (entrypoint,) = dockerfile_arguments("ENTRYPOINT")
     check = command(_healthcheck_command())
 
     def healthy(url: str) -> None:
@@ -166,18 +141,13 @@ def _compose() -> dict:
     return yaml.safe_load(COMPOSE.read_text())
 
 
-def _default(value: str) -> str:
-    """A compose value with each `${VAR:-default}` as its default."""
-    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
-
-
 def test_compose_runs_vllm_and_the_proxy_on_one_network():
     services = _compose()["services"]
     assert set(services) == {"vllm", "proxy"}
     vllm, proxy = services["vllm"], services["proxy"]
-    image = _default(vllm["image"])
+    image = compose_default(vllm["image"])
     assert image.startswith("vllm/vllm-openai:v")  # the official image, a pinned release
-    command = [_default(part) for part in vllm["command"]]
+    command = [compose_default(part) for part in vllm["command"]]
     assert "--enable-auto-tool-choice" in command
     assert command[command.index("--tool-call-parser") + 1]
     vllm_port = command[command.index("--port") + 1]
@@ -195,7 +165,7 @@ def test_compose_publishes_the_proxy_on_8003_with_keys_and_its_health_check():
     build = proxy["build"]
     assert (COMPOSE.parent / build["context"] / build["dockerfile"]).resolve() == (
         ROOT / "Dockerfile")
-    assert proxy["ports"] == [f"127.0.0.1:8003:{_env()['TOOLCALL_PROXY_PORT']}",
+    assert proxy["ports"] == [f"127.0.0.1:8003:{dockerfile_env()['TOOLCALL_PROXY_PORT']}",
                               "127.0.0.1:11434:11434"]
     # Ollama's port answers only when asked for (OLLAMA_PORT=11434): off by default.
     assert proxy["environment"]["TOOLCALL_PROXY_OLLAMA_PORT"] == "${OLLAMA_PORT:-0}"
@@ -209,6 +179,6 @@ def test_compose_publishes_the_proxy_on_8003_with_keys_and_its_health_check():
     assert proxy["read_only"] is True
     assert "/tmp" in proxy["tmpfs"]
     # Read-only, but the Responses store writes: its directory is a volume of its own.
-    store = _env()["TOOLCALL_PROXY_RESPONSES_STORE_PATH"]
+    store = dockerfile_env()["TOOLCALL_PROXY_RESPONSES_STORE_PATH"]
     assert any(store.startswith(volume.split(":")[1] + "/") for volume in proxy["volumes"])
-    assert _all("VOLUME") == [str(Path(store).parent)]
+    assert dockerfile_arguments("VOLUME") == [str(Path(store).parent)]

@@ -3,34 +3,20 @@
 from __future__ import annotations
 
 import configparser
-import contextlib
 import json
 import runpy
 import shutil
 import socket
-import subprocess
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
 from gunicorn.workers.ggevent import GeventWorker
 
+from tests.clients import exchange
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, vllm_completion
-from tests.shell.test_server import _exchange
-
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-
-
-def nginx_t(folder: Path, site: Path) -> subprocess.CompletedProcess[str]:
-    """`nginx -t` of a main configuration (in `folder`) that includes `site`."""
-    main = folder / "nginx.conf"
-    main.write_text(f"pid {folder}/nginx.pid;\nerror_log {folder}/error.log;\n"
-                    f"events {{}}\nhttp {{\n access_log off;\n include {site};\n}}\n")
-    return subprocess.run(["nginx", "-t", "-p", str(folder), "-c", str(main)],
-                          capture_output=True, text=True, timeout=30)
+from tests.shipped import DEPLOY, nginx_t, shipped_nginx
 
 
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed here")
@@ -71,36 +57,6 @@ def test_gunicorn_config_reads_the_proxy_environment(monkeypatch):
     assert issubclass(settings["worker_class"], GeventWorker)
 
 
-@contextlib.contextmanager
-def _shipped_nginx(tmp_path: Path, backend: str) -> Iterator[int]:
-    """nginx serving the shipped site on a free loopback port, in front of `backend`
-    (host:port); yields the port."""
-    with socket.socket() as spare:
-        spare.bind(("127.0.0.1", 0))
-        port = spare.getsockname()[1]
-    site = (DEPLOY / "nginx-toolcall-proxy.conf").read_text()
-    site = site.replace("server 127.0.0.1:8004;", f"server {backend};")
-    site = site.replace("listen 127.0.0.1:8003;", f"listen 127.0.0.1:{port};")
-    (tmp_path / "site.conf").write_text(site)
-    main = tmp_path / "nginx.conf"
-    main.write_text(f"daemon off;\npid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n"
-                    f"events {{}}\nhttp {{\n access_log off;\n"
-                    f" client_body_temp_path {tmp_path}/body;\n"
-                    f" proxy_temp_path {tmp_path}/proxy;\n include {tmp_path}/site.conf;\n}}\n")
-    nginx = subprocess.Popen(["nginx", "-p", str(tmp_path), "-c", str(main)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
-                break
-            time.sleep(0.05)
-        yield port
-    finally:
-        nginx.terminate()
-        nginx.wait(timeout=10)
-
-
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed here")
 def test_heartbeats_and_calls_flow_through_the_shipped_nginx_site(tmp_path, fake, start_proxy):
     """The real site file in front of the proxy: the role chunk and heartbeats reach the
@@ -108,7 +64,7 @@ def test_heartbeats_and_calls_flow_through_the_shipped_nginx_site(tmp_path, fake
     proxy = start_proxy(heartbeat_seconds=0.3, commit_window_seconds=0.1)
     fake.answer(Answer(body=vllm_completion(
         '<tool_call>{"name": "read", "arguments": {"path": "a"}}</tool_call>'), delay=1.5))
-    with _shipped_nginx(tmp_path, proxy.url.removeprefix("http://")) as port:
+    with shipped_nginx(tmp_path, proxy.url.removeprefix("http://")) as port:
         started = time.monotonic()
         arrivals = []
         with requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", stream=True,
@@ -142,9 +98,9 @@ def test_the_shipped_nginx_sites_own_errors_come_in_the_envelope(tmp_path, start
         (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: 40000000\r\n\r\n", 413,
          "request_too_large"),
     ]
-    with _shipped_nginx(tmp_path, proxy.url.removeprefix("http://")) as port:
+    with shipped_nginx(tmp_path, proxy.url.removeprefix("http://")) as port:
         for request, status, code in cases:
-            raw = _exchange(port, request)
+            raw = exchange(port, request)
             head, _, body = raw.partition(b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 %d" % status), raw[:200]
             assert b"Content-Type: application/json" in head
@@ -153,7 +109,7 @@ def test_the_shipped_nginx_sites_own_errors_come_in_the_envelope(tmp_path, start
                                timeout=10)
         assert passed.status_code == 413  # the proxy's own, below nginx's limit
         assert passed.json()["error"]["code"] == "request_too_large"
-    with _shipped_nginx(tmp_path, nobody) as port:
+    with shipped_nginx(tmp_path, nobody) as port:
         down = requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=10)
         assert down.status_code == 502
         assert down.headers["Retry-After"] == "1"

@@ -25,8 +25,7 @@ import pytest
 
 from tests.conftest import as_user
 from tests.fake_vllm import Answer, vllm_completion
-from tests.serving import serve_one_tool_turn
-from tests.shell.test_entrypoints import _free_port, _hermes
+from tests.serving import answer_hermes_call, free_port, serve_one_tool_turn
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,9 +78,9 @@ def _run(alone: tuple[Path, dict[str, str]], *args: str, python: Sequence[str] =
 
 
 def test_the_file_alone_serves_a_streaming_tool_turn(alone, fake):
-    _hermes(fake)
+    answer_hermes_call(fake)
     here, env = alone
-    port = _free_port()
+    port = free_port()
     status, log = serve_one_tool_turn(
         [*PYTHON, "toolcall-proxy.pyz", "--upstream", fake.url, "--port", str(port)],
         cwd=here, env=env, port=port, seconds=60)

@@ -16,8 +16,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.serving import serve_one_tool_turn
-from tests.shell.test_entrypoints import _free_port, _hermes
+from tests.serving import answer_hermes_call, free_port, serve_one_tool_turn
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEELS = ROOT / "build" / "wheels"
@@ -159,8 +158,8 @@ def test_requirements_txt_alone_installs_the_locked_runtime_and_nothing_else(run
 @pytest.mark.parametrize("command", [["app.py"], ["-m", "gunicorn", "-c", "deploy/gunicorn.conf.py",
                                                   "app:app"]], ids=["app.py", "gunicorn"])
 def test_the_production_server_starts_from_requirements_txt_alone(runtime_venv, fake, command):
-    _hermes(fake)
-    port = _free_port()
+    answer_hermes_call(fake)
+    port = free_port()
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("TOOLCALL_PROXY_", "GUNICORN_", "PROMETHEUS_", "PYTHON"))}
     env.update(TOOLCALL_PROXY_UPSTREAM=fake.url, TOOLCALL_PROXY_PORT=str(port),

@@ -23,9 +23,9 @@ from proxy.turn.thinking import (
     learned_rule,
     move_history_thinking,
 )
+from tests.clients import Reader, delta
 from tests.conftest import TOOLS
-from tests.fake_vllm import vllm_answer, vllm_completion, vllm_stream_of
-from tests.shell.test_streamed_mode import Reader, _delta, _paused_after
+from tests.fake_vllm import paused_after, vllm_answer, vllm_completion, vllm_stream_of
 from tests.streamed_cases import both_modes
 
 FRAGMENTS = ["<think>", "</think>", "<seed:think>", "</seed:think>", " ", "\n", "\n\n", "a",
@@ -176,21 +176,21 @@ def _flows_live_as_reasoning(fake, streamed, content: str) -> None:
     the thinking reaches the client as reasoning while upstream still writes, no content
     before it, and the whole stream reads as the thinking then the answer."""
     messages = [{"role": "user", "content": "2+2?"}]
-    answer, resume = _paused_after(vllm_stream_of(vllm_completion(content), size=5), "simple")
+    answer, resume = paused_after(vllm_stream_of(vllm_completion(content), size=5), "simple")
     fake.answer(answer)
     try:
         reader = Reader(streamed.chat.completions.create(model="m", messages=messages,
                                                          tools=TOOLS, stream=True))
-        first = reader.next_where(lambda chunk: _delta(chunk).get("reasoning_content"))
+        first = reader.next_where(lambda chunk: delta(chunk).get("reasoning_content"))
         assert first is not None
         assert not resume.is_set()  # the thinking flowed while upstream was still writing
-        assert not any(_delta(chunk).get("content") for chunk in reader.seen)
+        assert not any(delta(chunk).get("content") for chunk in reader.seen)
     finally:
         resume.set()
     chunks = reader.rest()
-    assert "".join(_delta(c).get("reasoning_content", "") for c in chunks) == (
+    assert "".join(delta(c).get("reasoning_content", "") for c in chunks) == (
         "The user wants 2+2; that is simple arithmetic, four.")
-    assert "".join(_delta(c).get("content", "") for c in chunks) == "It is 4."
+    assert "".join(delta(c).get("content", "") for c in chunks) == "It is 4."
 
 
 @pytest.mark.integration
@@ -263,13 +263,13 @@ def test_auto_learns_from_a_finished_answer_without_a_closer_that_text_may_flow_
     fake.answer(vllm_answer(vllm_completion(text)))  # the first: nothing learned yet
     first = streamed.chat.completions.create(model="m", messages=messages, tools=TOOLS,
                                              stream=True)
-    assert "".join(_delta(c).get("content") or "" for c in first) == text
-    answer, resume = _paused_after(vllm_stream_of(vllm_completion(text), size=5), "friend")
+    assert "".join(delta(c).get("content") or "" for c in first) == text
+    answer, resume = paused_after(vllm_stream_of(vllm_completion(text), size=5), "friend")
     fake.answer(answer)
     try:
         reader = Reader(streamed.chat.completions.create(model="m", messages=messages,
                                                          tools=TOOLS, stream=True))
-        live = reader.next_where(lambda chunk: "Hello" in (_delta(chunk).get("content") or ""))
+        live = reader.next_where(lambda chunk: "Hello" in (delta(chunk).get("content") or ""))
         assert live is not None
         assert not resume.is_set()  # the text flowed while upstream was still writing
     finally:
