@@ -72,10 +72,20 @@ def logfmt_value(value: Any) -> str:
 
 
 def _quoted(text: str) -> str:
-    quoted = orjson.dumps(text).decode()  # escapes quotes, backslashes and C0 controls
+    return _escaped(orjson.dumps(text).decode())  # JSON escapes quotes, backslashes, C0
+
+
+def _escaped(json_text: str) -> str:
+    """JSON text with DEL and the Unicode line breaks escaped too (JSON leaves them raw, and
+    readers that split on them would see a line end inside a value)."""
     for char, escape in _ESCAPES.items():
-        quoted = quoted.replace(char, escape)
-    return quoted
+        json_text = json_text.replace(char, escape)
+    return json_text
+
+
+def json_line(record: dict[str, Any]) -> str:
+    """The record as one JSON line that no reader of lines can split."""
+    return _escaped(orjson.dumps(record).decode())
 
 
 def logfmt(record: dict[str, Any]) -> str:
@@ -197,7 +207,7 @@ class RequestLog:
         self.emitted = True
         record = self.as_dict()
         if fmt == "json":
-            logger.info(orjson.dumps(record).decode())
+            logger.info(json_line(record))
         else:
             logger.info(logfmt(record))
         return record

@@ -237,6 +237,31 @@ def test_text_log_line_is_logfmt_and_cannot_be_forged():
     assert fields["status"] == "200"
 
 
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_no_log_line_holds_a_raw_unicode_line_break(fmt):
+    """U+0085, U+2028 and U+2029 end a line for Python's splitlines, JavaScript and many log
+    shippers: in either format they are escaped, and the value reads back whole."""
+    import io
+
+    from proxy.observe import RequestLog
+
+    stream = io.StringIO()
+    logger = logging.getLogger(f"test_breaks_{fmt}")
+    logger.propagate = False
+    handler = logging.StreamHandler(stream)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    model = 'a\u0085"request_id":"FORGED"\u2028b\u2029c\x7f'
+    RequestLog("req-1", "POST", "/v1/chat/completions", mode="buffered", model=model,
+               status=200).emit(logger, fmt)
+    logger.removeHandler(handler)
+    (line,) = stream.getvalue().splitlines()  # splitlines breaks at all three
+    assert not {"\u0085", "\u2028", "\u2029", "\x7f"} & set(line)
+    fields = json.loads(line) if fmt == "json" else _logfmt_fields(line)
+    assert fields["model"] == model
+    assert fields["request_id"] == "req-1"
+
+
 def test_log_line_names_only_the_request_s_own_tools(fake, start_proxy, log_lines):
     proxy = start_proxy(log_level="info")
     forged = "rm -rf / secret plan " + "x" * 500
