@@ -287,6 +287,19 @@ def test_passthrough_other_paths_with_status_headers_and_body(fake, proxy):
     assert [m.id for m in models.data] == ["Qwen/Qwen3.6-27B-FP8"]
 
 
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_a_passthrough_get_sends_upstream_no_body(fake, proxy, method):
+    """A GET's content has no meaning (RFC 9110 9.3.1): a client's is not forwarded, so the
+    upstream never sees a body it did not expect (nor a framing two servers read apart)."""
+    fake.answer(Answer(status=200, body=b"fine", headers={"Content-Type": "text/plain"}))
+    response = requests.request(method, proxy.url + "/metrics", data=b'{"model": "other"}',
+                                timeout=10)
+    assert response.status_code == 200
+    received = fake.received[-1]
+    assert (received.method, received.path, received.raw) == (method, "/metrics", b"")
+    assert "content-length" not in {name.lower() for name in received.headers}
+
+
 def test_upstream_refused_is_502(start_proxy):
     # A port bound and never listening refuses connections; held for the test, so that the
     # proxy started next cannot be given it.

@@ -263,6 +263,8 @@ class Proxy:
         """Any request that came in: a front's turn (`routed`), or relayed (None).
         `api_key`: the key that let it in, whose answers it may continue and keep."""
         raw = read_body(request, self.config.max_body_bytes, self.config.body_timeout_seconds)
+        if routed is None and request.method in ("GET", "HEAD"):
+            raw = b""  # a GET's content has no meaning (RFC 9110): relayed, it sends none
         config = self.config
         environ = request.environ
         if routed is not None:
