@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -131,6 +132,7 @@ def test_redis_down_is_a_503_for_turns_that_need_it_and_nothing_to_others(
         assert caught.value.status_code == 503
         assert caught.value.body["code"] == "store_unavailable"
         assert caught.value.response.headers["Retry-After"] == "1"
+        assert str(own_redis.port) not in caught.value.message  # where Redis lives: not said
     health = requests.get(proxy.url + "/proxy/health?upstream=1", timeout=10,
                           headers={"Authorization": f"Bearer {KEY_A}"})
     assert health.status_code == 200  # told, not counted: the instance still serves
@@ -163,6 +165,31 @@ def test_redis_down_is_a_503_for_turns_that_need_it_and_nothing_to_others(
     fake.answer(Answer(body=vllm_completion("kept again")))
     again = client.responses.create(model="qwen", input="x")
     assert client.responses.retrieve(again.id).output_text == "kept again"
+
+
+def test_a_redis_frozen_at_the_write_notes_the_answer_unconfirmed_and_keeps_it(
+        fake, own_redis, start_proxy, log_lines):
+    """Redis stopped (SIGSTOP) while upstream answers: the write times out, but Redis runs it
+    when it wakes. The line says the keeping is unconfirmed, not that the answer was lost."""
+    proxy = start_proxy(responses_store_url=own_redis.url + "?socket_timeout=0.5",
+                        log_level="info")
+    pid = own_redis.process.pid
+    fake.answer(Answer(body=vllm_completion("kept")))  # Redis knows the script from now on
+    proxy.client().responses.create(model="qwen", input="x")
+
+    def freeze_then_answer(received):
+        os.kill(pid, signal.SIGSTOP)
+        return Answer(body=vllm_completion("kept while frozen"))
+
+    fake.answer(freeze_then_answer)
+    try:
+        answer = proxy.client().responses.create(model="qwen", input="y")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    line = log_lines(2)[-1]
+    assert "answer_keep_unconfirmed" in line["notes"]
+    assert "answer_not_kept" not in line["notes"]
+    assert proxy.client().responses.retrieve(answer.id).output_text == "kept while frozen"
 
 
 def _tool_turn_with_key(url: str) -> None:

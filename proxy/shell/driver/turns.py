@@ -229,7 +229,9 @@ class TurnResponse:
             stored = store.put(store.owner(self.api_key), kept)
         except ProxyError:  # the owner's secret could not be read: as a failed write
             stored = False
-        if not stored:
+        if stored is None:  # the store was sent the answer and did not say: it may hold it
+            self.log.notes.append("answer_keep_unconfirmed")
+        elif not stored:
             self.log.notes.append("answer_not_kept")
 
     def _whole(self, answer: Answer) -> Response:

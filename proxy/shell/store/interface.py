@@ -60,8 +60,8 @@ class Usage:
 
 class ResponseStore(Protocol):
     """Kept answers by owner and id. Reads that fail raise a 503 ProxyError
-    (`store_unavailable`); a write that fails is logged and answers False (the client has
-    its answer already)."""
+    (`store_unavailable`); a write that fails is logged and answers False, or None when its
+    outcome is unknown (the client has its answer already)."""
 
     backend: str  # the URL scheme: "sqlite", …
 
@@ -70,9 +70,10 @@ class ResponseStore(Protocol):
         keys, and every answer has one owner): a keyed hash, never the key itself."""
         ...
 
-    def put(self, owner: str, kept: StoredResponse) -> bool:
+    def put(self, owner: str, kept: StoredResponse) -> bool | None:
         """Keep an answer, then let the owner's oldest go past its count and byte caps
-        (never another owner's); False when the store could not be written."""
+        (never another owner's); False when the store could not be written, None when it
+        was sent the write and did not answer in time (it may have kept it)."""
         ...
 
     def get(self, owner: str, response_id: str) -> bytes | None:
@@ -113,10 +114,12 @@ def owner_hash(secret: bytes, api_key: str | None) -> str:
     return hmac.new(secret, api_key.encode(), hashlib.sha256).hexdigest()
 
 
-def store_unavailable(exc: BaseException) -> ProxyError:
-    """The error for a store that cannot be read: retryable, never a 500."""
-    return ProxyError(503, f"The response store cannot be read: {exc}.", type_="server_error",
-                      code="store_unavailable", headers={"Retry-After": "1"})
+def store_unavailable(reason: str) -> ProxyError:
+    """The error for a store that cannot be read: retryable, never a 500. `reason` is said
+    to the client: what went wrong, never where the store lives (its host, its path)."""
+    return ProxyError(503, f"The response store cannot be read: {reason}.",
+                      type_="server_error", code="store_unavailable",
+                      headers={"Retry-After": "1"})
 
 
 def conversation_too_large(size: int, limit: int) -> ProxyError:

@@ -218,6 +218,7 @@ class RedisStore:
         from redis.retry import Retry
 
         self._failed = redis.RedisError  # what a Redis down, slow or refusing raises
+        self._redis = redis  # its error classes, for what the client is told
         self.limits = limits
         self.logger = logger or logging.getLogger(__name__)
         # One quick retry on a connection that broke (Redis restarted), none on a timeout.
@@ -237,7 +238,7 @@ class RedisStore:
         try:
             return self._scripts[name](keys=[PREFIX], args=list(args))
         except self._failed as exc:
-            raise store_unavailable(exc) from None
+            raise store_unavailable(_reason(self._redis, exc)) from None
 
     def _cutoff(self) -> float:
         """Answers kept before this time have expired (0: no age limit)."""
@@ -263,14 +264,18 @@ class RedisStore:
         items = orjson.dumps(kept.items)
         limits = self.limits
         try:
-            self._run("put", self._cutoff(), owner, kept.id, kept.previous or "", time.time(),
-                      len(items), len(items) + len(kept.body), items, kept.body,
-                      int(limits.max_age_seconds * 1000), limits.max_responses,
-                      limits.max_bytes_per_key, limits.max_bytes)
+            self._scripts["put"](keys=[PREFIX], args=[
+                self._cutoff(), owner, kept.id, kept.previous or "", time.time(), len(items),
+                len(items) + len(kept.body), items, kept.body,
+                int(limits.max_age_seconds * 1000), limits.max_responses,
+                limits.max_bytes_per_key, limits.max_bytes])
             return True
+        except self._redis.TimeoutError as exc:  # sent, maybe run: a frozen Redis runs it on waking
+            self.logger.warning("response %s perhaps not kept: the Redis store did not answer "
+                                "in time: %s", kept.id, exc)
+            return None
         except Exception as exc:  # a write that fails is logged, never raised
-            self.logger.warning("response %s not kept: the Redis store failed: %s", kept.id,
-                                getattr(exc, "message", exc))
+            self.logger.warning("response %s not kept: the Redis store failed: %s", kept.id, exc)
             return False
 
     def get(self, owner: str, response_id: str) -> bytes | None:
@@ -278,7 +283,7 @@ class RedisStore:
         try:
             created, body = self.client.hmget(_answer(owner, response_id), "created", "body")
         except self._failed as exc:
-            raise store_unavailable(exc) from None
+            raise store_unavailable(_reason(self._redis, exc)) from None
         if created is None or float(created) < self._cutoff():
             return None
         return bytes(body)
@@ -311,12 +316,24 @@ class RedisStore:
         try:
             self._probe.ping()
         except self._failed as exc:
-            raise store_unavailable(exc) from None
+            raise store_unavailable(_reason(self._redis, exc)) from None
 
 
 def _answer(owner: str, response_id: str) -> str:
     """The key of an owner's answer (as the scripts name it)."""
     return f"{PREFIX}answer:{owner}:{response_id}"
+
+
+def _reason(redis: Any, exc: Exception) -> str:
+    """What went wrong, for the client: never Redis's address (redis-py's messages name it).
+    `redis`: the package, whose error classes tell."""
+    if isinstance(exc, redis.TimeoutError):
+        return "it did not answer in time"
+    if isinstance(exc, redis.AuthenticationError):
+        return "it refused the proxy's credentials"
+    if isinstance(exc, redis.ConnectionError):
+        return "it cannot be reached"
+    return "it answered with an error"
 
 
 def check_url(url: str) -> str | None:

@@ -152,8 +152,10 @@ class SqliteStore:
         try:
             with self._db() as db:
                 return operation(db)
-        except (sqlite3.Error, OSError) as exc:
-            raise store_unavailable(exc) from None
+        except sqlite3.Error as exc:
+            raise store_unavailable(str(exc)) from None  # sqlite's words name no path
+        except OSError as exc:
+            raise store_unavailable(exc.strerror or "it cannot be opened") from None
 
     def _fresh_after(self) -> float:
         """Answers kept before this time have expired."""
