@@ -1,5 +1,6 @@
-"""The last step of `make pyz`: the archive shiv wrote, rewritten with fixed file modes and
-the guarding `__main__` (deploy/pyz_main.py).
+"""The last step of `make pyz`: the archive shiv wrote, rewritten with fixed file modes, the
+version gate as its `__main__` (deploy/pyz_gate.py), and beside it the guarding start the gate
+imports (deploy/pyz_main.py, as `_toolcall_main.py`).
 
 shiv stores each file with the mode it had in the build folder, which the builder's umask
 decides (0600 under umask 077, group-writable under 002): unpacked, those modes are the
@@ -17,7 +18,9 @@ import sys
 import zipfile
 from pathlib import Path
 
+GATE = Path(__file__).with_name("pyz_gate.py")
 MAIN = Path(__file__).with_name("pyz_main.py")
+MAIN_MODULE = "_toolcall_main.py"  # as the gate imports it, from the archive's root
 
 
 def fixed_mode(external_attr: int) -> int:
@@ -27,7 +30,8 @@ def fixed_mode(external_attr: int) -> int:
 
 
 def finish(archive: Path) -> None:
-    """Rewrite `archive` in place (its shebang kept): fixed modes, the guarding main."""
+    """Rewrite `archive` in place (its shebang kept): fixed modes, the gate, the guarding
+    start."""
     data = archive.read_bytes()
     shebang = data[:data.index(b"\n") + 1] if data.startswith(b"#!") else b""
     with zipfile.ZipFile(archive) as source:
@@ -41,7 +45,11 @@ def finish(archive: Path) -> None:
                 entry.compress_type = info.compress_type
                 entry.external_attr = fixed_mode(info.external_attr) << 16
                 if info.filename == "__main__.py":
-                    content = MAIN.read_bytes()
+                    content = GATE.read_bytes()
+                    main = zipfile.ZipInfo(MAIN_MODULE, date_time=info.date_time)
+                    main.compress_type = info.compress_type
+                    main.external_attr = fixed_mode(0) << 16
+                    target.writestr(main, MAIN.read_bytes())
                 target.writestr(entry, content)
     os.chmod(partial, 0o755)
     os.replace(partial, archive)

@@ -1,5 +1,6 @@
-"""The single file's `__main__` (written into toolcall-proxy.pyz in place of shiv's own by
-`deploy/pyz_finish.py`), read from the archive itself: it runs only code the file unpacked.
+"""The single file's start in place of shiv's own (written into toolcall-proxy.pyz as
+`_toolcall_main.py` by `deploy/pyz_finish.py`, and imported by its `__main__`, the version
+gate `deploy/pyz_gate.py`), read from the archive itself: it runs only code the file unpacked.
 
 shiv unpacks the file once per build into `<root>/toolcall-proxy.pyz_<build id>/` and then
 runs what that folder holds (its `.pth` files, the preamble, the proxy). The build id is
@@ -14,8 +15,7 @@ where no one else can swap it (the root and every folder above it owned by this 
 root, and not writable by others unless sticky like /tmp); else one line on stderr and exit
 status 2. The default root, ~/.shiv, is kept private (0700).
 
-Parsable by Python 3.7 (no walrus, no f-string `=`): an old Python reaches the preamble's
-one-line message, not a SyntaxError.
+Parsable by Python 3.7 (no walrus, no f-string `=`); older ones never read it (the gate).
 """
 
 from __future__ import annotations  # (3.7: annotations are not evaluated)

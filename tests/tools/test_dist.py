@@ -106,28 +106,30 @@ def test_the_file_alone_runs_doctor_and_replay(alone, fake):
     assert replay.stdout.rstrip().endswith("data: [DONE]")
 
 
-def _other_pythons() -> list[str]:
-    """Working CPython interpreters of another version than this one (on PATH, or beside
-    this one as pyenv and similar installers keep them)."""
-    mine = "{}.{}".format(*sys.version_info[:2])
-    candidates = [shutil.which(f"python3.{minor}") for minor in range(10, 16)]
-    candidates += glob.glob(str(Path(sys.base_prefix).parent / "3.*" / "bin" / "python3"))
-    found = []
+def _other_pythons() -> dict[str, tuple[int, int, int]]:
+    """Working CPython 3 interpreters of another version than this one (on PATH, or beside
+    this one as pyenv and similar installers keep them), and their versions."""
+    candidates = [shutil.which(f"python3.{minor}") for minor in range(4, 16)]
+    candidates += sorted(glob.glob(str(Path(sys.base_prefix).parent / "3.*" / "bin" / "python3")))
+    found: dict[str, tuple[int, int, int]] = {}
     for path in filter(None, candidates):
         try:
-            version = subprocess.run([path, "-c", "import sys; print('%d.%d' % sys.version_info"
-                                      "[:2])"], capture_output=True, text=True, timeout=30)
+            version = subprocess.run([path, "-c", "import sys; print('%d %d %d' % "
+                                      "sys.version_info[:3])"], capture_output=True, text=True,
+                                     timeout=30)
         except OSError:
             continue
-        if version.returncode == 0 and version.stdout.strip() not in ("", mine):
-            found.append(path)
+        if version.returncode == 0 and version.stdout.strip():
+            numbers = tuple(int(part) for part in version.stdout.split())
+            if numbers[:2] != sys.version_info[:2] and numbers not in found.values():
+                found[path] = numbers
     return found
 
 
 def test_another_python_is_told_which_one_the_file_needs(alone):
-    others = _other_pythons()
+    others = [path for path, version in _other_pythons().items() if version > sys.version_info]
     if not others:
-        pytest.skip("no CPython of another version on this machine")
+        pytest.skip("no newer CPython on this machine")
     here, _ = alone
     done = _run(alone, "--help", python=[others[0], "-I"])
     assert done.returncode == 2
@@ -142,23 +144,89 @@ def test_another_python_is_told_which_one_the_file_needs(alone):
 
 PREAMBLE = ROOT / "deploy" / "pyz_preamble.py"
 MAIN = ROOT / "deploy" / "pyz_main.py"
+GATE = ROOT / "deploy" / "pyz_gate.py"
+PYPROJECT = ROOT / "pyproject.toml"
+
+
+def _newer_than_any_python_3(source: str) -> list[str]:
+    """What in `source` an old Python 3 (3.0 to 3.5) cannot parse or compile: the grammar
+    of 3.4 (`feature_version`), and what that check leaves out: f-strings, annotations,
+    `__future__` imports an old Python does not know."""
+    try:
+        tree = ast.parse(source, feature_version=(3, 4))
+    except SyntaxError as error:
+        return [f"line {error.lineno}: {error.msg}"]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.JoinedStr, ast.AnnAssign, ast.NamedExpr, ast.AsyncFunctionDef,
+                             ast.Await, ast.Match)):
+            found.append(type(node).__name__)
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            found.append(f"annotation of {node.arg}")
+        elif isinstance(node, ast.FunctionDef) and node.returns is not None:
+            found.append(f"return annotation of {node.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            found.append(f"from __future__ import {', '.join(a.name for a in node.names)}")
+    return found
 
 
 @pytest.mark.parametrize("path", [PREAMBLE, MAIN], ids=lambda path: path.name)
-def test_what_runs_before_the_version_check_parses_as_python_3_7(path):
+def test_what_runs_after_the_version_gate_parses_as_python_3_7(path):
     ast.parse(path.read_text(), str(path), feature_version=(3, 7))
 
 
-def test_a_python_too_old_to_parse_newer_syntax_gets_the_one_line_message(alone):
-    old = [path for path in _other_pythons() if "3.7" in Path(path).resolve().parts[-3]
-           or Path(path).name == "python3.7"]
-    if not old:
-        pytest.skip("no Python 3.7 on this machine")
-    done = _run(alone, "--help", python=[old[0], "-I"])
+def test_the_old_grammar_check_finds_what_python_3_6_cannot_run():
+    assert _newer_than_any_python_3("from __future__ import annotations\n") == [
+        "from __future__ import annotations"]
+    assert sorted(_newer_than_any_python_3("def f(a: int) -> None: ...\n")) == [
+        "annotation of a", "return annotation of f"]
+    assert _newer_than_any_python_3('x = f"{1}"\n') == [
+        "line 1: Format strings are only supported in Python 3.6 and greater"]
+    assert _newer_than_any_python_3(MAIN.read_text()) != []  # the old __main__
+
+
+def test_what_any_python_runs_first_in_the_file_is_old_syntax(pyz):
+    """The archive's __main__ is the first code an interpreter runs from the file: any
+    Python 3 parses it (a 3.6 got a SyntaxError traceback from `from __future__ import
+    annotations`)."""
+    with zipfile.ZipFile(pyz) as archive:
+        first = archive.read("__main__.py").decode()
+    assert _newer_than_any_python_3(first) == []
+
+
+def test_a_python_older_than_the_proxys_is_told_in_one_line_which_it_needs(pyz, tmp_path):
+    """The gate run as the archive runs it, by an interpreter that says it is 3.6 (none can
+    be had here): one line naming the Python the file needs, exit status 2."""
+    with zipfile.ZipFile(pyz) as archive:
+        (tmp_path / "gate.py").write_bytes(archive.read("__main__.py"))
+    pretend = ("import sys; sys.version_info = (3, 6, 15, 'final', 0); "
+               "sys.version = '3.6.15 (default, Dec 21 2021)'; "
+               "exec(compile(open(sys.argv[1]).read(), '__main__.py', 'exec'), "
+               "{'__name__': '__main__'})")
+    done = subprocess.run([*PYTHON, "-c", pretend, str(tmp_path / "gate.py")],
+                          capture_output=True, text=True, timeout=60)
+    needs = PYPROJECT.read_text().split('requires-python = ">=', 1)[1].split('"', 1)[0]
     assert done.returncode == 2
-    assert done.stderr.startswith("toolcall-proxy: this file was built for cpython-")
-    assert "cpython-37" in done.stderr
-    assert len(done.stderr.splitlines()) == 1
+    assert done.stderr == (f"toolcall-proxy: this file needs Python {needs} or newer, and "
+                           f"this is Python 3.6.15: run it with python{needs}\n")
+
+
+def test_every_older_python_3_is_told_in_one_line_which_python_the_file_needs(alone):
+    """Each Python 3 older than the proxy's found here (pyenv keeps 3.6 to 3.10 on some
+    machines): one line on stderr, exit status 2, nothing unpacked, no traceback."""
+    needs = PYPROJECT.read_text().split('requires-python = ">=', 1)[1].split('"', 1)[0]
+    older = {path: version for path, version in _other_pythons().items()
+             if version < sys.version_info}
+    if not older:
+        pytest.skip("no older CPython 3 on this machine")
+    here, env = alone
+    for path, version in older.items():
+        done = _run(alone, "--help", python=[path, "-I"])
+        assert (done.returncode, done.stderr) == (2, (
+            f"toolcall-proxy: this file needs Python {needs} or newer, and this is Python "
+            f"{'.'.join(map(str, version))}: run it with python{needs}\n")), path
+    assert os.listdir(here) == ["toolcall-proxy.pyz"]
+    assert not Path(env["SHIV_ROOT"]).exists()
 
 
 def _unpack_folder(pyz: Path, root: Path) -> Path:
@@ -295,8 +363,9 @@ def test_the_archives_files_carry_fixed_modes_whatever_the_umask(pyz, tmp_path):
     modes = {mode for _, mode, _ in entries}
     assert modes <= {stat.S_IFREG | 0o644, stat.S_IFREG | 0o755}
     assert stat.S_IFREG | 0o644 in modes
-    main = dict((name, digest) for name, _, digest in entries)["__main__.py"]
-    assert main == hashlib.sha256(MAIN.read_bytes()).hexdigest()
+    digests = {name: digest for name, _, digest in entries}
+    assert digests["__main__.py"] == hashlib.sha256(GATE.read_bytes()).hexdigest()
+    assert digests["_toolcall_main.py"] == hashlib.sha256(MAIN.read_bytes()).hexdigest()
 
 
 def _system_python() -> str:
