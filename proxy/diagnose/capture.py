@@ -10,6 +10,10 @@ from typing import Any
 
 import orjson
 
+# The most `replay` reads of a capture file: a day of log lines with bodies is far less; an
+# endless input (/dev/zero, a pipe that never closes its end) is refused at this size.
+MAX_CAPTURE_BYTES = 256 * 1024 * 1024
+
 
 class ReplayError(ValueError):
     """An input that cannot be replayed; the message is one line for a person."""
@@ -123,7 +127,11 @@ def parse_exchanges(data: bytes, label: str) -> list[Exchange]:
 def read_exchanges(path: str) -> list[Exchange]:
     """The exchanges in the capture file at `path`."""
     try:
-        data = Path(path).read_bytes()
+        with Path(path).open("rb") as capture:
+            data = capture.read(MAX_CAPTURE_BYTES + 1)
     except OSError as exc:
         raise ReplayError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CAPTURE_BYTES:
+        raise ReplayError(f"{path} is larger than {MAX_CAPTURE_BYTES // (1024 * 1024)} MiB: "
+                          "replay a part of it (the lines of one request id, say)")
     return parse_exchanges(data, path)

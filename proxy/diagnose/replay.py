@@ -31,6 +31,7 @@ from ..base.errors import ProxyError
 from ..fronts import Ask, Front, Incoming, Reply
 from ..fronts.registry import front_for, front_named
 from ..shell.config_load import ConfigError, load_config
+from ..telemetry.request_log import printable
 from ..turn.core import Answer, UpstreamReply, decide
 from ..turn.plan import PassthroughPlan, TurnPlan
 from .capture import (
@@ -395,20 +396,20 @@ def main(argv: Sequence[str]) -> int:
     try:
         replays = replay_file(args.file, _config(args.config))
     except (ReplayError, ConfigError) as exc:
-        print(f"toolcall-proxy replay: {exc}", file=sys.stderr)
+        print(printable(f"toolcall-proxy replay: {exc}"), file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:  # a bug in the core: the server would answer 500 here
-        print(f"toolcall-proxy replay: the proxy's core failed on {args.file} "
-              f"({type(exc).__name__}: {exc}); please report it with the file",
+        print(printable(f"toolcall-proxy replay: the proxy's core failed on {args.file} "
+                        f"({type(exc).__name__}: {exc}); please report it with the file"),
               file=sys.stderr)
         return EXIT_CORE_FAILED
     for number, replay in enumerate(replays):
         if args.json:
-            sys.stdout.write(orjson.dumps(replay.as_dict()).decode() + "\n")
-        else:
-            sys.stdout.write(("\n" if number else "") + format_report(replay))
+            sys.stdout.write(printable(orjson.dumps(replay.as_dict()).decode()) + "\n")
+        else:  # what the capture holds may hold a terminal's control sequences: escaped
+            sys.stdout.write(("\n" if number else "") + printable(format_report(replay)))
     unsupported = [replay for replay in replays if replay.unsupported]
     for replay in unsupported:
-        print(f"toolcall-proxy replay: {replay.where}: cannot replay: "
-              f"{replay.diagnostics['not_replayable']['reason']}", file=sys.stderr)
+        print(printable(f"toolcall-proxy replay: {replay.where}: cannot replay: "
+                        f"{replay.diagnostics['not_replayable']['reason']}"), file=sys.stderr)
     return EXIT_NOT_REPLAYABLE if unsupported else EXIT_OK

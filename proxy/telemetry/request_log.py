@@ -50,11 +50,21 @@ def _loggable(bodies: dict[str, Any]) -> Any:
     return redacted
 
 
-# Characters that make a logfmt value need quotes; control characters and the Unicode line
-# breaks are escaped inside them, so a value can never start a new (forged) line.
-_NEEDS_QUOTES = re.compile(r'[\s"=\\\x00-\x1f\x7f\x85\u2028\u2029]')
-_ESCAPES = {"\x7f": "\\u007f", "\x85": "\\u0085", "\u2028": "\\u2028",
-            "\u2029": "\\u2029"}
+# What a terminal or a reader of lines acts on rather than shows: C0 and C1 controls (a
+# terminal's escape sequences begin with one), DEL, the Unicode line and paragraph
+# separators, and the bidirectional controls that reorder what is shown. Escaped (as JSON's
+# \uXXXX) wherever the proxy writes text others sent: log lines, replay's and doctor's output.
+_UNSAFE = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_UNSAFE_CHAR = re.compile(f"[{_UNSAFE}]")
+# Characters that make a logfmt value need quotes (inside which the unsafe ones are escaped),
+# so a value can never start a new (forged) line.
+_NEEDS_QUOTES = re.compile(rf'[\s"=\\\t\n{_UNSAFE}]')
+
+
+def printable(text: str) -> str:
+    """`text` with each unsafe character written as `\\uXXXX` (line ends and tabs kept): safe
+    to print on a terminal, and still valid JSON when `text` is JSON."""
+    return _UNSAFE_CHAR.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
 
 
 def logfmt_value(value: Any) -> str:
@@ -72,20 +82,13 @@ def logfmt_value(value: Any) -> str:
 
 
 def _quoted(text: str) -> str:
-    return _escaped(orjson.dumps(text).decode())  # JSON escapes quotes, backslashes, C0
-
-
-def _escaped(json_text: str) -> str:
-    """JSON text with DEL and the Unicode line breaks escaped too (JSON leaves them raw, and
-    readers that split on them would see a line end inside a value)."""
-    for char, escape in _ESCAPES.items():
-        json_text = json_text.replace(char, escape)
-    return json_text
+    return printable(orjson.dumps(text).decode())  # JSON escapes quotes, backslashes, C0
 
 
 def json_line(record: dict[str, Any]) -> str:
-    """The record as one JSON line that no reader of lines can split."""
-    return _escaped(orjson.dumps(record).decode())
+    """The record as one JSON line that no reader of lines can split, nor a terminal act on
+    (JSON leaves DEL, C1 controls and the Unicode line breaks raw)."""
+    return printable(orjson.dumps(record).decode())
 
 
 def logfmt(record: dict[str, Any]) -> str:

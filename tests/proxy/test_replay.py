@@ -295,6 +295,34 @@ def test_bad_capture_is_one_line_and_exit_2(capsys, tmp_path, content, message):
     assert message in err
 
 
+# What a terminal acts on: an OSC title change, a screen clear, C1's CSI, a bidi override.
+CONTROLS = "\x1b]0;owned\x07 \x1b[2J \u009b31m \u202e"
+
+
+def test_what_the_capture_holds_is_printed_with_its_control_characters_escaped(
+        capsys, tmp_path):
+    capture = {"request": _request(model="q" + CONTROLS, stream=True),
+               "response": vllm_completion("Text " + CONTROLS + HERMES_READ)}
+    path = _capture(tmp_path / "c.json", capture)
+    status, out, err = _replay(capsys, path)
+    assert (status, err) == (0, "")
+    assert not {"\x1b", "\x07", "\u009b", "\u202e"} & set(out)
+    assert "\\u001b]0;owned\\u0007" in out  # shown, not acted on
+    [replay] = _replay_json(capsys, path)  # JSON stays JSON: the same values, escaped
+    assert replay["diagnostics"]["model"] == "q" + CONTROLS
+    status, out, _ = _replay(capsys, path, "--json")
+    assert not {"\x1b", "\x07", "\u009b", "\u202e"} & set(out)
+
+
+def test_a_capture_without_end_is_refused_in_one_line(capsys, monkeypatch):
+    """`replay /dev/zero` grew to 1.8 GB: what it reads is bounded (here at 1 MiB)."""
+    monkeypatch.setattr("proxy.replay_capture.MAX_CAPTURE_BYTES", 1024 * 1024)
+    status, out, err = _replay(capsys, "/dev/zero")
+    assert (status, out) == (2, "")
+    assert err == ("toolcall-proxy replay: /dev/zero is larger than 1 MiB: replay a part of "
+                   "it (the lines of one request id, say)\n")
+
+
 def test_bad_jsonl_line_is_named(capsys, tmp_path):
     good = json.dumps({"request": _request(), "response": vllm_completion("x")})
     path = tmp_path / "bad.jsonl"

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
 from proxy.shell.config_load import build_config
 from proxy.shell.upstream.choice import preference
 from proxy.shell.upstream.client import Upstream
-from proxy.shell.upstream.replicas import Replicas
+from proxy.shell.upstream.replicas import Replicas, Route
 from proxy.telemetry.metrics import Metrics
+from proxy.telemetry.request_log import RequestLog
 from tests.fake_vllm import Answer, FakeVLLM, vllm_error
 from tests.serving import wait_for
 
@@ -115,3 +118,19 @@ def test_the_only_upstream_is_never_marked_down(fakes):
     assert report["last_error"] == "HTTP 503"
     assert replicas.choose(config, "prefix:x") == url
     assert probes(fakes[0]) == []
+
+
+def test_a_burst_of_turns_is_counted_as_each_is_placed_within_the_bound(fakes):
+    """40 turns of one conversation chosen before any has started its call: each is counted
+    in flight when its replica is chosen, so the home replica takes its bound, ⌈(1 + ε) × the
+    average⌉ = 25, and the rest go to the other (35 of 40 went home when counted at start)."""
+    replicas, config, _, key = setup(fakes)
+    home = fakes[0].url
+    routes = [Route(replicas, config, key, RequestLog(f"r{i}", "POST", "/v1/chat/completions"))
+              for i in range(40)]
+    placed = Counter(route.url for route in routes)
+    assert placed == {home: 25, fakes[1].url: 15}
+    assert sum(report["in_flight"] for report in replicas.reports()) == 40
+    for route in routes:  # each call then runs once, and ends: nothing counted twice
+        route.run(lambda upstream: SimpleNamespace(status=200), worth_another=lambda _: False)
+    assert [report["in_flight"] for report in replicas.reports()] == [0, 0]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import resource
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -224,6 +227,62 @@ def test_models_endpoint_error_and_bad_url(start_fake, monkeypatch):
     assert done.returncode == 2
     assert "'upstream' must be an http:// or https:// URL" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.fixture
+def endless_server() -> Iterator[str]:
+    """A server that answers every request 200 with a chunked JSON body that never ends."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    done = threading.Event()
+
+    def serve(connection: socket.socket) -> None:
+        with connection, contextlib.suppress(OSError):
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                               b"Transfer-Encoding: chunked\r\n\r\n")
+            piece = b'{"data": [' + b" " * 65000
+            while not done.is_set():
+                connection.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+                piece = b" " * 65536
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                threading.Thread(target=serve, args=(listener.accept()[0],), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    done.set()
+    listener.close()
+
+
+def _at_most_2_gib() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+def test_an_endless_answer_is_refused_in_one_line(endless_server):
+    """An endless /v1/models grew the doctor to 2 GB: what it reads of an answer is bounded.
+    (The doctor runs here with 2 GiB of address space: unbounded, it dies of it.)"""
+    done = subprocess.run([sys.executable, "app.py", "doctor", "--upstream", endless_server],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          preexec_fn=_at_most_2_gib)
+    assert done.returncode == 1
+    assert done.stderr == (f"toolcall-proxy doctor: {endless_server}/v1/models is larger than "
+                           "16 MiB: not the answer of an OpenAI-compatible server\n")
+
+
+def test_what_the_server_sends_is_printed_with_its_control_characters_escaped(start_fake):
+    controls = "\x1b]0;owned\x07\x1b[2J\u009b31m\u202e"
+    fake = start_fake(tool_parser=False, model="qwen" + controls)
+    fake.answer(Answer(body=vllm_completion("Sure" + controls + HERMES)))
+    done = _doctor("--upstream", fake.url)
+    assert done.returncode == 0, done.stderr
+    assert not {"\x1b", "\x07", "\u009b", "\u202e"} & set(done.stdout)
+    assert "qwen\\u001b]0;owned\\u0007" in done.stdout  # shown, not acted on
+    report = _report(fake.url)
+    assert report["model"] == "qwen" + controls  # JSON stays JSON: the same values
 
 
 def test_a_probe_that_times_out_is_reported_and_exits_1(start_fake):

@@ -25,6 +25,7 @@ import orjson
 
 from ...base.config import mask_url
 from ...shell.config_load import ConfigError, load_config
+from ...telemetry.request_log import printable
 from .live import DoctorError, run_doctor
 from .render import failure_line, render
 
@@ -73,7 +74,7 @@ def main(argv: Sequence[str]) -> int:
                  *(["--upstream", args.upstream] if args.upstream else [])]
         config = load_config(flags)
     except ConfigError as exc:
-        print(f"toolcall-proxy doctor: {exc}", file=sys.stderr)
+        print(printable(f"toolcall-proxy doctor: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     api_key = config.upstream_api_key if args.api_key is None else args.api_key
     # Replicas of one model: each is probed, in turn (the worst outcome is the exit status).
@@ -89,14 +90,14 @@ def _doctor_one(url: str, args: argparse.Namespace, api_key: str, lines: bool) -
                             max_tokens=args.max_tokens, timeout=args.timeout)
     except DoctorError as exc:
         if args.json:
-            print(orjson.dumps({"upstream": mask_url(url), "error": str(exc)}).decode())
-        print(f"toolcall-proxy doctor: {exc}", file=sys.stderr)
+            print(printable(orjson.dumps({"upstream": mask_url(url), "error": str(exc)}).decode()))
+        print(printable(f"toolcall-proxy doctor: {exc}"), file=sys.stderr)
         return EXIT_UNREACHABLE
     if args.json:
-        print(orjson.dumps(report, option=0 if lines else orjson.OPT_INDENT_2).decode())
-    else:
-        sys.stdout.write(render(report))
+        print(printable(orjson.dumps(report, option=0 if lines else orjson.OPT_INDENT_2).decode()))
+    else:  # what the server sent (model names, errors, text) may hold control sequences
+        sys.stdout.write(printable(render(report)))
     for failed in report["failed"]:
-        print(f"toolcall-proxy doctor: probe {failed['probe']}: {failure_line(failed)}",
-              file=sys.stderr)
+        print(printable(f"toolcall-proxy doctor: probe {failed['probe']}: "
+                        f"{failure_line(failed)}"), file=sys.stderr)
     return EXIT_UNREACHABLE if report["failed"] else EXIT_OK

@@ -20,6 +20,7 @@ from ...fronts.registry import FRONTS
 from ...shell.upstream.client import Timeouts, Upstream
 from ...turn.core import Answer, decide
 from ...turn.plan import PassthroughPlan
+from .probe import MAX_ANSWER_BYTES, read_failure
 
 CHAT_PATH = "/v1/chat/completions"  # where a front that relays the client's path sends it
 
@@ -79,9 +80,9 @@ def probe_front(path: str, front: Front, turn: Turn, config: Config, upstream: U
     started = time.monotonic()
     try:
         reply = upstream.complete(front.upstream_path or CHAT_PATH, plan.upstream_body,
-                                  headers, timeouts)
+                                  headers, timeouts, max_bytes=MAX_ANSWER_BYTES)
     except ProxyError as exc:
-        probe.error = exc.message
+        probe.error = read_failure(exc, "the answer")
         return probe
     finally:
         probe.elapsed_ms = round((time.monotonic() - started) * 1000, 1)

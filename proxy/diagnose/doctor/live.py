@@ -14,7 +14,17 @@ from ...shell.upstream.client import Timeouts, Upstream
 from ...turn.plan import TurnPlan
 from .findings import diagnose
 from .fronts import Turn, front_settings, probe_fronts
-from .probe import PROMPT, WEATHER_TOOL, DoctorError, Probe, error_message, plan_probe, read_answer
+from .probe import (
+    MAX_ANSWER_BYTES,
+    PROMPT,
+    WEATHER_TOOL,
+    DoctorError,
+    Probe,
+    error_message,
+    plan_probe,
+    read_answer,
+    read_failure,
+)
 
 
 def _headers(api_key: str) -> dict[str, str]:
@@ -27,9 +37,9 @@ def _headers(api_key: str) -> dict[str, str]:
 def list_models(upstream: Upstream, headers: dict[str, str], timeouts: Timeouts) -> list[str]:
     """The ids `GET /v1/models` lists; DoctorError when it cannot be read."""
     try:
-        reply = upstream.complete_get("/v1/models", headers, timeouts)
+        reply = upstream.complete_get("/v1/models", headers, timeouts, MAX_ANSWER_BYTES)
     except ProxyError as exc:
-        raise DoctorError(exc.message) from None
+        raise DoctorError(read_failure(exc, f"{mask_url(upstream.base)}/v1/models")) from None
     if reply.status >= 400:
         try:
             answer = orjson.loads(reply.body)
@@ -52,7 +62,7 @@ def proxy_health(upstream: Upstream, headers: dict[str, str],
     """The server's `/proxy/health` when it answers as a Tool Call Proxy does, else None
     (vLLM answers 404; any failure is for `/v1/models` to report)."""
     try:
-        reply = upstream.complete_get("/proxy/health", headers, timeouts)
+        reply = upstream.complete_get("/proxy/health", headers, timeouts, MAX_ANSWER_BYTES)
         health = orjson.loads(reply.body) if reply.status == 200 else None
     except (ProxyError, orjson.JSONDecodeError):
         return None
@@ -69,9 +79,10 @@ def run_probe(upstream: Upstream, name: str, plan: TurnPlan, headers: dict[str, 
     started = time.monotonic()
     try:
         reply = upstream.complete("/v1/chat/completions", plan.upstream_body, headers,
-                                  timeouts)
+                                  timeouts, max_bytes=MAX_ANSWER_BYTES)
     except ProxyError as exc:
-        probe.error, probe.network_error = exc.message, True
+        probe.error = read_failure(exc, "the answer")
+        probe.network_error = exc.code != "upstream_too_large"
         return probe
     finally:
         probe.elapsed_ms = round((time.monotonic() - started) * 1000, 1)

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from ...base.config import Config
+from ...base.errors import ProxyError
 from ...toolcalls import FORMATS, extract
 from ...toolcalls.registry import SPECS
 from ...turn.core import Failure, UpstreamReply, decide
@@ -46,10 +47,21 @@ FOREIGN_MARKERS: dict[str, str] = {
     marker: parser for spec in SPECS for marker, parser in spec.doctor_markers}
 _PARSER_OFF_SIGNS = ("enable-auto-tool-choice", "tool-call-parser")
 _EXCERPT = 300
+# The most the doctor reads of any answer: a model list, a health report or a probe turn of
+# a few hundred tokens is far smaller; a server that sends more is not answering as one.
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
 
 
 class DoctorError(Exception):
     """The server could not be probed; the message is one line for a person."""
+
+
+def read_failure(error: ProxyError, what: str) -> str:
+    """A failed read of `what` in one line: an answer past the doctor's bound said so."""
+    if error.code == "upstream_too_large":
+        return (f"{what} is larger than {MAX_ANSWER_BYTES // (1024 * 1024)} MiB: not the "
+                "answer of an OpenAI-compatible server")
+    return error.message
 
 
 @dataclass

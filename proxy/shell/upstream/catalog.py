@@ -72,7 +72,8 @@ def _models_of(upstreams: Mapping[str, Upstream], replicas: Replicas, urls: tupl
     failure = ProxyError(502, "No upstream answered.", code="upstream_unreachable")
     for url in replicas.up_first(urls):
         try:
-            reply = upstreams[url].complete_get(target, headers, timeouts)
+            reply = upstreams[url].complete_get(target, headers, timeouts,
+                                                settings.max_upstream_body_bytes)
             if reply.status >= 400:
                 raise from_upstream(reply.status, reply.body, reply.headers)
             if model_ids(reply) is None:

@@ -257,13 +257,15 @@ class Upstream:
         return b"".join(pieces)
 
     def complete_get(self, path: str, headers: dict[str, str], timeouts: Timeouts,
-                     ) -> UpstreamReply:
-        """GET and read the whole answer (for the proxy's own aggregation of model lists)."""
+                     max_bytes: int) -> UpstreamReply:
+        """GET and read the whole answer, at most `max_bytes` of it (0: no limit), for the
+        proxy's own look at model lists and health; an endless answer is refused."""
         try:
-            response = self._request("GET", path, None, headers, timeouts, preload=True)
+            response = self._request("GET", path, None, headers, timeouts, preload=False)
+            return UpstreamReply(response.status, dict(response.headers),
+                                 self._read_all(response, max_bytes))
         except _FAILURES as exc:
             raise self._failure(exc, timeouts) from None
-        return UpstreamReply(response.status, dict(response.headers), response.data)
 
     def open(self, method: str, path: str, body: bytes, headers: dict[str, str],
              timeouts: Timeouts, tracker: _ConnectionTracker | None = None,

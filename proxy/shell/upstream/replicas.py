@@ -82,15 +82,22 @@ class Replicas:
             metrics.replica_up.labels(label).set(1)
 
     def choose(self, config: Config, key: str | None, exclude: frozenset[str] = frozenset(),
-               ) -> str:
+               *, reserve: bool = False) -> str:
         """The replica of `config`'s upstream that a request with affinity `key` goes to
-        (leaving out `exclude` when there is another)."""
+        (leaving out `exclude` when there is another). `reserve`: its call is counted in
+        flight from this choice on, in one step with it (a burst of choices sees each
+        other's, so the load bound holds), and `begin` is not called for it."""
         urls = [url for url in config.replicas() if url not in exclude] or config.replicas()
         with self._lock:
             loads = [ReplicaLoad(url, self._is_up(url, config), self._states[url].in_flight)
                      for url in urls]
-        return choose(config.upstream_routing, key, loads,
-                      load_factor=config.upstream_load_factor, turn=next(self._turns))
+            chosen = choose(config.upstream_routing, key, loads,
+                            load_factor=config.upstream_load_factor, turn=next(self._turns))
+            if reserve:
+                self._states[chosen].in_flight += 1
+        if reserve:
+            self._metrics.replica_in_flight.labels(self._labels[chosen]).inc()
+        return chosen
 
     def up_first(self, urls: tuple[str, ...]) -> list[str]:
         """`urls`, those marked down last (for a request any of them can answer)."""
@@ -119,7 +126,8 @@ class Replicas:
         error = "probe: not answering 200"
         for path in _PROBE_PATHS:
             try:
-                reply = self.clients[url].complete_get(path, headers, timeouts)
+                reply = self.clients[url].complete_get(path, headers, timeouts,
+                                                       config.max_upstream_body_bytes)
             except ProxyError as exc:
                 error = f"probe: {exc.code or exc.status}"
                 break
@@ -197,7 +205,8 @@ class Placement:
         self._config = config
         self._key = key
         self._log = log
-        self.url = replicas.choose(config, key)
+        self.url = replicas.choose(config, key, reserve=True)
+        self._reserved: str | None = self.url  # counted in flight: its first call is not again
         log.upstream = mask_url(self.url)  # the log line's and the status page's upstream
         self._held: str | None = None  # a replica whose answer is still being relayed
         self._failed_over = False  # once per request
@@ -220,7 +229,9 @@ class Placement:
             failed = self.url
             discard(outcome)
             self._release(outcome)
-            self.url = self._replicas.choose(self._config, self._key, frozenset({failed}))
+            self.url = self._replicas.choose(self._config, self._key, frozenset({failed}),
+                                             reserve=True)
+            self._reserved = self.url
             self._replicas.failed_over(failed)
             self._log.notes.append(f"failover:{result_of(outcome)}")
             self._log.replica = self._log.upstream = mask_url(self.url)
@@ -233,7 +244,10 @@ class Placement:
         """`attempt` on `url`, counted in flight (until `done`, when `hold`), its outcome
         judged; a ProxyError is returned, not raised."""
         replicas = self._replicas
-        replicas.begin(url)
+        if self._reserved == url:
+            self._reserved = None  # counted when it was chosen
+        else:
+            replicas.begin(url)
         try:
             outcome: T | ProxyError = attempt(replicas.clients[url])
         except ProxyError as exc:

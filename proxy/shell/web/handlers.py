@@ -213,7 +213,8 @@ class Proxy:
                             min(settings.read_timeout_seconds, 10.0))
         try:
             reply = self.upstreams[url].complete_get(
-                "/v1/models", self.upstream_headers(settings, buffered=True), timeouts)
+                "/v1/models", self.upstream_headers(settings, buffered=True), timeouts,
+                settings.max_upstream_body_bytes)
             report.update(status=reply.status, reachable=True)
             report["models"] = model_ids(reply)
             # Reachable but refusing (a wrong key, a base URL ending in /v1): not healthy.
@@ -251,7 +252,8 @@ class Proxy:
         timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
         upstream = self.upstreams[self.replicas.choose(config, None)]
         if asked.body is None:
-            reply = upstream.complete_get(asked.path, headers, timeouts)
+            reply = upstream.complete_get(asked.path, headers, timeouts,
+                                          config.max_upstream_body_bytes)
         else:
             reply = upstream.complete(asked.path, asked.body, headers, timeouts,
                                       max_bytes=config.max_upstream_body_bytes)
