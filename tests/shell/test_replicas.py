@@ -320,10 +320,11 @@ def test_killing_one_of_two_replicas_in_the_middle_of_100_turns(start):
 
 @pytest.mark.parametrize("tools", [True, False])
 def test_a_replica_that_is_slow_to_answer_is_not_asked_twice(fakes, start, tools):
-    """A read timeout is no sign of a replica gone (it may be generating): the request is
-    not sent to another, and the replica stays up."""
-    for fake in fakes:
-        fake.answer(Answer(body=CALL, delay=3))
+    """A read timeout alone is no sign of a replica gone (it may be generating): the request
+    is not sent to another, and the replica, probed, answers its /health: it stays up."""
+    for fake in fakes:  # busy generating, as vLLM is: its /health answers at once
+        fake.answer(lambda r: Answer(body=CALL, delay=3) if r.path.startswith("/v1/chat")
+                    else Answer(body={}))
     proxy = start([fake.url for fake in fakes], read_timeout_seconds=0.3,
                   buffered_timeout_seconds=0.3)
     body = {"model": "qwen", "messages": [{"role": "user", "content": "hi"}]}
@@ -332,7 +333,39 @@ def test_a_replica_that_is_slow_to_answer_is_not_asked_twice(fakes, start, tools
     response = requests.post(proxy.url + "/v1/chat/completions", json=body, timeout=20)
     assert response.status_code == 504
     assert sum(len(fake.chat_requests()) for fake in fakes) == 1
+    (asked,) = [fake for fake in fakes if fake.chat_requests()]
+    wait_for(lambda: any(r.path == "/health" for r in asked.received))
     assert {r["up"] for r in app_of(proxy).replica_reports()} == {True}
+
+
+@pytest.mark.parametrize("tools", [True, False])
+def test_a_replica_that_accepts_and_never_answers_is_marked_down(fakes, start, tools):
+    """A socket that accepts connections (the kernel's backlog) and never answers: the turn
+    routed there waits its time and fails; its replica, probed, does not answer either and
+    is marked down, so the same conversation's next turn goes to the other."""
+    fake = fakes[0]
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        mute = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        proxy = start([mute, fake.url], read_timeout_seconds=0.5,
+                      buffered_timeout_seconds=0.5, upstream_down_seconds=300)
+        body = {"model": "qwen", "messages": [{"role": "user", "content": "hi"}]}
+        if tools:
+            body["tools"] = TOOLS
+        for i in range(40):  # a conversation at home on the silent one: 1 in 2 each
+            body["messages"][0]["content"] = f"task {i}"
+            first = requests.post(proxy.url + "/v1/chat/completions", json=body, timeout=20)
+            if first.status_code == 504:
+                break
+        assert first.status_code == 504
+        reports = lambda: {r["url"]: r for r in app_of(proxy).replica_reports()}  # noqa: E731
+        wait_for(lambda: not reports()[mute]["up"])
+        asked = len(fake.chat_requests())
+        again = requests.post(proxy.url + "/v1/chat/completions", json=body, timeout=20)
+        assert again.status_code == 200
+        assert len(fake.chat_requests()) == asked + 1
+        assert "probe" in reports()[mute]["last_error"]
 
 
 def test_the_model_list_asks_one_replica_and_passes_over_one_that_is_down(fakes, start):

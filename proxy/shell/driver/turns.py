@@ -89,7 +89,9 @@ class Driver:
                 self._on_retry(action)
                 self.call = self._start_call()
             else:
-                if isinstance(action, (waiting.Fail, waiting.Abandon)):
+                if isinstance(action, waiting.Fail) and action.error.code == "upstream_timeout":
+                    self.call.cancel(action.error)  # its replica did not answer in time
+                elif isinstance(action, (waiting.Fail, waiting.Abandon)):
                     self.call.cancel()
                 yield action
 

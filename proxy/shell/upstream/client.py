@@ -84,6 +84,7 @@ class _ConnectionTracker:
         self._lock = threading.Lock()
         self._connection: Any = None
         self.cancelled = False
+        self._why: ProxyError | None = None  # the turn's own time ran out (None: it left)
 
     def attach(self, connection: Any) -> None:
         with self._lock:
@@ -92,12 +93,16 @@ class _ConnectionTracker:
         if cancelled:
             self._shutdown(connection)
 
-    def cancel(self) -> None:
+    def cancel(self, why: ProxyError | None = None) -> None:
         with self._lock:
-            self.cancelled = True
+            self.cancelled, self._why = True, why
             connection = self._connection
         if connection is not None:
             self._shutdown(connection)
+
+    def cancelled_error(self) -> ProxyError:
+        """What a call cut by `cancel` ends with: why it was cut, else the client left."""
+        return self._why or client_disconnected()
 
     def detach(self) -> None:
         """The call is over: its connection is back in the pool (or closed), and a late
@@ -228,7 +233,7 @@ class Upstream:
                                  self._read_all(response, max_bytes))
         except _FAILURES as exc:
             if tracker is not None and tracker.cancelled:
-                raise client_disconnected() from None
+                raise tracker.cancelled_error() from None
             if isinstance(exc, (ReadTimeoutError, socket.timeout)):
                 raise self._failure(exc, timeouts) from None
             raise ProxyError(502, "The upstream's answer broke off before its end "
@@ -276,7 +281,7 @@ class Upstream:
             return self._request(method, path, body or None, headers, timeouts, preload=False)
         except _FAILURES as exc:
             if tracker is not None and tracker.cancelled:
-                raise client_disconnected() from None
+                raise tracker.cancelled_error() from None
             raise self._failure(exc, timeouts) from None
         finally:
             self._local.tracker = None
@@ -364,9 +369,11 @@ class UpstreamCall(Generic[T]):
             return self._error
         return self._value  # type: ignore[return-value]
 
-    def cancel(self) -> None:
-        """Cut the upstream connection, so that the server stops generating."""
-        self._tracker.cancel()
+    def cancel(self, why: ProxyError | None = None) -> None:
+        """Cut the upstream connection, so that the server stops generating; `why`: what
+        the call then ends with (the turn's time ran out), when it is not the client
+        leaving."""
+        self._tracker.cancel(why)
 
 
 @dataclass(frozen=True)
@@ -458,7 +465,7 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
     def _broken(self, exc: Exception) -> ProxyError:
         """Why the stream stopped before its end."""
         if self._tracker.cancelled:
-            return client_disconnected()
+            return self._tracker.cancelled_error()
         if isinstance(exc, (ReadTimeoutError, socket.timeout)):
             return ProxyError(504, "The upstream went silent for longer than "
                                    f"{self._timeouts.read:g} s.",

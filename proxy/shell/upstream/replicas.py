@@ -4,8 +4,11 @@ to another before the first byte, and the probe that brings a replica marked dow
 
 Health is passive: a replica that cannot be connected to, or answers 502/503/504, is marked
 down for `upstream_down_seconds`; the first request to look at it after that starts a probe
-(`GET /health`, else `/v1/models`) beside it, which marks it up when it answers. A model with
-one upstream is never marked down nor probed: it is used as it always was.
+(`GET /health`, else `/v1/models`) beside it, which marks it up when it answers. A replica
+that did not answer within a call's time is suspect: a probe starts at once, and marks it
+down unless it answers (a replica busy generating does; one that accepts connections and
+never answers does not). A model with one upstream is never marked down nor probed: it is
+used as it always was.
 """
 
 from __future__ import annotations
@@ -116,8 +119,8 @@ class Replicas:
         return False
 
     def _probe(self, url: str, config: Config) -> None:
-        """Ask a replica marked down whether it is back: up when `/health` answers 200 (or,
-        a server without one, `/v1/models`)."""
+        """Ask a replica marked down (or suspect) whether it is there: up when `/health`
+        answers 200 (or, a server without one, `/v1/models`), else down."""
         headers = {"Accept": "application/json"}
         if config.upstream_api_key:
             headers["Authorization"] = f"Bearer {config.upstream_api_key}"
@@ -142,6 +145,7 @@ class Replicas:
             state.probing = False
             state.down_until = self._clock() + config.upstream_down_seconds
             state.last_error, state.last_error_at = error, time.time()
+        self._metrics.replica_up.labels(self._labels[url]).set(0)
 
     def mark_up(self, url: str) -> None:
         """`url` answered: it takes requests again."""
@@ -164,6 +168,17 @@ class Replicas:
                 state.down_until = self._clock() + config.upstream_down_seconds
         if down:
             self._metrics.replica_up.labels(self._labels[url]).set(0)
+
+    def suspect(self, url: str, config: Config, error: str) -> None:
+        """A call to `url` got no answer within its time (`error`): a probe now, beside,
+        marks it down unless it answers (never the only upstream of a model)."""
+        with self._lock:
+            state = self._states[url]
+            state.last_error, state.last_error_at = error, time.time()
+            if len(config.replicas()) < 2 or state.probing or state.down_until is not None:
+                return
+            state.probing = True
+        run_beside(lambda: self._probe(url, config), "replica-probe")
 
     def failed_over(self, url: str) -> None:
         """A request that failed on `url` goes to another replica."""
@@ -267,7 +282,9 @@ class Placement:
         """What an outcome says of the replica's health (a client leaving says nothing)."""
         replicas = self._replicas
         if isinstance(outcome, ProxyError):
-            if outcome.code != "client_disconnected":
+            if outcome.code == "upstream_timeout" and not isinstance(outcome, Unreached):
+                replicas.suspect(url, self._config, outcome.message)  # silent, or busy?
+            elif outcome.code != "client_disconnected":
                 # Down only when it cannot be connected to: a connection that broke (a
                 # replica killed mid-answer, a kept-alive one it closed) is sent elsewhere,
                 # and the next connection says whether the replica is still there.
