@@ -1059,11 +1059,12 @@ def main(argv: list[str] | None = None) -> int:
             log("interrupted: stopping what was started")
             stack.stop()
             return 130
-        except Exception:
+        except Exception as exc:  # one line that says what failed, and an exit status
             if stack.proxy is not None:
                 log(stack.proxy.log_tail())
             stack.stop()
-            raise
+            log(f"bench failed: {type(exc).__name__}: {exc}".splitlines()[0])
+            return 1
         stack.stop()
     elapsed = time.monotonic() - started
     print(table_text(bench.rows))

@@ -97,7 +97,7 @@ def start_proxy(bench: Bench, name: str, store_url: str) -> tuple[Proc, str]:
 def _health(url: str) -> dict[str, Any] | None:
     import urllib.request
 
-    with urllib.request.urlopen(url + "/proxy/health", timeout=5) as reply:
+    with urllib.request.urlopen(url + "/proxy/health?upstream=1", timeout=5) as reply:
         return orjson.loads(reply.read())
 
 
