@@ -3,11 +3,11 @@ as `serving.py`, `clients.py`, `fake_vllm.py`) and `conftest.py`, never through 
 
 - no module imports a private name (`_x`) from another module of tests/;
 - no helper imports from a test module (the helper is the home, not a door into one);
-- no unit test imports from an integration module.
+- no unit test imports from an integration test module.
 
-An integration module is any module under the folders whose tests run the proxy as a server
-(`INTEGRATION_FOLDERS`), or a test module marked `integration` as a whole (its `pytestmark`);
-every other test module is a unit test."""
+An integration test module is a test module under the folders whose tests run the proxy as a
+server (`INTEGRATION_FOLDERS`), or one marked `integration` as a whole (its `pytestmark`);
+every other test module is a unit test. A helper is a shared home wherever it lives."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ class Module:
     @property
     def is_integration(self) -> bool:
         parts = self.name.split(".")
-        return (len(parts) > 2 and parts[1] in INTEGRATION_FOLDERS) or (
-            self.is_test and _marked_integration(ast.parse(self.source)))
+        return self.is_test and ((len(parts) > 2 and parts[1] in INTEGRATION_FOLDERS)
+                                 or _marked_integration(ast.parse(self.source)))
 
 
 def _marked_integration(tree: ast.Module) -> bool:

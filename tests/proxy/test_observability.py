@@ -243,7 +243,7 @@ def test_no_log_line_holds_a_raw_unicode_line_break(fmt):
     shippers: in either format they are escaped, and the value reads back whole."""
     import io
 
-    from proxy.observe import RequestLog
+    from proxy.telemetry.request_log import RequestLog
 
     stream = io.StringIO()
     logger = logging.getLogger(f"test_breaks_{fmt}")

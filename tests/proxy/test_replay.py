@@ -316,7 +316,7 @@ def test_what_the_capture_holds_is_printed_with_its_control_characters_escaped(
 
 def test_a_capture_without_end_is_refused_in_one_line(capsys, monkeypatch):
     """`replay /dev/zero` grew to 1.8 GB: what it reads is bounded (here at 1 MiB)."""
-    monkeypatch.setattr("proxy.replay_capture.MAX_CAPTURE_BYTES", 1024 * 1024)
+    monkeypatch.setattr("proxy.diagnose.capture.MAX_CAPTURE_BYTES", 1024 * 1024)
     status, out, err = _replay(capsys, "/dev/zero")
     assert (status, out) == (2, "")
     assert err == ("toolcall-proxy replay: /dev/zero is larger than 1 MiB: replay a part of "
