@@ -260,6 +260,9 @@ def test_a_request_without_a_conversation_goes_to_the_least_busy(fakes, start):
         for _ in range(3):
             response = requests.get(proxy.url + "/version", timeout=10)
             assert response.status_code == 200
+            # its call is in flight until the server has closed the response (just after the
+            # client read it): the next request then sees only the held turn
+            wait_for(lambda: sum(r["in_flight"] for r in app_of(proxy).replica_reports()) == 1)
         release.set()
         assert held.result().status_code == 200
     idle = next(fake for fake in fakes if fake is not busy)
