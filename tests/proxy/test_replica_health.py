@@ -15,7 +15,7 @@ import pytest
 from proxy.shell.config_load import build_config
 from proxy.shell.upstream.choice import preference
 from proxy.shell.upstream.client import Upstream
-from proxy.shell.upstream.replicas import Replicas, Route
+from proxy.shell.upstream.replicas import Placement, Replicas
 from proxy.telemetry.metrics import Metrics
 from proxy.telemetry.request_log import RequestLog
 from tests.fake_vllm import Answer, FakeVLLM, vllm_error
@@ -126,11 +126,13 @@ def test_a_burst_of_turns_is_counted_as_each_is_placed_within_the_bound(fakes):
     average⌉ = 25, and the rest go to the other (35 of 40 went home when counted at start)."""
     replicas, config, _, key = setup(fakes)
     home = fakes[0].url
-    routes = [Route(replicas, config, key, RequestLog(f"r{i}", "POST", "/v1/chat/completions"))
-              for i in range(40)]
-    placed = Counter(route.url for route in routes)
+    placements = [Placement(replicas, config, key,
+                            RequestLog(f"r{i}", "POST", "/v1/chat/completions"))
+                  for i in range(40)]
+    placed = Counter(placement.url for placement in placements)
     assert placed == {home: 25, fakes[1].url: 15}
     assert sum(report["in_flight"] for report in replicas.reports()) == 40
-    for route in routes:  # each call then runs once, and ends: nothing counted twice
-        route.run(lambda upstream: SimpleNamespace(status=200), worth_another=lambda _: False)
+    for placement in placements:  # each call then runs once, and ends: none counted twice
+        placement.run(lambda upstream: SimpleNamespace(status=200),
+                      worth_another=lambda _: False)
     assert [report["in_flight"] for report in replicas.reports()] == [0, 0]
