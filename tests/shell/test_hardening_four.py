@@ -25,8 +25,15 @@ import requests
 from proxy.shell.web.recorder import RING_HEADER, SLOT_BYTES, SLOT_HEAD, SLOTS_AT
 from proxy.telemetry.status import TurnRecord
 from tests.conftest import TOOLS
-from tests.serving import Served, served
-from tests.shell.test_entrypoints import ROOT, _free_port, _hermes, _tool_turn, _wait_for
+from tests.serving import (
+    ROOT,
+    Served,
+    answer_hermes_call,
+    free_port,
+    served,
+    tool_turn,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -143,17 +150,17 @@ def test_a_full_run_directory_keeps_every_worker_serving(fake, small_tmpfs):
     """Rings and Prometheus files are mapped: on a full file system a first touch of an
     unallocated page would kill the worker (SIGBUS). Every worker keeps serving, and one
     started on the full disk boots and serves, its figures in memory."""
-    _hermes(fake)
+    answer_hermes_call(fake)
     run = small_tmpfs / "run"
     settings = {"PROMETHEUS_MULTIPROC_DIR": str(run), "TOOLCALL_PROXY_LOG_BODIES": "true"}
     with served(fake.url, settings, workers=2) as server:
-        _tool_turn(server.url)
+        tool_turn(server.url)
         before = _workers(server)
         _fill(small_tmpfs)
         os.kill(before[0], signal.SIGKILL)  # its replacement boots on the full disk
-        _wait_for(lambda: len(set(_workers(server)) - set(before)) == 1, 30)
+        wait_for(lambda: len(set(_workers(server)) - set(before)) == 1, 30)
         for _ in range(60):  # each a new slot of the ring: pages never touched before
-            _tool_turn(server.url)
+            tool_turn(server.url)
         assert requests.get(server.url + "/proxy/status.json", timeout=10).status_code == 200
         assert requests.get(server.url + "/proxy/metrics", timeout=10).status_code == 200
         assert _workers(server) == sorted({*before[1:], *_workers(server)})  # none died
@@ -179,7 +186,7 @@ KEYS = {"TOOLCALL_PROXY_API_KEYS": "sk-alice,sk-bob"}
 
 
 def test_a_capture_is_listed_and_served_to_the_key_that_made_it_only(fake):
-    _hermes(fake)
+    answer_hermes_call(fake)
     with served(fake.url, {**KEYS, "TOOLCALL_PROXY_LOG_BODIES": "true"}, workers=2) as server:
         _keyed(server, "sk-alice").chat.completions.create(
             model="q", tools=TOOLS, messages=[{"role": "user", "content": "alice's secret"}])
@@ -210,7 +217,7 @@ def test_status_needs_a_key_and_is_built_at_most_once_a_second(fake):
 
 
 def test_wrong_keys_keep_no_history_on_the_page(fake):
-    _hermes(fake)
+    answer_hermes_call(fake)
     with served(fake.url, KEYS) as server:
         _keyed(server, "sk-alice").chat.completions.create(
             model="q", tools=TOOLS, messages=[{"role": "user", "content": "?"}])
@@ -237,7 +244,7 @@ def _ring_holding(records: list[bytes], slot_bytes: int = SLOT_BYTES,
 
 
 def test_malformed_rings_of_others_are_skipped_and_the_page_still_answers(fake, tmp_path):
-    _hermes(fake)
+    answer_hermes_call(fake)
     good = TurnRecord(1.8e9, "good", "chat", "buffered", "q", False, 200, "u", 200, 1.0,
                       2.0).encode()
     wrong_type = orjson.dumps([1.8e9, "bad", "chat", "buffered", "q", False, "200", "u", 200,
@@ -278,7 +285,7 @@ def test_a_run_directory_another_user_made_is_refused_at_start(fake, os_users, t
         if run_dir == tmp_path:
             run_dir.chmod(0o777)
         env = {**os.environ, "TOOLCALL_PROXY_UPSTREAM": fake.url,
-               "TOOLCALL_PROXY_PORT": str(_free_port()), "PROMETHEUS_MULTIPROC_DIR": str(run_dir)}
+               "TOOLCALL_PROXY_PORT": str(free_port()), "PROMETHEUS_MULTIPROC_DIR": str(run_dir)}
         started = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, timeout=60,
                                  capture_output=True, text=True)
         assert started.returncode == 2, started.stderr
