@@ -259,7 +259,7 @@ class RedisStore:
             self._secret = (bytes(secret), now)
         return owner_hash(self._secret[0], api_key)
 
-    def put(self, owner: str, kept: StoredResponse) -> bool:
+    def put(self, owner: str, kept: StoredResponse) -> bool | None:
         """Keep an answer, then let go of what is past the limits (this owner's only)."""
         items = orjson.dumps(kept.items)
         limits = self.limits
