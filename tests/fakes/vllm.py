@@ -77,26 +77,27 @@ class FakeVLLM(FakeServer):
         self._answer = self._generated
 
     def _route(self, received: Received) -> Answer:
-        if received.method == "GET" and received.path == "/v1/models":
+        path = received.path.split("?")[0]  # FastAPI ignores a query it does not declare
+        if received.method == "GET" and path == "/v1/models":
             return Answer(body={"object": "list", "data": [
                 {"id": self.model, "object": "model", "created": 0, "owned_by": "vllm",
                  "root": self.model, "parent": None, "max_model_len": self.max_model_len,
                  "permission": []}]})
-        if received.method == "GET" and received.path == "/version":
+        if received.method == "GET" and path == "/version":
             # vllm/frontend/entrypoints/serve/instrumentator/basic.py: show_version
             return Answer(body={"version": self.version})
-        if received.method == "GET" and received.path == "/health":
+        if received.method == "GET" and path == "/health":
             if self.health is not None:
                 return self.health(received)
             # vllm/frontend/entrypoints/serve/instrumentator/health.py: 200, empty body
             return Answer(body=b"")
-        if received.path.startswith("/proxy/"):  # vLLM has no such path (the proxy's own)
+        if path.startswith("/proxy/"):  # vLLM has no such path (the proxy's own)
             return Answer(status=404, body={"detail": "Not Found"})
-        if received.path == "/tokenize" and received.method == "POST":
+        if path == "/tokenize" and received.method == "POST":
             return self._tokenized(received)
-        if received.path == "/v1/embeddings" and received.method == "POST" and self.embeddings:
+        if path == "/v1/embeddings" and received.method == "POST" and self.embeddings:
             return self._embedded(received)
-        if received.path.startswith("/v1/chat/completions") and received.method == "POST":
+        if path.startswith("/v1/chat/completions") and received.method == "POST":
             try:
                 body = received.json
             except orjson.JSONDecodeError:
