@@ -266,6 +266,11 @@ def _validate_like_vllm(body: Any, tool_parser: bool) -> Answer | None:
     return None
 
 
+# The info endpoints of the other servers (SGLang, llama.cpp, Ollama): vLLM answers 404.
+_OTHER_SERVERS_PATHS = frozenset({"/get_server_info", "/server_info", "/props",
+                                  "/apply-template", "/api/version"})
+
+
 class FakeVLLM:
     """The fake server. By default a chat completion gets a plain text answer."""
 
@@ -359,8 +364,10 @@ class FakeVLLM:
                 {"id": self.model, "object": "model", "created": 0, "owned_by": "vllm",
                  "root": self.model, "parent": None, "max_model_len": 32768,
                  "permission": []}]})
-        if received.path.startswith("/proxy/"):  # vLLM has no such path (the proxy's own)
-            return Answer(status=404, body={"detail": "Not Found"})
+        if received.method == "GET" and received.path == "/version":
+            return Answer(body={"version": "0.33.0"})
+        if received.path.startswith("/proxy/") or received.path in _OTHER_SERVERS_PATHS:
+            return Answer(status=404, body={"detail": "Not Found"})  # vLLM has no such path
         if received.path == "/tokenize" and received.method == "POST":
             return self._tokenized(received)
         if received.path.startswith("/v1/chat/completions") and received.method == "POST":

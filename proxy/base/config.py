@@ -42,6 +42,9 @@ class Config:
     upstream_tool_parser: bool = True
     tool_temperature: float | None = None
     required_call_retries: int = 1
+    # A demanded call that did not come (and, with `+botched`, a call whose arguments could
+    # not be read) is asked once more, constrained in the upstream's own dialect.
+    constrained_reask: str = "demanded+botched"
     fit_max_tokens: bool = True
     drop_store: bool = True
     max_completion_tokens_as_max_tokens: bool = True

@@ -137,6 +137,7 @@ class RequestLog:
     emitted: bool = False
     first_text_ms: float | None = None  # streamed mode: when the first live text went out
     replica: str | None = None  # the replica that answered (a model with several; masked)
+    reask_ms: float | None = None  # a constrained re-ask's upstream time
 
     def as_dict(self) -> dict[str, Any]:
         """The log record's fields."""
@@ -162,6 +163,8 @@ class RequestLog:
             record["replica"] = self.replica
         if self.first_text_ms is not None:
             record["first_text_ms"] = self.first_text_ms
+        if self.reask_ms is not None:
+            record["reask_ms"] = self.reask_ms
         if self.rewrites:
             record["rewrites"] = self.rewrites
         if self.notes:

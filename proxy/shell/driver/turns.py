@@ -15,7 +15,8 @@ from flask import Response
 from ...base.errors import ProxyError, client_disconnected
 from ...fronts import Front, StreamWriter
 from ...telemetry.request_log import RequestLog
-from ...turn import waiting
+from ...turn import reask, waiting
+from ...turn.constrain import JSON, constrained_body, constraint_for, dialects_of, pick, wrapper_of
 from ...turn.context_window import with_max_tokens
 from ...turn.core import Answer, Decision, decide
 from ...turn.live import LiveTurn, written
@@ -163,14 +164,22 @@ class TurnResponse:
         self.plan = plan = with_thinking_seen(plan, app.thinking)
         self.log = log
         config = plan.config
-        route = Route(app.replicas, config, affinity_key(config, headers, plan.affinity), log)
+        route = self.route = Route(app.replicas, config,
+                                   affinity_key(config, headers, plan.affinity), log)
+        self.headers = headers
+        self.asking = reask.Asking(config.constrained_reask, config.required_call_retries,
+                                   streamed=plan.streamed)
+        self.next_ask: reask.ReAsk | None = None
         state = waiting.start(
             log.started, config.buffered_timeout_seconds,
             commit_after=config.commit_window_seconds if plan.client_stream else None,
             beat=config.heartbeat_seconds,
-            retries=config.required_call_retries if plan.tool_call_required else 0)
+            retries=reask.budget(config.constrained_reask, config.required_call_retries,
+                                 plan.tool_call_required))
         self.live: LiveTurn | None = None
+        self.base_body = plan.upstream_body  # the turn's body (its max_tokens fitted)
         self.upstream_body = plan.upstream_body  # what the next upstream call sends
+        self.asked_at: float | None = None  # when the constrained re-ask went upstream
         start_call: Callable[[], Any]
         if plan.streamed:
             live = self.live = LiveTurn(plan)
@@ -193,19 +202,57 @@ class TurnResponse:
 
     def _asking_again(self, action: waiting.AskAgain) -> None:
         """Before the next upstream call: what it asks, and the log's word for why."""
-        if action.fit is None:
+        if action.fit is not None:
+            tokens = action.fit.max_tokens
+            self.base_body = self.upstream_body = with_max_tokens(self.base_body, tokens)
+            self.log.notes.append(f"max_tokens_fitted:{'window' if tokens is None else tokens}")
+            return
+        ask, self.next_ask = self.next_ask, None
+        self.upstream_body = self.base_body
+        self.asked_at = None
+        if ask is None or ask.dialect is None:
             self.log.notes.append("tool_call_required:asked_again")
             return
-        tokens = action.fit.max_tokens
-        self.upstream_body = with_max_tokens(self.upstream_body, tokens)
-        self.log.notes.append(f"max_tokens_fitted:{'window' if tokens is None else tokens}")
+        plan = self.plan
+        profile = self.app.profiles.get(self.route.url, plan.model, plan.config, self.headers)
+        self.upstream_body = constrained_body(
+            self.base_body, ask.dialect, self._constraint(ask.reason, ask.tool),
+            wrapper_of(plan.config.formats, profile), profile.kind)
+        self.asked_at = time.monotonic()
+        self.log.notes.append(f"reask:{ask.label}")
+
+    def _constraint(self, reason: str, tool: str | None) -> Any:
+        extraction = self.plan.extraction
+        return constraint_for(extraction.tools, extraction.only, self.plan.parallel_tool_calls,
+                              reason, tool)
+
+    def _choose(self, reason: str, tool: str | None) -> Any:
+        """The dialect the turn's upstream takes for a re-ask (None: none fits)."""
+        plan = self.plan
+        profile = self.app.profiles.get(self.route.url, plan.model, plan.config, self.headers)
+        return pick(dialects_of(profile), self._constraint(reason, tool),
+                    wrapper_of(plan.config.formats, profile))
 
     def _decide(self, reply: Any) -> Decision:
         """The core's decision, and what the log line says of it (a turn may decide twice)."""
         if isinstance(reply, StreamEnd) and self.live is not None:
             reply = self.live.reply(reply.cut)
-        decision = decide(self.plan, reply)
+        last = self.asking.last
+        plan = self.plan
+        if last is not None and last.dialect is not None and last.dialect.shape == JSON:
+            # the constrained output is the array of calls alone: read by any format
+            plan = replace(plan, extraction=replace(plan.extraction, formats=("auto",)))
+        decision = decide(plan, reply)
         learn_thinking(self.plan, decision, self.app.thinking)
+        self.asking, then = reask.step(self.asking, decision, self._choose,
+                                       self.plan.extraction.tools)
+        if then.refused is not None:
+            self.app.profiles.refused(self.route.url, self.plan.model, then.refused)
+            self.log.notes.append(f"constraint_refused:{then.refused}")
+        if self.asked_at is not None:
+            self.log.reask_ms = round((time.monotonic() - self.asked_at) * 1000, 1)
+        self.next_ask = then.ask
+        decision = then.decision
         log = self.log
         log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
         if decision.upstream_status is not None:

@@ -27,6 +27,7 @@ from ..runtime.clients import ClientWatcher
 from ..store import open_store
 from ..store.interface import StoreLimits, refusal
 from ..upstream.client import Timeouts, Unreached, Upstream
+from ..upstream.profiles import Profiles
 from ..upstream.replicas import Replicas
 from .door import Door, read_body
 from .recorder import make_recorder
@@ -77,6 +78,8 @@ class Proxy:
         self.drain_at: float | None = None
         # Models seen closing a thinking block their template opened (per process).
         self.thinking = ThinkingMemory()
+        # What each upstream is (kind, version, dialects, refusals), learned on first need.
+        self.profiles = Profiles(self.upstreams)
         self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
         self._probing = threading.Lock()
 

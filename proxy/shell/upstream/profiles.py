@@ -1,0 +1,117 @@
+"""Upstream profiles, learned from each replica's info endpoints the first time a turn needs
+one (no generation spent) and kept per upstream URL and model; read again when stale or when
+the server's answers stop fitting (`refused`). What to make of the answers is
+`turn.profile`'s; this module only asks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ...base.config import Config
+from ...base.errors import ProxyError
+from ...turn.constrain import wrappers
+from ...turn.profile import Probes, UpstreamProfile, learn, refreshed
+from .client import Timeouts, Upstream
+
+PROBE_READ_SECONDS = 3.0  # an info endpoint answers at once, or is not worth waiting for
+_PROBE_MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+class Profiles:
+    """The profiles this process knows, learned on first need (one probe at a time per
+    upstream and model; a turn waiting for it waits at most the probe's timeouts)."""
+
+    def __init__(self, clients: dict[str, Upstream],
+                 clock: Callable[[], float] = time.time) -> None:
+        self._clients = clients
+        self._clock = clock
+        self._known: dict[tuple[str, str], UpstreamProfile] = {}
+        self._lock = threading.Lock()
+
+    def known(self) -> dict[tuple[str, str], UpstreamProfile]:
+        """Every profile learned so far, by (upstream URL, model)."""
+        with self._lock:
+            return dict(self._known)
+
+    def get(self, url: str, model: str, config: Config,
+            headers: dict[str, str] | None = None) -> UpstreamProfile:
+        """The profile of `model` on `url`, learned now when not known or stale."""
+        key = (url, model)
+        with self._lock:
+            profile = self._known.get(key)
+        if profile is not None and not profile.stale(self._clock()):
+            return profile
+        learned = refreshed(profile, self._probe(url, model, config, headers or {}))
+        with self._lock:
+            self._known[key] = learned
+        return learned
+
+    def refused(self, url: str, model: str, field: str) -> None:
+        """The server at `url` refused `field`: never sent to it again (for this version)."""
+        key = (url, model)
+        with self._lock:
+            profile = self._known.get(key)
+            if profile is not None:
+                self._known[key] = profile.refusing(field)
+
+    def _probe(self, url: str, model: str, config: Config,
+               headers: dict[str, str]) -> UpstreamProfile:
+        """Ask the info endpoints; what answered makes the profile."""
+        client = self._clients.get(url) or Upstream(url)
+        timeouts = Timeouts(config.connect_timeout_seconds, PROBE_READ_SECONDS)
+        auth = {k: v for k, v in headers.items() if k.lower() == "authorization"}
+
+        def get(path: str) -> Any:
+            return _json(lambda: client.complete_get(path, auth, timeouts))
+
+        kind_probes = Probes(models=get("/v1/models"), version=get("/version"),
+                             server_info=get("/get_server_info"), props=get("/props"),
+                             ollama=get("/api/version"))
+        rendered = self._rendered(client, model, auth, timeouts, kind_probes)
+        probes = Probes(kind_probes.models, kind_probes.version, kind_probes.server_info,
+                        kind_probes.props, kind_probes.ollama, rendered)
+        return learn(probes, model, wrappers(), self._clock(),
+                     tool_parser=config.upstream_tool_parser)
+
+    @staticmethod
+    def _rendered(client: Upstream, model: str, auth: dict[str, str], timeouts: Timeouts,
+                  probes: Probes) -> str | None:
+        """The generation prompt for one user message, rendered without generating:
+        llama.cpp's `/apply-template` (`prompt`), vLLM's `/tokenize` with `messages` and
+        `return_token_strs` (the tokens' text, joined)."""
+        body = {"model": model, "messages": _PROBE_MESSAGES, "add_generation_prompt": True}
+        if isinstance(probes.props, dict):
+            answer = _json(lambda: client.complete("/apply-template", orjson.dumps(body),
+                                                   {**auth, "Content-Type": "application/json"},
+                                                   timeouts, None, 1 << 20))
+            prompt = answer.get("prompt") if isinstance(answer, dict) else None
+            return prompt if isinstance(prompt, str) else None
+        if isinstance(probes.version, dict) and probes.version.get("version"):
+            answer = _json(lambda: client.complete(
+                "/tokenize", orjson.dumps({**body, "return_token_strs": True}),
+                {**auth, "Content-Type": "application/json"}, timeouts, None, 1 << 22))
+            strs = answer.get("token_strs") if isinstance(answer, dict) else None
+            if isinstance(strs, list) and all(isinstance(s, str) for s in strs):
+                return "".join(strs).replace("Ġ", " ").replace("Ċ", "\n")
+        return None
+
+
+def _json(call: Callable[[], Any]) -> Any:
+    """The JSON object a 200 answer holds; None for anything else (no answer, an error, a
+    body that is not a JSON object)."""
+    try:
+        reply = call()
+    except ProxyError:
+        return None
+    if getattr(reply, "status", None) != 200:
+        return None
+    try:
+        data = orjson.loads(reply.body)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
