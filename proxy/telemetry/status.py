@@ -54,6 +54,8 @@ class TurnRecord:
     upstream_error: str = ""  # an upstream-side failure (metrics' upstream_errors kind)
     heartbeats: int = 0
     capture: str = ""
+    reasks: dict[str, int] = field(default_factory=dict)  # `reason:dialect:result` counted
+    reask_ms: float = 0.0  # the re-asks' upstream time
 
     @property
     def failed(self) -> bool:
@@ -68,7 +70,7 @@ class TurnRecord:
                              self.stream, self.status, self.upstream, self.upstream_status,
                              self.upstream_ms, self.total_ms, self.calls, self.formats,
                              self.repairs, self.left, self.error, self.upstream_error,
-                             self.heartbeats, self.capture])
+                             self.heartbeats, self.capture, self.reasks, self.reask_ms])
 
     @classmethod
     def decode(cls, data: bytes) -> TurnRecord | None:
@@ -105,6 +107,9 @@ def turn_record(log: RequestLog, now: float, total_ms: float) -> TurnRecord:
         -1.0 if log.upstream_ms is None else log.upstream_ms,
         round(total_ms, 1), error=error.split(":", 1)[0][:_ITEM_CHARS],
         upstream_error=kind[:_ITEM_CHARS], heartbeats=log.heartbeats)
+    if log.reasks:
+        record.reasks = _counted(seen.tag for seen in log.reasks)
+        record.reask_ms = round(sum(seen.ms for seen in log.reasks), 1)
     outcome = log.outcome
     if outcome is not None:
         record.calls = outcome.tool_calls
@@ -179,9 +184,10 @@ def _model_row(model: str, turns: list[TurnRecord]) -> dict[str, Any]:
     repairs: Counter[str] = Counter()
     left: Counter[str] = Counter()
     errors: Counter[str] = Counter()
+    reasks: Counter[str] = Counter()
     for turn in turns:  # (Counter.update of a dict is several times slower than this)
         for counts, add in ((formats, turn.formats), (repairs, turn.repairs),
-                            (left, turn.left)):
+                            (left, turn.left), (reasks, turn.reasks)):
             for name, count in add.items():
                 counts[name] += count
         if turn.error:
@@ -197,6 +203,8 @@ def _model_row(model: str, turns: list[TurnRecord]) -> dict[str, Any]:
         "formats": dict(formats.most_common()), "repairs": dict(repairs.most_common()),
         "left_as_text": dict(left.most_common()), "errors": dict(errors.most_common()),
         "heartbeats": sum(t.heartbeats for t in turns),
+        "reasks": dict(reasks.most_common()),
+        "reask_p50_ms": percentile([t.reask_ms for t in turns if t.reasks], 0.5),
     }
 
 
@@ -209,6 +217,7 @@ def _turn_row(turn: TurnRecord, captures: bool) -> dict[str, Any]:
         "upstream": turn.upstream or None,
         "upstream_ms": None if turn.upstream_ms < 0 else turn.upstream_ms,
         "total_ms": turn.total_ms, "failed": turn.failed,
+        "reasks": turn.reasks, "reask_ms": turn.reask_ms if turn.reasks else None,
     }
     if captures and turn.capture:
         row["capture"] = f"status/capture/{turn.capture}"

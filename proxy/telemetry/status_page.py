@@ -35,7 +35,7 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 tr:last-child td{border-bottom:0}
 .chip{display:inline-block;background:var(--chip);border-radius:10px;padding:0 7px;
 margin:1px 3px 1px 0;font-size:12px;white-space:nowrap}
-.chip.repair{background:#fff4dc}.chip.left{background:#f1eafc}
+.chip.repair{background:#fff4dc}.chip.reask{background:#dcf4ff}.chip.left{background:#f1eafc}
 .chip.err{background:#fde8e8;color:#9b1c1c}
 .state{font-weight:600}.state.up{color:var(--ok)}.state.down{color:var(--bad)}
 .state.unknown{color:var(--mute)}
@@ -104,7 +104,8 @@ function models(doc) {
     cell(m.tool_turns + (m.tool_turns ? " (" + m.buffered + " buf / " + m.streamed + " str)"
       : ""), "num"),
     cell(m.passthrough, "num"), cell(m.calls, "num"), el("td", {}, chips(m.formats)),
-    el("td", {}, chips(m.repairs, "repair")), el("td", {}, chips(m.left_as_text, "left")),
+    el("td", {}, chips(m.repairs, "repair"), chips(m.reasks, "reask")),
+    el("td", {}, chips(m.left_as_text, "left")),
     el("td", {}, chips(m.errors, "err")), cell(m.heartbeats, "num"))),
     "no turn yet", 10);
 }
@@ -113,7 +114,8 @@ function turns(doc) {
     cell(clock(t.ts)), el("td", {}, t.front || "relay", el("span", {class: "mute"},
       " " + t.mode + (t.stream ? " · sse" : ""))), cell(t.model || "–"),
     cell(t.status, t.status >= 400 ? "num bad" : "num"), cell(t.calls, "num"),
-    el("td", {}, chips(t.formats)), el("td", {}, chips(t.repairs, "repair")),
+    el("td", {}, chips(t.formats)),
+    el("td", {}, chips(t.repairs, "repair"), chips(t.reasks, "reask")),
     el("td", {}, chips(t.left_as_text, "left"), t.error ? chips({[t.error]: 1}, "err") : null),
     cell(t.upstream || "–", "url"), cell(ms(t.upstream_ms), "num"), cell(ms(t.total_ms), "num"),
     el("td", {}, t.capture ? el("a", {href: t.capture, download: ""}, "capture") : null))),

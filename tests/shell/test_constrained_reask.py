@@ -8,10 +8,13 @@ schema: an array of calls) and refuses what vLLM 0.33 refuses beside it."""
 
 from __future__ import annotations
 
+import time
+
 import anthropic
 import orjson
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, FakeVLLM, Received, vllm_completion, vllm_error
@@ -144,7 +147,10 @@ def test_the_log_line_names_the_re_ask_and_its_upstream_time(start_proxy, parser
     assert requests.post(proxy.url + "/v1/chat/completions", json=body, timeout=15).ok
     line = log_lines(1)[-1]
     assert "reask:demanded:structured_outputs" in line["notes"]
-    assert line["reask_ms"] >= 0
+    [seen] = line["reasks"]
+    assert (seen["reason"], seen["dialect"], seen["result"]) == (
+        "demanded", "structured_outputs", "recovered")
+    assert seen["ms"] >= 0
     assert [r.split(":", 1)[1] for r in line["repairs"]] == ["constrained:get_weather"]
 
 
@@ -169,3 +175,63 @@ def test_a_botched_call_stays_text_where_the_setting_says_so(start_proxy, parser
     assert not message.tool_calls
     assert message.content == BOTCHED
     assert len(parserless.chat_requests()) == 1
+
+
+def _samples(proxy) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """/proxy/metrics's samples, by name and labels."""
+    text = requests.get(proxy.url + "/proxy/metrics", timeout=5).text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def _status(proxy, turns: int) -> dict:
+    """/proxy/status.json once it holds `turns` turns (a turn is recorded as it closes)."""
+    for _ in range(100):
+        doc = requests.get(proxy.url + "/proxy/status.json", timeout=5).json()
+        if doc["held"]["turns"] >= turns:
+            return doc
+        time.sleep(0.05)
+    raise AssertionError(f"status.json did not reach {turns} turns")
+
+
+def test_metrics_and_the_status_page_count_each_re_ask_by_reason_dialect_and_result(
+        start_proxy, parserless):
+    parserless.answer(model(PROSE, refuse=True))
+    proxy = _proxy(start_proxy, parserless)
+    body = {"model": "qwen", "messages": USER, "tools": TOOLS, "tool_choice": "required"}
+    assert requests.post(proxy.url + "/v1/chat/completions", json=body,
+                         timeout=15).status_code == 502
+    doc = _status(proxy, 1)
+    [row] = doc["models"]
+    assert row["reasks"] == {"demanded:structured_outputs:refused": 1,
+                             "demanded:unconstrained:unmet": 1}
+    assert row["reask_p50_ms"] >= 0
+    assert doc["turns"][0]["reasks"] == row["reasks"]
+    samples = _samples(proxy)
+    labels = (("dialect", "structured_outputs"), ("reason", "demanded"), ("result", "refused"))
+    assert samples[("toolcall_proxy_reasks_total", labels)] == 1
+    timed = (("dialect", "unconstrained"), ("reason", "demanded"))
+    assert samples[("toolcall_proxy_reask_upstream_seconds_count", timed)] == 1
+
+
+def test_what_one_worker_learned_of_an_upstream_every_worker_knows(start_proxy, parserless,
+                                                                   tmp_path):
+    """Two proxies on one store (two workers, or a restart): the second asks the upstream's
+    info endpoints nothing, and sends no field the first saw refused."""
+    parserless.answer(model(PROSE, refuse=True))
+    store = {"responses_store_url": f"sqlite:///{tmp_path}/store.sqlite3"}
+    body = {"model": "qwen", "messages": USER, "tools": TOOLS, "tool_choice": "required"}
+    first = _proxy(start_proxy, parserless, **store)
+    assert requests.post(first.url + "/v1/chat/completions", json=body,
+                         timeout=15).status_code == 502
+    probes = [r.path for r in parserless.received if r.method == "GET"]
+    assert "/version" in probes
+
+    second = _proxy(start_proxy, parserless, **store)
+    before = len(parserless.received)
+    assert requests.post(second.url + "/v1/chat/completions", json=body,
+                         timeout=15).status_code == 502
+    after = parserless.received[before:]
+    assert [r.method for r in after] == ["POST"] * 2  # the answer, and one re-ask
+    assert "structured_outputs" not in after[1].json
+    assert after[1].json["response_format"]["type"] == "json_schema"

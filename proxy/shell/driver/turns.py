@@ -14,7 +14,7 @@ from flask import Response
 
 from ...base.errors import ProxyError, client_disconnected
 from ...fronts import Front, StreamWriter
-from ...telemetry.request_log import RequestLog
+from ...telemetry.request_log import ReAskSeen, RequestLog
 from ...turn import reask, waiting
 from ...turn.constrain import JSON, constrained_body, constraint_for, dialects_of, pick, wrapper_of
 from ...turn.context_window import with_max_tokens
@@ -151,6 +151,19 @@ def learn_thinking(plan: TurnPlan, decision: Decision, memory: ThinkingMemory) -
         memory.learn_plain(plan.model)
 
 
+def _seen(ask: reask.ReAsk, since: float, then: reask.Next) -> ReAskSeen:
+    """What the log line, metrics and status page count of a re-ask that was answered."""
+    decision = then.decision
+    if then.refused is not None:
+        result = "refused"
+    elif isinstance(decision, Answer) and decision.outcome.tool_calls:
+        result = "recovered"
+    else:
+        result = "unmet"
+    dialect = ask.dialect.name if ask.dialect is not None else "unconstrained"
+    return ReAskSeen(ask.reason, dialect, result, round((time.monotonic() - since) * 1000, 1))
+
+
 class TurnResponse:
     """One front's turn, answered: a whole response (JSON, an error with its status, or a
     stream delivered at once), or a stream that commits and goes on while upstream works."""
@@ -179,7 +192,7 @@ class TurnResponse:
         self.live: LiveTurn | None = None
         self.base_body = plan.upstream_body  # the turn's body (its max_tokens fitted)
         self.upstream_body = plan.upstream_body  # what the next upstream call sends
-        self.asked_at: float | None = None  # when the constrained re-ask went upstream
+        self.asked: tuple[reask.ReAsk, float] | None = None  # the re-ask under way, since
         start_call: Callable[[], Any]
         if plan.streamed:
             live = self.live = LiveTurn(plan)
@@ -209,7 +222,7 @@ class TurnResponse:
             return
         ask, self.next_ask = self.next_ask, None
         self.upstream_body = self.base_body
-        self.asked_at = None
+        self.asked = None if ask is None else (ask, time.monotonic())
         if ask is None or ask.dialect is None:
             self.log.notes.append("tool_call_required:asked_again")
             return
@@ -218,7 +231,6 @@ class TurnResponse:
         self.upstream_body = constrained_body(
             self.base_body, ask.dialect, self._constraint(ask.reason, ask.tool),
             wrapper_of(plan.config.formats, profile), profile.kind)
-        self.asked_at = time.monotonic()
         self.log.notes.append(f"reask:{ask.label}")
 
     def _constraint(self, reason: str, tool: str | None) -> Any:
@@ -249,8 +261,9 @@ class TurnResponse:
         if then.refused is not None:
             self.app.profiles.refused(self.route.url, self.plan.model, then.refused)
             self.log.notes.append(f"constraint_refused:{then.refused}")
-        if self.asked_at is not None:
-            self.log.reask_ms = round((time.monotonic() - self.asked_at) * 1000, 1)
+        if self.asked is not None:
+            self.log.reasks.append(_seen(*self.asked, then))
+            self.asked = None
         self.next_ask = then.ask
         decision = then.decision
         log = self.log

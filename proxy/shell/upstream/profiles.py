@@ -15,7 +15,8 @@ import orjson
 from ...base.config import Config
 from ...base.errors import ProxyError
 from ...turn.constrain import wrappers
-from ...turn.profile import Probes, UpstreamProfile, learn, refreshed
+from ...turn.profile import PROFILE_TTL_SECONDS, Probes, UpstreamProfile, learn, refreshed
+from ..store.interface import ResponseStore
 from .client import Timeouts, Upstream
 
 PROBE_READ_SECONDS = 3.0  # an info endpoint answers at once, or is not worth waiting for
@@ -23,12 +24,14 @@ _PROBE_MESSAGES = [{"role": "user", "content": "hi"}]
 
 
 class Profiles:
-    """The profiles this process knows, learned on first need (one probe at a time per
-    upstream and model; a turn waiting for it waits at most the probe's timeouts)."""
+    """The profiles this process knows, learned on first need or read from the store,
+    where what one worker learned is kept for all workers, instances and restarts (a turn
+    waiting for a probe waits at most its timeouts)."""
 
-    def __init__(self, clients: dict[str, Upstream],
+    def __init__(self, clients: dict[str, Upstream], store: ResponseStore | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self._clients = clients
+        self._store = store
         self._clock = clock
         self._known: dict[tuple[str, str], UpstreamProfile] = {}
         self._lock = threading.Lock()
@@ -44,11 +47,14 @@ class Profiles:
         key = (url, model)
         with self._lock:
             profile = self._known.get(key)
+        if profile is None or profile.stale(self._clock()):
+            profile = self._kept(key) or profile
         if profile is not None and not profile.stale(self._clock()):
+            with self._lock:
+                self._known[key] = profile
             return profile
         learned = refreshed(profile, self._probe(url, model, config, headers or {}))
-        with self._lock:
-            self._known[key] = learned
+        self._keep(key, learned)
         return learned
 
     def refused(self, url: str, model: str, field: str) -> None:
@@ -56,8 +62,28 @@ class Profiles:
         key = (url, model)
         with self._lock:
             profile = self._known.get(key)
-            if profile is not None:
-                self._known[key] = profile.refusing(field)
+        if profile is not None:
+            self._keep(key, profile.refusing(field))
+
+    def _keep(self, key: tuple[str, str], profile: UpstreamProfile) -> None:
+        """Know `profile` here, and keep it in the store for every other worker."""
+        with self._lock:
+            self._known[key] = profile
+        if self._store is not None:
+            ttl = PROFILE_TTL_SECONDS - (self._clock() - profile.learned_at)
+            self._store.put_profile("|".join(key), orjson.dumps(profile.record()),
+                                    max(ttl, 1.0))
+
+    def _kept(self, key: tuple[str, str]) -> UpstreamProfile | None:
+        """The profile another worker kept in the store, if any."""
+        if self._store is None:
+            return None
+        data = self._store.get_profile("|".join(key))
+        try:
+            record = orjson.loads(data) if data is not None else None
+        except orjson.JSONDecodeError:
+            return None
+        return UpstreamProfile.from_record(record) if isinstance(record, dict) else None
 
     def _probe(self, url: str, model: str, config: Config,
                headers: dict[str, str]) -> UpstreamProfile:

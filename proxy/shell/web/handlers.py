@@ -79,7 +79,7 @@ class Proxy:
         # Models seen closing a thinking block their template opened (per process).
         self.thinking = ThinkingMemory()
         # What each upstream is (kind, version, dialects, refusals), learned on first need.
-        self.profiles = Profiles(self.upstreams)
+        self.profiles = Profiles(self.upstreams, self.store)
         self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
         self._probing = threading.Lock()
 
