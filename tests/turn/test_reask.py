@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from proxy.config import Config
+from proxy.base.config import Config
 from proxy.turn import reask
 from proxy.turn.constrain import (
     DIALECTS,
