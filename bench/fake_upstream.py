@@ -388,6 +388,12 @@ class FakeUpstream:
                 {"id": "bench", "object": "model", "created": _CREATED, "owned_by": "vllm",
                  "root": "bench", "parent": None, "max_model_len": 131072}]})
             writer.write(_head(200, "application/json", len(payload)) + payload)
+        elif method == "GET" and path == "/version":  # vLLM's own
+            payload = orjson.dumps({"version": "0.33.0"})
+            writer.write(_head(200, "application/json", len(payload)) + payload)
+        elif method == "POST" and path == "/tokenize":
+            payload = _tokenized(body)
+            writer.write(_head(200, "application/json", len(payload)) + payload)
         elif method == "GET" and path == "/health":
             writer.write(_head(200, "application/json", 0))
         elif method == "GET" and path == "/fake/stats":
@@ -510,6 +516,27 @@ _SSE_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8
              b"server: fake-vllm\r\n\r\n")
 _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 429: b"Too Many Requests",
             500: b"Internal Server Error", 502: b"Bad Gateway", 503: b"Service Unavailable"}
+
+
+def _tokenized(body: bytes) -> bytes:
+    """vLLM's `/tokenize` answer for a chat, rendered by a ChatML template that opens no
+    thinking (the bench model's): `count`, `max_model_len`, `tokens`, and with
+    `return_token_strs` the tokens' text."""
+    try:
+        request = orjson.loads(body) if body else {}
+    except orjson.JSONDecodeError:
+        request = {}
+    messages = request.get("messages") if isinstance(request, dict) else None
+    pieces: list[str] = []
+    for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, dict):
+            pieces += ["<|im_start|>", f"{message.get('role')}\n{message.get('content')}",
+                       "<|im_end|>", "\n"]
+    if isinstance(request, dict) and request.get("add_generation_prompt", True):
+        pieces += ["<|im_start|>", "assistant\n"]
+    strs = pieces if isinstance(request, dict) and request.get("return_token_strs") else None
+    return orjson.dumps({"count": len(pieces), "max_model_len": 131072,
+                         "tokens": list(range(len(pieces))), "token_strs": strs})
 
 
 def _head(status: int, content_type: str, length: int) -> bytes:

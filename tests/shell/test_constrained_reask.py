@@ -235,3 +235,13 @@ def test_what_one_worker_learned_of_an_upstream_every_worker_knows(start_proxy, 
     assert [r.method for r in after] == ["POST"] * 2  # the answer, and one re-ask
     assert "structured_outputs" not in after[1].json
     assert after[1].json["response_format"]["type"] == "json_schema"
+
+
+def test_the_health_check_shows_each_model_s_profile(start_proxy, parserless):
+    proxy = _proxy(start_proxy, parserless)
+    health = requests.get(proxy.url + "/proxy/health?upstream=1", timeout=15).json()
+    [upstream] = health["upstreams"]
+    profile = upstream["profiles"][parserless.model]
+    assert (profile["kind"], profile["version"], profile["context_length"]) == (
+        "vllm", "0.33.0", 32768)
+    assert profile["tool_parser"] is False  # as configured: upstream_tool_parser false

@@ -133,6 +133,21 @@ def with_thinking_seen(plan: TurnPlan, memory: ThinkingMemory) -> TurnPlan:
     return replace(plan, extraction=replace(plan.extraction, thinking=rule))
 
 
+def unseen_thinking(plan: TurnPlan, memory: ThinkingMemory) -> bool:
+    """Whether `auto` has learned nothing yet of the plan's model's template."""
+    return (plan.extraction.thinking.learns and not memory.knows(plan.model)
+            and not memory.answers_plainly(plan.model))
+
+
+def learn_thinking_opened(model: str, opened: bool | None, memory: ThinkingMemory) -> None:
+    """What the upstream's profile says of the model's generation prompt, as if learned
+    from an answer: it opens thinking, or it opens none (None: the server did not say)."""
+    if opened is True:
+        memory.learn(model)
+    elif opened is False:
+        memory.learn_plain(model)
+
+
 _FINISHED = frozenset({"stop", "tool_calls"})  # an answer the model ended itself
 
 
@@ -174,12 +189,17 @@ class TurnResponse:
         self.app = app
         self.api_key = api_key  # whose answer this is, when the front keeps it
         self.front = front
-        self.plan = plan = with_thinking_seen(plan, app.thinking)
         self.log = log
         config = plan.config
         route = self.route = Route(app.replicas, config,
                                    affinity_key(config, headers, plan.affinity), log)
         self.headers = headers
+        if plan.streamed and unseen_thinking(plan, app.thinking):
+            # the first streamed turn of a model: its profile says whether its template
+            # opens thinking, so its text flows as the hundredth turn's does
+            profile = app.profiles.get(route.url, plan.model, config, headers)
+            learn_thinking_opened(plan.model, profile.thinking_opened, app.thinking)
+        self.plan = plan = with_thinking_seen(plan, app.thinking)
         self.asking = reask.Asking(config.constrained_reask, config.required_call_retries,
                                    streamed=plan.streamed)
         self.next_ask: reask.ReAsk | None = None

@@ -32,6 +32,7 @@ from ..upstream.replicas import Replicas
 from .door import Door, read_body
 from .recorder import make_recorder
 
+PROFILED_MODELS = 8  # the models of an upstream whose profile the health check shows
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
 HEALTH_PROBE_SECONDS = 5.0  # /proxy/health?upstream=1 asks the upstreams at most this often
 
@@ -177,13 +178,18 @@ class Proxy:
         report: dict[str, Any] = {"url": mask_url(url), "reachable": False, "ok": False}
         timeouts = Timeouts(settings.connect_timeout_seconds,
                             min(settings.read_timeout_seconds, 10.0))
+        headers = self.upstream_headers(settings, buffered=True)
         try:
-            reply = self.upstreams[url].complete_get(
-                "/v1/models", self.upstream_headers(settings, buffered=True), timeouts)
+            reply = self.upstreams[url].complete_get("/v1/models", headers, timeouts)
             report.update(status=reply.status, reachable=True)
             report["models"] = model_ids(reply)
             # Reachable but refusing (a wrong key, a base URL ending in /v1): not healthy.
             report["ok"] = reply.status == 200 and report["models"] is not None
+            if report["ok"]:  # what each model's server is (learned once, then kept)
+                models = [m for m in report["models"] if isinstance(m, str)]
+                report["profiles"] = {
+                    model: self.profiles.get(url, model, settings, headers).record()
+                    for model in models[:PROFILED_MODELS]}
         except ProxyError as exc:
             report["error"] = exc.message
             self.replicas.failed(url, settings, exc.message,
