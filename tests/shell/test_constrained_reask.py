@@ -245,3 +245,41 @@ def test_the_health_check_shows_each_model_s_profile(start_proxy, parserless):
     assert (profile["kind"], profile["version"], profile["context_length"]) == (
         "vllm", "0.33.0", 32768)
     assert profile["tool_parser"] is False  # as configured: upstream_tool_parser false
+
+
+def _tagged(received: Received) -> Answer:
+    """A model under xgrammar's triggered tags: prose, then one call that opens with the
+    trigger and is written as the first tag allows (begin, arguments, end)."""
+    fmt = received.json["response_format"]["format"]
+    tag = fmt["tags"][0]
+    required = tag["content"]["json_schema"].get("required", [])
+    arguments = orjson.dumps({key: "Paris" for key in required}).decode()
+    return Answer(body=vllm_completion("Let me check. " + tag["begin"] + arguments + tag["end"]))
+
+
+def test_every_call_may_be_constrained_from_its_first_token(start_proxy, fake):
+    fake.answer(_tagged)
+    proxy = start_proxy(formats=["hermes"], constrain_every_call=True)
+    message = proxy.client().chat.completions.create(
+        model="qwen", messages=USER, tools=TOOLS).choices[0].message
+    assert [(c.function.name, orjson.loads(c.function.arguments))
+            for c in message.tool_calls] == [("get_weather", {"city": "Paris"})]
+    assert message.content == "Let me check."
+    [sent] = fake.chat_requests()
+    fmt = sent.json["response_format"]["format"]
+    assert (fmt["type"], fmt["at_least_one"], fmt["triggers"]) == (
+        "triggered_tags", False, ["<tool_call>"])  # free text untouched: nothing forced
+    assert [t["begin"] for t in fmt["tags"]] == [
+        '<tool_call>\n{"name": "get_weather", "arguments": ',
+        '<tool_call>\n{"name": "read", "arguments": ']
+    assert sent.json["skip_special_tokens"] is False
+
+
+def test_every_call_is_sent_as_it_is_where_the_call_wrapper_is_unknown(start_proxy, fake,
+                                                                         log_lines):
+    fake.answer(Answer(body=vllm_completion(PROSE)))
+    proxy = start_proxy(constrain_every_call=True, log_level="info")
+    proxy.client().chat.completions.create(model="qwen", messages=USER, tools=TOOLS)
+    [sent] = fake.chat_requests()
+    assert "response_format" not in sent.json
+    assert "every_call_not_constrained" in log_lines(1)[-1]["notes"]

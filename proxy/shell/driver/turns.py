@@ -14,9 +14,8 @@ from flask import Response
 
 from ...base.errors import ProxyError, client_disconnected
 from ...fronts import Front, StreamWriter
-from ...telemetry.request_log import ReAskSeen, RequestLog
-from ...turn import reask, waiting
-from ...turn.constrain import JSON, constrained_body, constraint_for, dialects_of, pick, wrapper_of
+from ...telemetry.request_log import RequestLog
+from ...turn import waiting
 from ...turn.context_window import with_max_tokens
 from ...turn.core import Answer, Decision, decide
 from ...turn.live import LiveTurn, written
@@ -26,6 +25,7 @@ from ...turn.thinking import LONE, OPENED, ThinkingMemory
 from ..runtime.clients import client_gone
 from ..upstream.client import StreamEnd, Timeouts, Unreached, UpstreamCall, UpstreamStream
 from ..upstream.replicas import RETRY_STATUSES, Route, affinity_key
+from .reasking import ReAsking
 
 if TYPE_CHECKING:
     from ..web.handlers import Proxy
@@ -166,19 +166,6 @@ def learn_thinking(plan: TurnPlan, decision: Decision, memory: ThinkingMemory) -
         memory.learn_plain(plan.model)
 
 
-def _seen(ask: reask.ReAsk, since: float, then: reask.Next) -> ReAskSeen:
-    """What the log line, metrics and status page count of a re-ask that was answered."""
-    decision = then.decision
-    if then.refused is not None:
-        result = "refused"
-    elif isinstance(decision, Answer) and decision.outcome.tool_calls:
-        result = "recovered"
-    else:
-        result = "unmet"
-    dialect = ask.dialect.name if ask.dialect is not None else "unconstrained"
-    return ReAskSeen(ask.reason, dialect, result, round((time.monotonic() - since) * 1000, 1))
-
-
 class TurnResponse:
     """One front's turn, answered: a whole response (JSON, an error with its status, or a
     stream delivered at once), or a stream that commits and goes on while upstream works."""
@@ -200,19 +187,14 @@ class TurnResponse:
             profile = app.profiles.get(route.url, plan.model, config, headers)
             learn_thinking_opened(plan.model, profile.thinking_opened, app.thinking)
         self.plan = plan = with_thinking_seen(plan, app.thinking)
-        self.asking = reask.Asking(config.constrained_reask, config.required_call_retries,
-                                   streamed=plan.streamed)
-        self.next_ask: reask.ReAsk | None = None
+        self.reasking = ReAsking(plan, app.profiles, lambda: route.url, headers, log)
         state = waiting.start(
             log.started, config.buffered_timeout_seconds,
             commit_after=config.commit_window_seconds if plan.client_stream else None,
-            beat=config.heartbeat_seconds,
-            retries=reask.budget(config.constrained_reask, config.required_call_retries,
-                                 plan.tool_call_required))
+            beat=config.heartbeat_seconds, retries=self.reasking.budget)
         self.live: LiveTurn | None = None
         self.base_body = plan.upstream_body  # the turn's body (its max_tokens fitted)
-        self.upstream_body = plan.upstream_body  # what the next upstream call sends
-        self.asked: tuple[reask.ReAsk, float] | None = None  # the re-ask under way, since
+        self.upstream_body = self.reasking.body(plan.upstream_body)  # the next call's
         start_call: Callable[[], Any]
         if plan.streamed:
             live = self.live = LiveTurn(plan)
@@ -237,55 +219,17 @@ class TurnResponse:
         """Before the next upstream call: what it asks, and the log's word for why."""
         if action.fit is not None:
             tokens = action.fit.max_tokens
-            self.base_body = self.upstream_body = with_max_tokens(self.base_body, tokens)
+            self.base_body = with_max_tokens(self.base_body, tokens)
             self.log.notes.append(f"max_tokens_fitted:{'window' if tokens is None else tokens}")
-            return
-        ask, self.next_ask = self.next_ask, None
-        self.upstream_body = self.base_body
-        self.asked = None if ask is None else (ask, time.monotonic())
-        if ask is None or ask.dialect is None:
-            self.log.notes.append("tool_call_required:asked_again")
-            return
-        plan = self.plan
-        profile = self.app.profiles.get(self.route.url, plan.model, plan.config, self.headers)
-        self.upstream_body = constrained_body(
-            self.base_body, ask.dialect, self._constraint(ask.reason, ask.tool),
-            wrapper_of(plan.config.formats, profile), profile.kind)
-        self.log.notes.append(f"reask:{ask.label}")
-
-    def _constraint(self, reason: str, tool: str | None) -> Any:
-        extraction = self.plan.extraction
-        return constraint_for(extraction.tools, extraction.only, self.plan.parallel_tool_calls,
-                              reason, tool)
-
-    def _choose(self, reason: str, tool: str | None) -> Any:
-        """The dialect the turn's upstream takes for a re-ask (None: none fits)."""
-        plan = self.plan
-        profile = self.app.profiles.get(self.route.url, plan.model, plan.config, self.headers)
-        return pick(dialects_of(profile), self._constraint(reason, tool),
-                    wrapper_of(plan.config.formats, profile))
+        self.upstream_body = self.reasking.body(self.base_body)
 
     def _decide(self, reply: Any) -> Decision:
         """The core's decision, and what the log line says of it (a turn may decide twice)."""
         if isinstance(reply, StreamEnd) and self.live is not None:
             reply = self.live.reply(reply.cut)
-        last = self.asking.last
-        plan = self.plan
-        if last is not None and last.dialect is not None and last.dialect.shape == JSON:
-            # the constrained output is the array of calls alone: read by any format
-            plan = replace(plan, extraction=replace(plan.extraction, formats=("auto",)))
-        decision = decide(plan, reply)
+        decision = decide(self.reasking.plan_for_answer(), reply)
         learn_thinking(self.plan, decision, self.app.thinking)
-        self.asking, then = reask.step(self.asking, decision, self._choose,
-                                       self.plan.extraction.tools)
-        if then.refused is not None:
-            self.app.profiles.refused(self.route.url, self.plan.model, then.refused)
-            self.log.notes.append(f"constraint_refused:{then.refused}")
-        if self.asked is not None:
-            self.log.reasks.append(_seen(*self.asked, then))
-            self.asked = None
-        self.next_ask = then.ask
-        decision = then.decision
+        decision = self.reasking.decided(decision)
         log = self.log
         log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
         if decision.upstream_status is not None:
