@@ -30,8 +30,12 @@ Knobs: `delay_ms` (before the answer; the stand-in for generation), `size` (byte
 body, or of the streamed content; `1k`, `64k`, `1m` accepted), `chunks`, `gap_ms`, `kind`
 (`tool`: prose padding then a Hermes `<tool_call>{"name": "read", ...}</tool_call>` in
 `content`; `text`: prose only; `bigargs`: a Hermes `write` call whose `content` argument holds
-the padding; `native`: vLLM-parsed `tool_calls`, content null) and `status` (a non-200 answers
-with OpenAI's error envelope, e.g. 429 or 503).
+the padding; `native`: vLLM-parsed `tool_calls`, content null; `botched`: prose, then a Hermes
+`read` call whose arguments are no JSON; `calls`: the content a constrained engine writes for
+vLLM's `required` schema, a JSON array of calls) and `status` (a non-200 answers with OpenAI's
+error envelope, e.g. 429 or 503). The model never calls unless constrained: a request whose
+`structured_outputs` holds a `json` schema (vLLM's own constraint) is answered `kind=calls`
+whatever its kind (`text` and `botched` become a call; the constrained re-asks' rows).
 
 Faults (`fault=...`, for the soak, `tools/soak.py`), applied after `delay_ms`:
 
@@ -68,7 +72,7 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 READY_MARKER = "FAKE_UPSTREAM_READY"
-KINDS = ("tool", "text", "bigargs", "native")
+KINDS = ("tool", "text", "bigargs", "native", "botched", "calls")
 FAULTS = ("cut", "stall", "silent", "drop", "garbage", "html", "empty")
 HOLD_LIMIT_SECONDS = 300.0
 GARBAGE_BODY = (b'{"id": "chatcmpl-garbage", "object": "chat.completion", "choices": '
@@ -169,7 +173,13 @@ def _content_for(kind: str, n_chars: int) -> str | None:
                                                "content": padding_text(n_chars)}}
         return "I will write the file.\n\n<tool_call>\n" + orjson.dumps(call).decode() + \
             "\n</tool_call>"
-    call_text = "\n\n<tool_call>\n" + orjson.dumps(_READ_CALL).decode() + "\n</tool_call>"
+    if kind == "calls":
+        return orjson.dumps([_READ_CALL]).decode()
+    if kind == "botched":
+        call_text = '\n\n<tool_call>\n{"name": "read", "arguments": "{path: /srv/app/main.py"}' \
+            "\n</tool_call>"
+    else:
+        call_text = "\n\n<tool_call>\n" + orjson.dumps(_READ_CALL).decode() + "\n</tool_call>"
     return padding_text(max(0, n_chars - len(call_text))) + call_text
 
 
@@ -426,6 +436,9 @@ class FakeUpstream:
             cfg = cfg.merged(headers["x-fake"])
         if cfg.fault:
             return await self._fault(cfg, model, bool(request.get("stream")), reader, writer)
+        constrained = request.get("structured_outputs")
+        if isinstance(constrained, dict) and constrained.get("json") is not None:
+            cfg = dataclasses.replace(cfg, kind="calls")
         if request.get("stream") and cfg.status == 200:
             options = request.get("stream_options") or {}
             usage = bool(isinstance(options, dict) and options.get("include_usage"))
