@@ -118,6 +118,16 @@ def _model_entry(models: Any, model: str) -> dict[str, Any]:
     return entries[0] if len(entries) == 1 else {}
 
 
+# `/v1/models`'s `owned_by`, as each server writes it (vLLM's ModelCard, SGLang's,
+# llama-server's): which info endpoints are worth asking.
+_OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp"}
+
+
+def kind_hint(models: Any, model: str) -> str | None:
+    """The server kind `/v1/models` names as the model's owner (None: another owner)."""
+    return _OWNERS.get(_str(_model_entry(models, model).get("owned_by")))
+
+
 def kind_of(probes: Probes) -> tuple[str, str]:
     """The server's kind and version, from whichever info endpoint answered as its kind does:
     SGLang's `/get_server_info` (it also serves `/version`), llama.cpp's `/props`, vLLM's

@@ -2,7 +2,9 @@
 decisions, `step(state, decision) -> (state, Next)`.
 
     first decision                       next
-    Answer, a call botched (setting)     ReAsk(botched, dialect), the answer kept as fallback
+    Answer, a call botched (setting):    ReAsk(botched, dialect), the answer kept as fallback
+      a marked frame unread, or the one
+      call's arguments off its schema
     Answer                               deliver it
     Failure ask_again (demanded unmet)   ReAsk(demanded, dialect) where a dialect carries it,
                                          else ReAsk(demanded, unconstrained) while
@@ -26,10 +28,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
+from ..toolcalls.conform import misfit
 from ..toolcalls.registry import SPECS
 from .constrain import Dialect, refused_field
 from .core import Answer, Decision, Failure, required_call_unmet
-from .result import Outcome, Repair
+from .result import Repair
 
 OFF = "off"
 DEMANDED = "demanded"
@@ -103,12 +108,20 @@ def budget(setting: str, retries: int, demanded: bool) -> int:
     return 1 + retries if demanded else 1
 
 
-def botched_tool(outcome: Outcome | None, tools: Mapping[str, Any]) -> str | bool | None:
-    """The offered tool of a frame the model clearly began as a call (the markers of its
-    format) but whose arguments could not be read, when the answer took no call and was not
-    cut by length; True where the frame's name could not be read either (any tool, then);
-    False: nothing botched."""
-    if outcome is None or outcome.tool_calls or "length" in outcome.finish_before:
+def botched_tool(answer: Answer, tools: Mapping[str, Any]) -> str | bool | None:
+    """The offered tool of a call the model clearly began but botched, when the answer was
+    not cut by length: a frame of a format with markers whose arguments could not be read
+    (the answer took no call), or the answer's one call whose arguments break its tool's
+    schema; True where the frame's name could not be read either (any tool, then); False:
+    nothing botched."""
+    outcome = answer.outcome
+    if "length" in outcome.finish_before:
+        return False
+    calls = [call for choice in answer.result.choices for call in choice.calls]
+    if len(calls) == 1 and calls[0].name in tools:
+        arguments = orjson.loads(calls[0].arguments)
+        return calls[0].name if misfit(arguments, tools[calls[0].name]) else False
+    if calls:
         return False
     for left in outcome.left_as_text:
         if left.reason not in BOTCHED_REASONS:
@@ -127,7 +140,7 @@ def step(state: Asking, decision: Decision, choose: Chooser,
     if last is not None and last.dialect is not None:
         return _after_constrained(state, last, last.dialect, decision)
     if isinstance(decision, Answer):
-        found = (botched_tool(decision.outcome, tools)
+        found = (botched_tool(decision, tools)
                  if state.setting == SETTINGS[2] and not state.streamed and last is None
                  else False)
         tool = found if isinstance(found, str) else None

@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from proxy.turn.constrain import wrappers
-from proxy.turn.profile import Probes, UpstreamProfile, learn, refreshed, version_tuple
+from proxy.turn.profile import (
+    Probes,
+    UpstreamProfile,
+    kind_hint,
+    learn,
+    refreshed,
+    version_tuple,
+)
 
 MODEL = "Qwen/Qwen3-8B"
 VLLM_MODELS = {"object": "list", "data": [
@@ -81,3 +88,11 @@ def test_a_profile_goes_stale_after_its_ttl():
     profile = UpstreamProfile(learned_at=1000.0)
     assert not profile.stale(1000.0 + 10, ttl=60)
     assert profile.stale(1000.0 + 60, ttl=60)
+
+
+@pytest.mark.parametrize(("owner", "kind"), [("vllm", "vllm"), ("sglang", "sglang"),
+                                             ("llamacpp", "llama.cpp"), ("library", None),
+                                             (None, None)])
+def test_the_model_list_s_owner_names_the_server_worth_asking(owner, kind):
+    models = {"data": [{"id": MODEL, "owned_by": owner}]}
+    assert kind_hint(models, MODEL) == kind

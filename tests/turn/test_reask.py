@@ -246,7 +246,7 @@ def test_a_call_cut_by_length_is_not_botched():
     cut = vllm_completion('<tool_call>{"name": "read", "arguments": {"path": "/a',
                           finish_reason="length")
     first = decide(_plan(), _reply(cut))
-    assert reask.botched_tool(first.outcome, TOOL_SCHEMAS) is False
+    assert reask.botched_tool(first, TOOL_SCHEMAS) is False
 
 
 def test_the_waiting_machine_s_bound_covers_the_policy_s_asks():
@@ -260,7 +260,7 @@ def test_a_botched_call_whose_name_is_unreadable_is_asked_as_one_call_to_any_too
     unreadable = vllm_completion('<tool_call>{"name": "read", "arguments": {"path": }}'
                                  '</tool_call>')
     first = decide(_plan(), _reply(unreadable))
-    assert reask.botched_tool(first.outcome, TOOL_SCHEMAS) is True
+    assert reask.botched_tool(first, TOOL_SCHEMAS) is True
     _, then = _step(reask.Asking(), first)
     assert then.ask == reask.ReAsk("botched", DIALECTS["structured_outputs"], None)
     constraint = constraint_for(TOOL_SCHEMAS, None, True, "botched", None)
@@ -271,4 +271,22 @@ def test_a_botched_call_whose_name_is_unreadable_is_asked_as_one_call_to_any_too
 def test_json_that_merely_looks_like_a_call_is_not_botched():
     prose = vllm_completion('Here is an example: {"name": "read", "arguments": {"path": }}')
     first = decide(_plan(), _reply(prose))
-    assert reask.botched_tool(first.outcome, TOOL_SCHEMAS) is False
+    assert reask.botched_tool(first, TOOL_SCHEMAS) is False
+
+
+def test_the_one_call_whose_arguments_break_its_schema_is_botched():
+    violating = vllm_completion('<tool_call>{"name": "read", "arguments": {"file": "/a"}}'
+                                '</tool_call>')
+    first = decide(_plan(), _reply(violating))
+    assert [c.name for c in first.result.first.calls] == ["read"]  # taken as it is today
+    assert reask.botched_tool(first, TOOL_SCHEMAS) == "read"
+    state, then = _step(reask.Asking(), first)
+    assert then.ask == reask.ReAsk("botched", DIALECTS["structured_outputs"], "read")
+    _, then = _step(state, decide(_plan(), _reply(PROSE)))
+    assert then.decision is first  # the re-ask did not mend it: today's answer
+
+
+def test_calls_that_fit_are_not_botched():
+    fitting = vllm_completion('<tool_call>{"name": "read", "arguments": {"path": "/a"}}'
+                              '</tool_call>')
+    assert reask.botched_tool(decide(_plan(), _reply(fitting)), TOOL_SCHEMAS) is False

@@ -15,7 +15,14 @@ import orjson
 from ...base.config import Config
 from ...base.errors import ProxyError
 from ...turn.constrain import wrappers
-from ...turn.profile import PROFILE_TTL_SECONDS, Probes, UpstreamProfile, learn, refreshed
+from ...turn.profile import (
+    PROFILE_TTL_SECONDS,
+    Probes,
+    UpstreamProfile,
+    kind_hint,
+    learn,
+    refreshed,
+)
 from ..store.interface import ResponseStore
 from .client import Timeouts, Upstream
 
@@ -95,9 +102,15 @@ class Profiles:
         def get(path: str) -> Any:
             return _json(lambda: client.complete_get(path, auth, timeouts))
 
-        kind_probes = Probes(models=get("/v1/models"), version=get("/version"),
-                             server_info=get("/get_server_info"), props=get("/props"),
-                             ollama=get("/api/version"))
+        models = get("/v1/models")
+        hint = kind_hint(models, model)  # only the named server's own endpoints, then
+
+        def ask(path: str, *kinds: str) -> Any:
+            return get(path) if hint is None or hint in kinds else None
+
+        kind_probes = Probes(models=models, version=ask("/version", "vllm", "sglang"),
+                             server_info=ask("/get_server_info", "sglang"),
+                             props=ask("/props", "llama.cpp"), ollama=ask("/api/version"))
         rendered = self._rendered(client, model, auth, timeouts, kind_probes)
         probes = Probes(kind_probes.models, kind_probes.version, kind_probes.server_info,
                         kind_probes.props, kind_probes.ollama, rendered)
