@@ -116,7 +116,7 @@ FRONTS = {"chat": lambda proxy, stream: _chat(proxy, stream, tool_choice="requir
 @pytest.mark.parametrize("front", sorted(FRONTS))
 @pytest.mark.parametrize("server", sorted(SERVERS))
 def test_a_demanded_call_always_comes(running, server, front, stream):
-    fake, proxy = running(server, never_calls_unless_constrained())
+    _, proxy = running(server, never_calls_unless_constrained())
     calls = FRONTS[front](proxy, stream)
     assert len(calls) >= 1, (server, front)
     assert all(_fits(name, arguments) for name, arguments in calls), calls
@@ -125,7 +125,7 @@ def test_a_demanded_call_always_comes(running, server, front, stream):
 @pytest.mark.parametrize("how", ["broken", "violating"])
 @pytest.mark.parametrize("server", ["vllm", "vllm+parser", "sglang+parser"])
 def test_a_botched_call_comes_out_valid(running, server, how):
-    fake, proxy = running(server, botches_arguments(how))
+    _, proxy = running(server, botches_arguments(how))
     if server == "sglang+parser" and how == "broken":
         pytest.skip("SGLang's parser drops a call it cannot read: nothing reaches the proxy")
     [(name, arguments)] = _chat(proxy, stream=False)
@@ -156,7 +156,7 @@ def test_each_server_is_re_asked_in_its_own_dialect_only_when_it_did_not_constra
 
 @pytest.mark.parametrize("server", ["vllm", "llama.cpp"])
 def test_without_the_re_ask_the_same_servers_leave_the_demanded_call_unmet(running, server):
-    fake, proxy = running(server, never_calls_unless_constrained(),
+    _, proxy = running(server, never_calls_unless_constrained(),
                           constrained_reask="off", required_call_retries=1)
     with pytest.raises(openai.APIStatusError) as raised:
         _chat(proxy, stream=False, tool_choice="required")
