@@ -2,9 +2,11 @@
 (no tool parser) whose model never calls unless its output is constrained, or botches a
 call's arguments unless constrained; read by the official SDKs on every front.
 
-The model is a narrowly scoped test double until the faithful fakes of tests/fakes/ land: it
-honours vLLM's `structured_outputs.json` the way the engine would (an answer that fits the
-schema: an array of calls) and refuses what vLLM 0.33 refuses beside it."""
+The model's call wrapper is taken to be one without a structural tag (Qwen3-Coder's XML first
+in `formats`), so every re-ask here is vLLM's JSON array of calls; the model is a narrowly
+scoped double that honours `structured_outputs.json` as the engine would (an answer that fits
+the schema) and, asked to, refuses it as vLLM does beside a named choice. The servers' own
+behaviours, wrappers and tags included, are tests/shell/test_reask_fakes.py's."""
 
 from __future__ import annotations
 
@@ -61,8 +63,12 @@ def parserless():
     fake.close()
 
 
+NO_TAG = ["qwen_xml", "hermes"]  # a wrapper without a structural tag first: JSON re-asks
+
+
 def _proxy(start_proxy, fake, **settings):
-    return start_proxy(upstream=fake.url, upstream_tool_parser=False, **settings)
+    return start_proxy(upstream=fake.url, upstream_tool_parser=False, formats=NO_TAG,
+                       **settings)
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -278,7 +284,7 @@ def test_every_call_may_be_constrained_from_its_first_token(start_proxy, fake):
 def test_every_call_is_sent_as_it_is_where_the_call_wrapper_is_unknown(start_proxy, fake,
                                                                          log_lines):
     fake.answer(Answer(body=vllm_completion(PROSE)))
-    proxy = start_proxy(constrain_every_call=True, log_level="info")
+    proxy = start_proxy(constrain_every_call=True, log_level="info", formats=NO_TAG)
     proxy.client().chat.completions.create(model="qwen", messages=USER, tools=TOOLS)
     [sent] = fake.chat_requests()
     assert "response_format" not in sent.json

@@ -134,14 +134,15 @@ def test_a_botched_call_comes_out_valid(running, server, how):
 
 
 @pytest.mark.parametrize(("server", "field"), [
-    ("vllm", "structured_outputs"), ("llama.cpp", "json_schema"), ("vllm+parser", None),
+    ("vllm", "response_format"), ("llama.cpp", "json_schema"), ("vllm+parser", None),
     ("sglang+parser", None), ("sglang", None),
 ])
 def test_each_server_is_re_asked_in_its_own_dialect_only_when_it_did_not_constrain(
         running, server, field):
     """A server that constrains a demanded call itself (vLLM and SGLang with a parser,
     SGLang's own array without one) is asked once; the others twice, the second time with
-    their own constraint field and `tool_choice: "none"`."""
+    their own constraint field and `tool_choice: "none"` (vLLM: the structural tag of the
+    wrapper its template showed the profile; llama.cpp: its `json_schema`)."""
     fake, proxy = running(server, never_calls_unless_constrained())
     assert _chat(proxy, stream=False, tool_choice="required")
     chats = [r for r in fake.received if r.path.startswith("/v1/chat/completions")]
@@ -152,6 +153,9 @@ def test_each_server_is_re_asked_in_its_own_dialect_only_when_it_did_not_constra
     assert field not in first.json
     assert field in second.json
     assert second.json["tool_choice"] == "none"
+    if server == "vllm":
+        fmt = second.json["response_format"]["format"]
+        assert (fmt["type"], fmt["at_least_one"]) == ("triggered_tags", True)
 
 
 @pytest.mark.parametrize("server", ["vllm", "llama.cpp"])

@@ -28,6 +28,9 @@ from .client import Timeouts, Upstream
 
 PROBE_READ_SECONDS = 3.0  # an info endpoint answers at once, or is not worth waiting for
 _PROBE_MESSAGES = [{"role": "user", "content": "hi"}]
+# One tool, so that the rendered prompt shows the template's call wrapper.
+_PROBE_TOOLS = [{"type": "function", "function": {
+    "name": "probe", "description": "", "parameters": {"type": "object", "properties": {}}}}]
 
 
 class Profiles:
@@ -123,7 +126,8 @@ class Profiles:
         """The generation prompt for one user message, rendered without generating:
         llama.cpp's `/apply-template` (`prompt`), vLLM's `/tokenize` with `messages` and
         `return_token_strs` (the tokens' text, joined)."""
-        body = {"model": model, "messages": _PROBE_MESSAGES, "add_generation_prompt": True}
+        body = {"model": model, "messages": _PROBE_MESSAGES, "tools": _PROBE_TOOLS,
+                "add_generation_prompt": True}
         if isinstance(probes.props, dict):
             answer = _json(lambda: client.complete("/apply-template", orjson.dumps(body),
                                                    {**auth, "Content-Type": "application/json"},
