@@ -4,11 +4,14 @@
 shiv unpacks the file once per build into `<root>/toolcall-proxy.pyz_<build id>/` and then
 runs what that folder holds (its `.pth` files, the preamble, the proxy). The build id is
 public, so on a root other users can write to (a shared `SHIV_ROOT`) one of them could make
-that folder first, with code of theirs in it. Before shiv's bootstrap looks inside, the
-folder is unpacked here with a private umask and must be a directory owned by this user (or
-root) that no group or other user can write to, in a root where no one else can swap it
-(not writable by others, or sticky like /tmp); else one line on stderr and exit status 2.
-The default root, ~/.shiv, is kept private (0700).
+that folder first, with code of theirs in it, or shiv's own temporary one
+(`<name>_<build id>.tmp`), which shiv would unpack into and then copy, planted files and
+all, when it cannot rename a folder it does not own. So shiv never unpacks here: the file is
+unpacked into a new folder of this process's own (mkdtemp: made new, 0700, no link
+followed), which is then renamed into place whole; a folder already in place must be a
+directory owned by this user (or root) that no group or other user can write to, in a root
+where no one else can swap it (not writable by others, or sticky like /tmp); else one line
+on stderr and exit status 2. The default root, ~/.shiv, is kept private (0700).
 
 Parsable by Python 3.7 (no walrus, no f-string `=`): an old Python reaches the preamble's
 one-line message, not a SyntaxError.
@@ -16,9 +19,13 @@ one-line message, not a SyntaxError.
 
 from __future__ import annotations  # (3.7: annotations are not evaluated)
 
+import compileall
+import errno
 import os
+import shutil
 import stat
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import NoReturn
@@ -68,19 +75,32 @@ def private_root(root: Path, default: bool) -> None:
 
 
 def unpack(archive: zipfile.ZipFile, env: Environment, target: Path) -> None:
-    """Unpack the file's site-packages into `target` (when not there yet), with a private
-    umask: what shiv then reads is this user's alone."""
-    site_packages = target / "site-packages"
-    if site_packages.exists() and not env.force_extract:
+    """Unpack the file's site-packages to `target` (when not there yet): into a new private
+    folder of this process's own beside it, renamed into place whole. Another start that got
+    there first wins; a folder someone else put there is left to the checks (and refused)."""
+    if os.path.lexists(str(target)) and not env.force_extract:
         return
     mask = os.umask(0o077)
+    draft = None
     try:
-        _bootstrap.extract_site_packages(archive, target, env.compile_pyc,
-                                         env.compile_workers, env.force_extract)
+        draft = Path(tempfile.mkdtemp(prefix="." + target.name + ".", dir=str(target.parent)))
+        for info in archive.infolist():
+            if info.filename.startswith("site-packages/"):
+                os.chmod(archive.extract(info, str(draft)), info.external_attr >> 16)
+        if env.compile_pyc:
+            compileall.compile_dir(str(draft), quiet=2, workers=env.compile_workers)
+        if env.force_extract and unsafe_folder(target) is None:
+            shutil.rmtree(str(target))
+        os.rename(str(draft), str(target))
+        draft = None
     except OSError as error:
-        refuse(f"cannot unpack into {target}: {error.strerror or error}")
+        taken = error.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.EPERM, errno.EACCES)
+        if not (taken and os.path.lexists(str(target))):  # (else: the checks decide)
+            refuse(f"cannot unpack into {target}: {error.strerror or error}")
     finally:
         os.umask(mask)
+        if draft is not None:
+            shutil.rmtree(str(draft), ignore_errors=True)
     os.environ.pop(Environment.FORCE_EXTRACT, None)  # unpacked: shiv must not do it again
 
 

@@ -15,7 +15,8 @@ SERVER_HELP = """
 server (python app.py, toolcall-proxy.pyz):
   gunicorn with gevent workers, one per core; environment: GUNICORN_WORKERS,
   GUNICORN_WORKER_CONNECTIONS, GUNICORN_WORKER_CLASS, GUNICORN_GRACEFUL_TIMEOUT,
-  GUNICORN_LOG_LEVEL, GUNICORN_BIND (default: host:port of the settings)
+  GUNICORN_LOG_LEVEL, GUNICORN_HEAD_TIMEOUT (seconds for a request's head, default 10),
+  GUNICORN_BIND (default: host:port of the settings; never beyond loopback without nginx)
   --dev        Werkzeug's development server instead (one process, threads; for debugging)
   healthcheck  exit 0 when the proxy configured here answers /proxy/health, else 1"""
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import pwd
+import secrets
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -90,3 +94,26 @@ def proxy(start_proxy: Callable[..., RunningProxy]) -> RunningProxy:
 @pytest.fixture
 def client(proxy: RunningProxy) -> openai.OpenAI:
     return proxy.client()
+
+
+@pytest.fixture(scope="session")
+def os_users() -> Iterator[tuple[pwd.struct_passwd, pwd.struct_passwd]]:
+    """Two throwaway OS users, (attacker, victim), for attacks from one local user on
+    another; removed after the session. Run as one with `as_user`."""
+    if os.geteuid() != 0:
+        pytest.skip("making OS users for an attack across users needs root")
+    names = [f"tcp{secrets.token_hex(3)}{role}" for role in ("a", "v")]
+    for name in names:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                       check=True, capture_output=True)
+    try:
+        yield pwd.getpwnam(names[0]), pwd.getpwnam(names[1])
+    finally:
+        for name in names:
+            subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+def as_user(user: pwd.struct_passwd, command: list[str]) -> list[str]:
+    """`command` run as `user` alone (its ids, no supplementary groups)."""
+    return ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
+            "--", *command]

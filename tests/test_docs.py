@@ -229,7 +229,7 @@ def test_every_repository_path_shown_exists(path: Path):
 
 
 def test_the_operating_page_lists_every_metric_the_proxy_exports():
-    from proxy.metrics import Metrics
+    from proxy.telemetry.metrics import Metrics
 
     exported = {family.name + ("_total" if family.type == "counter" else "")
                 for family in Metrics().registry.collect()}
@@ -277,7 +277,7 @@ def test_the_codex_pages_show_the_setup_make_e2e_runs():
 def test_the_operating_page_names_every_field_of_status_json():
     """Each top-level field of `/proxy/status.json`, and each field of its rows, is named in
     the row of docs/operating.md's field table that describes it."""
-    from proxy.status import MinuteCount, StatusInput, TurnRecord, document
+    from proxy.telemetry.status import MinuteCount, StatusInput, TurnRecord, document
 
     turn = TurnRecord(ts=1.0, request_id="r", front="chat", mode="buffered", model="m",
                       stream=True, status=502, upstream="u", upstream_status=502,

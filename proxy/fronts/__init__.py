@@ -16,11 +16,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol
 
 from ..base.config import Config
 from ..base.errors import ProxyError
-from ..turn.plan import PassthroughPlan, TurnPlan
+from ..turn.plan import FrontData, PassthroughPlan, TurnPlan
 from ..turn.result import TurnResult
 
 
@@ -163,7 +163,7 @@ class StoredResponse:
 
 
 @dataclass(frozen=True)
-class Storing:
+class Storing(Generic[FrontData]):
     """The hooks of a front whose API stores answers on the server (the Responses API's
     `store`, `previous_response_id`, `GET` and `DELETE` by id). Pure: the store itself is
     the shell's (`proxy.shell.store`), its recall handed to `parse` in the `Incoming`.
@@ -174,10 +174,10 @@ class Storing:
     its answer is known (None: it keeps nothing), so that the shell can refuse a turn the
     store has no room for before upstream is called."""
 
-    keep: Callable[[TurnPlan, TurnResult], StoredResponse | None]
+    keep: Callable[[TurnPlan[FrontData], TurnResult], StoredResponse | None]
     deleted: Callable[[str], bytes]
     missing: Callable[[str], ProxyError]
-    keeping: Callable[[TurnPlan], int | None] = lambda plan: None
+    keeping: Callable[[TurnPlan[FrontData]], int | None] = lambda plan: None
 
 
 @dataclass(frozen=True)
@@ -215,23 +215,24 @@ class Sample:
 
 
 @dataclass(frozen=True)
-class Front:
+class Front(Generic[FrontData]):
     """One agent API: its name (for logs and metrics), the paths it serves (`routes`), its
     two pure halves, and where its turns go upstream (None: the client's own path and query,
     as the chat front relays them). `key_headers`: the headers its clients carry the proxy's
     key in (`Authorization` as Bearer or Basic, or the key itself). `storing`: the hooks of
     an API that stores answers on the server (None: a stateless API such as chat);
-    `counter`: those of a token count; `sample`: the front's tool turn for `doctor`."""
+    `counter`: those of a token count; `sample`: the front's tool turn for `doctor`.
+    `FrontData`: what its plans carry for its own renderers (`TurnPlan.front_data`)."""
 
     name: str
     routes: tuple[Route, ...]
-    parse: Callable[[Incoming, Config], TurnPlan | PassthroughPlan]
-    render_json: Callable[[TurnPlan, TurnResult], bytes]
-    stream_writer: Callable[[TurnPlan], StreamWriter]
+    parse: Callable[[Incoming, Config], TurnPlan[FrontData] | PassthroughPlan]
+    render_json: Callable[[TurnPlan[FrontData], TurnResult], bytes]
+    stream_writer: Callable[[TurnPlan[FrontData]], StreamWriter]
     error_response: Callable[[ProxyError], ErrorResponse]
     key_headers: tuple[str, ...] = ("Authorization",)
     upstream_path: str | None = "/v1/chat/completions"
-    storing: Storing | None = None
+    storing: Storing[FrontData] | None = None
     counter: Counter | None = None
     sample: Sample | None = None
 

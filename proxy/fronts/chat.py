@@ -148,7 +148,7 @@ class ChatStream:
         self._sent: dict[tuple[int, str], str] = {}  # (choice, "reasoning" | "content")
 
     @classmethod
-    def for_plan(cls, plan: TurnPlan) -> ChatStream:
+    def for_plan(cls, plan: TurnPlan[None]) -> ChatStream:
         """The stream for a planned turn, with a fresh identity."""
         return cls(StreamIdentity.new(plan.model), include_usage=plan.include_usage,
                    heartbeat_mode=plan.config.heartbeat_mode,
@@ -254,12 +254,17 @@ def completion_of(result: TurnResult,
     return completion
 
 
-def parse(incoming: Incoming, config: Config) -> TurnPlan | PassthroughPlan:
-    """The client's body is a chat completion already: planned as it is."""
-    return plan_chat(incoming.body, config)
+def parse(incoming: Incoming, config: Config) -> TurnPlan[None] | PassthroughPlan:
+    """The client's body is a chat completion already: planned as it is, the reasoning left
+    out of the turn when `reasoning_field` (this wire's setting alone) drops it."""
+    plan = plan_chat(incoming.body, config)
+    if isinstance(plan, TurnPlan) and plan.config.reasoning_field == "drop":
+        return dataclasses.replace(plan, extraction=dataclasses.replace(
+            plan.extraction, reasoning_shown=False))
+    return plan
 
 
-def render_json(plan: TurnPlan, result: TurnResult) -> bytes:
+def render_json(plan: TurnPlan[None], result: TurnResult) -> bytes:
     """The completion, as the body of a non-streaming answer (the reasoning under the
     fields `reasoning_field` names)."""
     return orjson.dumps(completion_of(result, reasoning_keys(plan.config.reasoning_field)))
@@ -305,6 +310,7 @@ def sample_calls(answer: Any) -> list[dict[str, str]]:
             for call in calls or ()]
 
 
-FRONT = Front(NAME, (Route("POST", PATH),), parse, render_json, ChatStream.for_plan,
-              error_response, key_headers=("Authorization", "Api-Key"), upstream_path=None,
-              sample=Sample(sample_request, sample_calls))
+FRONT: Front[None] = Front(
+    NAME, (Route("POST", PATH),), parse, render_json, ChatStream.for_plan, error_response,
+    key_headers=("Authorization", "Api-Key"), upstream_path=None,
+    sample=Sample(sample_request, sample_calls))

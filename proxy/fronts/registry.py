@@ -4,11 +4,12 @@ Adding a front is one module (or package) and one line in `FRONTS`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..base.config import Config
 from . import TURN, Front, Route, chat, messages, responses
 
-FRONTS: tuple[Front, ...] = (
+FRONTS: tuple[Front[Any], ...] = (
     chat.FRONT,
     responses.FRONT,
     messages.FRONT,
@@ -23,13 +24,13 @@ endpoints): OpenAI's, as the upstream speaks it."""
 class Routed:
     """A request a front serves: the front, the route that matched and the ids it holds."""
 
-    front: Front
+    front: Front[Any]
     route: Route
     params: dict[str, str]
 
 
 def route_for(method: str, path: str, config: Config,
-              fronts: tuple[Front, ...] = FRONTS) -> Routed | None:
+              fronts: tuple[Front[Any], ...] = FRONTS) -> Routed | None:
     """The front and route that serve `method path` under `config`, or None: the request is
     relayed (a path no front declares, or one the settings relay)."""
     for front in fronts:
@@ -40,19 +41,19 @@ def route_for(method: str, path: str, config: Config,
     return None
 
 
-def front_for(method: str, path: str) -> Front | None:
+def front_for(method: str, path: str) -> Front[Any] | None:
     """The front whose turns `method path` asks for, or None (a trailing slash is the same
     path; only a turn route counts)."""
     return next((front for front in FRONTS for route in front.routes
                  if route.action == TURN and route.match(method, path) is not None), None)
 
 
-def front_named(name: str) -> Front | None:
+def front_named(name: str) -> Front[Any] | None:
     """The front of that name (as a log line's `front` names it), or None."""
     return next((front for front in FRONTS if front.name == name), None)
 
 
-def key_headers(fronts: tuple[Front, ...] = FRONTS) -> tuple[str, ...]:
+def key_headers(fronts: tuple[Front[Any], ...] = FRONTS) -> tuple[str, ...]:
     """Every header a front's clients carry the proxy's key in, each once, `Authorization`
     first (Bearer or Basic auth: the proxy's own endpoints take it too)."""
     names = ["Authorization"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -16,9 +15,10 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from ..base.config import Config, mask_url
+from ..base.config import Config
 from ..toolcalls.registry import UnknownFormat, resolve
-from .upstream.choice import ROUTINGS
+from .store import BACKENDS as STORE_BACKENDS
+from .upstream.choice import POLICIES
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
 
@@ -37,7 +37,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "stream_mode": ("buffer", "stream"),
     "unknown_tool_calls": ("deliver", "text"),
     "thinking_opened_by_template": ("auto", "true", "false"),
-    "upstream_routing": ROUTINGS,
+    "upstream_routing": POLICIES,
 }
 # Choices that read a JSON boolean as the choice of that name.
 _BOOL_AS_CHOICE = frozenset({"thinking_opened_by_template"})
@@ -48,8 +48,6 @@ _PROCESS_ONLY = frozenset({"host", "port", "models", "max_body_bytes", "log_form
                            "responses_mode", "responses_store_url", "responses_store_path",
                            "responses_store_max_age_seconds", "responses_store_max_responses",
                            "responses_store_max_bytes_per_key", "responses_store_max_bytes"})
-# The URL schemes of the response store's backends (`proxy.shell.store.BACKENDS`).
-STORE_SCHEMES = ("sqlite", "redis", "rediss")
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 _DEFAULTS = Config()
@@ -207,39 +205,20 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
 
 
 def _check_store_url(url: str, path: str) -> None:
-    """`responses_store_url`: a known scheme; for SQLite an absolute path or `:memory:`."""
+    """`responses_store_url`: a scheme some backend serves, and a URL that backend can use
+    (its own check, declared beside it)."""
     if not url:
         return
     if path:
         raise ConfigError("set 'responses_store_url' or 'responses_store_path', not both")
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in STORE_SCHEMES:
+    scheme, sep, _ = url.partition("://")
+    backend = STORE_BACKENDS.get(scheme) if sep else None
+    if backend is None:
         raise ConfigError(f"'responses_store_url' must start with one of "
-                          f"{', '.join(s + '://' for s in STORE_SCHEMES)}, not {url!r}")
-    if scheme == "sqlite" and rest != ":memory:" and not rest.startswith("/"):
-        raise ConfigError("'responses_store_url' must be sqlite:///absolute/path or "
-                          f"sqlite://:memory:, not {url!r}")
-    if scheme.startswith("redis"):
-        _check_redis_url(url)
-
-
-def _check_redis_url(url: str) -> None:
-    """A `redis://[:password@]host:port/db` URL the installed `redis` package can use."""
-    if importlib.util.find_spec("redis") is None:
-        raise ConfigError("'responses_store_url' is a Redis URL but the 'redis' package is "
-                          "not installed: pip install redis")
-    from redis.connection import parse_url
-
-    shown = mask_url(url)
-    try:
-        parts = urlsplit(url)
-        parse_url(url)  # the query's options (socket_timeout=…)
-        parts.port  # noqa: B018 - a port out of range raises here
-    except ValueError as exc:
-        raise ConfigError(f"'responses_store_url' {shown}: {exc}") from None
-    if not parts.hostname or not re.fullmatch(r"(/\d*)?", parts.path):
-        raise ConfigError("'responses_store_url' must be redis://[:password@]host:port/db, "
-                          f"not {shown}")
+                          f"{', '.join(s + '://' for s in STORE_BACKENDS)}, not {url!r}")
+    problem = backend.check_url(url)
+    if problem is not None:
+        raise ConfigError(f"'responses_store_url' {problem}")
 
 
 def _validate_url(url: str, where: str) -> None:

@@ -17,6 +17,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
     multiprocess,
+    values,
 )
 
 from .request_log import RequestLog
@@ -69,9 +70,17 @@ class Metrics:
 
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self) -> None:
+    def __init__(self, shared: bool = True) -> None:
+        """Under gunicorn the figures go to the run directory's files, unless `shared` is
+        False (this worker's could not be allocated: a full disk): then to memory, and this
+        worker's /proxy/metrics shows its own figures only."""
         self.registry = CollectorRegistry(auto_describe=True)
-        self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        in_run_dir = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self.multiprocess = in_run_dir and shared
+        if in_run_dir and not shared:
+            # prometheus_client picks its value class once, from the environment, when it is
+            # imported; this worker's metrics, made next, must not map a file.
+            values.ValueClass = values.MutexValue
         registry = self.registry
         prefix = "toolcall_proxy_"
         self.requests = Counter(prefix + "requests",

@@ -154,6 +154,9 @@ class RequestLog:
     emitted: bool = False
     first_text_ms: float | None = None  # streamed mode: when the first live text went out
     replica: str | None = None  # the replica that answered (a model with several; masked)
+    # Whose request it is (a keyed hash of the API key the door accepted; None until it
+    # did): the owner of its capture. Never logged.
+    owner: str | None = None
     reasks: list[ReAskSeen] = field(default_factory=list)  # demanded or botched calls
 
     def as_dict(self) -> dict[str, Any]:

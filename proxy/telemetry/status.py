@@ -1,8 +1,8 @@
 """What `/proxy/status` shows: one small record per finished request (`TurnRecord`, built from
 its `RequestLog`), and the status document summed from the records of every worker.
 
-Pure: the shell's recorder (`proxy/shell/recorder.py`) keeps the records in bounded rings
-and hands them here; the page itself (`proxy/status_page.py`) draws this document.
+Pure: the shell's recorder (`proxy/shell/web/recorder.py`) keeps the records in bounded rings
+and hands them here; the page itself (`proxy/telemetry/status_page.py`) draws this document.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ _TOOL_MODES = frozenset({"buffered", "streamed"})
 @dataclass(slots=True)
 class TurnRecord:
     """One finished request as the status page needs it: names, counts and timings only,
-    never prompt or completion text. `capture` is the key of its kept capture (log_bodies)."""
+    never prompt or completion text. `capture` is the key of its kept capture (log_bodies);
+    `owner` who made the request (the recorder's keyed hash of its API key), the one who may
+    fetch that capture."""
 
     ts: float
     request_id: str
@@ -54,6 +56,7 @@ class TurnRecord:
     upstream_error: str = ""  # an upstream-side failure (metrics' upstream_errors kind)
     heartbeats: int = 0
     capture: str = ""
+    owner: str = ""
     reasks: dict[str, int] = field(default_factory=dict)  # `reason:dialect:result` counted
     reask_ms: float = 0.0  # the re-asks' upstream time
 
@@ -70,16 +73,40 @@ class TurnRecord:
                              self.stream, self.status, self.upstream, self.upstream_status,
                              self.upstream_ms, self.total_ms, self.calls, self.formats,
                              self.repairs, self.left, self.error, self.upstream_error,
-                             self.heartbeats, self.capture, self.reasks, self.reask_ms])
+                             self.heartbeats, self.capture, self.owner, self.reasks,
+                             self.reask_ms])
 
     @classmethod
     def decode(cls, data: bytes) -> TurnRecord | None:
-        """A record from `encode`'s bytes; None for anything else (a slot being written)."""
+        """A record from `encode`'s bytes; None for anything else (a slot being written, or
+        bytes of any other shape: a ring file is read as untrusted)."""
         try:
             values = orjson.loads(data)
-            return cls(*values) if isinstance(values, list) else None
-        except (orjson.JSONDecodeError, TypeError):
+        except orjson.JSONDecodeError:
             return None
+        if not isinstance(values, list) or not _MIN_FIELDS <= len(values) <= len(_SHAPE):
+            return None
+        for value, kind in zip(values, _SHAPE, strict=False):
+            if not _fits(value, kind):
+                return None
+        return cls(*values)
+
+
+# What each of a record's encoded fields must be: a type, or "count" (an int, never a bool)
+# or "counts" (a dict of counts by name); the fields after the 11th have defaults.
+_SHAPE: tuple[Any, ...] = ((int, float), str, str, str, str, bool, "count", str, "count",
+                           (int, float), (int, float), "count", "counts", "counts", "counts",
+                           str, str, "count", str, str)
+_MIN_FIELDS = 11
+
+
+def _fits(value: Any, kind: Any) -> bool:
+    """Whether a decoded field is of its `_SHAPE` kind."""
+    if kind == "count":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "counts":
+        return isinstance(value, dict) and all(_fits(n, "count") for n in value.values())
+    return isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
 
 
 def _counted(tags: Iterable[str]) -> dict[str, int]:
@@ -106,7 +133,7 @@ def turn_record(log: RequestLog, now: float, total_ms: float) -> TurnRecord:
         (log.upstream or "")[:_URL_CHARS], log.upstream_status or 0,
         -1.0 if log.upstream_ms is None else log.upstream_ms,
         round(total_ms, 1), error=error.split(":", 1)[0][:_ITEM_CHARS],
-        upstream_error=kind[:_ITEM_CHARS], heartbeats=log.heartbeats)
+        upstream_error=kind[:_ITEM_CHARS], heartbeats=log.heartbeats, owner=log.owner or "")
     if log.reasks:
         record.reasks = _counted(seen.tag for seen in log.reasks)
         record.reask_ms = round(sum(seen.ms for seen in log.reasks), 1)
@@ -143,6 +170,7 @@ class StatusInput:
     captures: bool = False  # log_bodies is on: turns link their capture
     version: str = ""
     kept_per_worker: int = 0
+    viewer: str = ""  # who asks (an owner): only its own turns link their capture
 
 
 def percentile(values: Sequence[float], fraction: float) -> float | None:
@@ -208,7 +236,7 @@ def _model_row(model: str, turns: list[TurnRecord]) -> dict[str, Any]:
     }
 
 
-def _turn_row(turn: TurnRecord, captures: bool) -> dict[str, Any]:
+def _turn_row(turn: TurnRecord, captures: bool, viewer: str) -> dict[str, Any]:
     row: dict[str, Any] = {
         "ts": turn.ts, "request_id": turn.request_id, "front": turn.front or None,
         "mode": turn.mode, "model": turn.model, "stream": turn.stream, "status": turn.status,
@@ -219,7 +247,7 @@ def _turn_row(turn: TurnRecord, captures: bool) -> dict[str, Any]:
         "total_ms": turn.total_ms, "failed": turn.failed,
         "reasks": turn.reasks, "reask_ms": turn.reask_ms if turn.reasks else None,
     }
-    if captures and turn.capture:
+    if captures and turn.capture and turn.owner == viewer:
         row["capture"] = f"status/capture/{turn.capture}"
     return row
 
@@ -239,8 +267,18 @@ def per_minute(minutes: Iterable[MinuteCount], now: float) -> list[dict[str, int
             for i in range(CHART_MINUTES)]
 
 
-def document(data: StatusInput, now: float | None = None) -> dict[str, Any]:
-    """The status document (`/proxy/status.json`, drawn by the page)."""
+@dataclass(frozen=True)
+class StatusBuild:
+    """The status document built once for every viewer: all of it but the rows of its last
+    turns, which differ by viewer (each sees its own turns' captures), and those turns."""
+
+    document: dict[str, Any]
+    shown: tuple[TurnRecord, ...]  # newest first
+    captures: bool
+
+
+def build(data: StatusInput, now: float | None = None) -> StatusBuild:
+    """The status document's viewer-free part, from every worker's records."""
     now = time.time() if now is None else now
     turns = sorted(data.turns, key=lambda t: t.ts)
     by_upstream: dict[str, list[TurnRecord]] = {label: [] for label in data.upstreams}
@@ -251,13 +289,26 @@ def document(data: StatusInput, now: float | None = None) -> dict[str, Any]:
         if turn.front or turn.model:
             by_model.setdefault(turn.model, []).append(turn)
     models = sorted(by_model.items(), key=lambda item: -len(item[1]))
-    return {
+    return StatusBuild({
         "generated": round(now, 3), "version": data.version,
         "held": {"turns": len(turns), "since": turns[0].ts if turns else None,
                  "per_worker": data.kept_per_worker},
         "upstreams": [_upstream_row(label, rows, data) for label, rows in by_upstream.items()],
         "models": [_model_row(model, rows) for model, rows in models],
-        "turns": [_turn_row(t, data.captures) for t in reversed(turns[-TURNS_SHOWN:])],
+        "turns": [],
         "per_minute": per_minute(data.minutes, now),
         "captures": data.captures,
-    }
+    }, tuple(reversed(turns[-TURNS_SHOWN:])), data.captures)
+
+
+def seen_by(built: StatusBuild, viewer: str) -> dict[str, Any]:
+    """The status document as `viewer` (an owner) sees it: only its own turns link their
+    capture."""
+    return {**built.document,
+            "turns": [_turn_row(turn, built.captures, viewer) for turn in built.shown]}
+
+
+def document(data: StatusInput, now: float | None = None) -> dict[str, Any]:
+    """The status document (`/proxy/status.json`, drawn by the page) as `data.viewer` sees
+    it."""
+    return seen_by(build(data, now), data.viewer)

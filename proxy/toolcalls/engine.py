@@ -10,10 +10,11 @@ from typing import Any
 
 import orjson
 
-from . import cleanup, schema
+from . import schema
 from .context import Context
 from .exact_json import ORJSON_INTS
 from .names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
+from .prose import cleanup
 from .registry import CONTENT_MARKUP, MARKERS, made_with_markers, markers_of, resolve
 from .repair import NotJson, loads_repaired
 from .scan import Document, Spans

@@ -19,8 +19,8 @@ import orjson
 
 from ..base.ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
-from ..toolcalls.answer import plain_answer
 from ..toolcalls.names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
+from ..toolcalls.prose.answer import plain_answer
 from ..toolcalls.repair import NotJson, loads_repaired
 from .result import (
     STOP,
@@ -55,8 +55,9 @@ class ExtractionSettings:
     tools: ToolSchemas
     only: str | None = None
     formats: Sequence[str] = ("auto",)
-    # Whether the client sees the reasoning at all (`Choice.reasoning`, else None; the field
-    # names a wire gives it are its front's, e.g. chat's `reasoning_field`).
+    # Whether the client sees the reasoning at all (`Choice.reasoning`, else None): yes, unless
+    # a front says otherwise (chat, whose `reasoning_field` may drop it; how a wire names the
+    # reasoning is its front's alone).
     reasoning_shown: bool = True
     # A leading think block in the content is the reasoning (see `turn.thinking`), and how
     # text before a lone closer is read (`thinking_opened_by_template`).

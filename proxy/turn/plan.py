@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
 
@@ -16,11 +16,20 @@ from ..base.json_depth import MAX_DEPTH, deep_path, deeper_than
 from ..toolcalls.exact_json import loads as exact_loads
 from .compat import rewrite_request
 from .normalize import ExtractionSettings
-from .thinking import move_history_thinking, thinking_rule, thinking_switched_off
+from .thinking import (
+    ThinkingRule,
+    move_history_thinking,
+    thinking_rule,
+    thinking_switched_off,
+)
+
+# What a front keeps in its plans for its own renderers: each front's own type (a front is a
+# `fronts.Front[FrontData]`); the core carries it and never reads it.
+FrontData = TypeVar("FrontData")
 
 
 @dataclass(frozen=True)
-class TurnPlan:
+class TurnPlan(Generic[FrontData]):
     """A turn the proxy answers itself: upstream asked with `stream: false` (or, `streamed`,
     with `stream: true`: text and reasoning relayed live, what could be a call held back),
     the answer normalised and its calls extracted, then rendered by the front that planned
@@ -36,14 +45,20 @@ class TurnPlan:
     rewrites: tuple[str, ...] = ()
     parallel_tool_calls: bool = True
     tool_call_required: bool = False
-    front_data: Any = None  # what the front needs to render its answer; the core never reads it
+    front_data: FrontData | None = None  # what its front needs to render (chat: nothing)
     streamed: bool = False  # `stream_mode: stream`: upstream streams, the turn flows live
-    affinity: str | None = None  # the conversation's key for the replica choice (routing)
+    affinity: str | None = None  # the conversation's key for the choice of a replica
 
     @property
     def mode(self) -> str:
         """How the turn is answered, for logs and metrics: `buffered` or `streamed`."""
         return "streamed" if self.streamed else "buffered"
+
+    def with_thinking(self, rule: ThinkingRule) -> TurnPlan[FrontData]:
+        """This plan reading thinking by `rule` (itself, when `rule` is the one it has)."""
+        if rule is self.extraction.thinking:
+            return self
+        return replace(self, extraction=replace(self.extraction, thinking=rule))
 
 
 @dataclass(frozen=True)
@@ -57,7 +72,7 @@ class PassthroughPlan:
     model: str = ""
     client_stream: bool = False
     rewrites: tuple[str, ...] = ()
-    affinity: str | None = None  # the conversation's key for the replica choice (routing)
+    affinity: str | None = None  # the conversation's key for the choice of a replica
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -184,7 +199,8 @@ def plan_chat(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
 
 
 def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
-              include_usage: bool, front_data: Any = None) -> TurnPlan:
+              include_usage: bool, front_data: FrontData | None = None,
+              ) -> TurnPlan[FrontData]:
     """The turn for a chat completion body (the client's, or one a front translated to):
     tools checked, the loop guard applied, the upstream body built. `config` is the one in
     force for the body's model. Raises ProxyError for bad requests."""
@@ -238,7 +254,6 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
         ExtractionSettings(tools=schemas, only=only, formats=formats,
                            reasoning_from_content=config.reasoning_from_content,
                            deliver_unknown=config.unknown_tool_calls == "deliver",
-                           reasoning_shown=config.reasoning_field != "drop",
                            thinking=thinking_rule(config.thinking_opened_by_template, False,
                                                   thinking_switched_off(upstream))),
         model=model,

@@ -12,8 +12,8 @@ content; a lone closer only where it is not a mention (`closers.lone_close`)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from .assemble import CONTENT, REASONING
 from .closers import (
@@ -25,6 +25,9 @@ from .closers import (
     lone_close,
     partial_closer,
 )
+
+if TYPE_CHECKING:
+    from .result import Outcome
 
 _HARMONY_ANALYSIS = "<|channel|>analysis<|message|>"
 _TAGS = {**dict(FAMILIES),
@@ -126,6 +129,52 @@ class ThinkingMemory:
         if len(models) >= self._size:
             models.pop(next(iter(models)), None)
         models[model] = None
+
+
+def learned_rule(rule: ThinkingRule, model: str, memory: ThinkingMemory) -> ThinkingRule:
+    """`rule` with what `thinking_opened_by_template: auto` learned of `model`: seen closing
+    a lone block before, its template opens thinking (a cut output is all thinking); seen
+    finishing answers with no closer, it opens none (its text is the answer's, and flows live
+    in the streamed mode, as with `false`). `rule` itself when there is nothing to add."""
+    if not rule.learns:
+        return rule
+    if memory.knows(model):
+        return rule if rule.cut_opened else replace(rule, cut_opened=True)
+    if memory.answers_plainly(model):
+        return replace(rule, lone_close=False)
+    return rule
+
+
+_FINISHED = frozenset({"stop", "tool_calls"})  # an answer the model ended itself
+
+
+def unseen(rule: ThinkingRule, model: str, memory: ThinkingMemory) -> bool:
+    """Whether `auto` has learned nothing yet of `model`'s template."""
+    return rule.learns and not memory.knows(model) and not memory.answers_plainly(model)
+
+
+def learn_opened(model: str, opened: bool | None, memory: ThinkingMemory) -> None:
+    """What the upstream's profile says of `model`'s generation prompt, as if learned from
+    an answer: it opens thinking, or it opens none (None: the server did not say)."""
+    if opened is True:
+        memory.learn(model)
+    elif opened is False:
+        memory.learn_plain(model)
+
+
+def learn_from(rule: ThinkingRule, model: str, outcome: Outcome | None,
+               memory: ThinkingMemory) -> None:
+    """Remember `model` when its answer closed a template-opened block, or when it finished
+    an answer with no closer at all (`auto`; a request that switched thinking off teaches
+    nothing: its rule does not learn)."""
+    if not rule.learns or outcome is None:
+        return
+    found = {r.repair for r in outcome.repairs if r.format == "content"}
+    if LONE in found:
+        memory.learn(model)
+    elif (rule.lone_close and OPENED not in found
+          and outcome.finish_before and all(f in _FINISHED for f in outcome.finish_before)):
+        memory.learn_plain(model)
 
 
 def answer_thinking(content: str, rule: ThinkingRule, finish: str | None = None,

@@ -14,8 +14,8 @@ from proxy.base.errors import ProxyError
 from proxy.fronts import StoredResponse
 from proxy.shell.config_load import ConfigError, build_config
 from proxy.shell.store import open_store, store_url
-from proxy.shell.store.interface import StoreLimits, default_path
-from proxy.shell.store.sqlite import SqliteStore
+from proxy.shell.store.interface import StoreLimits
+from proxy.shell.store.sqlite import SqliteStore, default_path
 
 LIMITS = StoreLimits(3600, 10)
 

@@ -1,4 +1,4 @@
-"""A stopping gevent worker ends the waits of idle keep-alive connections (IdleClosesOnStop),
+"""A stopping gevent worker ends the waits of idle keep-alive connections (HeadTimeouts),
 and never a wait whose next request is already arriving. gevent without monkey-patching:
 greenlets over a socket pair, no server."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import gevent
 import gevent.socket
 
-from proxy.shell.web.server import IdleClosesOnStop
+from proxy.shell.web.head_wait import HeadTimeouts
 
 
 class _Base:
@@ -29,7 +29,7 @@ class _Base:
         self.read.append(request)
 
 
-class _Worker(IdleClosesOnStop, _Base):
+class _Worker(HeadTimeouts, _Base):
     pass
 
 
@@ -68,3 +68,40 @@ def test_a_wait_that_began_while_stopping_is_short() -> None:
     worker.handle(None, ours, None)  # nothing ever comes
     assert worker.read == [None]
     assert gevent.get_hub().loop.now() - started < 10  # not the keep-alive's 75 s
+
+
+class _HeadReader(_Base):
+    """A parser's reading as far as the mixin sees it: a whole head, in several reads."""
+
+    def handle(self, listener: Any, client: Any, addr: Any) -> None:
+        head = None
+        with self.timeout_ctx():  # type: ignore[attr-defined]
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += client.recv(100)
+        self.read.append(head if head and head.endswith(b"\r\n\r\n") else None)
+
+
+class _HeadWorker(HeadTimeouts, _HeadReader):
+    HEAD_SECONDS = 0.5  # (the keep-alive stays 75 s)
+
+
+def test_a_head_that_stalls_is_cut_at_the_head_s_time_not_the_keep_alive_s() -> None:
+    worker = _HeadWorker()
+    ours, theirs = gevent.socket.socketpair()
+    theirs.sendall(b"GET /proxy/hea")  # part of a request line, then nothing
+    greenlet = gevent.spawn(worker.handle, None, ours, None)
+    greenlet.join(10)
+    assert greenlet.dead
+    assert worker.read == [None]  # ended without a request, and without an error
+
+
+def test_a_head_that_comes_whole_in_pieces_is_read() -> None:
+    worker = _HeadWorker()
+    ours, theirs = gevent.socket.socketpair()
+    greenlet = gevent.spawn(worker.handle, None, ours, None)
+    for piece in (b"GET / HT", b"TP/1.1\r\nHost: x\r\n", b"\r\n"):
+        theirs.sendall(piece)
+        gevent.sleep(0.1)
+    greenlet.join(10)
+    assert worker.read == [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"]

@@ -3,18 +3,25 @@ records, the bounded recorders, and the endpoints (keys, captures, probes)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import multiprocessing
 import os
+import re
 import stat
+import subprocess
 import threading
+import time
 
 import openai
+import orjson
 import pytest
 import requests
 
 from proxy.base.config import Config
 from proxy.diagnose.replay import parse_exchanges, replay_exchange
 from proxy.shell.web.recorder import (
+    CAPTURES_KEPT,
     SLOT_BYTES,
     MemoryRecorder,
     RingFileRecorder,
@@ -100,9 +107,29 @@ def test_long_client_text_is_cut_and_many_kinds_are_summed():
     assert len(record.encode()) < SLOT_BYTES
 
 
-@pytest.mark.parametrize("data", [b"", b"{}", b"[1, 2]", b"not json", b'"x"'])
+_FIELDS = [1.8e9, "r", "chat", "buffered", "q", False, 200, "u", 200, 1.0, 2.0]
+
+
+def _changed(at: int, value: object) -> bytes:
+    fields = list(_FIELDS)
+    fields[at] = value
+    return orjson.dumps(fields)
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"{}", b"[1, 2]", b"not json", b'"x"',
+    _changed(6, "200"), _changed(6, True), _changed(0, "now"), _changed(5, 1),
+    _changed(1, None), orjson.dumps([*_FIELDS, 1, {"hermes": "one"}]),
+    orjson.dumps([*_FIELDS, 1, {}, {}, {}, "", "", 0, "", "", "one too many"]),
+])
 def test_anything_but_a_record_decodes_to_none(data):
     assert TurnRecord.decode(data) is None
+
+
+def test_a_record_decodes_to_itself():
+    record = _turn(calls=2, formats={"hermes": 2}, capture="7-1", owner="abc")
+    assert TurnRecord.decode(record.encode()) == record
+    assert TurnRecord.decode(orjson.dumps(_FIELDS)) == TurnRecord(*_FIELDS)
 
 
 # -- the document -------------------------------------------------------------------------------
@@ -209,7 +236,7 @@ def test_memory_recorder_is_a_ring():
         recorder.record(_turn(request_id=str(i), ts=NOW + i), b"{}" if i % 2 else None)
     turns = recorder.turns()
     assert [t.request_id for t in turns] == [str(i) for i in range(30, 80)]
-    kept = [t.capture for t in turns if t.capture and recorder.capture(t.capture)]
+    kept = [t.capture for t in turns if t.capture and recorder.capture(t.capture, t.owner)]
     assert len(kept) == 5
     assert sum(m.turns for m in recorder.minutes()) == 80
 
@@ -255,7 +282,46 @@ def test_a_ring_file_stays_its_size_and_skips_a_torn_slot(tmp_path):
     captures = sorted(p.name for p in (tmp_path / "captures").iterdir())
     assert len(captures) == 3
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in (tmp_path / "captures").iterdir())
-    assert recorder.capture("1-1") is None
+    assert recorder.capture("1-1", "") is None
+
+
+def test_a_ring_that_is_a_link_or_a_fifo_is_never_followed_nor_waited_on(tmp_path):
+    status = tmp_path / "status"
+    status.mkdir(mode=0o700)
+    precious = tmp_path / "precious"
+    precious.write_text("a file of the proxy user's")
+    (status / "turns-4242.ring").symlink_to(precious)  # where worker 4242's ring would be
+    os.mkfifo(status / "turns-77.ring")
+    warned: list[str] = []
+    recorder = RingFileRecorder(str(status), capacity=16, worker=lambda: 4242,
+                                warn=warned.append)
+    recorder.record(_turn(request_id="kept"))
+    assert precious.read_text() == "a file of the proxy user's"
+    assert "kept in memory" in warned[0]
+    read: list[list[TurnRecord]] = []
+    reader = threading.Thread(target=lambda: read.append(recorder.turns()), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive()  # the FIFO was not waited on
+    assert [t.request_id for t in read[0]] == ["kept"]
+
+
+def test_captures_of_workers_gone_are_pruned_to_the_newest(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # (its pid is free now)
+    captures = tmp_path / "captures"
+    captures.mkdir(mode=0o700, parents=True)
+    for i in range(CAPTURES_KEPT + 50):
+        path = captures / f"{dead.pid}-{i}.-.json"
+        path.write_bytes(b"{}")
+        os.utime(path, (NOW + i, NOW + i))
+    live = captures / f"{os.getpid()}-1.-.json"
+    live.write_bytes(b"{}")
+    RingFileRecorder(str(tmp_path), capacity=16, worker=lambda: 4243).record(_turn())
+    left = sorted(int(p.name.split("-")[1].split(".")[0]) for p in captures.iterdir()
+                  if p.name.startswith(f"{dead.pid}-"))
+    assert left == list(range(50, CAPTURES_KEPT + 50))  # the newest of the workers gone
+    assert live.exists()  # a live worker's are its own to prune
 
 
 def test_the_recorder_is_shared_under_gunicorn_else_in_memory(tmp_path):
@@ -274,11 +340,12 @@ def _hermes(fake):
 
 
 def _settled(url: str, turns: int, **kwargs) -> dict:
-    for _ in range(250):
+    """status.json once it holds `turns` turns (it is rebuilt at most once a second)."""
+    for _ in range(300):
         doc = requests.get(url + "/proxy/status.json", timeout=5, **kwargs).json()
         if doc["held"]["turns"] >= turns:
             return doc
-        requests.get(url + "/proxy/health", timeout=5)  # a little time for the close
+        time.sleep(0.05)  # (the close that records the turn, the next build)
     raise AssertionError(f"status.json did not reach {turns} turns")
 
 
@@ -295,7 +362,12 @@ def test_status_json_and_the_page(fake, proxy):
     assert "secret" not in str(doc)
     page = requests.get(proxy.url + "/proxy/status", timeout=5)
     assert page.headers["Content-Type"].startswith("text/html")
-    assert "default-src 'none'" in page.headers["Content-Security-Policy"]
+    policy = page.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in policy
+    assert "unsafe-inline" not in policy  # only the page's own script and style, by hash
+    [script] = re.findall(r"<script>(.*?)</script>", page.text, re.S)
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in policy
     assert "src=" not in page.text
     assert 'href="http' not in page.text
     assert "status.json" in page.text
@@ -305,8 +377,11 @@ def test_status_json_and_the_page(fake, proxy):
 
 
 @pytest.mark.integration
-def test_status_is_keyed_like_metrics_and_a_browser_may_send_the_key_as_basic(start_proxy):
-    proxy = start_proxy(api_keys=["k-123"], protect_proxy_endpoints=True)
+def test_with_keys_the_status_needs_one_and_a_browser_may_send_it_as_basic(fake, start_proxy):
+    proxy = start_proxy(api_keys=["k-123"])  # (without protect_proxy_endpoints: the page
+    # shows the model names, errors and request ids clients caused)
+    assert requests.get(proxy.url + "/proxy/status.json", timeout=5).status_code == 401
+    assert not [r for r in fake.received if r.path == "/v1/models"]  # refused: not probed
     for path in ("/proxy/status", "/proxy/status.json"):
         refused = requests.get(proxy.url + path, timeout=5)
         assert refused.status_code == 401
@@ -319,17 +394,10 @@ def test_status_is_keyed_like_metrics_and_a_browser_may_send_the_key_as_basic(st
     garbled = {"Authorization": "Basic %%%"}
     assert requests.get(proxy.url + "/proxy/status", headers=garbled,
                         timeout=5).status_code == 401
-
-
-@pytest.mark.integration
-def test_without_a_key_the_status_does_not_probe_upstream(fake, start_proxy):
-    proxy = start_proxy(api_keys=["k-123"])
-    doc = requests.get(proxy.url + "/proxy/status.json", timeout=5).json()
-    assert doc["upstreams"][0]["probe"] is None
-    assert not [r for r in fake.received if r.path == "/v1/models"]
     keyed = requests.get(proxy.url + "/proxy/status.json", timeout=5,
-                         headers={"X-Api-Key": "k-123"}).json()
-    assert keyed["upstreams"][0]["probe"]["ok"] is True
+                         headers={"X-Api-Key": "k-123"})
+    assert keyed.json()["upstreams"][0]["probe"]["ok"] is True
+    assert keyed.headers["X-Content-Type-Options"] == "nosniff"
 
 
 @pytest.mark.integration
@@ -364,30 +432,33 @@ def test_no_capture_without_log_bodies_and_none_without_a_key(fake, start_proxy)
     keyed = start_proxy(log_bodies=True, api_keys=["sk-test"])  # the page open, captures keyed
     keyed.client().chat.completions.create(
         model="q", tools=TOOLS, messages=[{"role": "user", "content": "?"}])
-    [turn] = _settled(keyed.url, 1)["turns"]
+    [turn] = _settled(keyed.url, 1, auth=("", "sk-test"))["turns"]
     url = keyed.url + "/proxy/" + turn["capture"]
     assert requests.get(url, timeout=5).status_code == 401
     assert requests.get(url, auth=("", "sk-test"), timeout=5).status_code == 200
 
 
 @pytest.mark.integration
-def test_an_upstream_error_shows_as_down_until_it_answers_again(fake, start_proxy):
-    proxy = start_proxy(api_keys=["sk-test"])  # no key on status.json: no probe, turns alone
+def test_an_upstream_error_shows_as_its_last_error_until_it_answers_again(fake, start_proxy):
+    proxy = start_proxy(api_keys=["sk-test"])
+    key = {"auth": ("", "sk-test")}
     fake.answer(vllm_error(500, "boom", "InternalServerError"))
     client = proxy.client()
     with pytest.raises(openai.InternalServerError):
         client.chat.completions.create(model="q", tools=TOOLS,
                                        messages=[{"role": "user", "content": "?"}])
-    [row] = _settled(proxy.url, 1)["upstreams"]
-    assert (row["state"], row["last_error"]["code"]) == ("down", "upstream_http_500")
+    [row] = _settled(proxy.url, 1, **key)["upstreams"]
+    assert (row["failures"], row["last_error"]["code"]) == (1, "upstream_http_500")
     metrics = requests.get(proxy.url + "/proxy/metrics", timeout=5).text
     assert f'toolcall_proxy_upstream_up{{upstream="{fake.url}"}} 0.0' in metrics
     _hermes(fake)
     client.chat.completions.create(model="q", tools=TOOLS,
                                    messages=[{"role": "user", "content": "?"}])
-    [row] = _settled(proxy.url, 2)["upstreams"]
-    assert row["state"] == "up"
+    [row] = _settled(proxy.url, 2, **key)["upstreams"]
+    assert (row["turns"], row["failures"]) == (2, 1)
     assert row["last_error"]["code"] == "upstream_http_500"
+    assert f'toolcall_proxy_upstream_up{{upstream="{fake.url}"}} 1.0' in requests.get(
+        proxy.url + "/proxy/metrics", timeout=5).text
     assert os.environ.get("PROMETHEUS_MULTIPROC_DIR") is None  # these ran in memory
 
 

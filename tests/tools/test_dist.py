@@ -14,13 +14,16 @@ import shutil
 import stat
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import as_user
 from tests.fake_vllm import Answer, vllm_completion
 from tests.serving import serve_one_tool_turn
 from tests.shell.test_entrypoints import _free_port, _hermes
@@ -260,3 +263,60 @@ def test_the_archives_files_carry_fixed_modes_whatever_the_umask(pyz, tmp_path):
     assert stat.S_IFREG | 0o644 in modes
     main = dict((name, digest) for name, _, digest in entries)["__main__.py"]
     assert main == hashlib.sha256(MAIN.read_bytes()).hexdigest()
+
+
+def _system_python() -> str:
+    """An interpreter of this ABI that any user may run (the venv's may be under /root)."""
+    ours = sysconfig.get_config_var("SOABI")
+    for candidate in (f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}",
+                      f"/usr/local/bin/python{sys.version_info[0]}.{sys.version_info[1]}"):
+        if os.access(candidate, os.X_OK):
+            done = subprocess.run([candidate, "-I", "-S", "-c",
+                                   "import sysconfig; print(sysconfig.get_config_var('SOABI'))"],
+                                  capture_output=True, text=True)
+            if done.stdout.strip() == ours:
+                return candidate
+    pytest.skip(f"no interpreter for {ours} that another user may run")
+
+
+@pytest.fixture
+def open_place() -> Iterator[Path]:
+    """A folder every user may reach (pytest's own tmp_path is root's alone)."""
+    place = Path(tempfile.mkdtemp(prefix="toolcall-dist-"))
+    place.chmod(0o755)
+    yield place
+    shutil.rmtree(place, ignore_errors=True)
+
+
+def test_a_temporary_unpack_folder_another_user_planted_is_never_run(pyz, os_users,
+                                                                      open_place):
+    """On a shared sticky root, another user makes shiv's temporary unpack folder first
+    (`<name>_<build id>.tmp`, open to all) with a `.pth` in it. Two starts of the file by the
+    victim unpack into folders of the victim's own and never run the planted line."""
+    attacker, victim = os_users
+    python = _system_python()
+    shared, app, home, marks = (open_place / name for name in ("shared", "app", "home", "marks"))
+    for folder, mode in ((shared, 0o1777), (app, 0o755), (home, 0o700), (marks, 0o1777)):
+        folder.mkdir()
+        folder.chmod(mode)
+    os.chown(home, victim.pw_uid, victim.pw_gid)
+    shutil.copy(pyz, app / pyz.name)
+    (app / pyz.name).chmod(0o755)
+    marker = marks / "ran"
+    planted = Path(str(_unpack_folder(pyz, shared)) + ".tmp")
+    plant = ("import os, sys; folder, line = sys.argv[1:]; site = folder + '/site-packages'; "
+             "os.makedirs(site); os.chmod(folder, 0o777); os.chmod(site, 0o777); "
+             "open(site + '/evil.pth', 'w').write(line); os.chmod(site + '/evil.pth', 0o666)")
+    line = f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n"
+    subprocess.run(as_user(attacker, [python, "-I", "-S", "-c", plant, str(planted), line]),
+                   check=True, capture_output=True)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "SHIV_ROOT": str(shared)}
+    starts = [subprocess.run(as_user(victim, [python, "-I", "-S", pyz.name, "--help"]),
+                             cwd=app, env=env, capture_output=True, text=True, timeout=120)
+              for _ in range(2)]
+    assert not marker.exists(), "the planted .pth ran as the victim"
+    assert [done.returncode for done in starts] == [0, 0], starts[0].stderr
+    folder = _unpack_folder(pyz, shared)
+    info = folder.lstat()
+    assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (victim.pw_uid, 0o700)
+    assert not (folder / "site-packages" / "evil.pth").exists()

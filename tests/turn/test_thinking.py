@@ -10,11 +10,16 @@ from hypothesis import strategies as st
 
 from proxy.base.config import Config
 from proxy.turn.plan import plan_chat
+from proxy.turn.result import Outcome, Repair
 from proxy.turn.thinking import (
+    LONE,
+    ThinkingMemory,
     ThinkingRule,
     ThinkRouter,
     answer_thinking,
     leading_thinking,
+    learn_from,
+    learned_rule,
     move_history_thinking,
 )
 from tests.conftest import TOOLS
@@ -279,3 +284,50 @@ def test_auto_learns_from_a_finished_answer_without_a_closer_that_text_may_flow_
     fake.answer(vllm_answer(vllm_completion("Plan it.\n</think>\n\nIt is sunny.")))
     other = buffered.chat.completions.create(model="fresh", messages=messages, tools=TOOLS)
     assert other.choices[0].message.content == "It is sunny."  # another model: the rule holds
+
+
+# -- what `thinking_opened_by_template: auto` learns of a model ----------------------------------
+
+
+def _outcome(*repairs: str, finish: str | None = "stop") -> Outcome:
+    return Outcome(repairs=[Repair("content", repair, None) for repair in repairs],
+                   finish_before=[finish])
+
+
+def test_auto_learns_a_template_opens_thinking_from_a_lone_closer():
+    memory, auto = ThinkingMemory(), ThinkingRule(learns=True)
+    assert learned_rule(auto, "m", memory) is auto  # nothing learned yet: the rule as it is
+    learn_from(auto, "m", _outcome(LONE), memory)
+    assert learned_rule(auto, "m", memory) == ThinkingRule(cut_opened=True, learns=True)
+    assert learned_rule(auto, "other", memory) is auto  # per model
+
+
+def test_auto_learns_a_template_opens_none_from_answers_finished_without_a_closer():
+    memory, auto = ThinkingMemory(), ThinkingRule(learns=True)
+    learn_from(auto, "m", _outcome(finish="length"), memory)  # cut: says nothing
+    assert learned_rule(auto, "m", memory) is auto
+    learn_from(auto, "m", _outcome(finish="tool_calls"), memory)
+    assert learned_rule(auto, "m", memory) == ThinkingRule(lone_close=False, learns=True)
+    learn_from(auto, "m", _outcome(LONE), memory)  # a lone closer outweighs plain answers
+    assert learned_rule(auto, "m", memory) == ThinkingRule(cut_opened=True, learns=True)
+
+
+def test_a_rule_that_does_not_learn_neither_teaches_nor_changes():
+    memory, fixed = ThinkingMemory(), ThinkingRule(lone_close=False)
+    learn_from(fixed, "m", _outcome(LONE), memory)
+    assert not memory.knows("m")
+    learn_from(ThinkingRule(learns=True), "m", _outcome(LONE), memory)
+    assert learned_rule(fixed, "m", memory) is fixed
+    learn_from(ThinkingRule(learns=True), "n", None, memory)  # no outcome: nothing
+    assert not memory.knows("n")
+    assert not memory.answers_plainly("n")
+
+
+def test_a_plan_takes_a_learned_rule_and_keeps_itself_for_its_own():
+    plan = plan_chat(orjson.dumps({"model": "m", "tools": TOOLS,
+                                   "messages": [{"role": "user", "content": "hi"}]}), Config())
+    rule = plan.extraction.thinking
+    assert plan.with_thinking(rule) is plan
+    learned = plan.with_thinking(ThinkingRule(cut_opened=True, learns=True))
+    assert learned.extraction.thinking == ThinkingRule(cut_opened=True, learns=True)
+    assert learned.extraction.tools == plan.extraction.tools

@@ -33,7 +33,7 @@ PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 
 
-def parse(incoming: Incoming, config: Config) -> TurnPlan:
+def parse(incoming: Incoming, config: Config) -> TurnPlan[MessagesData]:
     """A Messages request as a turn: translated to a chat body, then planned as the chat
     front's turns are (every Messages request is a turn, with or without tools)."""
     body = parse_body(incoming.body)
@@ -45,8 +45,9 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan:
     return dataclasses.replace(plan, rewrites=(*request.rewrites, *plan.rewrites))
 
 
-FRONT = Front(NAME, (Route("POST", PATH), Route("POST", COUNT_TOKENS_PATH, COUNT)), parse,
-              render_json, MessagesStream.for_plan, error_response,
-              key_headers=("X-Api-Key", "Authorization"),
-              counter=Counter(count_request, count_of, count_response),
-              sample=Sample(sample_request, sample_calls))
+FRONT: Front[MessagesData] = Front(
+    NAME, (Route("POST", PATH), Route("POST", COUNT_TOKENS_PATH, COUNT)), parse,
+    render_json, MessagesStream.for_plan, error_response,
+    key_headers=("X-Api-Key", "Authorization"),
+    counter=Counter(count_request, count_of, count_response),
+    sample=Sample(sample_request, sample_calls))

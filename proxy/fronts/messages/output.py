@@ -76,7 +76,7 @@ def message_shell(message_id: str, model: str) -> dict[str, Any]:
             "content": [], "stop_reason": None, "stop_sequence": None}
 
 
-def message_of(plan: TurnPlan, result: TurnResult) -> dict[str, Any]:
+def message_of(plan: TurnPlan[MessagesData], result: TurnResult) -> dict[str, Any]:
     """The Anthropic `message` for the turn's result (its first choice: no `n` here)."""
     front: MessagesData = plan.front_data
     choice = result.first
@@ -87,6 +87,6 @@ def message_of(plan: TurnPlan, result: TurnResult) -> dict[str, Any]:
     return out
 
 
-def render_json(plan: TurnPlan, result: TurnResult) -> bytes:
+def render_json(plan: TurnPlan[MessagesData], result: TurnResult) -> bytes:
     """The body of a non-streaming answer."""
     return orjson.dumps(message_of(plan, result))

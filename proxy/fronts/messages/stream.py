@@ -12,7 +12,7 @@ from ...turn.plan import TurnPlan
 from ...turn.result import TurnResult
 from .. import unsent
 from .errors import error_body
-from .output import content_blocks, message_shell, stop_of, usage_of
+from .output import MessagesData, content_blocks, message_shell, stop_of, usage_of
 
 PING = named_event("ping", {"type": "ping"})
 _DELTAS = {"thinking": "thinking_delta", "text": "text_delta"}
@@ -33,7 +33,7 @@ class MessagesStream:
         self._sent = {"thinking": "", "text": ""}
 
     @classmethod
-    def for_plan(cls, plan: TurnPlan) -> MessagesStream:
+    def for_plan(cls, plan: TurnPlan[MessagesData]) -> MessagesStream:
         """The stream for a planned turn, with a fresh message id."""
         return cls(plan.front_data.model, plan.front_data.stop_sequences)
 

@@ -72,7 +72,7 @@ def _history(body: dict[str, Any], recall: Recall) -> list[dict[str, Any]]:
     return items
 
 
-def parse(incoming: Incoming, config: Config) -> TurnPlan | PassthroughPlan:
+def parse(incoming: Incoming, config: Config) -> TurnPlan[ResponsesData] | PassthroughPlan:
     """The plan for a POST to /v1/responses; the incoming request's `recall` reads the
     store for `previous_response_id`. Raises ProxyError for bad requests."""
     raw = incoming.body
@@ -90,18 +90,15 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan | PassthroughPlan:
                              items=tuple(translation.items))
     plan = plan_turn(translation.body, config.for_model(model), client_stream=stream,
                      include_usage=False, front_data=turn)
-    # The reasoning is the Responses answer's own item, whatever the chat front's setting.
-    return dataclasses.replace(
-        plan, extraction=dataclasses.replace(plan.extraction, reasoning_shown=True),
-        rewrites=plan.rewrites + tuple(translation.notes))
+    return dataclasses.replace(plan, rewrites=plan.rewrites + tuple(translation.notes))
 
 
-def render_json(plan: TurnPlan, result: TurnResult) -> bytes:
+def render_json(plan: TurnPlan[ResponsesData], result: TurnResult) -> bytes:
     """The `response` object, as the body of a non-streaming answer."""
     return orjson.dumps(final_response(plan.front_data, result))
 
 
-def keep(plan: TurnPlan, result: TurnResult) -> StoredResponse | None:
+def keep(plan: TurnPlan[ResponsesData], result: TurnResult) -> StoredResponse | None:
     """What the store keeps of a delivered answer (nothing with `store: false`)."""
     turn: ResponsesData = plan.front_data
     if not turn.store:
@@ -111,7 +108,7 @@ def keep(plan: TurnPlan, result: TurnResult) -> StoredResponse | None:
     return StoredResponse(turn.id, turn.previous, kept_items([*turn.items, *output]), body)
 
 
-def keeping(plan: TurnPlan) -> int | None:
+def keeping(plan: TurnPlan[ResponsesData]) -> int | None:
     """The bytes of input items the turn will keep (None with `store: false`)."""
     turn: ResponsesData = plan.front_data
     return len(orjson.dumps(kept_items(list(turn.items)))) if turn.store else None
@@ -144,7 +141,8 @@ ROUTES = (Route("POST", PATH),
           Route("GET", PATH + "/{id}", STORED_GET, storing),
           Route("DELETE", PATH + "/{id}", STORED_DELETE, storing))
 
-FRONT = Front(NAME, ROUTES, parse, render_json, ResponsesStream.for_plan, error_response,
-              key_headers=("Authorization", "Api-Key"),
-              storing=Storing(keep, deleted, missing, keeping),
-              sample=Sample(sample_request, sample_calls))
+FRONT: Front[ResponsesData] = Front(
+    NAME, ROUTES, parse, render_json, ResponsesStream.for_plan, error_response,
+    key_headers=("Authorization", "Api-Key"),
+    storing=Storing(keep, deleted, missing, keeping),
+    sample=Sample(sample_request, sample_calls))

@@ -16,6 +16,7 @@ import orjson
 
 from ...base.errors import ProxyError
 from ...base.sse import named_event
+from ...turn.plan import TurnPlan
 from ...turn.result import TurnResult
 from .. import unsent
 from .output import (
@@ -58,7 +59,7 @@ class ResponsesStream:
         self._in_progress = orjson.dumps(response_object(turn, "in_progress", []))
 
     @classmethod
-    def for_plan(cls, plan: Any) -> ResponsesStream:
+    def for_plan(cls, plan: TurnPlan[ResponsesData]) -> ResponsesStream:
         """The stream for a planned turn."""
         return cls(plan.front_data, plan.config.heartbeat_mode)
 

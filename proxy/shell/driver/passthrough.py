@@ -5,8 +5,9 @@ several upstreams, so one proxy lists every model it routes to."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from flask import Response
@@ -19,13 +20,30 @@ from ...fronts.chat import DONE, error_event
 from ...telemetry.request_log import RequestLog
 from ...turn import waiting
 from ...turn.core import UpstreamReply
-from ..runtime.clients import Watch, abort_connection
-from ..upstream.client import Timeouts, Unreached, UpstreamCall, disconnect, response_headers
-from ..upstream.replicas import RETRY_STATUSES, Route, affinity_key
+from ..runtime.clients import ClientWatcher, Watch, abort_connection
+from ..upstream.client import (
+    Timeouts,
+    Unreached,
+    Upstream,
+    UpstreamCall,
+    disconnect,
+    response_headers,
+)
+from ..upstream.replicas import RETRY_STATUSES, Placement, Replicas, affinity_key
 from .turns import Driver
 
-if TYPE_CHECKING:
-    from ..web.handlers import Proxy
+
+@dataclass(frozen=True)
+class PassthroughServices:
+    """What a relayed request uses of the app, handed over by name: the replicas and their
+    clients (by URL), the watcher of clients that leave mid-body, the writer of its log line,
+    and whether the server is stopping."""
+
+    replicas: Replicas
+    upstreams: Mapping[str, Upstream]
+    client_watcher: ClientWatcher
+    emit: Callable[[RequestLog], None]
+    draining: Callable[[], bool]
 
 
 def _json_response(payload: Any, status: int = 200) -> Response:
@@ -43,13 +61,13 @@ def _relay_failure(exc: Exception, drained: bool, read_timeout: float) -> ProxyE
                       type_="upstream_error", code="upstream_stream_cut")
 
 
-def _opened(route: Route, method: str, target: str, body: bytes, headers: dict[str, str],
+def _opened(placement: Placement, method: str, target: str, body: bytes, headers: dict[str, str],
             timeouts: Timeouts) -> UpstreamCall[Any]:
-    """The relayed request up to its response headers, on the route's replica (and on
+    """The relayed request up to its response headers, on the placement's replica (and on
     another, once, when that one is not there or answers 502/503/504: nothing has gone to
     the client yet), started."""
     def work(tracker: Any) -> Any:
-        return route.run(lambda upstream: upstream.open(method, target, body, headers,
+        return placement.run(lambda upstream: upstream.open(method, target, body, headers,
                                                         timeouts, tracker),
                          worth_another=_gateway_failure,
                          cancelled=lambda: tracker.cancelled, discard=_discard, hold=True)
@@ -69,29 +87,29 @@ def _discard(outcome: Any) -> None:
         outcome.close()
 
 
-def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: str,
-                config: Config, headers: dict[str, str], environ: dict[str, Any],
+def passthrough(services: PassthroughServices, method: str, body: bytes, log: RequestLog,
+                target: str, config: Config, headers: dict[str, str], environ: dict[str, Any],
                 affinity: str | None = None) -> Response:
     """Relay the request; the answer streams back as upstream sends it."""
-    route = Route(app.replicas, config, affinity_key(config, headers, affinity), log)
+    placement = Placement(services.replicas, config, affinity_key(config, headers, affinity), log)
     timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
     limit = config.connect_timeout_seconds + config.read_timeout_seconds
     # Until the headers come, only a silent client can be noticed: the machine looks for it.
     driver = Driver(waiting.start(log.started, limit),
-                    lambda: _opened(route, method, target, body, headers, timeouts),
-                    environ, app.draining)
+                    lambda: _opened(placement, method, target, body, headers, timeouts),
+                    environ, services.draining)
     for action in driver.actions():
         if isinstance(action, waiting.Fail):
-            route.done()
+            placement.done()
             raise action.error
         if isinstance(action, waiting.Abandon):
-            route.done()
+            placement.done()
             raise client_disconnected()
         break  # Collect: the headers are in
     response_in = driver.call.outcome()
     if isinstance(response_in, ProxyError):
         raise response_in
-    upstream = app.upstreams[route.url]
+    upstream = services.upstreams[placement.url]
     log.upstream_status = log.status = response_in.status
     log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
     is_sse = (response_in.headers.get("Content-Type", "").startswith("text/event-stream")
@@ -103,7 +121,7 @@ def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: s
         try:
             if is_sse:
                 yield b""  # the head goes out now, before upstream's first event
-            watch = app.client_watcher.watch(environ, lambda: disconnect(response_in))
+            watch = services.client_watcher.watch(environ, lambda: disconnect(response_in))
             for data in upstream.relay_body(response_in):
                 if events is not None:
                     data = events.complete(data)
@@ -130,12 +148,12 @@ def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: s
             else:  # the head promised a body that will not come: the client must see
                 abort_connection(environ)  # it cut short, not wait on a kept-alive socket
         finally:
-            route.done(response_in)
+            placement.done(response_in)
             if watch is not None:
                 watch.stop()
                 if watch.fired:
                     log.error = "client_disconnected"
-            app.emit(log)
+            services.emit(log)
 
     response = Response(relayed(), status=response_in.status,
                         headers=response_headers(response_in.headers, keep_length=True))
@@ -143,7 +161,7 @@ def passthrough(app: Proxy, method: str, body: bytes, log: RequestLog, target: s
         del response.headers["Content-Type"]
     if is_sse:
         response.headers["X-Accel-Buffering"] = "no"
-    response.call_on_close(lambda: route.done(response_in))  # a body never read, too
+    response.call_on_close(lambda: placement.done(response_in))  # a body never read, too
     return response
 
 
@@ -160,16 +178,16 @@ def model_ids(reply: UpstreamReply) -> list[Any] | None:
     return [model.get("id") for model in data if isinstance(model, dict)]
 
 
-def all_models(app: Proxy, log: RequestLog, target: str,
-               headers_for: Any) -> Response:
+def all_models(services: PassthroughServices, config: Config, log: RequestLog, target: str,
+               headers_for: Callable[[Config], dict[str, str]]) -> Response:
     """`/v1/models` across every upstream (each asked with its own key), so one proxy lists
     every model it routes to; one that fails leaves its models out, not the others'. Of the
     replicas of one model, one is asked (one that is up first; the next if it fails)."""
     models: list[Any] = []
     seen: set[str] = set()
     failures: list[ProxyError] = []
-    for urls, settings in upstream_groups(app.config):
-        reply = _models_of(app, urls, settings, target, headers_for(settings), log)
+    for urls, settings in upstream_groups(config):
+        reply = _models_of(services, urls, settings, target, headers_for(settings), log)
         if isinstance(reply, ProxyError):
             failures.append(reply)
             continue
@@ -185,14 +203,14 @@ def all_models(app: Proxy, log: RequestLog, target: str,
     return response
 
 
-def _models_of(app: Proxy, urls: tuple[str, ...], settings: Config, target: str,
+def _models_of(services: PassthroughServices, urls: tuple[str, ...], settings: Config, target: str,
                headers: dict[str, str], log: RequestLog) -> UpstreamReply | ProxyError:
     """The model list of one upstream (of the first of its replicas that answers one)."""
     timeouts = Timeouts(settings.connect_timeout_seconds, settings.read_timeout_seconds)
     failure = ProxyError(502, "No upstream answered.", code="upstream_unreachable")
-    for url in app.replicas.up_first(urls):
+    for url in services.replicas.up_first(urls):
         try:
-            reply = app.upstreams[url].complete_get(target, headers, timeouts)
+            reply = services.upstreams[url].complete_get(target, headers, timeouts)
             if reply.status >= 400:
                 raise from_upstream(reply.status, reply.body, reply.headers)
             if model_ids(reply) is None:

@@ -4,11 +4,12 @@ socket, the bytes written); every decision is the core's."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from flask import Response
 
@@ -21,14 +22,13 @@ from ...turn.core import Answer, Decision, decide
 from ...turn.live import LiveTurn, written
 from ...turn.plan import TurnPlan
 from ...turn.result import TurnResult
-from ...turn.thinking import LONE, OPENED, ThinkingMemory
+from ...turn.thinking import ThinkingMemory, learn_from, learn_opened, learned_rule, unseen
 from ..runtime.clients import client_gone
+from ..store.interface import ResponseStore
 from ..upstream.client import StreamEnd, Timeouts, Unreached, UpstreamCall, UpstreamStream
-from ..upstream.replicas import RETRY_STATUSES, Route, affinity_key
+from ..upstream.profiles import Profiles
+from ..upstream.replicas import RETRY_STATUSES, Placement, Replicas, affinity_key
 from .reasking import ReAsking
-
-if TYPE_CHECKING:
-    from ..web.handlers import Proxy
 
 # What the machine asks of the client's response; the rest (Wait, AskAgain, and Collect
 # when there is a core to decide) the driver carries out itself.
@@ -114,80 +114,45 @@ class Driver:
         return [*actions, until]
 
 
-def with_thinking_seen(plan: TurnPlan, memory: ThinkingMemory) -> TurnPlan:
-    """`plan` with what `thinking_opened_by_template: auto` learned of its model: seen closing
-    a lone block before, its template opens thinking (a cut output is all thinking); seen
-    finishing answers with no closer, it opens none (its text is the answer's, and flows live
-    in the streamed mode, as with `false`)."""
-    rule = plan.extraction.thinking
-    if not rule.learns:
-        return plan
-    if memory.knows(plan.model):
-        if rule.cut_opened:
-            return plan
-        rule = replace(rule, cut_opened=True)
-    elif memory.answers_plainly(plan.model):
-        rule = replace(rule, lone_close=False)
-    else:
-        return plan
-    return replace(plan, extraction=replace(plan.extraction, thinking=rule))
+@dataclass(frozen=True)
+class TurnServices:
+    """What a turn uses of the app, handed over by name: the replicas it asks, what `auto`
+    learned of each model's thinking, the store that keeps answers, the logger of its own
+    failures, the writer of its log line, whether the server is stopping, and the upstreams'
+    profiles."""
 
-
-def unseen_thinking(plan: TurnPlan, memory: ThinkingMemory) -> bool:
-    """Whether `auto` has learned nothing yet of the plan's model's template."""
-    return (plan.extraction.thinking.learns and not memory.knows(plan.model)
-            and not memory.answers_plainly(plan.model))
-
-
-def learn_thinking_opened(model: str, opened: bool | None, memory: ThinkingMemory) -> None:
-    """What the upstream's profile says of the model's generation prompt, as if learned
-    from an answer: it opens thinking, or it opens none (None: the server did not say)."""
-    if opened is True:
-        memory.learn(model)
-    elif opened is False:
-        memory.learn_plain(model)
-
-
-_FINISHED = frozenset({"stop", "tool_calls"})  # an answer the model ended itself
-
-
-def learn_thinking(plan: TurnPlan, decision: Decision, memory: ThinkingMemory) -> None:
-    """Remember the model when its answer closed a template-opened block, or when it
-    finished an answer with no closer at all (`auto`; a request that switched thinking off
-    teaches nothing: its rule does not learn)."""
-    outcome = decision.outcome
-    if not plan.extraction.thinking.learns or outcome is None:
-        return
-    found = {r.repair for r in outcome.repairs if r.format == "content"}
-    if LONE in found:
-        memory.learn(plan.model)
-    elif (plan.extraction.thinking.lone_close and OPENED not in found
-          and outcome.finish_before and all(f in _FINISHED for f in outcome.finish_before)):
-        memory.learn_plain(plan.model)
+    replicas: Replicas
+    thinking: ThinkingMemory
+    store: ResponseStore
+    logger: logging.Logger
+    emit: Callable[[RequestLog], None]
+    draining: Callable[[], bool]
+    profiles: Profiles  # what each upstream is: its dialects, its thinking opener
 
 
 class TurnResponse:
     """One front's turn, answered: a whole response (JSON, an error with its status, or a
     stream delivered at once), or a stream that commits and goes on while upstream works."""
 
-    def __init__(self, app: Proxy, front: Front, plan: TurnPlan, log: RequestLog,
+    def __init__(self, services: TurnServices, front: Front, plan: TurnPlan, log: RequestLog,
                  path: str, headers: dict[str, str], environ: dict[str, Any], *,
                  api_key: str | None = None) -> None:
-        self.app = app
+        self.services = services
         self.api_key = api_key  # whose answer this is, when the front keeps it
         self.front = front
         self.log = log
         config = plan.config
-        route = self.route = Route(app.replicas, config,
-                                   affinity_key(config, headers, plan.affinity), log)
-        self.headers = headers
-        if plan.streamed and unseen_thinking(plan, app.thinking):
+        key = affinity_key(config, headers, plan.affinity)
+        placement = Placement(services.replicas, config, key, log)
+        rule = plan.extraction.thinking
+        if plan.streamed and unseen(rule, plan.model, services.thinking):
             # the first streamed turn of a model: its profile says whether its template
             # opens thinking, so its text flows as the hundredth turn's does
-            profile = app.profiles.get(route.url, plan.model, config, headers)
-            learn_thinking_opened(plan.model, profile.thinking_opened, app.thinking)
-        self.plan = plan = with_thinking_seen(plan, app.thinking)
-        self.reasking = ReAsking(plan, app.profiles, lambda: route.url, headers, log)
+            profile = services.profiles.get(placement.url, plan.model, config, headers)
+            learn_opened(plan.model, profile.thinking_opened, services.thinking)
+        self.plan = plan = plan.with_thinking(
+            learned_rule(rule, plan.model, services.thinking))
+        self.reasking = ReAsking(plan, services.profiles, lambda: placement.url, headers, log)
         state = waiting.start(
             log.started, config.buffered_timeout_seconds,
             commit_after=config.commit_window_seconds if plan.client_stream else None,
@@ -202,17 +167,17 @@ class TurnResponse:
             timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
             headers = {**headers, "Accept": "text/event-stream"}
             start_call = lambda: UpstreamStream(  # noqa: E731
-                route.run, path, self.upstream_body, headers, timeouts,
+                placement.run, path, self.upstream_body, headers, timeouts,
                 config.max_upstream_body_bytes).start()
             feed: Callable[[list[bytes]], bool] | None = live.feed
         else:
             timeouts = Timeouts(config.connect_timeout_seconds, config.buffered_timeout_seconds)
             start_call = lambda: _completed(  # noqa: E731
-                route, path, self.upstream_body, headers, timeouts,
+                placement, path, self.upstream_body, headers, timeouts,
                 config.max_upstream_body_bytes)
             feed = None
         self.driver = Driver(
-            state, start_call, environ, app.draining, self._decide,
+            state, start_call, environ, services.draining, self._decide,
             on_retry=self._asking_again, feed=feed)
 
     def _asking_again(self, action: waiting.AskAgain) -> None:
@@ -228,7 +193,8 @@ class TurnResponse:
         if isinstance(reply, StreamEnd) and self.live is not None:
             reply = self.live.reply(reply.cut)
         decision = decide(self.reasking.plan_for_answer(), reply)
-        learn_thinking(self.plan, decision, self.app.thinking)
+        learn_from(self.plan.extraction.thinking, self.plan.model, decision.outcome,
+                   self.services.thinking)
         decision = self.reasking.decided(decision)
         log = self.log
         log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
@@ -269,7 +235,7 @@ class TurnResponse:
         kept = storing.keep(self.plan, result) if storing is not None else None
         if kept is None:
             return
-        store = self.app.store
+        store = self.services.store
         try:
             stored = store.put(store.owner(self.api_key), kept)
         except ProxyError:  # the owner's secret could not be read: as a failed write
@@ -316,7 +282,7 @@ class TurnResponse:
                         finished = True
                         yield writer.error(action.error)
             except Exception:
-                self.app.logger.exception("turn failed (request %s)", log.request_id)
+                self.services.logger.exception("turn failed (request %s)", log.request_id)
                 log.error = "internal_error"
                 finished = True
                 self.driver.call.cancel()
@@ -348,19 +314,19 @@ class TurnResponse:
                     yield data
             finally:
                 frames.close()  # type: ignore[attr-defined]  # cuts upstream if the client left
-                self.app.emit(log)
+                self.services.emit(log)
 
         return Response(counted(), status=200,
                         headers={"Content-Type": writer.content_type, **SSE_HEADERS})
 
 
-def _completed(route: Route, path: str, body: bytes, headers: dict[str, str],
+def _completed(placement: Placement, path: str, body: bytes, headers: dict[str, str],
                timeouts: Timeouts, max_bytes: int) -> UpstreamCall[Any]:
-    """A buffered POST on the route's replica, started; sent once more, to another replica,
+    """A buffered POST on the placement's replica, started; sent once more, to another replica,
     when the first could not be reached, answered 502/503/504 or broke off before its end
     (nothing of it has reached the client)."""
     def work(tracker: Any) -> Any:
-        return route.run(lambda upstream: upstream.complete(path, body, headers, timeouts,
+        return placement.run(lambda upstream: upstream.complete(path, body, headers, timeouts,
                                                             tracker, max_bytes),
                          worth_another=_not_answered, cancelled=lambda: tracker.cancelled)
     return UpstreamCall(work).start()

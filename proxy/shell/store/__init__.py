@@ -1,14 +1,19 @@
-"""The response store the settings name: one backend per URL scheme (`BACKENDS`), opened
-from `responses_store_url` (or `responses_store_path`). The interface every backend keeps is
-`interface.ResponseStore`; each backend is one module beside it."""
+"""The response store the settings name: the backends by URL scheme (`BACKENDS`, each
+declared beside its code as a `StoreBackend`), and the one `responses_store_url` (or
+`responses_store_path`) opens. The interface every backend keeps is
+`interface.ResponseStore`."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from ...base.config import Config
-from .interface import ResponseStore, StoreLimits, default_path
+from . import redis, sqlite
+from .interface import ResponseStore, StoreBackend, StoreLimits
+
+BACKENDS: dict[str, StoreBackend] = {
+    scheme: backend for backend in (sqlite.BACKEND, redis.BACKEND) for scheme in backend.schemes
+}
 
 
 def store_url(config: Config) -> str:
@@ -16,27 +21,8 @@ def store_url(config: Config) -> str:
     path) as a `sqlite://` URL."""
     if config.responses_store_url:
         return config.responses_store_url
-    path = config.responses_store_path or default_path()
+    path = config.responses_store_path or sqlite.default_path()
     return "sqlite://" + path
-
-
-def _sqlite(url: str, limits: StoreLimits, logger: logging.Logger) -> ResponseStore:
-    from .sqlite import SqliteStore
-
-    return SqliteStore(url.removeprefix("sqlite://"), limits, logger)
-
-
-def _redis(url: str, limits: StoreLimits, logger: logging.Logger) -> ResponseStore:
-    from .redis import RedisStore
-
-    return RedisStore(url, limits, logger)
-
-
-BACKENDS: dict[str, Callable[[str, StoreLimits, logging.Logger], ResponseStore]] = {
-    "sqlite": _sqlite,
-    "redis": _redis,
-    "rediss": _redis,
-}
 
 
 def open_store(config: Config, logger: logging.Logger | None = None) -> ResponseStore:
@@ -45,4 +31,5 @@ def open_store(config: Config, logger: logging.Logger | None = None) -> Response
     scheme = url.partition("://")[0]
     if scheme not in BACKENDS:
         raise ValueError(f"no response store backend for {scheme!r} URLs")
-    return BACKENDS[scheme](url, StoreLimits.of(config), logger or logging.getLogger(__name__))
+    return BACKENDS[scheme].open(url, StoreLimits.of(config),
+                                 logger or logging.getLogger(__name__))

@@ -7,18 +7,19 @@ Every call names an owner: the keyed hash of the API key that authorised the req
 (`ResponseStore.owner`). An answer is seen, continued and deleted only by its owner;
 another owner's id answers exactly as an id that was never kept.
 
-Adding a backend: a class with these methods, one entry in the package's `BACKENDS` (its URL
-scheme), the scheme in `config_load.STORE_SCHEMES`, and one fixture param in
-`tests/shell/test_store_contract.py`.
+Adding a backend: a module beside this one with a class of these methods and its
+`BACKEND = StoreBackend(...)` (URL schemes, the URL check, the constructor), one line in the
+package's `BACKENDS`, and one fixture param in `tests/shell/test_store_contract.py`. The
+settings check a store URL through its backend's declaration; nothing else names a backend.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from ...base.config import Config
@@ -155,7 +156,13 @@ def refusal(usage: Usage | None, incoming: int, limits: StoreLimits) -> ProxyErr
     return None
 
 
-def default_path() -> str:
-    """Where the SQLite store lives unless configured: the user's state directory."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
-    return os.path.join(state, "toolcall-proxy", "responses.sqlite3")
+@dataclass(frozen=True)
+class StoreBackend:
+    """One kind of store, declared beside its code (as a format declares its spec): the URL
+    schemes it serves, the check of such a URL (None: usable; else why not, worded to follow
+    the setting's name), and how a store is opened from one (lazily: nothing is created or
+    connected before first use)."""
+
+    schemes: tuple[str, ...]
+    check_url: Callable[[str], str | None]
+    open: Callable[[str, StoreLimits, logging.Logger], ResponseStore]

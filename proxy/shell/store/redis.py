@@ -21,7 +21,9 @@ Times are the proxy's clock (`time.time()`), as in SQLite: instances keep theirs
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import re
 import secrets
 import time
 from typing import Any
@@ -29,10 +31,12 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
+from ...base.config import mask_url
 from ...fronts import StoredResponse
 from .interface import (
     MAX_CHAIN,
     NO_KEY_OWNER,
+    StoreBackend,
     StoreLimits,
     Usage,
     conversation_too_large,
@@ -40,12 +44,15 @@ from .interface import (
     store_unavailable,
 )
 
-try:
-    import redis
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-except ImportError:  # a deployment without Redis (config_load refuses redis:// URLs then)
-    redis = None  # type: ignore[assignment]
+
+def _redis() -> Any:
+    """The `redis` package, imported when a Redis store is opened (a proxy on SQLite never
+    loads it); None in a deployment without it (`check_url` refuses redis:// URLs then)."""
+    try:
+        import redis
+    except ImportError:
+        return None
+    return redis
 
 PREFIX = "toolcall-proxy:"
 CONNECT_TIMEOUT = 0.5  # seconds: a Redis that does not answer is a quick 503, never a hang
@@ -204,9 +211,14 @@ class RedisStore:
 
     def __init__(self, url: str, limits: StoreLimits,
                  logger: logging.Logger | None = None) -> None:
+        redis = _redis()
         if redis is None:
             raise RuntimeError("responses_store_url is a redis:// URL but the 'redis' package "
                                "is not installed: pip install redis")
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        self._failed = redis.RedisError  # what a Redis down, slow or refusing raises
         self.limits = limits
         self.logger = logger or logging.getLogger(__name__)
         # One quick retry on a connection that broke (Redis restarted), none on a timeout.
@@ -225,7 +237,7 @@ class RedisStore:
         """A script by name; a Redis that fails or is slow is a 503."""
         try:
             return self._scripts[name](keys=[PREFIX], args=list(args))
-        except redis.RedisError as exc:
+        except self._failed as exc:
             raise store_unavailable(exc) from None
 
     def _cutoff(self) -> float:
@@ -266,7 +278,7 @@ class RedisStore:
         """The kept answer's body, or None."""
         try:
             created, body = self.client.hmget(_answer(owner, response_id), "created", "body")
-        except redis.RedisError as exc:
+        except self._failed as exc:
             raise store_unavailable(exc) from None
         if created is None or float(created) < self._cutoff():
             return None
@@ -300,7 +312,7 @@ class RedisStore:
         try:
             self.client.set(f"{PREFIX}profile:{key}", profile,
                             px=max(1, int(ttl_seconds * 1000)))
-        except redis.RedisError as exc:
+        except self._failed as exc:
             self.logger.warning("upstream profile not kept: %s", type(exc).__name__)
             return False
         return True
@@ -309,7 +321,7 @@ class RedisStore:
         """The profile under `key`, or None (expired, never kept, or Redis failing)."""
         try:
             value = self.client.get(f"{PREFIX}profile:{key}")
-        except redis.RedisError:
+        except self._failed:
             return None
         return value if isinstance(value, bytes) else None
 
@@ -317,10 +329,36 @@ class RedisStore:
         """A PING with the short timeouts; a Redis down or slow is the 503."""
         try:
             self._probe.ping()
-        except redis.RedisError as exc:
+        except self._failed as exc:
             raise store_unavailable(exc) from None
 
 
 def _answer(owner: str, response_id: str) -> str:
     """The key of an owner's answer (as the scripts name it)."""
     return f"{PREFIX}answer:{owner}:{response_id}"
+
+
+def check_url(url: str) -> str | None:
+    """Why a `redis://[:password@]host:port/db` URL cannot be used (None: it can), by the
+    installed `redis` package's own reading of it."""
+    if importlib.util.find_spec("redis") is None:
+        return "is a Redis URL but the 'redis' package is not installed: pip install redis"
+    from redis.connection import parse_url
+
+    shown = mask_url(url)
+    try:
+        parts = urlsplit(url)
+        parse_url(url)  # the query's options (socket_timeout=…)
+        parts.port  # noqa: B018 - a port out of range raises here
+    except ValueError as exc:
+        return f"{shown}: {exc}"
+    if not parts.hostname or not re.fullmatch(r"(/\d*)?", parts.path):
+        return f"must be redis://[:password@]host:port/db, not {shown}"
+    return None
+
+
+def _open(url: str, limits: StoreLimits, logger: logging.Logger) -> RedisStore:
+    return RedisStore(url, limits, logger)
+
+
+BACKEND = StoreBackend(("redis", "rediss"), check_url, _open)

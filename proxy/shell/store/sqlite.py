@@ -21,10 +21,10 @@ from ...fronts import StoredResponse
 from ..runtime import background
 from .interface import (
     MAX_CHAIN,
+    StoreBackend,
     StoreLimits,
     Usage,
     conversation_too_large,
-    default_path,
     owner_hash,
     store_unavailable,
 )
@@ -75,6 +75,12 @@ _OLDEST = """
 SELECT rowid, bytes FROM answers WHERE owner = :owner AND rowid != :keep
     ORDER BY created, rowid LIMIT :limit
 """
+
+
+def default_path() -> str:
+    """Where the SQLite store lives unless configured: the user's state directory."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
+    return os.path.join(state, "toolcall-proxy", "responses.sqlite3")
 
 
 def private_file(path: str, *, create: bool = True) -> None:
@@ -297,3 +303,18 @@ class SqliteStore:
         if self.path != ":memory:" and not self._ready and not Path(self.path).exists():
             return
         self._read(lambda db: db.execute("SELECT 1 FROM answers LIMIT 1").fetchall())
+
+
+def check_url(url: str) -> str | None:
+    """Why a `sqlite://` URL cannot be used (None: it can): an absolute path or `:memory:`."""
+    rest = url.removeprefix("sqlite://")
+    if rest != ":memory:" and not rest.startswith("/"):
+        return f"must be sqlite:///absolute/path or sqlite://:memory:, not {url!r}"
+    return None
+
+
+def _open(url: str, limits: StoreLimits, logger: logging.Logger) -> SqliteStore:
+    return SqliteStore(url.removeprefix("sqlite://"), limits, logger)
+
+
+BACKEND = StoreBackend(("sqlite",), check_url, _open)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-ROUTINGS = ("affinity", "round_robin", "least_busy")
+POLICIES = ("affinity", "round_robin", "least_busy")  # what `upstream_routing` may say
 
 
 @dataclass(frozen=True)
@@ -91,14 +91,14 @@ def round_robin(turn: int, loads: Sequence[ReplicaLoad]) -> str:
     return up[turn % len(up)].url
 
 
-def choose(routing: str, key: str | None, loads: Sequence[ReplicaLoad], *,
+def choose(policy: str, key: str | None, loads: Sequence[ReplicaLoad], *,
            load_factor: float, turn: int = 0) -> str:
-    """The replica for one request: by `routing` (`affinity`, `round_robin`, `least_busy`);
+    """The replica for one request: by `policy` (`affinity`, `round_robin`, `least_busy`);
     a request without a key (no conversation) goes to the least busy one."""
     if len(loads) == 1:
         return loads[0].url
-    if routing == "round_robin":
+    if policy == "round_robin":
         return round_robin(turn, loads)
-    if routing == "affinity" and key is not None:
+    if policy == "affinity" and key is not None:
         return by_affinity(key, loads, load_factor)
     return least_busy(loads)

@@ -385,7 +385,7 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
                  body: bytes, headers: dict[str, str], timeouts: Timeouts,
                  max_bytes: int = 0) -> None:
         super().__init__(self._read)
-        # One upstream, or a replica route's `run` (another replica once, when the first is
+        # One upstream, or a replica placement's `run` (another replica once, when the first is
         # not there before the stream's first event).
         self._via = via
         self._request = (path, body, headers)

@@ -186,9 +186,9 @@ class Replicas:
                     for url, state in self._states.items()]
 
 
-class Route:
-    """One request's way to its replicas: the chosen one, and (when that one is not there
-    before the first byte) one other, with the same body. What went to the client is never
+class Placement:
+    """One request placed on its model's replicas: the chosen one, and (when that one is not
+    there before the first byte) one other, with the same body. What went to the client is never
     sent again: the caller says which outcomes are worth another replica."""
 
     def __init__(self, replicas: Replicas, config: Config, key: str | None,

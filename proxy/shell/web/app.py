@@ -1,5 +1,5 @@
 """The Flask app: each request through the door, then to what handles it (`handlers`): a
-front's turn, the relay, one of the proxy's own endpoints. Request plumbing only (the log
+front's turn, the passthrough, one of the proxy's own endpoints. Request plumbing only (the log
 record, the body a refused request still sends, CORS); decisions are the core's
 (`proxy.turn`), wire formats the fronts' (`proxy.fronts`)."""
 
@@ -31,7 +31,7 @@ from .door import (
     request_target,
     shut_reading,
 )
-from .handlers import REQUEST_ID, Proxy, json_response
+from .handlers import REQUEST_ID, Proxy
 from .stored import stored
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -50,7 +50,7 @@ def _http_error(exc: HTTPException, config: Config) -> ProxyError:
                       code=exc.name.lower().replace(" ", "_"))
 
 
-class Routes:
+class Views:
     """The app's views and hooks, around one `Proxy`."""
 
     def __init__(self, proxy: Proxy) -> None:
@@ -90,56 +90,54 @@ class Routes:
         response.call_on_close(lambda: self.proxy.emit(log))
         return response
 
-    def own_endpoint(self, render: Callable[[], Response], *, keyed: bool = False,
+    def own_endpoint(self, render: Callable[[str | None], Response], *, keyed: bool = False,
                      browser: bool = False) -> Response:
         """One of the proxy's own endpoints, keyed when `protect_proxy_endpoints` (or
-        `keyed`) says so; a `browser` page's refusal asks the browser for the key."""
+        `keyed`) says so; `render` gets the key that was accepted (None: none was asked, or
+        the proxy has no keys). A `browser` page's refusal asks the browser for the key."""
         try:
+            api_key = None
             if keyed or self.config.protect_proxy_endpoints:
-                self.proxy.door.authorize(request.method, request.headers)
-            return self.settled(render())
+                api_key = self.proxy.door.authorize(request.method, request.headers)
+            return self.settled(render(api_key))
         except ProxyError as error:
             response = self.settled(error_response(DEFAULT, error))
             if browser and error.status == 401:
                 response.headers["WWW-Authenticate"] = _BASIC_CHALLENGE
             return response
 
-    def _has_key(self) -> bool:
-        """Whether this request may make the proxy call upstream (no keys, or it has one)."""
-        try:
-            self.proxy.door.authorize(request.method, request.headers)
-        except ProxyError:
-            return False
-        return True
-
     def status_page(self) -> Response:
-        """`/proxy/status`: the page (it fetches `status.json` beside it)."""
+        """`/proxy/status`: the page (it fetches `status.json` beside it). It shows the
+        model names, errors and request ids clients caused: keyed when keys are set."""
         headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY,
                    "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
                    "Referrer-Policy": "no-referrer"}
-        return self.own_endpoint(lambda: Response(page(), headers=headers,
-                                                  content_type="text/html; charset=utf-8"),
-                                 browser=True)
+        return self.own_endpoint(lambda _key: Response(page(), headers=headers,
+                                                       content_type="text/html; charset=utf-8"),
+                                 keyed=True, browser=True)
 
     def status_json(self) -> Response:
-        """`/proxy/status.json`: the whole server's status document; the upstreams are probed
-        only for a request that could ask `/proxy/health?upstream=1`."""
-        def render() -> Response:
-            response = json_response(self.proxy.status(probe=self._has_key()))
-            response.headers["Cache-Control"] = "no-store"
-            return response
-        return self.own_endpoint(render, browser=True)
+        """`/proxy/status.json`: the whole server's status document, keyed like the page;
+        only the asking key's own turns link their capture."""
+        def render(api_key: str | None) -> Response:
+            viewer = self.proxy.recorder.owner(api_key)
+            return Response(self.proxy.status(viewer), content_type="application/json",
+                            headers={"Cache-Control": "no-store",
+                                     "X-Content-Type-Options": "nosniff"})
+        return self.own_endpoint(render, keyed=True, browser=True)
 
     def status_capture(self, key: str) -> Response:
-        """`/proxy/status/capture/KEY`: one turn's capture (log_bodies), for `replay`; it
-        holds prompt text, so it always needs a key when keys are set."""
-        def render() -> Response:
-            capture = (self.proxy.recorder.capture(key)
+        """`/proxy/status/capture/KEY`: one turn's capture (log_bodies), for `replay`, to the
+        key that made the turn only (it holds that key's prompt); any other key, and a key
+        never kept, get the same 404."""
+        def render(api_key: str | None) -> Response:
+            owner = self.proxy.recorder.owner(api_key)
+            capture = (self.proxy.recorder.capture(key, owner)
                        if self.config.log_bodies and _CAPTURE_KEY.fullmatch(key) else None)
             if capture is None:
-                raise ProxyError(404, f"No capture {key!r} is kept (log_bodies off, or "
-                                      "an older turn's).", type_="invalid_request_error",
-                                 code="capture_not_found")
+                raise ProxyError(404, f"No capture {key!r} is kept for this key (log_bodies "
+                                      "off, an older turn's, or another key's).",
+                                 type_="invalid_request_error", code="capture_not_found")
             return Response(capture, content_type="application/json", headers={
                 "Content-Disposition": f'attachment; filename="turn-{key}.json"',
                 "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
@@ -149,13 +147,13 @@ class Routes:
         """`/proxy/health`; `?upstream=1` calls the upstreams, so it needs a key when keys
         are set."""
         check = request.args.get("upstream", "") not in ("", "0", "false")
-        return self.own_endpoint(lambda: self.proxy.health(check), keyed=check)
+        return self.own_endpoint(lambda _key: self.proxy.health(check), keyed=check)
 
     def metrics(self) -> Response:
         """`/proxy/metrics`: Prometheus text."""
         metrics = self.proxy.metrics
-        return self.own_endpoint(lambda: Response(metrics.exposition(),
-                                                  content_type=metrics.content_type))
+        return self.own_endpoint(lambda _key: Response(metrics.exposition(),
+                                                       content_type=metrics.content_type))
 
     def answer_preflight(self) -> Response | None:
         """A CORS preflight is answered here, on any path, never relayed upstream."""
@@ -177,9 +175,9 @@ class Routes:
                 response.headers.setdefault(name, value)
         return response
 
-    def relay(self, path: str = "") -> Response:
-        """Every other request: a front's turn, an answer the store keeps, a token count,
-        or the relay; an error in the envelope of the API the client speaks."""
+    def dispatch(self, path: str = "") -> Response:
+        """Every other request, dispatched: a front's turn, an answer the store keeps, a token
+        count, or the passthrough; an error in the envelope of the API the client speaks."""
         proxy, config = self.proxy, self.config
         log = self.started()
         target = request_target(request.environ, request.path)
@@ -187,6 +185,7 @@ class Routes:
         envelope = routed.front if routed else DEFAULT
         try:
             api_key = proxy.door.authorize(request.method, request.headers)
+            log.owner = proxy.recorder.owner(api_key)
             if not plain_path(target):
                 raise ProxyError(400, "The request path must be a plain absolute path.",
                                  param="path", code="invalid_path")
@@ -222,15 +221,15 @@ def create_app(config: Config) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes or None
     proxy = Proxy(config)
     app.extensions["toolcall_proxy"] = proxy
-    routes = Routes(proxy)
-    app.get("/proxy/health")(routes.health)
-    app.get("/proxy/metrics")(routes.metrics)
-    app.get("/proxy/status")(routes.status_page)
-    app.get("/proxy/status.json")(routes.status_json)
-    app.get("/proxy/status/capture/<key>")(routes.status_capture)
-    app.before_request(routes.answer_preflight)
-    app.after_request(routes.allow_origin)
-    app.route("/", defaults={"path": ""}, methods=ALL_METHODS)(routes.relay)
-    app.route("/<path:path>", methods=ALL_METHODS, endpoint="relay_path")(routes.relay)
-    app.errorhandler(HTTPException)(routes.http_error)
+    views = Views(proxy)
+    app.get("/proxy/health")(views.health)
+    app.get("/proxy/metrics")(views.metrics)
+    app.get("/proxy/status")(views.status_page)
+    app.get("/proxy/status.json")(views.status_json)
+    app.get("/proxy/status/capture/<key>")(views.status_capture)
+    app.before_request(views.answer_preflight)
+    app.after_request(views.allow_origin)
+    app.route("/", defaults={"path": ""}, methods=ALL_METHODS)(views.dispatch)
+    app.route("/<path:path>", methods=ALL_METHODS, endpoint="dispatch_path")(views.dispatch)
+    app.errorhandler(HTTPException)(views.http_error)
     return app

@@ -1,9 +1,10 @@
-"""What the proxy does with a request that came in: a front's turn, the relay, the proxy's
-health, an answer the store keeps; and the app's objects they share (settings, upstream
-clients, the door, the store, logger and metrics, the server's stopping)."""
+"""What the proxy does with a request that came in: a front's turn, the passthrough, the proxy's
+health, an answer the store keeps; and the app's objects they share (settings, upstream clients,
+the door, the store, logger and metrics, the server's stopping)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -18,11 +19,11 @@ from ...fronts import Incoming, Recall, recall_nothing
 from ...fronts.registry import Routed, key_headers
 from ...telemetry.metrics import Metrics
 from ...telemetry.request_log import RequestLog, make_logger
-from ...telemetry.status import StatusInput, document, turn_record
+from ...telemetry.status import StatusBuild, StatusInput, build, seen_by, turn_record
 from ...turn.plan import TurnPlan
 from ...turn.thinking import ThinkingMemory
-from ..driver.passthrough import all_models, model_ids, passthrough
-from ..driver.turns import TurnResponse
+from ..driver.passthrough import PassthroughServices, all_models, model_ids, passthrough
+from ..driver.turns import TurnResponse, TurnServices
 from ..runtime.clients import ClientWatcher
 from ..store import open_store
 from ..store.interface import StoreLimits, refusal
@@ -31,10 +32,12 @@ from ..upstream.profiles import Profiles
 from ..upstream.replicas import Replicas
 from .door import Door, read_body
 from .recorder import make_recorder
+from .run_dir import allocate_worker_files
 
 PROFILED_MODELS = 8  # the models of an upstream whose profile the health check shows
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
 HEALTH_PROBE_SECONDS = 5.0  # /proxy/health?upstream=1 asks the upstreams at most this often
+STATUS_SECONDS = 1.0  # status.json is built at most this often (per process)
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -43,7 +46,7 @@ def json_response(payload: Any, status: int = 200) -> Response:
 
 
 def _model_of(raw: bytes) -> str:
-    """The `model` of a JSON request body, or "" (routing by model only)."""
+    """The `model` of a JSON request body, or "" (to pick the model's settings only)."""
     if not raw.lstrip().startswith(b"{"):
         return ""
     try:
@@ -67,8 +70,9 @@ class Proxy:
         self.config = config
         self.upstreams = {url: Upstream(url) for url in config.upstreams()}
         self.logger = make_logger(config.log_level)
-        self.metrics = Metrics()
-        self.recorder = make_recorder()  # what /proxy/status shows, every worker's
+        self.metrics = Metrics(shared=self._run_dir_allocated())
+        # What /proxy/status shows, every worker's.
+        self.recorder = make_recorder(warn=self.logger.warning)
         self.upstream_labels = {url: mask_url(url) for url in config.upstreams()}
         self.replicas = Replicas(self.upstreams, self.metrics)
         self.door = Door(config.api_keys, key_headers())
@@ -83,6 +87,26 @@ class Proxy:
         self.profiles = Profiles(self.upstreams, self.store)
         self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
         self._probing = threading.Lock()
+        # What a turn and a relayed request use of all this, handed to them by name.
+        self.turn_services = TurnServices(self.replicas, self.thinking, self.store,
+                                          self.logger, self.emit, self.draining,
+                                          self.profiles)
+        self.passthrough_services = PassthroughServices(self.replicas, self.upstreams,
+                                                        self.client_watcher, self.emit,
+                                                        self.draining)
+        # status.json: when it was built, what, and its JSON by viewer.
+        self._status_built: tuple[float, StatusBuild, dict[str, bytes]] | None = None
+        self._status_building = threading.Lock()
+
+    def _run_dir_allocated(self) -> bool:
+        """Whether this worker's Prometheus files are allocated in the run directory (or
+        there is none); a full disk is logged, and the figures then kept in memory."""
+        run_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        failed = allocate_worker_files(run_dir, os.getpid()) if run_dir else None
+        if failed is not None:
+            self.logger.warning("metrics of worker %s kept in memory: %s: %s", os.getpid(),
+                                run_dir, failed.strerror or failed)
+        return failed is None
 
     def drain(self, seconds: float) -> None:
         """The server is stopping: what still waits on upstream in `seconds` is ended with a
@@ -101,25 +125,36 @@ class Proxy:
         record = log.emit(self.logger, self.config.log_format)
         total = time.monotonic() - log.started
         self.metrics.finished(log, total)
-        if log.mode == "preflight":
-            return
+        if log.mode == "preflight" or (self.config.api_keys and log.owner is None):
+            return  # (with keys, only keyed requests: a flood of wrong keys keeps no history)
         try:
             capture = orjson.dumps(record) if log.bodies is not None else None
             self.recorder.record(turn_record(log, time.time(), total * 1000), capture)
         except OSError as exc:  # a full disk must not fail the request: the page misses it
             self.logger.warning("status record of %s not kept: %s", log.request_id, exc)
 
-    def status(self, probe: bool) -> dict[str, Any]:
-        """The status document, the whole server's; with `probe`, each upstream's health
-        probe too (asked at most every HEALTH_PROBE_SECONDS)."""
-        recorder = self.recorder
-        probes = {r["url"]: r for r in self._upstream_reports()} if probe else {}
-        return document(StatusInput(
-            turns=recorder.turns(), minutes=recorder.minutes(),
-            upstreams=list(self.upstream_labels.values()),
-            in_flight=self.metrics.upstreams_in_flight(), probes=probes,
-            captures=self.config.log_bodies, version=__version__,
-            kept_per_worker=recorder.capacity))
+    def status(self, viewer: str) -> bytes:
+        """The status document (JSON), the whole server's, with each upstream's health probe
+        (asked at most every HEALTH_PROBE_SECONDS), as `viewer` (an owner) sees it: only its
+        own turns link their capture. Built at most once every STATUS_SECONDS, for every
+        viewer, and served from then on (reading every worker's ring is what costs)."""
+        kept = self._status_built
+        if kept is None or time.monotonic() - kept[0] >= STATUS_SECONDS:
+            probes = {r["url"]: r for r in self._upstream_reports()}
+            with self._status_building:  # one build at a time; who waited takes the new one
+                kept = self._status_built
+                if kept is None or time.monotonic() - kept[0] >= STATUS_SECONDS:
+                    recorder = self.recorder
+                    kept = self._status_built = (time.monotonic(), build(StatusInput(
+                        turns=recorder.turns(), minutes=recorder.minutes(),
+                        upstreams=list(self.upstream_labels.values()),
+                        in_flight=self.metrics.upstreams_in_flight(), probes=probes,
+                        captures=self.config.log_bodies, version=__version__,
+                        kept_per_worker=recorder.capacity)), {})
+        seen = kept[2]  # this build as each viewer asked it (as many as keys, at most)
+        if viewer not in seen:
+            seen[viewer] = orjson.dumps(seen_by(kept[1], viewer))
+        return seen[viewer]
 
     def upstream_headers(self, config: Config, *, buffered: bool) -> dict[str, str]:
         """This request's headers as they go upstream (see `Door.upstream_headers`)."""
@@ -228,17 +263,17 @@ class Proxy:
                                   **({"recalled": recalled} if recalled else {})}
                 path = target if front.upstream_path is None else front.upstream_path
                 headers = self.upstream_headers(plan.config, buffered=True)
-                return TurnResponse(self, front, plan, log, path, headers, environ,
+                return TurnResponse(self.turn_services, front, plan, log, path, headers, environ,
                                     api_key=api_key).respond()
             raw, config = plan.upstream_body, plan.config
         elif len(self.upstreams) > 1:
             if request.method == "GET" and request.path.rstrip("/") == "/v1/models":
-                return all_models(self, log, target,
+                return all_models(self.passthrough_services, self.config, log, target,
                                   lambda settings: self.upstream_headers(settings,
                                                                          buffered=True))
             config = self.config.for_model(_model_of(raw))
         affinity = None if routed is None else plan.affinity
-        return passthrough(self, request.method, raw, log, target, config,
+        return passthrough(self.passthrough_services, request.method, raw, log, target, config,
                            self.upstream_headers(config, buffered=False), environ, affinity)
 
     def _recall(self, api_key: str | None) -> Recall:

@@ -29,7 +29,8 @@ from werkzeug.serving import WSGIRequestHandler
 from ...base.config import Config, mask_url
 from ...base.errors import ProxyError
 from ..config_load import ConfigError, load_config
-from ..runtime.background import readable_now
+from .head_wait import HEAD_SECONDS, HeadTimeouts
+from .run_dir import fresh_run_dir, unsafe_run_dir
 
 _PROM_DIR_PREFIX = "toolcall-proxy-prom-"
 
@@ -55,11 +56,18 @@ def gunicorn_settings(config: Config, environ: Mapping[str, str] = os.environ) -
     counts from the `GUNICORN_*` environment, and the hooks that drain on stop."""
     workers = _int_env(environ, "GUNICORN_WORKERS", _cores())
     _one_process_store(config, workers)
+    run_dir = environ.get("PROMETHEUS_MULTIPROC_DIR")
+    why = unsafe_run_dir(run_dir) if run_dir else None
+    if why:
+        raise ConfigError(f"PROMETHEUS_MULTIPROC_DIR {run_dir} {why}: the workers' figures "
+                          "and status rings must be this user's alone (unset it, or name a "
+                          "directory of this user's that no one else may write to)")
     return {
         "bind": environ.get("GUNICORN_BIND") or _address(config.host, config.port),
         # gevent: a tool turn waits on upstream for minutes, and each open stream is then one
         # greenlet, not one thread or process (bench/RESULTS.md compares them).
-        "worker_class": _worker_class(environ.get("GUNICORN_WORKER_CLASS") or "gevent"),
+        "worker_class": _worker_class(environ.get("GUNICORN_WORKER_CLASS") or "gevent",
+                                      _int_env(environ, "GUNICORN_HEAD_TIMEOUT", HEAD_SECONDS)),
         "workers": workers,
         "worker_connections": _int_env(environ, "GUNICORN_WORKER_CONNECTIONS", 4000),
         # Long-lived streams are normal; the worker heartbeat is independent of them (gevent).
@@ -68,6 +76,7 @@ def gunicorn_settings(config: Config, environ: Mapping[str, str] = os.environ) -
         # waiting on the model 5 s before the end are ended with a retryable 503 (in the
         # stream, then [DONE]) rather than cut. Keep it below systemd's TimeoutStopSec.
         "graceful_timeout": _int_env(environ, "GUNICORN_GRACEFUL_TIMEOUT", 30),
+        # Between requests; a request head has GUNICORN_HEAD_TIMEOUT (head_wait.py).
         "keepalive": 75,
         # The proxy writes its own structured line per request; an access log would repeat it.
         "accesslog": None,
@@ -148,12 +157,15 @@ def _is_loopback(host: str) -> bool:
 
 
 def _on_starting(server: Arbiter) -> None:
-    """Give the workers one fresh directory for their Prometheus figures, so /proxy/metrics
-    reports the whole server (prometheus_client multi-process mode)."""
+    """Give the workers one fresh, private directory for their Prometheus figures and status
+    rings, so /proxy/metrics and /proxy/status report the whole server (prometheus_client
+    multi-process mode); an operator's own (PROMETHEUS_MULTIPROC_DIR) must be private."""
     path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if path:
-        shutil.rmtree(path, ignore_errors=True)
-        os.makedirs(path, exist_ok=True)
+        try:
+            fresh_run_dir(path)
+        except OSError as exc:
+            _fail(f"PROMETHEUS_MULTIPROC_DIR: {exc.strerror or exc}")
     else:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=_PROM_DIR_PREFIX)
 
@@ -267,89 +279,17 @@ class EnvelopeErrors:
             self.log.debug("Failed to send error message.")
 
 
-class _IdleWait:
-    """A connection's wait for its next request (gunicorn's keep-alive timeout, a gevent
-    Timeout that ends the wait quietly), which a stopping worker can end at once."""
-
-    def __init__(self, seconds: float, waits: set[_IdleWait], sock: Any) -> None:
-        import gevent
-
-        self._timeout = gevent.Timeout(seconds, False)
-        self._waits = waits
-        self._sock = sock
-        self._greenlet = gevent.getcurrent()
-
-    def __enter__(self) -> None:
-        self._timeout.__enter__()
-        self._waits.add(self)
-
-    def __exit__(self, *exc: Any) -> bool:
-        self._waits.discard(self)
-        return bool(self._timeout.__exit__(*exc))
-
-    def end(self) -> None:
-        """End the wait as its timeout would, from the hub, if it is still waiting then with
-        nothing to read (a request already arriving is served, then its connection closed)."""
-        import gevent
-
-        def fire() -> None:
-            if self in self._waits and not self._arriving():
-                self._greenlet.throw(self._timeout)
-
-        gevent.get_hub().loop.run_callback(fire)
-
-    def _arriving(self) -> bool:
-        try:
-            return self._sock is not None and readable_now(self._sock)
-        except (OSError, ValueError):  # closed under us: nothing is arriving
-            return False
-
-
-class IdleClosesOnStop:
-    """Mixed into gunicorn's gevent worker: when the worker stops, a keep-alive connection
-    idle between requests (every SDK pools one) is closed at once, as nginx does, instead of
-    holding the stop until the graceful timeout kills the worker (and every stream with it)."""
-
-    alive: bool
-    cfg: Any
-
-    # A connection accepted while the worker stops has sent its request within this long.
-    STOPPING_WAIT_SECONDS = 2.0
-
-    def handle(self, listener: Any, client: Any, addr: Any) -> None:
-        import gevent
-
-        sockets: dict[Any, Any] = self.__dict__.setdefault("_client_sockets", {})
-        sockets[gevent.getcurrent()] = client
-        try:
-            super().handle(listener, client, addr)  # type: ignore[misc]
-        finally:
-            sockets.pop(gevent.getcurrent(), None)
-
-    def timeout_ctx(self) -> _IdleWait:
-        import gevent
-
-        waits: set[_IdleWait] = self.__dict__.setdefault("_idle_waits", set())
-        sock = self.__dict__.get("_client_sockets", {}).get(gevent.getcurrent())
-        keepalive = float(self.cfg.keepalive)
-        return _IdleWait(keepalive if self.alive else min(keepalive, self.STOPPING_WAIT_SECONDS),
-                         waits, sock)
-
-    def close_idle(self) -> None:
-        """End every wait for a next request; their connections close without a word."""
-        for wait in list(self.__dict__.get("_idle_waits", ())):
-            wait.end()
-
-
-def _worker_class(name: str) -> type:
+def _worker_class(name: str, head_seconds: float = HEAD_SECONDS) -> type:
     """gunicorn's worker class `name` (`gevent`, `gthread`, `sync` or a dotted path) with
-    `EnvelopeErrors` mixed in, and for the gevent worker `IdleClosesOnStop` (gthread closes
-    idle connections on stop itself; sync keeps none; gevent_pywsgi is gevent's own server)."""
+    `EnvelopeErrors` mixed in, and for the gevent worker `HeadTimeouts` (a request head's
+    own timeout, idle connections closed on stop; gthread closes those itself, sync keeps
+    none; gevent_pywsgi is gevent's own server)."""
     base = gunicorn_util.load_class(name)
     mixins: tuple[type, ...] = (EnvelopeErrors,)
     if base.__module__ == "gunicorn.workers.ggevent" and base.server_class is None:
-        mixins += (IdleClosesOnStop,)
-    return type(f"Proxy{base.__name__}", (*mixins, base), {"__module__": __name__})
+        mixins += (HeadTimeouts,)
+    return type(f"Proxy{base.__name__}", (*mixins, base),
+                {"__module__": __name__, "HEAD_SECONDS": head_seconds})
 
 
 # -- serving -------------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..framing import OpenerMatches, at_line_start, json_frame, reshaped
-from ..markup import edges
 from ..opener_patterns import Opener, literals, seq
+from ..prose.markup import edges
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec

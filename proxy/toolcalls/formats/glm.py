@@ -23,8 +23,8 @@ import re
 from collections.abc import Iterator
 
 from ..framing import OpenerMatches, unsure_frame
-from ..markup import edges
 from ..opener_patterns import literals
+from ..prose.markup import edges
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame

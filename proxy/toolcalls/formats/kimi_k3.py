@@ -26,8 +26,8 @@ from typing import Any
 import orjson
 
 from ..framing import OpenerMatches, section_start, unsure_frame
-from ..markup import edges
 from ..opener_patterns import literals
+from ..prose.markup import edges
 from ..scan import Document
 from ..text_values import Tail, ValueTags, stray_tags, value_end
 from ..types import Frame

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from ..framing import invoke_frames, invoke_grammar
-from ..markup import edges
 from ..opener_patterns import SPACE, Opener, lit, literals, opt, run, seq
+from ..prose.markup import edges
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec

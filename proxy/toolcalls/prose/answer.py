@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .registry import ANSWER_MARKUP, resolve
+from ..registry import ANSWER_MARKUP, resolve
 
 
 def plain_answer(text: str, formats: Sequence[str]) -> tuple[str, str]:

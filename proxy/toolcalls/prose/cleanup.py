@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .registry import WRAPPER_TAGS
-from .types import LeftAsText
+from ..registry import WRAPPER_TAGS
+from ..types import LeftAsText
 
 # Tags of tool-call wrappers, as models write them around (or beside) a call (the formats'
 # `wrapper_tags`), the longest first.
