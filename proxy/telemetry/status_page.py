@@ -83,12 +83,21 @@ function fill(id, rows, empty, span) {
   body.replaceChildren(...(rows.length ? rows
     : [el("tr", {}, el("td", {colspan: span, class: "mute"}, empty))]));
 }
+function profiles(probe) {
+  const span = el("span");
+  for (const [model, p] of Object.entries((probe && probe.profiles) || {}))
+    span.append(el("span", {class: "chip", title: model}, " " + p.kind +
+      (p.version ? " " + p.version : "") + (p.context_length ? " · " + p.context_length : "") +
+      (p.refused && p.refused.length ? " · refused " + p.refused.join(", ") : "")));
+  return span;
+}
 function upstreams(doc) {
   fill("upstreams", doc.upstreams.map(u => {
     const err = u.last_error;
     return el("tr", {"data-url": u.url},
       el("td", {class: "state " + u.state}, el("span", {class: "dot"}), u.state),
-      cell(u.url, "url"), cell(u.in_flight, "num"), cell(ms(u.latency_p50_ms), "num"),
+      el("td", {class: "url"}, u.url, profiles(u.probe)), cell(u.in_flight, "num"),
+      cell(ms(u.latency_p50_ms), "num"),
       cell(ms(u.latency_p95_ms), "num"), cell(u.turns, "num"),
       cell(u.failures, u.failures ? "num bad" : "num"),
       el("td", {}, err ? el("span", {class: "chip err"}, err.code + (err.status ? " (" +

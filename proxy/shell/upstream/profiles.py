@@ -44,6 +44,7 @@ class Profiles:
         self._store = store
         self._clock = clock
         self._known: dict[tuple[str, str], UpstreamProfile] = {}
+        self._since: dict[str, float] = {}  # an upstream back from down: profiles older re-read
         self._lock = threading.Lock()
 
     def known(self) -> dict[tuple[str, str], UpstreamProfile]:
@@ -57,15 +58,27 @@ class Profiles:
         key = (url, model)
         with self._lock:
             profile = self._known.get(key)
-        if profile is None or profile.stale(self._clock()):
+            since = self._since.get(url, 0.0)
+        if profile is None or not self._fits(profile, since):
             profile = self._kept(key) or profile
-        if profile is not None and not profile.stale(self._clock()):
+        if profile is not None and self._fits(profile, since):
             with self._lock:
                 self._known[key] = profile
             return profile
         learned = refreshed(profile, self._probe(url, model, config, headers or {}))
         self._keep(key, learned)
         return learned
+
+    def recheck(self, url: str) -> None:
+        """`url` came back after it was down (perhaps another version now): its profiles
+        are read again when next needed (refusals kept only if the version is the same)."""
+        with self._lock:
+            self._since[url] = self._clock()
+
+    def _fits(self, profile: UpstreamProfile, since: float) -> bool:
+        """Whether a profile may still be used: learned within its TTL, and after its
+        upstream last came back."""
+        return not profile.stale(self._clock()) and profile.learned_at >= since
 
     def refused(self, url: str, model: str, field: str) -> None:
         """The server at `url` refused `field`: never sent to it again (for this version)."""

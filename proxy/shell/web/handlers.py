@@ -74,7 +74,9 @@ class Proxy:
         # What /proxy/status shows, every worker's.
         self.recorder = make_recorder(warn=self.logger.warning)
         self.upstream_labels = {url: mask_url(url) for url in config.upstreams()}
-        self.replicas = Replicas(self.upstreams, self.metrics)
+        # A replica back from down may be another server version: its profile is read again.
+        self.replicas = Replicas(self.upstreams, self.metrics,
+                                 on_back=lambda url: self.profiles.recheck(url))
         self.door = Door(config.api_keys, key_headers())
         self.client_watcher = ClientWatcher(self.draining)
         self.store = open_store(config, self.logger)

@@ -1,0 +1,70 @@
+"""Upstream profiles as the shell learns them (`shell.upstream.profiles.Profiles`), against
+the faithful fake vLLM: learned once from its info endpoints, kept in the store, re-read when
+the upstream comes back (another version may answer), refusals remembered per version."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.base.config import Config
+from proxy.shell.store.interface import StoreLimits
+from proxy.shell.store.sqlite import SqliteStore
+from proxy.shell.upstream.client import Upstream
+from proxy.shell.upstream.profiles import Profiles
+from proxy.shell.upstream.replicas import Replicas
+from proxy.telemetry.metrics import Metrics
+from tests.fakes.vllm import FakeVLLM
+
+
+@pytest.fixture
+def vllm():
+    fake = FakeVLLM(tool_parser=None)
+    yield fake
+    fake.close()
+
+
+def _info_asked(fake: FakeVLLM) -> int:
+    return sum(1 for r in fake.received if r.path in ("/version", "/tokenize"))
+
+
+def test_a_profile_is_learned_once_and_read_again_when_its_upstream_comes_back(vllm):
+    clock = [1000.0]
+    profiles = Profiles({vllm.url: Upstream(vllm.url)}, clock=lambda: clock[0])
+    config = Config(upstream=vllm.url)
+    first = profiles.get(vllm.url, vllm.model, config)
+    assert (first.kind, first.version, first.call_wrapper) == ("vllm", "0.33.0", "hermes")
+    assert first.thinking_opened is False
+    profiles.refused(vllm.url, vllm.model, "response_format")
+    asked = _info_asked(vllm)
+    assert profiles.get(vllm.url, vllm.model, config).refused == {"response_format"}
+    assert _info_asked(vllm) == asked  # known: nothing asked
+
+    clock[0] += 1  # the server comes back, upgraded
+    vllm.version = "0.34.0"
+    profiles.recheck(vllm.url)
+    upgraded = profiles.get(vllm.url, vllm.model, config)
+    assert upgraded.version == "0.34.0"
+    assert upgraded.refused == frozenset()  # a new version may take what the old refused
+
+
+def test_a_profile_kept_in_the_store_is_read_by_another_process_without_asking(vllm,
+                                                                               tmp_path):
+    limits = StoreLimits(3600.0, 100, 0, 0)
+    config = Config(upstream=vllm.url)
+    path = str(tmp_path / "store.sqlite3")
+    Profiles({}, SqliteStore(path, limits)).get(vllm.url, vllm.model, config)
+    asked = _info_asked(vllm)
+    other = Profiles({}, SqliteStore(path, limits)).get(vllm.url, vllm.model, config)
+    assert (other.kind, other.version) == ("vllm", "0.33.0")
+    assert _info_asked(vllm) == asked
+
+
+def test_a_replica_back_from_down_is_told_to_the_profiles():
+    a, b = "http://127.0.0.1:9", "http://127.0.0.1:10"
+    back: list[str] = []
+    replicas = Replicas({a: Upstream(a), b: Upstream(b)}, Metrics(), on_back=back.append)
+    replicas.mark_up(a)
+    assert back == []  # it was never down
+    replicas.failed(a, Config(upstream=(a, b)), "refused", mark_down=True)
+    replicas.mark_up(a)
+    assert back == [a]
