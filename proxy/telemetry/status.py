@@ -96,7 +96,7 @@ class TurnRecord:
 # or "counts" (a dict of counts by name); the fields after the 11th have defaults.
 _SHAPE: tuple[Any, ...] = ((int, float), str, str, str, str, bool, "count", str, "count",
                            (int, float), (int, float), "count", "counts", "counts", "counts",
-                           str, str, "count", str, str)
+                           str, str, "count", str, str, "counts", (int, float))
 _MIN_FIELDS = 11
 
 

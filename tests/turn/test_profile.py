@@ -1,12 +1,12 @@
-"""An upstream's profile read from its info endpoints' answers (`turn.profile`). No server:
-the answers are shaped as each server's source writes them."""
+"""An upstream's profile read from its info endpoints' answers (`turn.constrained.profile`).
+No server: the answers are shaped as each server's source writes them."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxy.turn.constrain import wrappers
-from proxy.turn.profile import (
+from proxy.turn.constrained.dialects import wrappers
+from proxy.turn.constrained.profile import (
     Probes,
     UpstreamProfile,
     kind_hint,

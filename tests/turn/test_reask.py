@@ -1,5 +1,5 @@
 """Constrained re-asks as data: the dialect table, the bodies each server is asked, and the
-policy (`turn.reask.step`) over the core's real decisions. No server."""
+policy (`turn.constrained.policy.step`) over the core's real decisions. No server."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import orjson
 import pytest
 
 from proxy.base.config import Config
-from proxy.turn import reask
-from proxy.turn.constrain import (
+from proxy.turn.constrained import policy as reask
+from proxy.turn.constrained.dialects import (
     DIALECTS,
     Constraint,
     constrained_body,
@@ -18,9 +18,9 @@ from proxy.turn.constrain import (
     refused_field,
     wrapper_of,
 )
+from proxy.turn.constrained.profile import UpstreamProfile
 from proxy.turn.core import Answer, Failure, UpstreamReply, decide
 from proxy.turn.plan import TurnPlan, plan_chat
-from proxy.turn.profile import UpstreamProfile
 from tests.conftest import TOOLS
 from tests.fake_vllm import vllm_completion
 

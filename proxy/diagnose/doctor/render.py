@@ -6,8 +6,8 @@ from typing import Any
 
 import orjson
 
-from ...turn.constrain import dialects_of
-from ...turn.profile import UpstreamProfile
+from ...turn.constrained.dialects import dialects_of
+from ...turn.constrained.profile import UpstreamProfile
 from .fronts import front_line
 
 

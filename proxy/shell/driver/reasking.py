@@ -1,7 +1,7 @@
 """The driver's side of a turn's calls asked for once more: each upstream call's body (the
 turn's own, a constrained re-ask's, `constrain_every_call`'s tag), the policy stepped over
-each decision (`turn.reask`), the upstream's profile read and told of refusals, and what the
-log line counts. The rules are the core's (`turn.reask`, `turn.constrain`)."""
+each decision, the upstream's profile read and told of refusals, and what the log line
+counts. The rules are the core's (`turn.constrained`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ...telemetry.request_log import ReAskSeen, RequestLog
-from ...turn import reask
-from ...turn.constrain import (
+from ...turn.constrained import policy as reask
+from ...turn.constrained.dialects import (
     JSON,
     Constraint,
     Dialect,
@@ -21,9 +21,9 @@ from ...turn.constrain import (
     pick,
     wrapper_of,
 )
+from ...turn.constrained.profile import UpstreamProfile
 from ...turn.core import Answer, Decision
 from ...turn.plan import TurnPlan
-from ...turn.profile import UpstreamProfile
 from ..upstream.profiles import Profiles
 
 

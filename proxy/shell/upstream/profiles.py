@@ -1,21 +1,21 @@
 """Upstream profiles, learned from each replica's info endpoints the first time a turn needs
 one (no generation spent) and kept per upstream URL and model; read again when stale or when
 the server's answers stop fitting (`refused`). What to make of the answers is
-`turn.profile`'s; this module only asks."""
+`turn.constrained.profile`'s; this module only asks."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from ...base.config import Config
 from ...base.errors import ProxyError
-from ...turn.constrain import wrappers
-from ...turn.profile import (
+from ...turn.constrained.dialects import wrappers
+from ...turn.constrained.profile import (
     PROFILE_TTL_SECONDS,
     Probes,
     UpstreamProfile,
@@ -23,7 +23,6 @@ from ...turn.profile import (
     learn,
     refreshed,
 )
-from ..store.interface import ResponseStore
 from .client import Timeouts, Upstream
 
 PROBE_READ_SECONDS = 3.0  # an info endpoint answers at once, or is not worth waiting for
@@ -33,12 +32,21 @@ _PROBE_TOOLS = [{"type": "function", "function": {
     "name": "probe", "description": "", "parameters": {"type": "object", "properties": {}}}}]
 
 
+class ProfileKeeper(Protocol):
+    """Where profiles are kept for every worker: the store's profile area (`ResponseStore`'s
+    `put_profile`, `get_profile`), named here so that this room needs nothing above it."""
+
+    def put_profile(self, key: str, profile: bytes, ttl_seconds: float) -> bool: ...
+
+    def get_profile(self, key: str) -> bytes | None: ...
+
+
 class Profiles:
     """The profiles this process knows, learned on first need or read from the store,
     where what one worker learned is kept for all workers, instances and restarts (a turn
     waiting for a probe waits at most its timeouts)."""
 
-    def __init__(self, clients: dict[str, Upstream], store: ResponseStore | None = None,
+    def __init__(self, clients: dict[str, Upstream], store: ProfileKeeper | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self._clients = clients
         self._store = store

@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from ..toolcalls.formats.spec import FormatSpec, StructuralTag
-from ..toolcalls.registry import SPECS, resolve
+from ...toolcalls.formats.spec import FormatSpec, StructuralTag
+from ...toolcalls.registry import SPECS, resolve
 from .profile import UpstreamProfile
 
 TAG = "tag"  # xgrammar's `triggered_tags` structural tag: may force a call (`at_least_one`)

@@ -30,11 +30,11 @@ from typing import Any
 
 import orjson
 
-from ..toolcalls.conform import misfit
-from ..toolcalls.registry import SPECS
-from .constrain import Dialect, refused_field
-from .core import Answer, Decision, Failure, required_call_unmet
-from .result import Repair
+from ...toolcalls.conform import misfit
+from ...toolcalls.registry import SPECS
+from ..core import Answer, Decision, Failure, required_call_unmet
+from ..result import Repair
+from .dialects import Dialect, refused_field
 
 OFF = "off"
 DEMANDED = "demanded"
