@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import select
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -110,6 +111,17 @@ def sse(body: Any) -> bytes:
     return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
+class _Server(ThreadingHTTPServer):
+    """The HTTP server, quiet about a client that hung up or a socket closed under it (a
+    test closing its fake while the SDK's keep-alive connection is still open)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], (ConnectionError, OSError)):
+            super().handle_error(request, client_address)
+
+
 class FakeServer:
     """A fake inference server on a free loopback port; subclasses answer in `_route`.
 
@@ -152,8 +164,7 @@ class FakeServer:
             def do_HEAD(self) -> None:
                 self._handle()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()

@@ -59,11 +59,9 @@ def _free_json(schema: Any, begin: str, tools: list[dict[str, Any]],
     (any JSON, vLLM's for a tool that says `strict: false`) leaves them free too."""
     if schema and schema is not True:
         return orjson.dumps(instance_of(schema)).decode()
-    named = [t.get("function") or {} for t in tools
-             if (t.get("function") or {}).get("name", "\0") in begin]
-    if not named:
+    function = _named_in(begin, tools)
+    if function is None:
         return "{}"
-    function = max(named, key=lambda f: len(f["name"]))
     value = free(function) if free else instance_of(function.get("parameters") or {})
     return orjson.dumps(value).decode()
 
@@ -101,12 +99,17 @@ def _structural_text(tag: dict[str, Any], script: Script, tools: list[dict[str, 
     return _format_text(tag["format"], script, tools, free)
 
 
+def _named_in(begin: str, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The function of `tools` a tag's begin names (the longest name in it), or None."""
+    named = [t.get("function") or {} for t in tools
+             if (t.get("function") or {}).get("name") and t["function"]["name"] in begin]
+    return max(named, key=lambda f: len(f["name"])) if named else None
+
+
 def _shown(tags: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     """The first tag for a tool the model was shown (its begin names one), else the first:
     a model calls what its prompt offers it."""
-    names = [(t.get("function") or {}).get("name") for t in tools]
-    return next((tag for tag in tags if any(name and f'"{name}"' in tag.get("begin", "")
-                                            for name in names)), tags[0])
+    return next((tag for tag in tags if _named_in(tag.get("begin", ""), tools)), tags[0])
 
 
 def _format_text(node: dict[str, Any], script: Script, tools: list[dict[str, Any]],

@@ -96,7 +96,9 @@ def sglang_tool_call(name: str, arguments: str, index: int = 0) -> dict[str, Any
 def sglang_stream_of(completion: dict[str, Any], size: int = 4,
                      usage: bool = False) -> list[bytes]:
     """The stream SGLang sends for `completion`: the role chunk, content in pieces, each call
-    whole (name and arguments in one delta, as its parsers emit them), the finish chunk, the
+    as its detectors stream it (serving_chat.py: _process_tool_call_stream over
+    base_format_detector.py's parse_streaming_increment: the id, index and name with empty
+    arguments, then the arguments in pieces with a null id and name), the finish chunk, the
     usage chunk when asked, `[DONE]`."""
     head = {"id": completion["id"], "object": "chat.completion.chunk",
             "created": completion["created"], "model": completion["model"]}
@@ -112,7 +114,16 @@ def sglang_stream_of(completion: dict[str, Any], size: int = 4,
     for key in ("reasoning_content", "content"):
         text = message.get(key) or ""
         parts += [chunk({key: text[i:i + size]}) for i in range(0, len(text), size)]
-    parts += [chunk({"tool_calls": [call]}) for call in message.get("tool_calls") or ()]
+    for call in message.get("tool_calls") or ():
+        function, index = call["function"], call["index"]
+        parts.append(chunk({"tool_calls": [{"id": call["id"], "index": index, "type": "function",
+                                            "function": {"name": function["name"],
+                                                         "arguments": ""}}]}))
+        arguments = function["arguments"]
+        parts += [chunk({"tool_calls": [{"id": None, "index": index, "type": "function",
+                                         "function": {"name": None,
+                                                      "arguments": arguments[i:i + size]}}]})
+                  for i in range(0, len(arguments), size)]
     parts.append(chunk({}, choice["finish_reason"]))
     if usage:
         parts.append(sse({**head, "choices": [], "usage": completion["usage"]}))

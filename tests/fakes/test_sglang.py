@@ -155,8 +155,11 @@ def test_required_forces_a_call_in_the_models_own_wrapper(sglang, stream):
     if stream:
         chunks = list(sdk(sglang).chat.completions.create(
             model="m", messages=USER, tools=TOOLS, tool_choice="required", stream=True))
-        (call,) = [c for chunk in chunks for ch in chunk.choices for c in ch.delta.tool_calls or ()]
+        deltas = [c for chunk in chunks for ch in chunk.choices for c in ch.delta.tool_calls or ()]
         finish = [ch.finish_reason for chunk in chunks for ch in chunk.choices if ch.finish_reason]
+        assert {d.index for d in deltas} == {0}
+        call = deltas[0]
+        call.function.arguments = "".join(d.function.arguments or "" for d in deltas)
     else:
         choice = _choice(sglang, tools=TOOLS, tool_choice="required")
         (call,), finish = choice.message.tool_calls, [choice.finish_reason]
