@@ -223,7 +223,8 @@ def test_metrics_and_the_status_page_count_each_re_ask_by_reason_dialect_and_res
 def test_what_one_worker_learned_of_an_upstream_every_worker_knows(start_proxy, parserless,
                                                                    tmp_path):
     """Two proxies on one store (two workers, or a restart): the second asks the upstream's
-    info endpoints nothing, and sends no field the first saw refused."""
+    info endpoints nothing (its model list once, to see the same server answers there), and
+    sends no field the first saw refused."""
     parserless.answer(model(PROSE, refuse=True))
     store = {"responses_store_url": f"sqlite:///{tmp_path}/store.sqlite3"}
     body = {"model": "qwen", "messages": USER, "tools": TOOLS, "tool_choice": "required"}
@@ -237,10 +238,12 @@ def test_what_one_worker_learned_of_an_upstream_every_worker_knows(start_proxy, 
     before = len(parserless.received)
     assert requests.post(second.url + "/v1/chat/completions", json=body,
                          timeout=15).status_code == 502
-    after = parserless.received[before:]
-    assert [r.method for r in after] == ["POST"] * 2  # the answer, and one re-ask
-    assert "structured_outputs" not in after[1].json
-    assert after[1].json["response_format"]["type"] == "json_schema"
+    after = [r for r in parserless.received[before:]]
+    assert [r.path for r in after if r.method == "GET"] == ["/v1/models"]
+    chats = [r for r in after if r.method == "POST"]
+    assert len(chats) == 2  # the answer, and one re-ask
+    assert "structured_outputs" not in chats[1].json
+    assert chats[1].json["response_format"]["type"] == "json_schema"
 
 
 def test_the_health_check_shows_each_model_s_profile(start_proxy, parserless):

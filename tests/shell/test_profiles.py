@@ -4,6 +4,9 @@ the upstream comes back (another version may answer), refusals remembered per ve
 
 from __future__ import annotations
 
+import time
+
+import orjson
 import pytest
 
 from proxy.base.config import Config
@@ -13,6 +16,8 @@ from proxy.shell.upstream.client import Upstream
 from proxy.shell.upstream.profiles import Profiles
 from proxy.shell.upstream.replicas import Replicas
 from proxy.telemetry.metrics import Metrics
+from proxy.turn.constrained.profile import UpstreamProfile
+from tests.fakes.sglang import FakeSGLang
 from tests.fakes.vllm import FakeVLLM
 
 
@@ -34,10 +39,15 @@ def test_a_profile_is_learned_once_and_read_again_when_its_upstream_comes_back(v
     first = profiles.get(vllm.url, vllm.model, config)
     assert (first.kind, first.version, first.call_wrapper) == ("vllm", "0.33.0", "hermes")
     assert first.thinking_opened is False
-    profiles.refused(vllm.url, vllm.model, "response_format")
     asked = _info_asked(vllm)
-    assert profiles.get(vllm.url, vllm.model, config).refused == {"response_format"}
+    assert profiles.get(vllm.url, vllm.model, config) == first
     assert _info_asked(vllm) == asked  # known: nothing asked
+    clock[0] += 1
+    profiles.refused(vllm.url, vllm.model, "response_format")
+    clock[0] += 1
+    # a refusal may mean the profile stopped fitting: read once more, the refusal kept
+    assert profiles.get(vllm.url, vllm.model, config).refused == {"response_format"}
+    assert _info_asked(vllm) > asked
 
     clock[0] += 1  # the server comes back, upgraded
     vllm.version = "0.34.0"
@@ -68,3 +78,21 @@ def test_a_replica_back_from_down_is_told_to_the_profiles():
     replicas.failed(a, Config(upstream=(a, b)), "refused", mark_down=True)
     replicas.mark_up(a)
     assert back == [a]
+
+
+def test_a_kept_profile_of_another_server_on_the_same_url_is_read_anew(tmp_path):
+    """The store outlives a server: what another kind of server, once at this URL, left
+    there (a port reused, a server swapped) is told from the model list, and the profile of
+    the one answering now is learned."""
+    store = SqliteStore(str(tmp_path / "store.sqlite3"), StoreLimits(3600.0, 100, 0, 0))
+    sglang = FakeSGLang()
+    try:
+        url, model = sglang.url, sglang.model
+        left = UpstreamProfile(kind="vllm", version="0.33.0", context_length=32768,
+                               learned_at=time.time())
+        store.put_profile(f"{url}|{model}", orjson.dumps(left.record()), 3600)
+        profile = Profiles({}, store).get(url, model, Config(upstream=url))
+        assert profile.kind == "sglang"
+        assert any(r.path == "/get_server_info" for r in sglang.received)
+    finally:
+        sglang.close()

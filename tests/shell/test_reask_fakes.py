@@ -21,6 +21,7 @@ from tests.fakes.base import FakeServer
 from tests.fakes.helpers import TOOLS, USER, parameters_of
 from tests.fakes.llamacpp import FakeLlamaCpp
 from tests.fakes.models import botches_arguments, never_calls_unless_constrained
+from tests.fakes.ollama import FakeOllama
 from tests.fakes.sglang import FakeSGLang
 from tests.fakes.vllm import FakeVLLM
 
@@ -31,7 +32,14 @@ SERVERS: dict[str, tuple[Callable[[], FakeServer], dict[str, Any]]] = {
     "llama.cpp": (FakeLlamaCpp, {}),
     "sglang": (lambda: FakeSGLang(tool_call_parser=None), {}),
     "sglang+parser": (FakeSGLang, {}),
+    "ollama": (FakeOllama, {}),
 }
+
+
+def _model_of(proxy: RunningProxy) -> str:
+    """The model the fake behind `proxy` serves (Ollama answers 404 for any other)."""
+    fake = proxy.fake  # type: ignore[attr-defined]
+    return fake.models[0] if isinstance(fake, FakeOllama) else "m"
 
 
 @pytest.fixture
@@ -46,6 +54,7 @@ def running() -> Iterator[Callable[..., tuple[FakeServer, RunningProxy]]]:
         started.append(fake)
         proxy = RunningProxy(build_config({"upstream": fake.url, "log_level": "warning",
                                            **proxy_settings, **settings}))
+        proxy.fake = fake  # type: ignore[attr-defined]
         started.append(proxy)
         return fake, proxy
 
@@ -62,12 +71,12 @@ def _chat(proxy: RunningProxy, stream: bool, **extra: Any) -> list[tuple[str, st
     client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0,
                            timeout=20)
     if not stream:
-        message = client.chat.completions.create(model="m", messages=USER, tools=TOOLS,
-                                                 **extra).choices[0].message
+        message = client.chat.completions.create(model=_model_of(proxy), messages=USER,
+                                                 tools=TOOLS, **extra).choices[0].message
         return [(c.function.name, c.function.arguments) for c in message.tool_calls or ()]
     calls: dict[int, list[str]] = {}
-    for chunk in client.chat.completions.create(model="m", messages=USER, tools=TOOLS,
-                                                stream=True, **extra):
+    for chunk in client.chat.completions.create(model=_model_of(proxy), messages=USER,
+                                                tools=TOOLS, stream=True, **extra):
         for choice in chunk.choices:
             for call in choice.delta.tool_calls or ():
                 entry = calls.setdefault(call.index, ["", ""])
@@ -82,12 +91,12 @@ def _responses(proxy: RunningProxy, stream: bool) -> list[tuple[str, str]]:
     tools = [{"type": "function", "name": t["function"]["name"],
               "parameters": t["function"]["parameters"]} for t in TOOLS]
     if stream:
-        with client.responses.stream(model="m", input="Find the parser.", tools=tools,
-                                     tool_choice="required") as events:
+        with client.responses.stream(model=_model_of(proxy), input="Find the parser.",
+                                     tools=tools, tool_choice="required") as events:
             response = events.get_final_response()
     else:
-        response = client.responses.create(model="m", input="Find the parser.", tools=tools,
-                                           tool_choice="required")
+        response = client.responses.create(model=_model_of(proxy), input="Find the parser.",
+                                           tools=tools, tool_choice="required")
     return [(item.name, item.arguments) for item in response.output
             if item.type == "function_call"]
 
@@ -97,7 +106,7 @@ def _messages(proxy: RunningProxy, stream: bool) -> list[tuple[str, str]]:
                                  timeout=20)
     tools = [{"name": t["function"]["name"], "input_schema": t["function"]["parameters"]}
              for t in TOOLS]
-    kwargs = {"model": "m", "max_tokens": 512, "messages": USER, "tools": tools,
+    kwargs = {"model": _model_of(proxy), "max_tokens": 512, "messages": USER, "tools": tools,
               "tool_choice": {"type": "any"}}
     if stream:
         with client.messages.stream(**kwargs) as events:
@@ -135,7 +144,7 @@ def test_a_botched_call_comes_out_valid(running, server, how):
 
 @pytest.mark.parametrize(("server", "field"), [
     ("vllm", "response_format"), ("llama.cpp", "json_schema"), ("vllm+parser", None),
-    ("sglang+parser", None), ("sglang", None),
+    ("sglang+parser", None), ("sglang", None), ("ollama", "response_format"),
 ])
 def test_each_server_is_re_asked_in_its_own_dialect_only_when_it_did_not_constrain(
         running, server, field):
@@ -158,7 +167,7 @@ def test_each_server_is_re_asked_in_its_own_dialect_only_when_it_did_not_constra
         assert (fmt["type"], fmt["at_least_one"]) == ("triggered_tags", True)
 
 
-@pytest.mark.parametrize("server", ["vllm", "llama.cpp"])
+@pytest.mark.parametrize("server", ["vllm", "llama.cpp", "ollama"])
 def test_without_the_re_ask_the_same_servers_leave_the_demanded_call_unmet(running, server):
     _, proxy = running(server, never_calls_unless_constrained(),
                           constrained_reask="off", required_call_retries=1)

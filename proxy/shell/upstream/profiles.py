@@ -19,12 +19,14 @@ from ...turn.constrained.profile import (
     PROFILE_TTL_SECONDS,
     Probes,
     UpstreamProfile,
+    context_length_of,
     kind_hint,
     learn,
     refreshed,
 )
 from .client import Timeouts, Upstream
 
+_HINTED = ("vllm", "sglang", "llama.cpp")  # the kinds a model list names as its owner
 PROBE_READ_SECONDS = 3.0  # an info endpoint answers at once, or is not worth waiting for
 _PROBE_MESSAGES = [{"role": "user", "content": "hi"}]
 # One tool, so that the rendered prompt shows the template's call wrapper.
@@ -68,7 +70,11 @@ class Profiles:
             profile = self._known.get(key)
             since = self._since.get(url, 0.0)
         if profile is None or not self._fits(profile, since):
-            profile = self._kept(key) or profile
+            kept = self._kept(key)
+            # another process's profile, once per process: still the server that answers
+            # there? (one `GET /v1/models`; another server on the same URL is read anew)
+            if kept is not None and self._same_server(kept, url, model, config, headers or {}):
+                profile = kept
         if profile is not None and self._fits(profile, since):
             with self._lock:
                 self._known[key] = profile
@@ -89,12 +95,31 @@ class Profiles:
         return not profile.stale(self._clock()) and profile.learned_at >= since
 
     def refused(self, url: str, model: str, field: str) -> None:
-        """The server at `url` refused `field`: never sent to it again (for this version)."""
+        """The server at `url` refused `field`: never sent to it again (for this version).
+        A refusal may also mean the profile stopped fitting: it is read again when next
+        needed (the refusal kept if the server is the same version)."""
         key = (url, model)
         with self._lock:
             profile = self._known.get(key)
         if profile is not None:
             self._keep(key, profile.refusing(field))
+            self.recheck(url)
+
+    def _same_server(self, kept: UpstreamProfile, url: str, model: str, config: Config,
+                     headers: dict[str, str]) -> bool:
+        """Whether the server at `url` is still the one `kept` describes, as far as its
+        model list tells (its owner, and its window where it gives one)."""
+        client = self._clients.get(url) or Upstream(url)
+        timeouts = Timeouts(config.connect_timeout_seconds, PROBE_READ_SECONDS)
+        auth = {k: v for k, v in headers.items() if k.lower() == "authorization"}
+        models = _json(lambda: client.complete_get("/v1/models", auth, timeouts))
+        if models is None:
+            return False
+        hint = kind_hint(models, model)
+        if (hint or "") != (kept.kind if kept.kind in _HINTED else ""):
+            return False
+        window = context_length_of(kept.kind, Probes(models=models), model)
+        return window is None or kept.context_length in (None, window)
 
     def _keep(self, key: tuple[str, str], profile: UpstreamProfile) -> None:
         """Know `profile` here, and keep it in the store for every other worker."""
