@@ -5,6 +5,10 @@
 #       -e TOOLCALL_PROXY_UPSTREAM=http://VLLM-HOST:8000 -e TOOLCALL_PROXY_API_KEYS=sk-your-key \
 #       toolcall-proxy
 #
+# Ollama's clients (Home Assistant, VS Code Copilot, Open WebUI…) assume port 11434: add
+#   -p 127.0.0.1:11434:11434 -e TOOLCALL_PROXY_OLLAMA_PORT=11434
+# and the same app answers there too (off by default).
+#
 # (--stop-timeout 40: longer than gunicorn's graceful timeout, 30 s, so that a stop drains the
 # turns still waiting on the model instead of cutting them.)
 #
@@ -46,6 +50,8 @@ USER toolcall-proxy
 ENV TOOLCALL_PROXY_HOST=0.0.0.0 \
     TOOLCALL_PROXY_PORT=8003
 EXPOSE 8003
+# TOOLCALL_PROXY_OLLAMA_PORT=11434 serves the same app there too, for Ollama's clients.
+EXPOSE 11434
 
 HEALTHCHECK --interval=30s --timeout=10s --start-period=15s --retries=3 \
     CMD ["python", "app.py", "healthcheck"]

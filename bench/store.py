@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from proxy.base.errors import ProxyError
-from proxy.fronts import Kept
+from proxy.fronts import StoredResponse
 from proxy.shell.store.interface import StoreLimits
 from proxy.shell.store.sqlite import SqliteStore
 
@@ -33,7 +33,7 @@ def _fill(path: str, rows: int) -> tuple[SqliteStore, list[str]]:
     """A store at `path` holding `rows` answers, chained per owner (the last ids returned)."""
     store = SqliteStore(path, StoreLimits(max_responses=0, max_bytes_per_key=0, max_bytes=0))
     owners = [store.owner(f"sk-{n}") for n in range(OWNERS)]
-    store.put(owners[0], Kept("first", None, ITEMS, BODY))  # creates the file and schema
+    store.put(owners[0], StoredResponse("first", None, ITEMS, BODY))  # creates the file and schema
     items = orjson.dumps(ITEMS)
     now = time.time()
     batch = [(owners[i % OWNERS], f"r{i}", f"r{i - OWNERS}" if i >= OWNERS else None,
@@ -67,12 +67,12 @@ def main() -> None:
         other = tails[1].split(" ")[0]  # another owner: the chain timed below stays whole
 
         def put() -> None:
-            assert capped.put(other, Kept(f"n{time.time_ns()}", None, ITEMS, BODY))
+            assert capped.put(other, StoredResponse(f"n{time.time_ns()}", None, ITEMS, BODY))
 
         _time("put, past the per-key cap (first: lets 1000 go)", put, 1)
         _time("put, past the per-key cap (then: lets one go)", put, 20)
         _time("put, under the caps", lambda: store.put(
-            other, Kept(f"m{time.time_ns()}", None, ITEMS, BODY)), 20)
+            other, StoredResponse(f"m{time.time_ns()}", None, ITEMS, BODY)), 20)
         _time("get", lambda: store.get(owner, tail), 200)
         _time(f"recall a chain of {chain} (~{chain * 2 // 1000} MB of items)",
               lambda: store.recall(owner, tail), 5)

@@ -10,8 +10,9 @@ all, when it cannot rename a folder it does not own. So shiv never unpacks here:
 unpacked into a new folder of this process's own (mkdtemp: made new, 0700, no link
 followed), which is then renamed into place whole; a folder already in place must be a
 directory owned by this user (or root) that no group or other user can write to, in a root
-where no one else can swap it (not writable by others, or sticky like /tmp); else one line
-on stderr and exit status 2. The default root, ~/.shiv, is kept private (0700).
+where no one else can swap it (the root and every folder above it owned by this user or
+root, and not writable by others unless sticky like /tmp); else one line on stderr and exit
+status 2. The default root, ~/.shiv, is kept private (0700).
 
 Parsable by Python 3.7 (no walrus, no f-string `=`): an old Python reaches the preamble's
 one-line message, not a SyntaxError.
@@ -57,17 +58,44 @@ def unsafe_folder(path: Path) -> str | None:
     return None
 
 
+def _folders_above(root: Path) -> list[Path]:
+    """`root` and every folder above it, as written and as its links lead (a link is
+    replaced by whoever owns it or may write to the folder holding it), `root` first."""
+    folders: list[Path] = []
+    for path in (Path(os.path.abspath(str(root))), Path(os.path.realpath(str(root)))):
+        for folder in (path, *path.parents):
+            if folder not in folders:
+                folders.append(folder)
+    return folders
+
+
 def unsafe_root(root: Path) -> str | None:
-    """Why others could replace a folder in `root` (None: they cannot)."""
-    info = os.stat(str(root))
-    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
-        return "is writable by others and not sticky: they could replace what is unpacked there"
+    """Why others could replace a folder in `root`, or `root` itself (None: they cannot):
+    `root` and every folder (or link) above it must be owned by this user or root, and
+    writable by no one else unless sticky as /tmp is (the owner of a sticky folder may
+    still rename what others keep in it)."""
+    folders = _folders_above(root)
+    itself = {folders[0], Path(os.path.realpath(str(root)))}
+    for folder in folders:
+        info = os.lstat(str(folder))
+        where = "" if folder in itself else f"is in {folder}, which "
+        if info.st_uid not in TRUSTED_OWNERS:
+            return where + "is owned by another user: they could replace what is unpacked there"
+        if (stat.S_ISDIR(info.st_mode) and info.st_mode & 0o022
+                and not info.st_mode & stat.S_ISVTX):
+            return where + ("is writable by others and not sticky: they could replace what "
+                            "is unpacked there")
     return None
 
 
 def private_root(root: Path, default: bool) -> None:
-    """The root, made if missing (0700); the default one (~/.shiv) kept 0700."""
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """The root, made if missing (0700, and so is each folder made above it); the default
+    one (~/.shiv) kept 0700."""
+    mask = os.umask(0o077)
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    finally:
+        os.umask(mask)
     if default:
         info = os.stat(str(root))
         if info.st_uid == os.geteuid() and info.st_mode & 0o077:

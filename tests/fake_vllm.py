@@ -15,12 +15,13 @@ from tests.fakes.vllm_shapes import (
     vllm_error,
     vllm_stream_chunks,
     vllm_stream_of,
+    vllm_text_completion,
     vllm_tool_call,
 )
 
 __all__ = ["MODEL", "Answer", "FakeVLLM", "Received", "fake_token_count", "main", "vllm_answer",
            "vllm_completion", "vllm_context_window", "vllm_error", "vllm_stream_chunks",
-           "vllm_stream_of", "vllm_tool_call"]
+           "vllm_stream_of", "vllm_text_completion", "vllm_tool_call"]
 
 if __name__ == "__main__":
     import sys

@@ -171,6 +171,39 @@ MESSAGES_REQUESTS = [
 COUNT_REQUESTS = [{k: v for k, v in body.items() if k not in ("max_tokens", "stream")}
                   for body in MESSAGES_REQUESTS]
 
+# --- Ollama ---------------------------------------------------------------------------------
+
+_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB"
+_OLLAMA_MESSAGES = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather?", "images": [_PNG]},
+    {"role": "assistant", "content": "", "thinking": "plan", "tool_calls": [
+        {"function": {"index": 0, "name": "get_weather", "arguments": {"city": "Oslo"}}},
+        {"id": "call_x", "function": {"name": "read", "arguments": {"path": "a"}}}]},
+    {"role": "tool", "tool_name": "get_weather", "content": "sunny"},
+    {"role": "tool", "tool_call_id": "call_x", "content": "text"},
+    {"role": "tool", "content": "Home Assistant's"},
+    {"role": "assistant", "content": "Done."},
+]
+_OLLAMA_BASE = {
+    "model": "m:latest", "messages": _OLLAMA_MESSAGES, "tools": _CHAT_TOOLS[:2],
+    "stream": True, "keep_alive": "5m", "think": True,
+    "options": {"num_predict": 50, "temperature": 0.2, "top_p": 0.9, "top_k": 20,
+                "min_p": 0.05, "seed": 7, "stop": ["END"], "repeat_penalty": 1.1,
+                "num_ctx": 8192},
+}
+OLLAMA_REQUESTS = [
+    _OLLAMA_BASE,
+    {**_OLLAMA_BASE, "stream": False, "think": "high", "format": "json"},
+    {**_OLLAMA_BASE, "think": False, "format": _SCHEMA},
+]
+OLLAMA_GENERATE_REQUESTS = [
+    {"model": "m", "prompt": "Why?", "system": "Be brief.", "images": [_PNG], "stream": False,
+     "think": "low", "format": "json", "keep_alive": 0, "options": {"num_predict": 5}},
+    {"model": "m", "prompt": "def f(", "suffix": "    return 1", "raw": True, "stream": True,
+     "format": _SCHEMA, "options": {"num_predict": 5, "temperature": 0, "stop": ["\n"]}},
+]
+
 # --- breaking them ----------------------------------------------------------------------------
 
 MISSING = object()  # the field left out

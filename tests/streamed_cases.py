@@ -22,6 +22,7 @@ import orjson
 from anthropic._streaming import SSEDecoder as AnthropicSseDecoder
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import Message
+from ollama import ChatResponse as OllamaChatResponse
 from openai._streaming import SSEDecoder as OpenAISseDecoder
 from openai._types import omit
 from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -54,6 +55,7 @@ REQUESTS: dict[str, dict[str, Any]] = {
     "messages": {"max_tokens": 256, "messages": _HI,
                  "tools": [{"name": tool["function"]["name"],
                             "input_schema": tool["function"]["parameters"]} for tool in TOOLS]},
+    "ollama": {"messages": _HI, "tools": TOOLS},
 }
 
 
@@ -297,8 +299,35 @@ def messages_assembled(raw: bytes) -> dict[str, Any]:
     return _shaped(message)
 
 
+def ollama_assembled(raw: bytes) -> dict[str, Any]:
+    """What an Ollama client assembles from an NDJSON stream, each line read as the official
+    `ollama` client reads it (a `ChatResponse`, an `error` line raised): the message's
+    content, thinking and calls, the done line's reason and counts (its times and
+    `created_at` differ between any two answers); or the error's words."""
+    content, thinking, calls = "", "", []
+    final = None
+    for line in raw.splitlines():
+        part = orjson.loads(line)
+        if part.get("error"):
+            return {"error": part["error"]}
+        assert final is None, "a line after the done line"
+        response = OllamaChatResponse(**part)
+        content += response.message.content or ""
+        thinking += response.message.thinking or ""
+        calls += [{"id": call["id"], **call["function"]}
+                  for call in part["message"].get("tool_calls") or ()]
+        if response.done:
+            final = response
+    assert final is not None, "the stream ended without its done line"
+    return _shaped({"content": content, "thinking": thinking, "calls": calls,
+                    "done_reason": final.done_reason,
+                    "prompt_eval_count": final.prompt_eval_count,
+                    "eval_count": final.eval_count})
+
+
 ASSEMBLERS: dict[str, Callable[[bytes], dict[str, Any]]] = {
-    "chat": assembled, "responses": responses_assembled, "messages": messages_assembled}
+    "chat": assembled, "responses": responses_assembled, "messages": messages_assembled,
+    "ollama": ollama_assembled}
 
 
 def both_modes(completion: dict[str, Any], *, front: str = "chat",

@@ -208,16 +208,23 @@ def test_the_readme_shows_the_commands_a_fresh_machine_needs():
 
 @pytest.mark.parametrize("path", markdown_files(), ids=_rel)
 def test_every_python_module_shown_exists(path: Path):
+    """Each `python -m` module a page shows is there, and this repository's own also import
+    (a name it imports that a rename took away fails here, not in a reader's shell)."""
     modules = {match for line in code(path)
                for match in re.findall(r"python3? -m ([\w.]+)", line)}
     assert [name for name in sorted(modules) if name not in ("pip", "venv", "sglang.launch_server",
                                                              "sglang_router.launch_router")
             and importlib.util.find_spec(name) is None] == []
+    ours = sorted(name for name in modules if (ROOT / name.split(".")[0]).is_dir())
+    if ours:
+        done = subprocess.run([sys.executable, "-c", "; ".join(f"import {name}" for name in ours)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("path", markdown_files(), ids=_rel)
 def test_every_repository_path_shown_exists(path: Path):
-    """A code span that is a path of this repository (`proxy/shell/store.py`,
+    """A code span that is a path of this repository (`proxy/shell/store/sqlite.py`,
     `tests/fixtures/`, `config.example.json`) names a file or folder that is there."""
     missing = []
     for span in code(path):

@@ -19,6 +19,9 @@ class Config:
 
     host: str = "127.0.0.1"
     port: int = 8003
+    # A second port serving the same app (0: none), for clients of Ollama's API that assume
+    # its port (11434): every path is served on both.
+    ollama_port: int = 0
     # One base URL, or (a tuple) the replicas of one model: a turn goes to one of them by
     # cache affinity with bounded load (`upstream_routing`), failing over before the first byte.
     upstream: str | tuple[str, ...] = "http://127.0.0.1:8000"

@@ -28,7 +28,7 @@ import orjson
 
 from ..base.config import Config
 from ..base.errors import ProxyError
-from ..fronts import Front, Incoming
+from ..fronts import Ask, Front, Incoming, Reply
 from ..fronts.registry import front_for, front_named
 from ..shell.config_load import ConfigError, load_config
 from ..turn.core import Answer, UpstreamReply, decide
@@ -115,7 +115,7 @@ class _Recall:
 
 
 def _plan(front: Front, exchange: Exchange, config: Config,
-          recall: _Recall) -> TurnPlan | PassthroughPlan:
+          recall: _Recall) -> TurnPlan | PassthroughPlan | Reply | Ask:
     """The front's plan for the captured request, as the server makes it (ProxyError: the
     request is refused; _NotReplayable: it continues a conversation the capture lacks)."""
     raw = orjson.dumps(exchange.request)
@@ -216,6 +216,12 @@ def replay_exchange(exchange: Exchange, config: Config) -> Replay:
                            refused={"status": error.status, "code": error.code,
                                     "message": error.message})
         return _error(where, front, error, diagnostics)
+    if isinstance(plan, Ask):
+        return _not_replayed(exchange, diagnostics, "answered by one upstream call, not a "
+                             "turn (nothing of it is captured)", unsupported=True)
+    if isinstance(plan, Reply):  # the front answered it itself: nothing went upstream
+        diagnostics.update(mode="answered", upstream_body=None)
+        return Replay(where, plan.status, plan.content_type, plan.body, diagnostics)
     upstream_body = orjson.loads(plan.upstream_body)
     diagnostics.update(
         mode=plan.mode, model=plan.model, client_stream=plan.client_stream,

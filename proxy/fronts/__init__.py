@@ -112,6 +112,8 @@ TURN = "turn"  # a turn: the front's `parse`, the core, the front's rendering
 COUNT = "count"  # a token count (`Front.counter`)
 STORED_GET = "stored_get"  # an answer the store keeps, by `params["id"]` (`Front.storing`)
 STORED_DELETE = "stored_delete"  # its deletion
+CATALOG = "catalog"  # an answer made of the upstream's models (`Route.serve(incoming, models)`)
+EXCHANGE = "exchange"  # one upstream call or none, both ways translated (`Route.serve`)
 
 
 def _always(_config: Config) -> bool:
@@ -119,15 +121,55 @@ def _always(_config: Config) -> bool:
 
 
 @dataclass(frozen=True)
+class ModelCard:
+    """A model the upstream serves, as the shell learned it without a generation (its model
+    list): the id it is asked by, its context length in tokens (None: not said), when it
+    was made (Unix seconds, None: not said), who owns it, and whether it is known to reason
+    (its settings say its template opens thinking, or it was seen closing such a block)."""
+
+    id: str
+    context_length: int | None = None
+    created: int | None = None
+    owned_by: str | None = None
+    reasons: bool = False
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer a front makes itself, without a turn (a model list, a version, an
+    embedding translated back): status, body and content type."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+@dataclass(frozen=True)
+class Ask:
+    """The one upstream call of an `EXCHANGE` route: method, path, body (None: none) and the
+    model it is for (which upstream); `then` makes the front's answer of the upstream's
+    (its status and body; a ProxyError for an answer the front cannot use)."""
+
+    method: str
+    path: str
+    body: bytes | None
+    model: str
+    then: Callable[[int, bytes], Reply]
+
+
+@dataclass(frozen=True)
 class Route:
     """A path a front serves: `method`, `pattern` (`{name}` matches one path segment, a
     trailing slash is the same path), what the shell does with it (`action`), and `when`
-    the settings let the front serve it (else the request is relayed upstream)."""
+    the settings let the front serve it (else the request is relayed upstream). `serve` is
+    the front's pure half of a `CATALOG` route (`(Incoming, tuple[ModelCard, ...]) → Reply`)
+    or of an `EXCHANGE` route (`(Incoming, Config) → Ask | Reply`)."""
 
     method: str
     pattern: str
     action: str = TURN
     when: Callable[[Config], bool] = _always
+    serve: Callable[..., Any] | None = field(default=None, compare=False)
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -217,16 +259,19 @@ class Sample:
 @dataclass(frozen=True)
 class Front(Generic[FrontData]):
     """One agent API: its name (for logs and metrics), the paths it serves (`routes`), its
-    two pure halves, and where its turns go upstream (None: the client's own path and query,
-    as the chat front relays them). `key_headers`: the headers its clients carry the proxy's
-    key in (`Authorization` as Bearer or Basic, or the key itself). `storing`: the hooks of
-    an API that stores answers on the server (None: a stateless API such as chat);
-    `counter`: those of a token count; `sample`: the front's tool turn for `doctor`.
-    `FrontData`: what its plans carry for its own renderers (`TurnPlan.front_data`)."""
+    two pure halves (`parse` may answer a request without a turn: itself, a `Reply`, as
+    Ollama's chat without messages, which only loads the model; or by one upstream call, an
+    `Ask`, as Ollama's generate without the template), and where its turns go upstream
+    (None: the client's own path and query, as the chat front relays them). `key_headers`:
+    the headers its clients carry the proxy's key in (`Authorization` as Bearer or Basic, or
+    the key itself). `storing`: the hooks of an API that stores answers on the server (None:
+    a stateless API such as chat); `counter`: those of a token count; `sample`: the front's
+    tool turn for `doctor`. `FrontData`: what its plans carry for its own renderers
+    (`TurnPlan.front_data`)."""
 
     name: str
     routes: tuple[Route, ...]
-    parse: Callable[[Incoming, Config], TurnPlan[FrontData] | PassthroughPlan]
+    parse: Callable[[Incoming, Config], TurnPlan[FrontData] | PassthroughPlan | Reply | Ask]
     render_json: Callable[[TurnPlan[FrontData], TurnResult], bytes]
     stream_writer: Callable[[TurnPlan[FrontData]], StreamWriter]
     error_response: Callable[[ProxyError], ErrorResponse]

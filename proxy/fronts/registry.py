@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base.config import Config
-from . import TURN, Front, Route, chat, messages, responses
+from . import TURN, Front, Route, chat, messages, ollama, responses
 
 FRONTS: tuple[Front[Any], ...] = (
     chat.FRONT,
     responses.FRONT,
     messages.FRONT,
+    ollama.FRONT,
 )
 
 DEFAULT = chat.FRONT

@@ -42,8 +42,9 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 # Choices that read a JSON boolean as the choice of that name.
 _BOOL_AS_CHOICE = frozenset({"thinking_opened_by_template"})
 # Settings that only make sense for the whole process, never per model.
-_PROCESS_ONLY = frozenset({"host", "port", "models", "max_body_bytes", "log_format", "log_level",
-                           "log_bodies", "api_keys", "protect_proxy_endpoints",
+_PROCESS_ONLY = frozenset({"host", "port", "ollama_port", "models", "max_body_bytes",
+                           "log_format", "log_level", "log_bodies", "api_keys",
+                           "protect_proxy_endpoints",
                            "body_timeout_seconds", "cors_allow_origins",
                            "responses_mode", "responses_store_url", "responses_store_path",
                            "responses_store_max_age_seconds", "responses_store_max_responses",
@@ -172,6 +173,9 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
                               f"not {values[name]!r}")
     if not 0 < values["port"] < 65536:
         raise ConfigError(f"'port' must be between 1 and 65535, not {values['port']}")
+    if not 0 <= values["ollama_port"] < 65536 or values["ollama_port"] == values["port"]:
+        raise ConfigError(f"'ollama_port' must be 0 (off) or a port between 1 and 65535 other "
+                          f"than 'port', not {values['ollama_port']}")
     upstream = values["upstream"]
     for url in upstream if isinstance(upstream, tuple) else (upstream,):
         _validate_url(url, where)
@@ -286,6 +290,8 @@ def parse_flags(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 8003)")
+    parser.add_argument("--ollama-port", type=int,
+                        help="a second port for Ollama's clients, e.g. 11434 (default 0: off)")
     parser.add_argument("--upstream", help="base URL of vLLM (default http://127.0.0.1:8000); "
                                            "replicas of one model: URLs joined by commas")
     parser.add_argument("--config", help="JSON config file (env TOOLCALL_PROXY_CONFIG)")
@@ -298,5 +304,6 @@ def load_config(argv: Sequence[str] = (), environ: Mapping[str, str] | None = No
     args = parse_flags(argv)
     path = args.config or env.get(ENV_PREFIX + "CONFIG")
     file_values = read_config_file(path) if path else {}
-    flags = {"host": args.host, "port": args.port, "upstream": args.upstream}
+    flags = {"host": args.host, "port": args.port, "ollama_port": args.ollama_port,
+             "upstream": args.upstream}
     return build_config(file_values, env, flags, file_label=path or "config file")

@@ -91,6 +91,10 @@ class Metrics:
                                   ["format"], registry=registry)
         self.repairs = Counter(prefix + "repairs", "Repairs applied, by format and kind",
                                ["format", "repair"], registry=registry)
+        self.schema_invalid = Counter(prefix + "calls_schema_invalid",
+                                      "Calls delivered whose arguments do not fit their "
+                                      "tool's schema, by format", ["format"],
+                                      registry=registry)
         self.refused = Counter(prefix + "calls_refused",
                                "Frames left as text, by format and reason",
                                ["format", "reason"], registry=registry)
@@ -175,6 +179,8 @@ class Metrics:
             self.repairs.labels(repair.format, repair.repair).inc()
         for left in outcome.left_as_text:
             self.refused.labels(left.format, left.reason).inc()
+        for invalid in outcome.schema_invalid:
+            self.schema_invalid.labels(invalid.format).inc()
         for before, after in zip(outcome.finish_before, outcome.finish_after, strict=True):
             if before != after:
                 self.finish_corrections.labels(finish_label(before), finish_label(after)).inc()

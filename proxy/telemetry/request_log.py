@@ -135,7 +135,7 @@ class RequestLog:
     method: str
     path: str
     started: float = field(default_factory=time.monotonic)
-    front: str | None = None  # the API that answered (chat, responses, messages); None: relayed
+    front: str | None = None  # the API that answered (chat, responses, …); None: relayed
     mode: str = "passthrough"
     model: str | None = None
     client_stream: bool | None = None
@@ -199,6 +199,8 @@ class RequestLog:
                             for r in outcome.repairs],
                 "left_as_text": [_tagged(t.format, t.reason, t.tool, self.tools)
                                  for t in outcome.left_as_text],
+                "schema_invalid": [_tagged(s.format, "schema_invalid", s.tool, self.tools)
+                                   for s in outcome.schema_invalid],
                 "finish_reason": [f"{str(b)[:32]}->{a}" if b != a else a for b, a in
                                   zip(outcome.finish_before, outcome.finish_after, strict=True)],
             })

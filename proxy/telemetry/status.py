@@ -57,6 +57,7 @@ class TurnRecord:
     heartbeats: int = 0
     capture: str = ""
     owner: str = ""
+    schema_invalid: dict[str, int] = field(default_factory=dict)  # by format
     reasks: dict[str, int] = field(default_factory=dict)  # `reason:dialect:result` counted
     reask_ms: float = 0.0  # the re-asks' upstream time
 
@@ -73,8 +74,8 @@ class TurnRecord:
                              self.stream, self.status, self.upstream, self.upstream_status,
                              self.upstream_ms, self.total_ms, self.calls, self.formats,
                              self.repairs, self.left, self.error, self.upstream_error,
-                             self.heartbeats, self.capture, self.owner, self.reasks,
-                             self.reask_ms])
+                             self.heartbeats, self.capture, self.owner,
+                             self.schema_invalid, self.reasks, self.reask_ms])
 
     @classmethod
     def decode(cls, data: bytes) -> TurnRecord | None:
@@ -96,17 +97,25 @@ class TurnRecord:
 # or "counts" (a dict of counts by name); the fields after the 11th have defaults.
 _SHAPE: tuple[Any, ...] = ((int, float), str, str, str, str, bool, "count", str, "count",
                            (int, float), (int, float), "count", "counts", "counts", "counts",
-                           str, str, "count", str, str, "counts", (int, float))
+                           str, str, "count", str, str, "counts", "counts", (int, float))
 _MIN_FIELDS = 11
 
 
+# No count, time (s) or duration (ms) of a real turn reaches this, and sums of every record
+# a run directory holds stay within the 64-bit integers JSON carries.
+_NUMBER_MAX = 2**40
+
+
 def _fits(value: Any, kind: Any) -> bool:
-    """Whether a decoded field is of its `_SHAPE` kind."""
+    """Whether a decoded field is of its `_SHAPE` kind (a number: one a turn can have)."""
     if kind == "count":
-        return isinstance(value, int) and not isinstance(value, bool)
+        return (isinstance(value, int) and not isinstance(value, bool)
+                and 0 <= value < _NUMBER_MAX)
     if kind == "counts":
         return isinstance(value, dict) and all(_fits(n, "count") for n in value.values())
-    return isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        return False
+    return kind in (str, bool) or 0 <= value < _NUMBER_MAX
 
 
 def _counted(tags: Iterable[str]) -> dict[str, int]:
@@ -146,6 +155,8 @@ def turn_record(log: RequestLog, now: float, total_ms: float) -> TurnRecord:
             record.repairs = _counted(f"{r.format}:{r.repair}" for r in outcome.repairs)
         if outcome.left_as_text:
             record.left = _counted(f"{t.format}:{t.reason}" for t in outcome.left_as_text)
+        if outcome.schema_invalid:
+            record.schema_invalid = _counted(s.format for s in outcome.schema_invalid)
     return record
 
 
@@ -211,11 +222,13 @@ def _model_row(model: str, turns: list[TurnRecord]) -> dict[str, Any]:
     formats: Counter[str] = Counter()
     repairs: Counter[str] = Counter()
     left: Counter[str] = Counter()
+    invalid: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     reasks: Counter[str] = Counter()
     for turn in turns:  # (Counter.update of a dict is several times slower than this)
         for counts, add in ((formats, turn.formats), (repairs, turn.repairs),
-                            (left, turn.left), (reasks, turn.reasks)):
+                            (left, turn.left), (invalid, turn.schema_invalid),
+                            (reasks, turn.reasks)):
             for name, count in add.items():
                 counts[name] += count
         if turn.error:
@@ -229,7 +242,8 @@ def _model_row(model: str, turns: list[TurnRecord]) -> dict[str, Any]:
         "client_streams": sum(1 for t in turns if t.stream),
         "calls": sum(t.calls for t in turns),
         "formats": dict(formats.most_common()), "repairs": dict(repairs.most_common()),
-        "left_as_text": dict(left.most_common()), "errors": dict(errors.most_common()),
+        "left_as_text": dict(left.most_common()),
+        "schema_invalid": dict(invalid.most_common()), "errors": dict(errors.most_common()),
         "heartbeats": sum(t.heartbeats for t in turns),
         "reasks": dict(reasks.most_common()),
         "reask_p50_ms": percentile([t.reask_ms for t in turns if t.reasks], 0.5),
@@ -241,7 +255,8 @@ def _turn_row(turn: TurnRecord, captures: bool, viewer: str) -> dict[str, Any]:
         "ts": turn.ts, "request_id": turn.request_id, "front": turn.front or None,
         "mode": turn.mode, "model": turn.model, "stream": turn.stream, "status": turn.status,
         "calls": turn.calls, "formats": turn.formats, "repairs": turn.repairs,
-        "left_as_text": turn.left, "error": turn.error or None,
+        "left_as_text": turn.left, "schema_invalid": turn.schema_invalid,
+        "error": turn.error or None,
         "upstream": turn.upstream or None,
         "upstream_ms": None if turn.upstream_ms < 0 else turn.upstream_ms,
         "total_ms": turn.total_ms, "failed": turn.failed,

@@ -113,8 +113,9 @@ function models(doc) {
     cell(m.passthrough, "num"), cell(m.calls, "num"), el("td", {}, chips(m.formats)),
     el("td", {}, chips(m.repairs, "repair"), chips(m.reasks, "reask")),
     el("td", {}, chips(m.left_as_text, "left")),
+    el("td", {}, chips(m.schema_invalid || {}, "left")),
     el("td", {}, chips(m.errors, "err")), cell(m.heartbeats, "num"))),
-    "no turn yet", 10);
+    "no turn yet", 11);
 }
 function turns(doc) {
   fill("turns", doc.turns.map(t => el("tr", {class: t.failed ? "failed" : ""},
@@ -124,9 +125,10 @@ function turns(doc) {
     el("td", {}, chips(t.formats)),
     el("td", {}, chips(t.repairs, "repair"), chips(t.reasks, "reask")),
     el("td", {}, chips(t.left_as_text, "left"), t.error ? chips({[t.error]: 1}, "err") : null),
+    el("td", {}, chips(t.schema_invalid || {}, "left")),
     cell(t.upstream || "–", "url"), cell(ms(t.upstream_ms), "num"), cell(ms(t.total_ms), "num"),
     el("td", {}, t.capture ? el("a", {href: t.capture, download: ""}, "capture") : null))),
-    "no turn yet", 12);
+    "no turn yet", 13);
 }
 function chart(doc) {
   const box = document.getElementById("chart"), H = 180, L = 34, B = 20, T = 8;
@@ -201,7 +203,8 @@ _BODY = """<!doctype html>
 <section class="wide" id="models-section"><h2>Per model</h2><table>
 <thead><tr><th>model</th><th class="num">turns</th><th class="num">tool turns</th>
 <th class="num">passthrough</th><th class="num">calls</th><th>calls by format</th>
-<th>repairs</th><th>left as text</th><th>errors</th><th class="num">heartbeats</th></tr></thead>
+<th>repairs</th><th>left as text</th><th>schema invalid</th><th>errors</th>
+<th class="num">heartbeats</th></tr></thead>
 <tbody id="models"></tbody></table></section>
 <section class="wide"><h2>Turns and failures per minute, last hour</h2>
 <div class="legend"><i class="k-turns"></i>turns<i class="k-failed"></i>failed</div>
@@ -209,7 +212,8 @@ _BODY = """<!doctype html>
 <section class="wide"><h2>Last turns</h2><div class="scroll"><table>
 <thead><tr><th>time</th><th>front, mode</th><th>model</th><th class="num">status</th>
 <th class="num">calls</th><th>formats</th><th>repairs</th><th>left as text / error</th>
-<th>upstream</th><th class="num">upstream</th><th class="num">total</th><th></th></tr></thead>
+<th>schema invalid</th><th>upstream</th><th class="num">upstream</th><th class="num">total</th>
+<th></th></tr></thead>
 <tbody id="turns"></tbody></table></div></section>
 </main>
 <script>%(script)s</script>

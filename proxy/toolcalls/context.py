@@ -232,11 +232,11 @@ class Context:
         if end <= next_start < line_end:
             line_end = next_start
         before, after = text[line_start:start], text[end:line_end]
+        marked = not by_shape or text.startswith(("<|", "<｜"), start)  # Llama 4's <|python_start|>
         if not _is_prose(before):
-            return _continues_sentence(after)
+            return _continues_sentence(after) and (not marked or _predicate_follows(after))
         if not (_is_prose(after) or _closes_sentence(after)):
             return False
-        marked = not by_shape or text.startswith(("<|", "<｜"), start)  # Llama 4's <|python_start|>
         return not (marked and _ends_sentence(before) and _starts_sentence(after))
 
 
@@ -264,6 +264,39 @@ def _continues_sentence(after: str) -> bool:
     words = _TOKEN.sub("", after[:160]).lstrip()
     first = next((char for char in words[:4] if char.isalnum()), "")
     return first.isalpha() and first.islower()
+
+
+# The words that make a frame at the start of a line the subject of a sentence about it: the
+# auxiliaries and the common verbs; any word ending in -ed (past tense: "returned") too, and
+# any in -s (third person: "looks") but the few other words that end so.
+_PREDICATES = frozenset({
+    "is", "are", "was", "were", "be", "been", "being", "isn't", "aren't", "wasn't", "weren't",
+    "'s", "am", "do", "does", "did", "doesn't", "don't", "didn't", "has", "have", "had",
+    "hasn't", "haven't", "will", "would", "shall", "should", "can", "could", "may", "might",
+    "must", "won't", "wouldn't", "can't", "cannot", "couldn't", "shouldn't", "look", "show",
+    "mean", "return", "give", "make", "work", "fail", "run", "read", "print", "produce",
+    "output", "become", "represent", "denote", "stand", "appear", "seem", "call", "trigger",
+    "invoke", "need", "require", "expect", "take", "accept", "go", "went", "gave", "made",
+    "ran", "shown", "given", "taken", "written", "done",
+})
+_NOT_VERBS = frozenset({
+    "as", "plus", "thus", "unless", "this", "its", "perhaps", "besides", "always", "sometimes",
+    "afterwards", "towards", "less", "across", "yes", "us",
+})
+_WOULD = re.compile(r"\b(?:would|could|might)\b", re.IGNORECASE)
+_FIRST_WORD = re.compile(r"[^A-Za-z]{0,4}+([A-Za-z']{1,40}+)")
+
+
+def _predicate_follows(after: str) -> bool:
+    """The text after a frame begins with a verb whose subject is the frame, or speaks of
+    what would be done ("… then I would answer"): not a call made."""
+    words = _TOKEN.sub("", after[:160]).lstrip()
+    first = _FIRST_WORD.match(words)
+    if first is None or _WOULD.search(words):
+        return first is not None
+    word = first[1].lower()
+    return (word in _PREDICATES or (len(word) > 3 and word.endswith("ed"))
+            or (len(word) > 2 and word.endswith("s") and word not in _NOT_VERBS))
 
 
 def _ends_sentence(before: str) -> bool:

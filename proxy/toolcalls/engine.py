@@ -15,10 +15,18 @@ from .context import Context
 from .exact_json import ORJSON_INTS
 from .names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
 from .prose import cleanup
-from .registry import CONTENT_MARKUP, MARKERS, made_with_markers, markers_of, resolve
+from .registry import (
+    CONTENT_MARKUP,
+    MARKERS,
+    TEXT_JOINED,
+    made_with_markers,
+    markers_of,
+    resolve,
+)
 from .repair import NotJson, loads_repaired
 from .scan import Document, Spans
 from .types import Extraction, Frame, LeftAsText, Refusal, ToolCall, ToolSchemas
+from .validity import SCHEMA_COERCED, check
 
 _CALL_KEYS = {"name", "arguments", "parameters", "id", "type"}
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -192,11 +200,13 @@ def _no_parameters_needed(parameters: Any) -> bool:
     return not required
 
 
-def _checked_call(name: str, arguments: dict[str, Any] | None, reading: Reading,
-                  marked: bool) -> tuple[str, str, tuple[str, ...]] | Refusal:
-    """The call to `name` as taken: the tool's name, the serialised arguments and the repairs
-    of its own; or why it is not taken. A name matching no tool is taken as written only
-    when the frame has markers of its own (`marked`) and `reading.deliver_unknown`."""
+def _checked_call(name: str, arguments: dict[str, Any] | None, reading: Reading, marked: bool,
+                  ) -> tuple[str, str, tuple[str, ...], tuple[str, ...]] | Refusal:
+    """The call to `name` as taken: the tool's name, the serialised arguments (coerced to
+    the tool's schema where that is without doubt), the repairs of its own and what of them
+    still does not fit the schema (validity.py); or why it is not taken. A name matching no
+    tool is taken as written only when the frame has markers of its own (`marked`) and
+    `reading.deliver_unknown`."""
     match = reading.names.match(name)
     repairs: tuple[str, ...] = ()
     if match is None:
@@ -217,10 +227,13 @@ def _checked_call(name: str, arguments: dict[str, Any] | None, reading: Reading,
         arguments, repairs = {}, (*repairs, "missing_arguments_empty")
     if _looks_like_schema(arguments, parameters):
         return Refusal("schema_not_arguments", name)
-    serialised = _serialised(arguments)
+    validity = check(arguments, parameters)
+    if validity.coerced:
+        repairs = (*repairs, SCHEMA_COERCED)
+    serialised = _serialised(validity.arguments)
     if isinstance(serialised, Refusal):
         return Refusal(serialised.reason, name)
-    return name, serialised, repairs
+    return name, serialised, repairs, validity.problems
 
 
 def read_frame(frame: Frame, reading: Reading, decode: Decode = loads_repaired,
@@ -240,9 +253,9 @@ def read_frame(frame: Frame, reading: Reading, decode: Decode = loads_repaired,
         if isinstance(checked, Refusal):
             refusals.append(checked)
             continue
-        name, serialised, own = checked
+        name, serialised, own, problems = checked
         calls.append(ToolCall(name, serialised, frame.format, (*repairs, *own), frame.start,
-                              frame.end))
+                              frame.end, problems))
     return (calls, refusals) if calls else ([], refusals[:1])
 
 
@@ -271,8 +284,11 @@ def _kept_in_context(text: str, taken: list[tuple[Frame, list[ToolCall]]],
     return kept
 
 
-def _without(text: str, spans: Sequence[tuple[int, int]]) -> str:
-    """`text` without `spans` (they may overlap); whitespace at each seam is trimmed."""
+def _without(text: str, spans: Sequence[tuple[int, int]],
+             joined: Sequence[tuple[int, int]] = ()) -> str:
+    """`text` without `spans` (they may overlap); whitespace at each seam is trimmed and the
+    pieces are a line apart, but at a seam where a frame of a format whose parser joins the
+    text around its calls as written stood (`joined`, see FormatSpec.text_joined)."""
     if not spans:
         return text
     merged: list[list[int]] = []
@@ -287,10 +303,17 @@ def _without(text: str, spans: Sequence[tuple[int, int]]) -> str:
         pieces.append(text[pos:start])
         pos = end
     pieces.append(text[pos:])
-    trimmed = [pieces[0].rstrip()]
-    trimmed += [piece.strip() for piece in pieces[1:-1]]
-    trimmed.append(pieces[-1].lstrip())
-    return "\n".join(piece for piece in trimmed if piece)
+    glued = [any(start <= a and b <= end for a, b in joined) for start, end in merged]
+    out = pieces[0] if glued[:1] == [True] else pieces[0].rstrip()
+    for i, piece in enumerate(pieces[1:]):
+        last = i + 1 == len(merged)
+        if glued[i]:
+            out += piece if last or glued[i + 1] else piece.rstrip()
+            continue
+        piece = piece.lstrip() if last or glued[i + 1] else piece.strip()
+        if piece:
+            out = f"{out.rstrip()}\n{piece}" if out.strip() else piece
+    return out if out.strip() else ""  # space alone is no content
 
 
 def _drop_enclosed(frame: Frame, claims: Spans, doc: Document,
@@ -373,7 +396,9 @@ def extract(
             left_out += [(start, end, "reasoning") for start, end in reasoning]
     left_out.sort()
     return Extraction(
-        content=_without(text, frames + [(start, end) for start, end, _ in left_out]),
+        content=_without(text, frames + [(start, end) for start, end, _ in left_out],
+                         [span for span, (frame, _) in zip(frames, taken, strict=True)
+                          if frame.format in TEXT_JOINED]),
         calls=[call for _, calls in taken for call in calls],
         left_as_text=left,
         text=text,

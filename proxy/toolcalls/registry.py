@@ -3,6 +3,7 @@ formats (names, markers, openers, markup, aliases) is read from their specs."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -70,6 +71,22 @@ CONTENT_MARKUP: dict[str, ContentMarkup] = {
 ANSWER_MARKUP: dict[str, AnswerMarkup] = {
     spec.name: spec.answer_markup for spec in SPECS if spec.answer_markup is not None}
 
+def _literal(opener: Opener) -> str | None:
+    """The exact text of an opener that is one literal standing anywhere, else None."""
+    if opener.lead is not None or opener.where != "anywhere":
+        return None
+    text = re.sub(r"\\(.)", r"\1", opener.pattern.full, flags=re.DOTALL)
+    return text if re.escape(text) == opener.pattern.full else None
+
+
+_TAG = re.compile(r"<[^<>\s]{1,64}>|\[[A-Z_]{2,32}\]")
+# Each format's openers that are a whole tag or special token (`<tool_call>`, `[TOOL_CALLS]`):
+# one left alone at the very end of an answer opened no call (see answer.py).
+TAG_OPENERS: dict[str, tuple[str, ...]] = {
+    spec.name: tuple(tag for opener in spec.openers
+                     if (tag := _literal(opener)) is not None and _TAG.fullmatch(tag))
+    for spec in SPECS}
+
 # The tags of every format's wrappers, which the content cleanup takes beside a taken frame.
 WRAPPER_TAGS: tuple[str, ...] = tuple(dict.fromkeys(
     tag for spec in SPECS for tag in spec.wrapper_tags))
@@ -91,6 +108,16 @@ def _aliases(specs: Sequence[FormatSpec]) -> dict[str, str | tuple[str, ...]]:
 
 
 ALIASES: dict[str, str | tuple[str, ...]] = _aliases(SPECS)
+# The formats whose parsers join the text around a taken call as written (FormatSpec).
+TEXT_JOINED: frozenset[str] = frozenset(spec.name for spec in SPECS if spec.text_joined)
+# The names in `formats` that say the model's template opens its thinking block.
+_THINKING_OPENED = frozenset(name for spec in SPECS for name in spec.thinking_opened)
+
+
+def template_opens_thinking(names: Sequence[str]) -> bool:
+    """Whether the configured `formats` name a model whose chat template opens the thinking
+    block in the prompt (a spec's `thinking_opened`)."""
+    return any(name in _THINKING_OPENED for name in names)
 _OWN_MARKERS_AT_START: dict[str, tuple[str, ...]] = {
     spec.name: spec.own_markers_at_start for spec in SPECS
     if spec.own_markers_at_start is not None}

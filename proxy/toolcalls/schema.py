@@ -426,3 +426,14 @@ def coerce(text: str, schema: Any) -> Any:
     """The value of a text parameter under `schema` (a string when nothing fits better, or
     when the schema costs more than a value may; see Coerced)."""
     return coerce_counted(text, schema).value
+
+
+# The same reading of a schema, for the validity check of a call's decoded arguments
+# (validity.py): `$ref`s and `allOf` resolved, alternatives listed, values compared and read.
+Resolver = _Resolver
+Work = _Work
+alternatives = _types_of
+json_type = _json_type
+same = _same
+as_type = _as_type
+MISSING = _MISSING

@@ -43,7 +43,8 @@ class ToolCall:
 
     `repairs` names what was done to read it, for logs and metrics: each repair applied,
     and `schema_budget_exhausted` when a text parameter's schema cost more than a value may
-    and the value was kept as written."""
+    and the value was kept as written, `schema_coerced` when a value was coerced to its
+    schema's type (validity.py)."""
 
     name: str
     arguments: str
@@ -51,6 +52,8 @@ class ToolCall:
     repairs: tuple[str, ...] = ()
     start: int = -1  # the span of the frame it came from, in the text given to extract()
     end: int = -1
+    # What of its arguments does not fit the tool's schema (see validity.py; empty: valid).
+    schema_problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

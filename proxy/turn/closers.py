@@ -26,6 +26,7 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     ("<|open|>think<|sep|>", "<|close|>think<|sep|>"),  # Kimi K3
     ("<|channel>thought", "<channel|>"),  # Gemma 4
     ("◁think▷", "◁/think▷"),  # Kimi VL / K1.5
+    ("Here are my reasoning steps:", "[BEGIN FINAL RESPONSE]"),  # Apriel (its template opens it)
 )
 OPENERS = tuple(opener for opener, _ in FAMILIES)
 CLOSERS = tuple(closer for _, closer in FAMILIES)

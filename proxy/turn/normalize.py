@@ -19,9 +19,11 @@ import orjson
 
 from ..base.ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
+from ..toolcalls.exact_json import loads as exact_loads
 from ..toolcalls.names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
 from ..toolcalls.prose.answer import plain_answer
 from ..toolcalls.repair import NotJson, loads_repaired
+from ..toolcalls.validity import SCHEMA_COERCED, check
 from .result import (
     STOP,
     TOOL_CALLS,
@@ -29,6 +31,7 @@ from .result import (
     Choice,
     Outcome,
     Repair,
+    SchemaInvalid,
     TextLeft,
     TurnResult,
     Usage,
@@ -183,13 +186,35 @@ def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
             continue
         if repair:
             outcome.repairs.append(Repair("native", repair, name))
+        arguments, problems = _schema_checked(name, arguments, settings, outcome)
         call_id = call.get("id")
         if isinstance(call_id, str) and call_id and call_id[-9:] not in taken_ids:
             taken_ids.add(call_id[-9:])
         else:
             call_id = mint_call_id(taken_ids)
+        if problems:
+            outcome.schema_invalid.append(SchemaInvalid("native", name, problems, call_id))
         kept.append(Call(call_id, name, arguments))
     return kept
+
+
+def _schema_checked(name: str, arguments: str, settings: ExtractionSettings,
+                    outcome: Outcome) -> tuple[str, tuple[str, ...]]:
+    """A parsed call's arguments (a JSON object's text) checked against its tool's schema
+    (toolcalls.validity): coerced where that is without doubt (then written again, the
+    repair recorded in `outcome`), and what still does not fit."""
+    parameters = settings.tools.get(name)
+    if not parameters:
+        return arguments, ()
+    try:
+        value = exact_loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments, ()
+    validity = check(value, parameters)
+    if not validity.coerced:
+        return arguments, validity.problems
+    outcome.repairs.append(Repair("native", SCHEMA_COERCED, name))
+    return orjson.dumps(validity.arguments).decode(), validity.problems
 
 
 def split_thinking(content: str) -> tuple[str, tuple[int, int] | None, str]:
@@ -271,6 +296,9 @@ def _add_calls(calls: list[Call], found: Extraction, outcome: Outcome,
             outcome.repairs.append(Repair(call.format, "from_reasoning", call.name))
         calls.append(Call(mint_call_id(taken_ids), call.name, call.arguments, call.format))
         outcome.repairs.extend(Repair(call.format, r, call.name) for r in call.repairs)
+        if call.schema_problems:
+            outcome.schema_invalid.append(SchemaInvalid(call.format, call.name,
+                                                        call.schema_problems, calls[-1].id))
         outcome.call_formats.append(call.format)
     outcome.formats.extend(f for f in found.formats if f not in outcome.formats)
 

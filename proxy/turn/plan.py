@@ -14,6 +14,7 @@ from ..base.config import Config
 from ..base.errors import ProxyError, bad_request
 from ..base.json_depth import MAX_DEPTH, deep_path, deeper_than
 from ..toolcalls.exact_json import loads as exact_loads
+from ..toolcalls.registry import template_opens_thinking
 from .compat import rewrite_request
 from .normalize import ExtractionSettings
 from .thinking import (
@@ -48,6 +49,9 @@ class TurnPlan(Generic[FrontData]):
     front_data: FrontData | None = None  # what its front needs to render (chat: nothing)
     streamed: bool = False  # `stream_mode: stream`: upstream streams, the turn flows live
     affinity: str | None = None  # the conversation's key for the choice of a replica
+    # The context window the client believes it set (Ollama's `num_ctx`): the upstream's is
+    # its own; one above it is said once in the log.
+    context_asked: int | None = None
 
     @property
     def mode(self) -> str:
@@ -255,7 +259,8 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
                            reasoning_from_content=config.reasoning_from_content,
                            deliver_unknown=config.unknown_tool_calls == "deliver",
                            thinking=thinking_rule(config.thinking_opened_by_template, False,
-                                                  thinking_switched_off(upstream))),
+                                                  thinking_switched_off(upstream),
+                                                  template_opens_thinking(config.formats))),
         model=model,
         client_stream=client_stream,
         include_usage=include_usage,

@@ -32,16 +32,30 @@ class TextLeft:
     tool: str | None
 
 
+@dataclass(frozen=True)
+class SchemaInvalid:
+    """A call delivered whose arguments do not fit its tool's schema (after what could be
+    coerced without doubt), and what does not fit: for logs, metrics and a constrained
+    re-ask."""
+
+    format: str
+    tool: str
+    problems: tuple[str, ...]
+    call_id: str = ""  # the delivered call's (a call left out is not counted)
+
+
 @dataclass
 class Outcome:
     """What normalisation decided for one answer: calls, formats, repairs, what stayed
-    text, and each choice's finish before and after (filled in as the answer is read)."""
+    text, the calls delivered that do not fit their schema, and each choice's finish before
+    and after (filled in as the answer is read)."""
 
     tool_calls: int = 0
     formats: list[str] = field(default_factory=list)
     call_formats: list[str] = field(default_factory=list)  # one entry per emitted call
     repairs: list[Repair] = field(default_factory=list)
     left_as_text: list[TextLeft] = field(default_factory=list)
+    schema_invalid: list[SchemaInvalid] = field(default_factory=list)
     finish_before: list[str | None] = field(default_factory=list)
     finish_after: list[str] = field(default_factory=list)
 
@@ -142,7 +156,9 @@ def first_calls_only(result: TurnResult) -> tuple[TurnResult, int]:
         return result, 0
     choices = tuple(dataclasses.replace(choice, calls=choice.calls[:1])
                     for choice in result.choices)
+    kept = {choice.calls[0].id for choice in choices if choice.calls}
     outcome = dataclasses.replace(
         result.outcome, tool_calls=result.outcome.tool_calls - dropped,
-        call_formats=[choice.calls[0].format for choice in choices if choice.calls])
+        call_formats=[choice.calls[0].format for choice in choices if choice.calls],
+        schema_invalid=[s for s in result.outcome.schema_invalid if s.call_id in kept])
     return dataclasses.replace(result, choices=choices, outcome=outcome), dropped

@@ -74,17 +74,21 @@ class ThinkingRule:
 LONE_CLOSE_RULE = ThinkingRule()  # `auto` before anything is learned
 
 
-def thinking_rule(setting: str, seen: bool, thinking_off: bool) -> ThinkingRule:
+def thinking_rule(setting: str, seen: bool, thinking_off: bool,
+                  template_opens: bool = False) -> ThinkingRule:
     """The rule for a `thinking_opened_by_template` setting (`auto`, `true`, `false`),
-    whether this model was seen closing a lone block before, and whether the request
-    switches thinking off (then the template opens none)."""
+    whether this model was seen closing a lone block before, whether the request switches
+    thinking off (then the template opens none), and whether its configured format says the
+    template opens the block (a format spec's `thinking_opened`: Kimi K2.6/K3, GLM-4.7,
+    DeepSeek V4). With `auto`, either of the last two makes an output cut by `length` before
+    any closer all thinking, as it is once its closer came."""
     if setting == "false":
         return ThinkingRule(lone_close=False)
     if thinking_off:
         return ThinkingRule()
     if setting == "true":
         return ThinkingRule(opened=True, cut_opened=True)
-    return ThinkingRule(cut_opened=seen, learns=True)
+    return ThinkingRule(cut_opened=seen or template_opens, learns=True)
 
 
 def thinking_switched_off(body: Any) -> bool:

@@ -7,6 +7,8 @@ and read what it received (`.received`)."""
 from __future__ import annotations
 
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +61,12 @@ class FakeVLLM(FakeServer):
         self.ignored: list[set[str]] = []  # per chat request: the fields vLLM logged and ignored
         # vLLM's /tokenize for a chat: the count it answers (None: a server without one).
         self.tokenize: Callable[[Any], int] | None = fake_token_count
+        # Whether /v1/embeddings answers as vLLM serving an embedding model does (else the
+        # scripted answer, as any other path).
+        self.embeddings = False
+        # What /health answers when a test scripts it (a replica loading, a server without
+        # one); None: vLLM's own 200 with an empty body.
+        self.health: Callable[[Received], Answer] | None = None
         self._behaviour: Model = says("Hello from the fake.")
         super().__init__()
         self._answer = self._generated
@@ -78,12 +86,16 @@ class FakeVLLM(FakeServer):
             # vllm/frontend/entrypoints/serve/instrumentator/basic.py: show_version
             return Answer(body={"version": self.version})
         if received.method == "GET" and received.path == "/health":
+            if self.health is not None:
+                return self.health(received)
             # vllm/frontend/entrypoints/serve/instrumentator/health.py: 200, empty body
             return Answer(body=b"")
         if received.path.startswith("/proxy/"):  # vLLM has no such path (the proxy's own)
             return Answer(status=404, body={"detail": "Not Found"})
         if received.path == "/tokenize" and received.method == "POST":
             return self._tokenized(received)
+        if received.path == "/v1/embeddings" and received.method == "POST" and self.embeddings:
+            return self._embedded(received)
         if received.path.startswith("/v1/chat/completions") and received.method == "POST":
             try:
                 body = received.json
@@ -142,6 +154,29 @@ class FakeVLLM(FakeServer):
         finish = "stop" if isinstance(choice, dict) else "tool_calls"
         return vllm_completion(content or ("" if demanded else None), tool_calls=calls,
                                finish_reason=finish, **shape)
+
+    def _embedded(self, received: Received) -> Answer:
+        """vLLM's /v1/embeddings answer (its `EmbeddingResponse`: `data` items of `object`
+        "embedding" with their `index`, `usage` without completion tokens), one vector per
+        input; a model it does not serve is vLLM's 404."""
+        body = received.json
+        inputs = body.get("input") if isinstance(body, dict) else None
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if not isinstance(inputs, list) or not inputs:
+            return vllm_error(400, "input: Field required")
+        if body.get("model") != self.model:
+            return vllm_error(404, f"The model `{body.get('model')}` does not exist.",
+                              "NotFoundError")
+        size = body.get("dimensions") or 4
+        data = [{"index": i, "object": "embedding",
+                 "embedding": [round((len(text) + k) / 10, 3) for k in range(size)]}
+                for i, text in enumerate(inputs)]
+        tokens = sum(len(text.split()) + 1 for text in inputs)
+        return Answer(body={"id": f"embd-{uuid.uuid4().hex}", "object": "list",
+                            "created": int(time.time()), "model": self.model, "data": data,
+                            "usage": {"prompt_tokens": tokens, "total_tokens": tokens,
+                                      "completion_tokens": 0, "prompt_tokens_details": None}})
 
     def _tokenized(self, received: Received) -> Answer:
         """vLLM's /tokenize answer for a chat (`count`, `max_model_len`, `tokens`, and the

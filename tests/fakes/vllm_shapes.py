@@ -66,6 +66,22 @@ def vllm_completion(
     }
 
 
+def vllm_text_completion(text: str, finish_reason: str = "stop",
+                         model: str = MODEL) -> dict[str, Any]:
+    """A non-streaming /v1/completions answer as vLLM serialises it (`text_completion`:
+    vllm/entrypoints/openai/protocol.py CompletionResponse, CompletionResponseChoice)."""
+    return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
+            "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": None,
+                         "finish_reason": finish_reason, "stop_reason": None,
+                         "token_ids": None, "prompt_logprobs": None,
+                         "prompt_token_ids": None}],
+            "service_tier": None, "system_fingerprint": None,
+            "usage": {"prompt_tokens": 7, "total_tokens": 12, "completion_tokens": 5,
+                      "prompt_tokens_details": None},
+            "kv_transfer_params": None}
+
+
 def vllm_error(status: int, message: str, type_: str = "BadRequestError",
                param: str | None = None) -> Answer:
     """vLLM's error envelope from `create_error_response`, with its integer `code`

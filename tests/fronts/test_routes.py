@@ -10,12 +10,23 @@ import pytest
 
 from proxy.base.config import Config
 from proxy.base.errors import ProxyError
-from proxy.fronts import COUNT, STORED_DELETE, STORED_GET, TURN, Front, Incoming, Route, chat
+from proxy.fronts import (
+    CATALOG,
+    COUNT,
+    EXCHANGE,
+    STORED_DELETE,
+    STORED_GET,
+    TURN,
+    Front,
+    Incoming,
+    Route,
+    chat,
+)
 from proxy.fronts.registry import DEFAULT, FRONTS, front_for, front_named, key_headers, route_for
 from proxy.shell.web.door import Door
 
 ROOT = Path(__file__).resolve().parents[2] / "proxy"
-FRONT_MODULES = {"chat", "messages", "responses"}
+FRONT_MODULES = {"chat", "messages", "ollama", "responses"}
 # The passthrough speaks OpenAI's wire (its stream's end and errors): the one exception.
 MAY_NAME_A_FRONT = {"passthrough.py"}
 
@@ -83,6 +94,17 @@ def test_the_import_check_lets_the_registry_and_the_contract_through():
     ("GET", "/v1/responses/resp_1", "responses", STORED_GET, {"id": "resp_1"}),
     ("GET", "/v1/responses/resp_1//", "responses", STORED_GET, {"id": "resp_1"}),
     ("DELETE", "/v1/responses/resp_2", "responses", STORED_DELETE, {"id": "resp_2"}),
+    ("POST", "/api/chat", "ollama", TURN, {}),
+    ("POST", "/api/generate/", "ollama", TURN, {}),
+    ("GET", "/api/tags", "ollama", CATALOG, {}),
+    ("HEAD", "/api/tags", "ollama", CATALOG, {}),
+    ("POST", "/api/show", "ollama", CATALOG, {}),
+    ("GET", "/api/ps", "ollama", CATALOG, {}),
+    ("GET", "/api/version", "ollama", EXCHANGE, {}),
+    ("HEAD", "/", "ollama", EXCHANGE, {}),
+    ("POST", "/api/embed", "ollama", EXCHANGE, {}),
+    ("POST", "/api/pull", "ollama", EXCHANGE, {}),
+    ("DELETE", "/api/delete", "ollama", EXCHANGE, {}),
 ])
 def test_a_front_serves_the_paths_it_declares(method, path, front, action, params):
     routed = route_for(method, path, Config())
@@ -101,6 +123,9 @@ def test_a_front_serves_the_paths_it_declares(method, path, front, action, param
     ("PUT", "/v1/responses/resp_1"),
     ("POST", "/v1/chat/completionsx"),
     ("POST", "/prefix/v1/messages"),
+    ("GET", "/api/chat"),
+    ("POST", "/api/tags"),
+    ("POST", "/api/unknown"),
 ])
 def test_what_no_front_declares_is_relayed(method, path):
     assert route_for(method, path, Config()) is None

@@ -37,6 +37,7 @@ def test_every_front_words_the_one_400_in_its_envelope():
     anthropic = orjson.loads(bodies["messages"].body)
     assert anthropic["error"]["type"] == "invalid_request_error"
     assert "tools[0].name must be a string." in anthropic["error"]["message"]
+    assert orjson.loads(bodies["ollama"].body) == {"error": "tools[0].name must be a string."}
 
 
 def _blocks_of_stream(raw: bytes) -> list[dict]:
@@ -109,11 +110,21 @@ def _messages_read(data: bytes) -> tuple[str, str]:
             "".join(b.get("text", "") for b in blocks if b["type"] == "text"))
 
 
-_READERS = {"chat": _chat_read, "responses": _responses_read, "messages": _messages_read}
+def _ollama_read(data: bytes) -> tuple[str, str]:
+    lines = [orjson.loads(line) for line in data.splitlines()]
+    assert [line["done"] for line in lines].count(True) == 1
+    assert lines[-1]["done"] is True
+    return ("".join(line["message"].get("thinking", "") for line in lines),
+            "".join(line["message"]["content"] for line in lines))
+
+
+_READERS = {"chat": _chat_read, "responses": _responses_read, "messages": _messages_read,
+            "ollama": _ollama_read}
 _BODIES = {"chat": {"messages": [{"role": "user", "content": "hi"}],  # a turn: with tools
                     "tools": [{"type": "function", "function": {"name": "read"}}]},
            "responses": {"input": "hi"},
-           "messages": {"max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}}
+           "messages": {"max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
+           "ollama": {"messages": [{"role": "user", "content": "hi"}]}}
 
 
 def _writer(name: str):
@@ -183,6 +194,12 @@ def _wire_read(name: str, answer: dict) -> tuple:
         calls = [(i["name"], i["arguments"]) for i in items if i["type"] == "function_call"]
         return ((reasoning or [None])[0], (texts or [None])[0], calls, answer["status"],
                 answer["usage"]["input_tokens"])
+    if name == "ollama":
+        message = answer["message"]
+        calls = [(c["function"]["name"], orjson.dumps(c["function"]["arguments"]).decode())
+                 for c in message.get("tool_calls") or ()]
+        return (message.get("thinking"), message["content"], calls, answer["done_reason"],
+                answer["prompt_eval_count"])
     blocks = answer["content"]
     return (next((b["thinking"] for b in blocks if b["type"] == "thinking"), None),
             next((b["text"] for b in blocks if b["type"] == "text"), None),
@@ -193,7 +210,7 @@ def _wire_read(name: str, answer: dict) -> tuple:
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning", "both", "drop"])
 def test_every_front_renders_the_one_typed_result(field):
-    """One `TurnResult`, three wires: each says the same reasoning, text, calls, finish and
+    """One `TurnResult`, four wires: each says the same reasoning, text, calls, finish and
     prompt tokens in its own words, and chat's `reasoning_field` names the reasoning on the
     chat wire alone (it is the core that leaves the reasoning out when it is not shown)."""
     from proxy.base.config import Config
@@ -203,12 +220,15 @@ def test_every_front_renders_the_one_typed_result(field):
                       "tools": [{"type": "function", "function": {"name": "read"}}]},
              "responses": {"input": "hi", "tools": [{"type": "function", "name": "read"}]},
              "messages": {"max_tokens": 64, "messages": [{"role": "user", "content": "hi"}],
-                          "tools": [{"name": "read", "input_schema": {"type": "object"}}]}}
+                          "tools": [{"name": "read", "input_schema": {"type": "object"}}]},
+             "ollama": {"messages": [{"role": "user", "content": "hi"}], "stream": False,
+                        "tools": [{"type": "function", "function": {"name": "read"}}]}}
     read = {name: _wire_read(name, _rendered(name, body, config)) for name, body in tools.items()}
     calls = [("read", '{"path":"/a"}')]
     assert read["responses"] == ("Think.", "Reading.", [("read", '{"path": "/a"}')],
                                  "completed", 9)
     assert read["messages"] == ("Think.", "Reading.", calls, "tool_use", 9)
+    assert read["ollama"] == ("Think.", "Reading.", calls, "stop", 9)
     chat_reasoning = None if field == "drop" else "Think."
     assert read["chat"] == (chat_reasoning, "Reading.", [("read", '{"path": "/a"}')],
                             "tool_calls", 9)

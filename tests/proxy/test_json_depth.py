@@ -22,14 +22,17 @@ USER = [{"role": "user", "content": "x"}]
 RESPONSES_TOOL = {"type": "function", "name": "get_weather",
                   "parameters": TOOLS[0]["function"]["parameters"]}
 MESSAGES_TOOL = {"name": "get_weather", "input_schema": TOOLS[0]["function"]["parameters"]}
-# Each front's path, a valid body, and whether its errors are in Anthropic's envelope.
+# Each front's path, a valid body, and its errors' envelope.
 FRONTS = {
-    "chat": ("/v1/chat/completions", {"model": "m", "messages": USER, "tools": TOOLS}, False),
+    "chat": ("/v1/chat/completions", {"model": "m", "messages": USER, "tools": TOOLS},
+             "openai"),
     "responses": ("/v1/responses", {"model": "m", "input": "x", "tools": [RESPONSES_TOOL]},
-                  False),
+                  "openai"),
     "messages": ("/v1/messages", {"model": "m", "max_tokens": 5, "messages": USER,
-                                  "tools": [MESSAGES_TOOL]}, True),
-    "count_tokens": ("/v1/messages/count_tokens", {"model": "m", "messages": USER}, True),
+                                  "tools": [MESSAGES_TOOL]}, "anthropic"),
+    "count_tokens": ("/v1/messages/count_tokens", {"model": "m", "messages": USER},
+                     "anthropic"),
+    "ollama": ("/api/chat", {"model": "m", "messages": USER, "tools": TOOLS}, "ollama"),
 }
 
 
@@ -108,12 +111,16 @@ def _deep_body(body: dict, levels: int) -> bytes:
 @pytest.mark.parametrize("levels", [MAX_DEPTH + 1, 300, 1100])
 def test_a_body_nested_too_deep_is_a_400_in_the_fronts_envelope(fake, kept_proxy, front,
                                                                 levels):
-    path, body, anthropic = FRONTS[front]
+    path, body, envelope = FRONTS[front]
     response = requests.post(kept_proxy.url + path, data=_deep_body(body, levels),
                              headers={"Content-Type": "application/json"}, timeout=20)
     assert response.status_code == 400
     error = response.json()
-    if anthropic:
+    if envelope == "ollama":
+        assert f"more than {MAX_DEPTH} levels deep" in error["error"]
+        assert fake.received == []
+        return
+    if envelope == "anthropic":
         assert error["type"] == "error"
         assert error["error"]["type"] == "invalid_request_error"
     else:
@@ -124,7 +131,7 @@ def test_a_body_nested_too_deep_is_a_400_in_the_fronts_envelope(fake, kept_proxy
     assert fake.received == []
 
 
-@pytest.mark.parametrize("front", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("front", ["chat", "responses", "messages", "ollama"])
 def test_a_body_at_the_limit_is_served(fake, kept_proxy, front):
     path, body, _ = FRONTS[front]
     fake.answer(Answer(body=vllm_completion("fine")))
@@ -159,11 +166,11 @@ def _deep_arguments_answer(received) -> Answer:
 
 # What a delivered call looks like on each front's wire.
 CALL_MARK = {"chat": b'"tool_calls"', "responses": b'"type":"function_call"',
-             "messages": b'"type":"tool_use"'}
+             "messages": b'"type":"tool_use"', "ollama": b'"tool_calls"'}
 
 
 @pytest.mark.parametrize("mode", ["buffer", "stream"])
-@pytest.mark.parametrize("front", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("front", ["chat", "responses", "messages", "ollama"])
 @pytest.mark.parametrize("stream", [False, True])
 def test_arguments_nested_past_the_writer_are_refused_not_a_500(fake, start_proxy, mode,
                                                                  front, stream):

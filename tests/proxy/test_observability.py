@@ -406,3 +406,26 @@ def test_log_bodies_captures_the_upstream_answer_of_a_failed_turn(fake, start_pr
                                                              "<html>oops</html>")
     assert second["error"] == "upstream_bad_shape"
     assert second["bodies"]["response"] == {"object": "list"}
+
+
+def test_a_call_that_does_not_fit_its_schema_is_counted_in_the_line_the_metrics_and_status(
+        fake, start_proxy, log_lines):
+    """Issue 37, item 6: delivered as written, and counted `schema_invalid` everywhere the
+    proxy tells what it did (the tool's name only where the request declared it)."""
+    proxy = start_proxy(log_level="info")
+    fake.answer(Answer(body=vllm_completion(  # `city` is required, `days` an integer
+        '<tool_call>{"name": "get_weather", "arguments": {"days": "soon"}}</tool_call>')))
+    got = _post(proxy, {"model": "qwen", "messages": USER, "tools": TOOLS}).json()
+    [call] = got["choices"][0]["message"]["tool_calls"]
+    assert json.loads(call["function"]["arguments"]) == {"days": "soon"}
+    (line,) = log_lines(1)
+    assert line["schema_invalid"] == ["hermes:schema_invalid:get_weather"]
+    assert "soon" not in json.dumps(line)
+    assert _metric(_settled_metrics(proxy), "toolcall_proxy_calls_schema_invalid_total",
+                   format="hermes") == 1
+    for _ in range(250):
+        doc = requests.get(proxy.url + "/proxy/status.json", timeout=5).json()
+        if doc["turns"]:
+            break
+    assert doc["turns"][0]["schema_invalid"] == {"hermes": 1}
+    assert doc["models"][0]["schema_invalid"] == {"hermes": 1}

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import ollama
 import orjson
 import pytest
 from anthropic.lib.streaming._messages import accumulate_event
@@ -253,6 +254,52 @@ def test_a_continued_conversation_replays_from_what_the_store_recalled(
     assert err.count("\n") == 1
     assert err.startswith(f"toolcall-proxy replay: {tmp_path / 'proxy.jsonl'}: cannot "
                           f"replay: the request continues the stored answer '{first.id}'")
+
+
+# -- Ollama (Home Assistant, the ollama client) ----------------------------------------------
+
+READ_OLLAMA = {"type": "function", "function": {k: v for k, v in READ_RESPONSES.items()
+                                                if k != "type"}}
+OLLAMA_MINTED = {"created_at", "total_duration", "eval_duration"}  # minted on each turn
+
+
+def _ollama_masked(value: Any) -> Any:
+    """An Ollama object without what differs between any two turns (its times)."""
+    return {k: v for k, v in value.items() if k not in OLLAMA_MINTED}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_ollama_turn_replays_to_what_the_client_got(
+        capsys, tmp_path, fake, start_proxy, log_lines, stream):  # noqa: F811
+    proxy = _proxy(start_proxy, tmp_path)
+    fake.answer(Answer(body=ANSWER))
+    client = ollama.Client(host=proxy.url, timeout=20)
+    answer = client.chat("qwen", [{"role": "user", "content": "Read /etc/hosts"}],
+                         tools=[READ_OLLAMA], stream=stream)
+    got = [part.model_dump(exclude_none=True) for part in (answer if stream else [answer])]
+    (line,) = log_lines(1)
+    assert (line["front"], line["path"]) == ("ollama", "/api/chat")
+    status, [replay], err = _replay(capsys, tmp_path, line)
+    assert (status, err, replay["status"]) == (0, "", 200)
+    assert replay["content_type"] == ("application/x-ndjson" if stream else "application/json")
+    replayed = [ollama.ChatResponse(**json.loads(text)).model_dump(exclude_none=True)
+                for text in replay["output"].splitlines()]
+    assert [_ollama_masked(part) for part in replayed] == [_ollama_masked(p) for p in got]
+    assert got[-1]["message"]["tool_calls"] if not stream else got[-2]["message"]["tool_calls"]
+    assert replay["diagnostics"]["front"] == "ollama"
+    assert replay["diagnostics"]["repairs"] == [
+        {"format": "hermes", "repair": "trailing_comma", "tool": "read"}]
+
+
+def test_a_request_the_front_answers_itself_replays_to_its_answer(capsys, tmp_path):
+    line = {"front": "ollama", "path": "/api/chat", "status": 200,
+            "bodies": {"request": {"model": "qwen", "messages": [], "keep_alive": 0}}}
+    status, [replay], err = _replay(capsys, tmp_path, line)
+    assert (status, err, replay["status"]) == (0, "", 200)
+    assert json.loads(replay["output"])["done_reason"] == "unload"
+    assert (replay["diagnostics"]["mode"], replay["diagnostics"]["upstream_body"]) == (
+        "answered", None)
 
 
 # -- what cannot be replayed ------------------------------------------------------------------

@@ -65,7 +65,7 @@ def test_down_passed_over_probed_once_then_back(fakes):
     assert [replicas.choose(config, key) for _ in range(3)] == [other] * 3
     assert probes(fakes[0]) == []  # not before its time
     release = threading.Event()
-    fakes[0].answer(lambda r: Answer(body={}) if release.wait(10) else Answer(status=500))
+    fakes[0].health = lambda r: Answer(body=b"") if release.wait(10) else Answer(status=500)
     clock.now += 0.1
     assert [replicas.choose(config, key) for _ in range(5)] == [other] * 5  # probing
     assert wait_for(lambda: probes(fakes[0]) == ["/health"])
@@ -78,7 +78,7 @@ def test_down_passed_over_probed_once_then_back(fakes):
 def test_a_failed_probe_keeps_it_down_for_another_while(fakes):
     replicas, config, clock, key = setup(fakes)
     home = fakes[0].url
-    fakes[0].answer(vllm_error(503, "loading", "ServiceUnavailableError"))
+    fakes[0].health = lambda r: vllm_error(503, "loading", "ServiceUnavailableError")
     replicas.failed(home, config, "HTTP 503", mark_down=True)
     clock.now += 10
     replicas.choose(config, key)
@@ -97,7 +97,7 @@ def test_a_failed_probe_keeps_it_down_for_another_while(fakes):
 def test_a_server_without_health_is_asked_for_its_models(fakes):
     replicas, config, clock, key = setup(fakes)
     home = fakes[0].url
-    fakes[0].answer(Answer(status=404, body={"detail": "Not Found"}))  # /v1/models: the fake's
+    fakes[0].health = lambda r: Answer(status=404, body={"detail": "Not Found"})  # no /health
     replicas.failed(home, config, "HTTP 503", mark_down=True)
     clock.now += 10
     replicas.choose(config, key)

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from proxy.shell.config_load import build_config
-from proxy.toolcalls.conform import misfit
+from proxy.toolcalls.validity import check
 from tests.conftest import RunningProxy
 from tests.fakes.base import FakeServer
 from tests.fakes.helpers import TOOLS, USER, parameters_of
@@ -64,7 +64,7 @@ def running() -> Iterator[Callable[..., tuple[FakeServer, RunningProxy]]]:
 
 
 def _fits(name: str, arguments: str) -> bool:
-    return misfit(orjson.loads(arguments), parameters_of(name)) is None
+    return check(orjson.loads(arguments), parameters_of(name)).problems == ()
 
 
 def _chat(proxy: RunningProxy, stream: bool, **extra: Any) -> list[tuple[str, str]]:

@@ -5,6 +5,7 @@ before it is mapped."""
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 import sys
 import textwrap
@@ -39,6 +40,37 @@ def test_a_run_directory_others_could_have_made_or_change_is_refused(tmp_path, m
     assert unsafe_run_dir(str(path)) == why
     with pytest.raises(PermissionError, match=why):
         fresh_run_dir(str(path))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a folder another user owns needs root")
+@pytest.mark.parametrize("made", [True, False])
+def test_a_run_directory_in_a_folder_another_user_owns_is_refused(tmp_path, made):
+    """Sticky keeps other users from renaming what is kept in a folder, not its owner: the
+    owner of a shared folder could swap a private run directory in it for one of theirs."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    nobody = pwd.getpwnam("nobody")
+    os.chown(shared, nobody.pw_uid, nobody.pw_gid)
+    shared.chmod(0o1777)
+    path = shared / "run"
+    if made:
+        path.mkdir(mode=0o700)
+    why = f"is in {shared}, which is owned by another user"
+    assert unsafe_run_dir(str(path)) == why
+    with pytest.raises(PermissionError, match=why):
+        fresh_run_dir(str(path))
+    assert unsafe_run_dir(str(tmp_path / "mine" / "run")) is None  # (pytest's, then root's)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user owns needs root")
+def test_a_metrics_file_another_user_made_is_not_allocated_nor_mapped(tmp_path):
+    nobody = pwd.getpwnam("nobody")
+    planted = tmp_path / f"{PROM_KINDS[0]}_77.db"
+    planted.write_bytes(b"")
+    os.chown(planted, nobody.pw_uid, nobody.pw_gid)
+    failed = allocate_worker_files(str(tmp_path), 77)
+    assert isinstance(failed, PermissionError)
+    assert list(tmp_path.iterdir()) == []  # nothing of it left to map
 
 
 def test_a_fresh_run_directory_is_private_and_empty(tmp_path):

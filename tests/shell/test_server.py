@@ -13,11 +13,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import ollama
+import openai
 import pytest
 import requests
 
 from proxy.shell.config_load import ConfigError, build_config
-from proxy.shell.web.server import gunicorn_settings
+from proxy.shell.web.server import _announce, gunicorn_settings
+from tests.fake_vllm import MODEL, Answer, vllm_completion, vllm_tool_call
 from tests.shell.test_entrypoints import _free_port, _stop, _wait_healthy
 
 pytestmark = pytest.mark.integration
@@ -149,10 +152,21 @@ def test_healthcheck_command(server):
 
 
 def test_settings_listen_where_the_proxy_is_configured():
-    assert gunicorn_settings(build_config({"port": 9100}), {})["bind"] == "127.0.0.1:9100"
-    assert gunicorn_settings(build_config({"host": "::1"}), {})["bind"] == "[::1]:8003"
-    assert gunicorn_settings(build_config(), {"GUNICORN_BIND": "unix:/run/p.sock"})["bind"] == (
-        "unix:/run/p.sock")
+    assert gunicorn_settings(build_config({"port": 9100}), {})["bind"] == ["127.0.0.1:9100"]
+    assert gunicorn_settings(build_config({"host": "::1"}), {})["bind"] == ["[::1]:8003"]
+    assert gunicorn_settings(build_config(), {"GUNICORN_BIND": "unix:/run/p.sock"})["bind"] == [
+        "unix:/run/p.sock"]
+
+
+def test_the_ollama_port_is_a_second_bind_of_the_same_app():
+    config = build_config({"ollama_port": 11434})
+    assert gunicorn_settings(config, {})["bind"] == ["127.0.0.1:8003", "127.0.0.1:11434"]
+    assert gunicorn_settings(config, {"GUNICORN_BIND": "unix:/run/p.sock"})["bind"] == [
+        "unix:/run/p.sock", "127.0.0.1:11434"]
+    said: list[str] = []
+    _announce(config, said.append)
+    assert said[0].startswith("toolcall-proxy listening on http://127.0.0.1:8003 and "
+                              "http://127.0.0.1:11434 ")
 
 
 def test_workers_default_to_the_cores_this_process_may_use():
@@ -187,7 +201,7 @@ def test_deploy_config_is_the_shared_settings(monkeypatch):
             assert conf[key].__mro__[1:] == value.__mro__[1:]
         elif not callable(value):
             assert conf[key] == value, key
-    assert conf["bind"] == "127.0.0.1:9200"
+    assert conf["bind"] == ["127.0.0.1:9200"]
     assert conf["workers"] == 5
 
 
@@ -216,3 +230,35 @@ def test_help_names_the_server_options():
     assert result.returncode == 0
     for word in ("--upstream", "--dev", "healthcheck", "GUNICORN_WORKERS"):
         assert word in result.stdout
+
+
+@pytest.mark.parametrize("server", ["app.py", "app.py --dev"])
+def test_the_ollama_port_serves_the_same_app(fake, server):
+    """`--ollama-port`: gunicorn (or Werkzeug) binds a second port with the same app, where
+    Ollama's clients find Ollama's API and the OpenAI routes beside it (VS Code Copilot
+    chats on `/v1/chat/completions` of the URL it was given for Ollama)."""
+    fake.answer(Answer(body=vllm_completion(None, tool_calls=[vllm_tool_call(
+        "read", '{"path": "a"}')], finish_reason="tool_calls")))
+    port, second = _free_port(), _free_port()
+    process = subprocess.Popen(
+        [*SERVERS[server], "--port", str(port), "--ollama-port", str(second),
+         "--upstream", fake.url], cwd=ROOT, env=_env(GUNICORN_WORKERS="1"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}", process, seconds=30)
+        url = f"http://127.0.0.1:{second}"
+        client = ollama.Client(host=url, timeout=20)
+        assert [model.model for model in client.list().models] == [MODEL]
+        read = {"type": "function", "function": {"name": "read", "parameters": {
+            "type": "object", "properties": {"path": {"type": "string"}}}}}
+        (call,) = client.chat(MODEL, [{"role": "user", "content": "x"}], tools=[read],
+                              stream=False).message.tool_calls
+        assert call.function.arguments == {"path": "a"}
+        chat = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=20)
+        answer = chat.chat.completions.create(model=MODEL, tools=[read],
+                                              messages=[{"role": "user", "content": "x"}])
+        assert answer.choices[0].finish_reason == "tool_calls"
+        assert requests.get(url + "/proxy/health", timeout=5).status_code == 200
+    finally:
+        log = _stop(process)
+    assert f"http://127.0.0.1:{port} and http://127.0.0.1:{second}" in log

@@ -20,6 +20,7 @@ class _Base:
     def __init__(self) -> None:
         self.alive = True
         self.cfg = SimpleNamespace(keepalive=75)
+        self.worker_connections = 1000  # (AsyncWorker sets it from cfg)
         self.read: list[Any] = []
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:

@@ -22,6 +22,8 @@ from proxy.base.config import Config
 from proxy.diagnose.replay import parse_exchanges, replay_exchange
 from proxy.shell.web.recorder import (
     CAPTURES_KEPT,
+    MAX_RING_FILES,
+    RING_TURNS,
     SLOT_BYTES,
     MemoryRecorder,
     RingFileRecorder,
@@ -124,6 +126,26 @@ def _changed(at: int, value: object) -> bytes:
 ])
 def test_anything_but_a_record_decodes_to_none(data):
     assert TurnRecord.decode(data) is None
+
+
+@pytest.mark.parametrize(("at", "value"), [
+    (6, 2**63 - 1), (8, -1), (9, 2**63 - 1), (10, -2**63), (0, 1e300), (9, -1e300)])
+def test_numbers_no_turn_has_decode_to_none(at, value):
+    """A ring is read as untrusted: a count or a time no real turn has, under a valid CRC,
+    is no record (summed with others it would make a document JSON cannot hold)."""
+    assert TurnRecord.decode(_changed(at, value)) is None
+
+
+def test_counts_beyond_any_real_turn_decode_to_none_and_the_document_still_serialises():
+    huge = orjson.dumps([*_FIELDS, 2**62, {"hermes": 2**62}, {}, {}, "", "", 2**62])
+    assert TurnRecord.decode(huge) is None
+    most = 2**40 - 1
+    record = TurnRecord.decode(orjson.dumps(
+        [most, "r", "chat", "buffered", "q", False, most, "u", most, most, most, most,
+         {"hermes": most}, {}, {}, "", "", most]))
+    assert record is not None
+    every_ring_full = [record] * (MAX_RING_FILES * RING_TURNS * 4)  # (the most read of one)
+    orjson.dumps(document(StatusInput(every_ring_full, [], ["u"]), NOW))
 
 
 def test_a_record_decodes_to_itself():

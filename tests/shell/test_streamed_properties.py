@@ -2,7 +2,7 @@
 and for fuzzed outputs, what a client assembles is identical in both modes — the same
 content, reasoning, calls and finish, whatever was sent live on the way — through every
 front's writer, each read by its official SDK (chat and Responses: OpenAI's; Messages:
-Anthropic's)."""
+Anthropic's; Ollama's: the `ollama` client's types)."""
 
 from __future__ import annotations
 
@@ -146,6 +146,22 @@ def test_every_corpus_text_gives_the_same_message_when_the_template_opens_thinki
     assert live > answers // 3  # not vacuous (reasoning that may hold a call waits too)
 
 
+def _cut(text: str) -> list[dict]:
+    """The text as the whole content, cut by `length`."""
+    return [vllm_completion(text, finish_reason="length")]
+
+
+# Issue 37, item 1: a format whose models' templates open thinking (`kimi_k2` here) makes a
+# cut output all thinking under `auto`, from the first turn: the same in both modes (the
+# streamed mode holds such content until a closer or the end; none of it goes out as text).
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("front", FRONT_NAMES)
+def test_every_corpus_text_cut_by_length_is_alike_when_the_format_opens_thinking(front):
+    answers, _ = _same_in_both_modes(front, corpus(), size=4, answers_of=_cut,
+                                     formats=["kimi_k2", "auto"])
+    assert answers > 1000
+
+
 @pytest.mark.parametrize("front", FRONT_NAMES)
 def test_fuzzed_outputs_give_the_same_message_in_both_modes(front):
     answers, live = _same_in_both_modes(front, fuzzed(300), size=3)
@@ -209,8 +225,11 @@ def test_upstreams_own_calls_give_the_same_message_in_both_modes(
 
 
 def _calls(assembled: dict) -> list[dict]:
-    """The calls of an assembled answer (chat's tool calls, Responses' call items; a
-    Messages tool_use id is minted anyway, so compared by shape already)."""
+    """The calls of an assembled answer (chat's tool calls, Responses' call items, Ollama's
+    message's calls; a Messages tool_use id is minted anyway, so compared by shape
+    already)."""
+    if "calls" in assembled:
+        return assembled["calls"]
     if "choices" in assembled:
         return [call for choice in assembled["choices"]
                 for call in choice["message"].get("tool_calls") or ()]

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.base.errors import ProxyError
-from proxy.fronts import Incoming, messages, responses
+from proxy.fronts import Incoming, messages, ollama, responses
 from proxy.shell.config_load import build_config
 from proxy.turn.plan import plan_chat
 from tests.conftest import RunningProxy
@@ -31,6 +31,8 @@ from tests.request_shapes import (
     KEPT_ITEMS,
     MESSAGES_REQUESTS,
     MISSING,
+    OLLAMA_GENERATE_REQUESTS,
+    OLLAMA_REQUESTS,
     RESPONSES_REQUESTS,
     broken,
     nested,
@@ -62,6 +64,10 @@ FRONTS: dict[str, tuple[list[dict[str, Any]], Callable[[bytes, Any], Any]]] = {
                  lambda raw, c: messages.parse(Incoming.post(messages.PATH, raw), c)),
     "count_tokens": (COUNT_REQUESTS, lambda raw, c: messages.count_request(
         Incoming.post(messages.COUNT_TOKENS_PATH, raw), c)),
+    "ollama": (OLLAMA_REQUESTS, lambda raw, c: ollama.parse(
+        Incoming.post(ollama.CHAT_PATH, raw), c)),
+    "ollama_generate": (OLLAMA_GENERATE_REQUESTS, lambda raw, c: ollama.parse(
+        Incoming.post(ollama.GENERATE_PATH, raw), c)),
 }
 
 
@@ -138,6 +144,18 @@ def test_messages_wrong_types_are_a_4xx(case, config):
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(broken(OLLAMA_REQUESTS), st.sampled_from(CONFIGS))
+def test_ollama_wrong_types_are_a_4xx(case, config):
+    assert_refused_or_planned("ollama", *case, config)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(broken(OLLAMA_GENERATE_REQUESTS), st.sampled_from(CONFIGS))
+def test_ollama_generate_wrong_types_are_a_4xx(case, config):
+    assert_refused_or_planned("ollama_generate", *case, config)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(broken(COUNT_REQUESTS), st.sampled_from(CONFIGS))
 def test_count_tokens_wrong_types_are_a_4xx(case, config):
     assert_refused_or_planned("count_tokens", *case, config)
@@ -146,7 +164,8 @@ def test_count_tokens_wrong_types_are_a_4xx(case, config):
 # --- through the real server ------------------------------------------------------------------
 
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses",
-         "messages": "/v1/messages", "count_tokens": "/v1/messages/count_tokens"}
+         "messages": "/v1/messages", "count_tokens": "/v1/messages/count_tokens",
+         "ollama": "/api/chat", "ollama_generate": "/api/generate"}
 # What answered 500 before (issue 30): a list or object where a string belongs.
 FOUND = [
     ("chat", ("messages", 3, "tool_calls"), True, "messages[3].tool_calls"),
@@ -166,8 +185,13 @@ def _post(proxy, front: str, body: Any) -> requests.Response:
 
 
 def _assert_envelope(front: str, response: requests.Response) -> dict[str, Any]:
-    """The front's error envelope (Anthropic's for Messages, OpenAI's otherwise)."""
+    """The front's error envelope (Anthropic's for Messages, Ollama's for Ollama, OpenAI's
+    otherwise)."""
     body = response.json()
+    if front.startswith("ollama"):
+        assert isinstance(body["error"], str)
+        assert body["error"]
+        return {"message": body["error"]}
     if front in ("messages", "count_tokens"):
         assert body["type"] == "error"
     error = body["error"]

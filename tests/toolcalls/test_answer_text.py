@@ -170,6 +170,71 @@ FRAMING_MENTIONED = [
 ]
 
 
+# Issue 37, items 2 and 3: the last families' framing, and Harmony written as words.
+FRAMED_ROUND_FIVE = [
+    # Command R: the turn's header and end tokens
+    ("<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>Low tide is at six.<|END_OF_TURN_TOKEN|>",
+     (None, "Low tide is at six.")),
+    ("Low tide is at six.<|END_OF_TURN_TOKEN|>", (None, "Low tide is at six.")),
+    # Apriel: the thinking before its final-response marker, the markers and end token out
+    ("Here are my reasoning steps:\nTides follow the moon.\n[BEGIN FINAL RESPONSE]\n"
+     "Low tide is at six.\n[END FINAL RESPONSE]\n<|end|>",
+     ("Tides follow the moon.", "Low tide is at six.")),
+    ("Tides follow the moon.\n[BEGIN FINAL RESPONSE]\nLow tide is at six.\n"
+     "[END FINAL RESPONSE]", ("Tides follow the moon.", "Low tide is at six.")),
+    # Functionary v3.2: the recipient line of a message to the user
+    ("all\nLow tide is at six.", (None, "Low tide is at six.")),
+    (">>>all\nLow tide is at six.", (None, "Low tide is at six.")),
+    # gpt-oss: a header cut off by the length limit; Harmony written as words
+    ("<|channel|>analysis<|message|>Moon phase.<|end|><|start|>assistant<|channel|>fi",
+     ("Moon phase.", "")),
+    ("analysisThe user wants the tide. Six.assistantfinalLow tide is at six.",
+     ("The user wants the tide. Six.", "Low tide is at six.")),
+    ("assistantfinalLow tide is at six.", (None, "Low tide is at six.")),
+    # Kimi K2: a section holding only stray words; a call opener alone at the very end
+    ("Low tide is at six.<|tool_calls_section_begin|>at noon<|tool_calls_section_end|>",
+     (None, "Low tide is at six.\nat noon")),
+    ("Low tide is at six.<tool_call>", (None, "Low tide is at six.")),
+    ("Low tide is at six.\n[TOOL_CALLS]", (None, "Low tide is at six.")),
+]
+FRAMING_MENTIONED_ROUND_FIVE = [
+    "Cohere ends each turn with <|END_OF_TURN_TOKEN|> and stops.",
+    "Apriel writes [BEGIN FINAL RESPONSE] before its answer.",
+    "all of the tides are at six.",
+    "The analysis is simple: assistantfinal is a token pair.",
+    "analysis shows the tide is at six.",
+    "Wrap each call in <tool_call>",
+    "The opener is `[TOOL_CALLS]`",
+]
+FRAMED += FRAMED_ROUND_FIVE
+FRAMING_MENTIONED += FRAMING_MENTIONED_ROUND_FIVE
+
+
+def test_harmony_as_words_gives_the_call_and_the_analysis_as_reasoning():
+    content = ('analysisThe user wants the weather in Oslo.assistantcommentary '
+               'to=functions.get_weather json{"city": "Oslo"}')
+    message, _ = _message(content)
+    assert [(c.name, json.loads(c.arguments)) for c in message.calls] == [
+        ("get_weather", {"city": "Oslo"})]
+    assert _split(message) == ("The user wants the weather in Oslo.", None)
+
+
+def test_harmony_as_words_after_a_call_keeps_the_final_message_as_the_answer():
+    content = ('analysisWeather first.assistantcommentary to=functions.get_weather json'
+               '{"city": "Oslo"}assistantfinal Checking Oslo now.')
+    message, _ = _message(content)
+    assert [c.name for c in message.calls] == ["get_weather"]
+    assert _split(message) == ("Weather first.", "Checking Oslo now.")
+
+
+def test_a_call_in_apriels_final_response_is_read_after_its_thinking():
+    content = ("Need the file.\n[BEGIN FINAL RESPONSE]\n<tool_calls>[{\"name\": \"read\", "
+               "\"arguments\": {\"path\": \"/a\"}}]</tool_calls>\n[END FINAL RESPONSE]<|end|>")
+    message, _ = _message(content)
+    assert [(c.name, json.loads(c.arguments)) for c in message.calls] == [("read", {"path": "/a"})]
+    assert _split(message) == ("Need the file.", None)
+
+
 @pytest.mark.parametrize(("content", "split"), FRAMED)
 def test_the_markup_framing_a_plain_answer_is_dropped(content, split):
     message, _ = _message(content)

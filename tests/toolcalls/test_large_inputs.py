@@ -148,3 +148,16 @@ def test_a_large_payload_with_raw_newlines_and_a_repair_is_read():
     found = extract(text, TOOLS)
     assert arguments(found) == [("f", {"rows": rows})]
     assert found.calls[0].repairs == ("trailing_comma", "raw_control_chars_in_string")
+
+
+@pytest.mark.parametrize("quote", ['"', "'"])
+def test_a_windows_path_in_a_long_payload_keeps_its_backslashes_on_every_scan_path(quote):
+    """Issue 37, item 5: past the decoders' windows the scan finds the payload's end on a
+    patched copy (scan/decode.py, scan/repaired.py); the value is still read as written."""
+    q = quote
+    rows = ", ".join(f"{{{q}id{q}: {i}, {q}ok{q}: true}}" for i in range(3000))
+    path = "C:\\Users\\ana\\new\\notes.txt"
+    text = (f"<tool_call>{{{q}name{q}: {q}f{q}, {q}arguments{q}: {{{q}path{q}: {q}{path}{q}, "
+            f"{q}rows{q}: [{rows}]}}}}</tool_call>")
+    [(name, args)] = arguments(extract(text, TOOLS))
+    assert (name, args["path"], len(args["rows"])) == ("f", path, 3000)

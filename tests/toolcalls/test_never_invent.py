@@ -3,8 +3,13 @@ text, byte-identical, and the reason is reported."""
 
 from __future__ import annotations
 
+import ast
+import warnings
+
 import orjson
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from proxy.toolcalls import extract
 
@@ -166,3 +171,50 @@ def test_content_is_byte_identical_with_odd_whitespace_when_nothing_is_taken():
     text = "  \r\n<tool_call>\t{\"name\": \"nope\", \"arguments\": {}}  </tool_call>\n\n  "
     assert_text(text, deliver_unknown=False)
     assert_text(text.replace('"arguments": {}', '"arguments": []'))
+
+
+# --- a value is never given a character the model did not write (issue 37, item 5) -----------
+
+_PIECES = ["\\", "\\\\", "n", "t", "u", "u00e9", "U", "d", "x41", "/", "a", " ", "é", "'"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(st.lists(st.sampled_from(_PIECES), max_size=8).map("".join),
+                 st.sampled_from(["\\U", "\\q", "\\d", "\\x41", "\\u12", "\\'"]),
+                 st.lists(st.sampled_from(_PIECES), max_size=8).map("".join)).map("".join))
+def test_a_string_with_an_escape_json_does_not_define_is_read_as_written(written):
+    """Whatever the repair path (a tagged frame, arguments as a JSON string, a bare object,
+    a Python literal), a string one of whose escapes JSON does not define is its characters
+    as written: never a newline, tab or other character made of a backslash and a letter."""
+    if (len(written) - len(written.rstrip("\\"))) % 2:
+        written += "a"  # a backslash before the closing quote would escape it
+    assume(_json_refuses(written))  # only the strings a repair must choose a reading of
+    frames = ['<tool_call>{"name": "read", "arguments": {"path": "%s"}}</tool_call>',
+              '{"name": "read", "arguments": {"path": "%s"}}']
+    for frame in frames:
+        found = extract(frame % written, TOOLS)
+        assert [orjson.loads(c.arguments) for c in found.calls] == [{"path": written}], frame
+    if "'" not in written and _python_refuses(written):
+        found = extract(f"[read(path='{written}')]", TOOLS)
+        assert [orjson.loads(c.arguments) for c in found.calls] == [{"path": written}]
+
+
+def _python_refuses(body: str) -> bool:
+    """Whether Python finds an escape of a single-quoted string body undefined or malformed
+    (it warns of the one, refuses the other)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            ast.literal_eval("'" + body + "'")
+        except (SyntaxError, SyntaxWarning, ValueError):
+            return True
+    return False
+
+
+def _json_refuses(body: str) -> bool:
+    """Whether an escape in a string body is not JSON's."""
+    try:
+        orjson.loads('"' + body + '"')
+    except orjson.JSONDecodeError:
+        return True
+    return False

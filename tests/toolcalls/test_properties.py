@@ -147,27 +147,33 @@ _json_formats = ["hermes", "tool_calls_tag", "internlm", "kimi_k2", "deepseek", 
 
 
 @st.composite
-def documents(draw: st.DrawFn) -> tuple[str, list[str], list[tuple[str, dict]]]:
+def documents(draw: st.DrawFn) -> tuple[str, list[str], list[tuple[str, dict]], set[str]]:
     calls = []
+    formats = set()
     prose = [draw(_prose)]
     pieces = [prose[0]]
     for _ in range(draw(st.integers(1, 4))):
         fmt = draw(st.sampled_from([*_json_formats, "qwen_xml", "glm", "minimax_m2"]))
+        formats.add(fmt)
         name = draw(st.sampled_from(sorted(TOOLS)))
         args = draw(_json_args if fmt in _json_formats else _text_args)
         calls.append((name, args))
         pieces.append("\n" + _frame(fmt, name, args) + "\n")
         prose.append(draw(_prose))
         pieces.append(prose[-1])
-    return "".join(pieces), prose, calls
+    return "".join(pieces), prose, calls, formats
 
 
 @BOUNDED
 @given(documents())
 def test_well_formed_frames_are_all_taken_and_prose_kept_in_order(document):
-    text, prose, calls = document
+    text, prose, calls, formats = document
     found = extract(text, TOOLS)
     assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == calls
+    if "kimi_k2" in formats:  # its parsers join the text around its calls as written
+        assert _squeeze(found.content) == _squeeze("".join(prose))
+        assert found.content == "" or found.content.strip()
+        return
     # Whitespace at each seam is trimmed; the content's own outer whitespace is kept.
     seams = [prose[0].rstrip(), *(p.strip() for p in prose[1:-1]), prose[-1].lstrip()]
     assert found.content == "\n".join(p for p in seams if p)

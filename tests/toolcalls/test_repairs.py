@@ -159,43 +159,81 @@ def test_python_literals_with_odd_escapes_raise_no_warning(text, path):
 # --- invalid escapes ------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("written", "value"), [
-    # `\U`, `\m` start no JSON escape: literal backslashes; `\n` does: JSON reads a newline
-    ('"C:\\Users\\me\\notes.txt"', "C:\\Users\\me\notes.txt"),
+    # A string holding an escape JSON does not define (`\U`, `\m`) was written with literal
+    # backslashes, every one of them: its `\n` is a backslash and an n, never a newline.
+    ('"C:\\Users\\me\\notes.txt"', "C:\\Users\\me\\notes.txt"),
+    ('"D:\\tmp\\new\\x.log"', "D:\\tmp\\new\\x.log"),  # `\t`, `\n` kept beside `\x`
     ('"\\d+\\.\\d+"', "\\d+\\.\\d+"),
     ('"\\u12 and \\uZZZZ"', "\\u12 and \\uZZZZ"),
-    ('"ends with \\\\\\q"', "ends with \\\\q"),  # an escaped backslash, then `\q`
-    ('"\\\\d"', "\\d"),  # already an escaped backslash: untouched
+    ('"ends with \\\\\\q"', "ends with \\\\\\q"),  # all three backslashes as written
+    ('"say \\"hi\\" in \\w"', 'say "hi" in \\w'),  # the quote's escape keeps it inside
+    ('"\\\\d"', "\\d"),  # an escaped backslash, all escapes JSON's: read as JSON
 ])
 def test_invalid_escape_is_a_literal_backslash(written, value):
     text = '<tool_call>{"name": "read", "arguments": {"path": ' + written + "}}</tool_call>"
     _, args, repairs = one_call(text)
     assert args == {"path": value}
-    assert ("invalid_escape" in repairs) == ("\\\\d" not in written)
+    assert ("invalid_escape" in repairs) == (written != '"\\\\d"')
 
 
-def test_valid_escapes_are_never_altered_by_the_escape_repair():
+def test_a_string_with_only_json_escapes_keeps_them_beside_one_without():
+    # The choice is per string: the path's `\x` makes its backslashes literal; the text's
+    # escapes are all JSON's, so it holds a tab, quotes, a backslash, é and a rocket.
     text = ('<tool_call>{"name": "write", "arguments": {"path": "C:\\notes\\x", '
             '"text": "tab\\there \\"q\\" \\\\ \\/ \\u00e9 \\ud83d\\ude80"}}</tool_call>')
     _, args, repairs = one_call(text)
-    assert args == {"path": "C:\notes\\x", "text": 'tab\there "q" \\ / é \U0001F680'}
+    assert args == {"path": "C:\\notes\\x", "text": 'tab\there "q" \\ / é \U0001F680'}
     assert repairs == ("invalid_escape",)
 
 
 def test_invalid_escape_with_other_repairs_in_one_frame():
-    text = ('<tool_call>{"name": "write", "arguments": {"path": "C:\\dir", "text": "a\nb",'
+    text = ('<tool_call>{"name": "write", "arguments": {"path": "C:\\dir\\new", "text": "a\nb",'
             ' "x": True,}}</tool_call>')
     _, args, repairs = one_call(text)
-    assert args == {"path": "C:\\dir", "text": "a\nb", "x": True}
+    assert args == {"path": "C:\\dir\\new", "text": "a\nb", "x": True}
     assert set(repairs) == {"python_literals", "trailing_comma", "invalid_escape",
                             "raw_control_chars_in_string"}
 
 
 def test_invalid_escapes_through_loads_repaired_and_the_plain_chain_agree(monkeypatch):
-    text = '{"a": "\\q\\\\\\w", "b": ["\\u00zz", "\\n"],}'
+    text = '{"a": "\\q\\\\\\w\\n", "b": ["\\u00zz", "\\n"],}'
     fast = loads_repaired(text)
     monkeypatch.setattr(repair_module, "_repaired_at_once", lambda text: None)
-    assert loads_repaired(text) == fast == ({"a": "\\q\\\\w", "b": ["\\u00zz", "\n"]},
+    assert loads_repaired(text) == fast == ({"a": "\\q\\\\\\w\\n", "b": ["\\u00zz", "\n"]},
                                            ("trailing_comma", "invalid_escape"))
+
+
+@pytest.mark.parametrize("frame", [
+    '<tool_call>{"name": "read", "arguments": {"path": %s}}</tool_call>',
+    '<tool_call>{"name": "read", "arguments": "{\\"path\\": %s}"}</tool_call>',
+    '{"name": "read", "arguments": {"path": %s}}',
+    '[TOOL_CALLS]read{"path": %s}',
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.read:0<|tool_call_argument_begin|>"
+    '{"path": %s}<|tool_call_end|><|tool_calls_section_end|>',
+    "<tool_call>{'name': 'read', 'arguments': {'path': %s}}</tool_call>",
+    "[read(path=%s)]",
+])
+def test_a_windows_path_gains_no_newline_in_any_frame(frame):
+    # The same path in every frame that reads a quoted string: its characters as written.
+    quote = "'" if "'name'" in frame or frame.startswith("[read") else '"'
+    path = quote + "C:\\Users\\ana\\notes.txt" + quote
+    if "\\\"path" in frame:  # inside a JSON string: its quotes escaped
+        path = path.replace('"', '\\"')
+    _, args, _ = one_call(frame % path)
+    assert args == {"path": "C:\\Users\\ana\\notes.txt"}
+
+
+@pytest.mark.parametrize(("written", "value"), [
+    ("'C:\\dir\\notes.txt'", "C:\\dir\\notes.txt"),  # `\d` is no Python escape either
+    ("'C:\\tmp\\new'", "C:\tmp\new"),  # `\t`, `\n` only: Python's own escapes, read so
+    ("'it\\'s \\q'", "it's \\q"),  # the quote's escape keeps it inside
+    ("'\\x41\\n'", "A\n"),  # escapes Python defines, all of them: read as Python
+])
+def test_python_strings_with_an_undefined_escape_keep_every_backslash(written, value):
+    for text in (f"[read(path={written})]",
+                 "<tool_call>{'name': 'read', 'arguments': {'path': " + written + "}}</tool_call>"):
+        _, args, _ = one_call(text)
+        assert args == {"path": value}, text
 
 
 # --- numbers keep their value ---------------------------------------------------------------

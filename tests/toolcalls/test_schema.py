@@ -103,10 +103,14 @@ def test_multiline_string_value_keeps_its_inner_newlines():
     assert qwen("text", "line 1\nline 2") == {"text": "line 1\nline 2"}
 
 
-def test_json_formats_keep_their_types_without_coercion():
+def test_json_formats_are_coerced_only_where_that_is_without_doubt():
+    # Issue 37, item 6: "42" is exactly an integer; 1 is no boolean (a guess): it stays, and
+    # the call says it does not fit its schema.
     text = '<tool_call>{"name": "tool", "arguments": {"count": "42", "flag": 1}}</tool_call>'
     found = extract(text, TOOLS)
-    assert orjson.loads(found.calls[0].arguments) == {"count": "42", "flag": 1}
+    assert orjson.loads(found.calls[0].arguments) == {"count": 42, "flag": 1}
+    assert "schema_coerced" in found.calls[0].repairs
+    assert found.calls[0].schema_problems == ("/flag: not boolean",)
 
 
 # --- schemas as clients write them: $ref, allOf, Python type names, const, literals ---------

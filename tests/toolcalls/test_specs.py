@@ -27,8 +27,8 @@ ALLOWED = {
     # a model family's name (GLM), for the reasoning parser doctor recommends
     ("proxy/diagnose/doctor/findings.py", "glm"),
 }
-# Markers that are no format's own token: JSON's and prose's shapes several formats share.
-GENERIC_MARKERS = {'"name"', "\n{", ";"}
+# Markers that are no format's own token: JSON's and prose's shapes (several formats share).
+GENERIC_MARKERS = {'"name"', "\n{", ";", "call:"}  # (Gemma 4's bare `call:` is a word)
 
 
 def _own_markers(spec: FormatSpec) -> set[str]:

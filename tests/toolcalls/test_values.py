@@ -271,7 +271,7 @@ def test_a_value_holding_markers_is_read_whole(fmt, value):
     assert found.content == ""
 
 
-UNBALANCED = {"qwen_xml": "<parameter=x>", "glm": "<arg_value>",
+UNBALANCED = {"glm": "<arg_value>",  # (qwen_xml decides: see the tests after this one)
               "minimax_m2": '<parameter name="x">',
               "deepseek_dsml": '<｜DSML｜parameter name="x" string="true">',
               "step3": '<steptml:parameter name="x">', "hunyuan": "<arg_value>",
@@ -293,6 +293,34 @@ def test_a_value_whose_tags_are_unbalanced_leaves_its_frame_as_text(fmt):
     assert found.calls == []
     assert found.content == text
     assert [x.reason for x in found.left_as_text] == ["ambiguous_value"]
+
+
+@pytest.mark.parametrize("content", [
+    "use <parameter=x> here",  # mid-line: a mention of the tag
+    "see <parameter=path>",
+    "the tag\n<parameter=mode>\nopens a parameter",  # begins a line, but `write` declares no `mode`
+    "again\n<parameter=path>\nb.txt",  # `path` is given already
+    "quoted:\n<function=read>\n<parameter=path>\nb.txt",  # a quoted call's own parameter
+])
+def test_a_qwen_value_naming_a_parameter_tag_keeps_it_as_its_text(content):
+    """Issue 37, item 4: a value holding a `<parameter=K>` it does not close is the text as
+    written unless K can only be the next parameter (see the next test)."""
+    found = extract(_qwen("a.txt", content), TOOLS)
+    assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [
+        ("write", {"path": "a.txt", "content": content})]
+    assert found.content == ""
+
+
+def test_a_qwen_value_that_forgot_its_close_ends_at_the_next_declared_parameter():
+    """The other reading, as vLLM's qwen3_coder parser has it: a declared parameter not
+    given yet, on a line of its own, is the next parameter; the value before it forgot its
+    `</parameter>`."""
+    text = ("<tool_call>\n<function=write>\n<parameter=content>\nline one\n"
+            "<parameter=path>\nb.txt\n</parameter>\n</function>\n</tool_call>")
+    found = extract(text, TOOLS)
+    assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [
+        ("write", {"content": "line one", "path": "b.txt"})]
+    assert "missing_parameter_close" in found.calls[0].repairs
 
 
 def test_a_parameter_the_tool_does_not_declare_is_read_as_written():

@@ -72,7 +72,9 @@ def test_image_is_slim_unprivileged_and_installs_the_lock():
     assert names.index("USER") > max(i for i, name in enumerate(names) if name == "RUN")
     env = _env()
     assert env["TOOLCALL_PROXY_HOST"] == "0.0.0.0"
-    assert _all("EXPOSE") == [env["TOOLCALL_PROXY_PORT"]]
+    # The proxy's port, and Ollama's for TOOLCALL_PROXY_OLLAMA_PORT=11434 (off by default).
+    assert _all("EXPOSE") == [env["TOOLCALL_PROXY_PORT"], "11434"]
+    assert "TOOLCALL_PROXY_OLLAMA_PORT" not in env
     # Listening beyond loopback: the file says to set keys.
     assert "TOOLCALL_PROXY_API_KEYS" in (ROOT / "Dockerfile").read_text()
     assert _healthcheck_command() == ["python", "app.py", "healthcheck"]
@@ -193,7 +195,10 @@ def test_compose_publishes_the_proxy_on_8003_with_keys_and_its_health_check():
     build = proxy["build"]
     assert (COMPOSE.parent / build["context"] / build["dockerfile"]).resolve() == (
         ROOT / "Dockerfile")
-    assert proxy["ports"] == [f"127.0.0.1:8003:{_env()['TOOLCALL_PROXY_PORT']}"]
+    assert proxy["ports"] == [f"127.0.0.1:8003:{_env()['TOOLCALL_PROXY_PORT']}",
+                              "127.0.0.1:11434:11434"]
+    # Ollama's port answers only when asked for (OLLAMA_PORT=11434): off by default.
+    assert proxy["environment"]["TOOLCALL_PROXY_OLLAMA_PORT"] == "${OLLAMA_PORT:-0}"
     # The proxy listens beyond its container's loopback: compose refuses to start without keys.
     assert re.fullmatch(r"\$\{TOOLCALL_PROXY_API_KEYS:\?.+\}",
                         proxy["environment"]["TOOLCALL_PROXY_API_KEYS"])

@@ -67,7 +67,7 @@ def test_gunicorn_config_reads_the_proxy_environment(monkeypatch):
     monkeypatch.setenv("TOOLCALL_PROXY_HOST", "0.0.0.0")
     monkeypatch.setenv("TOOLCALL_PROXY_PORT", "9100")
     settings = runpy.run_path(str(DEPLOY / "gunicorn.conf.py"))
-    assert settings["bind"] == "0.0.0.0:9100"
+    assert settings["bind"] == ["0.0.0.0:9100"]
     assert issubclass(settings["worker_class"], GeventWorker)
 
 

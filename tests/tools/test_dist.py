@@ -225,6 +225,32 @@ def test_a_root_others_can_write_to_and_not_sticky_is_refused(alone, tmp_path):
     assert list(root.iterdir()) == []  # nothing unpacked there
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a folder another user owns needs root")
+def test_a_sticky_root_another_user_owns_is_refused(alone, shared_root):
+    """Sticky keeps others from renaming what a user keeps in a folder, but not the folder's
+    owner: the owner of a shared sticky root could swap the unpack folder for one of theirs
+    between the checks and the start."""
+    nobody = pwd.getpwnam("nobody")
+    os.chown(shared_root, nobody.pw_uid, nobody.pw_gid)
+    shared_root.chmod(0o1777)  # (chown clears the sticky bit's company on some systems)
+    assert f"{shared_root}, which is owned by another user" in _refused(alone, shared_root)
+    assert list(shared_root.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a folder another user owns needs root")
+def test_a_private_root_inside_a_folder_another_user_owns_is_refused(alone, shared_root):
+    """A root of the user's own is no better than the folder holding it: whoever owns (or may
+    write to) a folder above it can rename it away and put another in its place."""
+    root = shared_root / "mine"
+    root.mkdir(mode=0o700)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(shared_root, nobody.pw_uid, nobody.pw_gid)
+    shared_root.chmod(0o1777)
+    refusal = _refused(alone, root)
+    assert f"{root}, which is in {shared_root}, which is owned by another user" in refusal
+    assert list(root.iterdir()) == []
+
+
 def test_the_file_unpacks_privately_into_a_shared_root_and_runs(pyz, alone, shared_root):
     _, env = alone
     done = _run(alone, "--help", env={**env, "SHIV_ROOT": str(shared_root)}, umask=0o002)
@@ -234,6 +260,15 @@ def test_the_file_unpacks_privately_into_a_shared_root_and_runs(pyz, alone, shar
         assert stat.S_IMODE(path.stat().st_mode) == 0o700
     sse = folder / "site-packages" / "proxy" / "base" / "sse.py"
     assert stat.S_IMODE(sse.stat().st_mode) == 0o644
+
+
+def test_a_root_made_with_the_folders_above_it_is_private_whatever_the_umask(alone, tmp_path):
+    _, env = alone
+    root = tmp_path / "made" / "for" / "shiv"
+    done = _run(alone, "--help", env={**env, "SHIV_ROOT": str(root)}, umask=0o002)
+    assert done.returncode == 0, done.stderr
+    for folder in (root, root.parent, root.parent.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
 
 
 def test_the_default_root_is_private(pyz, alone):

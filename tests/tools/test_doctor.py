@@ -392,7 +392,7 @@ def test_every_format_names_its_vllm_parser_and_the_names_are_known():
 
 
 FRONT_PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses",
-               "messages": "/v1/messages"}
+               "messages": "/v1/messages", "ollama": "/api/chat"}
 
 
 def test_each_front_is_probed_with_the_recommended_settings(start_fake):
@@ -411,12 +411,13 @@ def test_each_front_is_probed_with_the_recommended_settings(start_fake):
     # get_weather tool and the recommended tool_choice, whatever the API.
     probes, sent = fake.chat_requests()[:2], fake.chat_requests()[2:]
     assert len(probes) == 2
-    assert len(sent) == 3
+    assert len(sent) == 4
     for request in sent:
         assert request.path == "/v1/chat/completions"
         assert request.json["tool_choice"] == "none"
         assert [t["function"]["name"] for t in request.json["tools"]] == ["get_weather"]
     assert sent[2].json["max_tokens"] == 512  # Anthropic's max_tokens, as Claude Code sends it
+    assert sent[3].json["max_tokens"] == 512  # Ollama's options.num_predict
 
 
 def test_a_front_without_the_call_is_reported_and_is_no_failure(start_fake):
@@ -445,7 +446,7 @@ def test_a_front_whose_turn_fails_is_a_failed_probe(start_fake):
 
     def answer(received: Received) -> Answer:
         asked.append(received)
-        if len(asked) == 5:  # the Messages front's turn, the last one
+        if len(asked) == 5:  # the Messages front's turn
             return vllm_error(400, "request (9000 tokens) exceeds the available context size "
                                    "(4096 tokens), try increasing it")
         return Answer(body=native)

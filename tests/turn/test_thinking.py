@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.base.config import Config
+from proxy.shell.config_load import build_config
 from proxy.turn.plan import plan_chat
 from proxy.turn.result import Outcome, Repair
 from proxy.turn.thinking import (
@@ -25,6 +26,7 @@ from proxy.turn.thinking import (
 from tests.conftest import TOOLS
 from tests.fake_vllm import vllm_answer, vllm_completion, vllm_stream_of
 from tests.shell.test_streamed_mode import Reader, _delta, _paused_after
+from tests.streamed_cases import both_modes
 
 FRAGMENTS = ["<think>", "</think>", "<seed:think>", "</seed:think>", " ", "\n", "\n\n", "a",
              "b c", "<", "</", "th", "ink>", "</thi", "x<think>y", "<tool_call>", "{",
@@ -331,3 +333,68 @@ def test_a_plan_takes_a_learned_rule_and_keeps_itself_for_its_own():
     learned = plan.with_thinking(ThinkingRule(cut_opened=True, learns=True))
     assert learned.extraction.thinking == ThinkingRule(cut_opened=True, learns=True)
     assert learned.extraction.tools == plan.extraction.tools
+
+
+# --- thinking cut by `length` where the template opened it (issue 37, item 1) ----------------
+
+_CUT_THOUGHT = ("Two files to compare; first I open notes.md, then I call <tool_call> on the "
+                "other one once I know")
+
+
+@pytest.mark.parametrize("front", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("formats", [["kimi_k2"], ["kimi_k3"], ["glm47"], ["deepseek_v4"],
+                                     ["hermes", "kimi"]])
+def test_a_cut_output_is_all_thinking_when_the_format_says_the_template_opens_it(
+        formats, front):
+    """Kimi K2.6/K3, GLM-4.7, DeepSeek V4 open the thinking block in the prompt: cut before
+    its closer, the whole output is reasoning and the content empty, `length` kept; buffered
+    and streamed alike."""
+    completion = vllm_completion(_CUT_THOUGHT, finish_reason="length")
+    buffered, streamed = both_modes(completion, front=front, settings={"formats": formats})
+    assert streamed == buffered
+    if front == "chat":
+        choice = buffered["choices"][0]
+        assert choice["message"]["reasoning_content"] == _CUT_THOUGHT
+        assert choice["message"]["content"] in ("", None)
+        assert choice["finish_reason"] == "length"
+    elif front == "messages":
+        assert [block["type"] for block in buffered["content"]] == ["thinking"]
+        assert buffered["content"][0]["thinking"] == _CUT_THOUGHT
+        assert buffered["stop_reason"] == "max_tokens"
+    else:
+        assert [item["type"] for item in buffered["output"]] == ["reasoning"]
+
+
+@pytest.mark.parametrize(("formats", "finish", "settings"), [
+    (["glm45"], "length", {}),  # GLM-4.5's template opens no block
+    (["hermes"], "length", {}),
+    (["auto"], "length", {}),  # nothing known of the template
+    (["kimi_k2"], "stop", {}),  # finished without a closer: not the cut this rule is for
+    (["glm47"], "length", {"thinking_opened_by_template": "false"}),  # the setting wins
+])
+def test_a_cut_output_stays_the_answer_when_nothing_says_the_template_opened_thinking(
+        formats, finish, settings):
+    completion = vllm_completion(_CUT_THOUGHT, finish_reason=finish)
+    buffered, streamed = both_modes(completion, settings={"formats": formats, **settings})
+    assert streamed == buffered
+    message = buffered["choices"][0]["message"]
+    assert (message["content"], message.get("reasoning_content")) == (_CUT_THOUGHT, None)
+    assert buffered["choices"][0]["finish_reason"] == finish
+
+
+def test_a_template_opened_thinking_that_closed_before_the_cut_is_split_as_usual():
+    completion = vllm_completion("Compare both.</think>\n\nThe first file is longer and",
+                                 finish_reason="length")
+    buffered, streamed = both_modes(completion, settings={"formats": ["kimi_k2"]})
+    assert streamed == buffered
+    message = buffered["choices"][0]["message"]
+    assert (message["reasoning_content"], message["content"]) == (
+        "Compare both.", "The first file is longer and")
+
+
+def test_a_request_that_switches_thinking_off_keeps_a_cut_output_as_the_answer():
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS}
+    config = build_config({"formats": ["glm47"]})
+    assert plan_chat(orjson.dumps(body), config).extraction.thinking.cut_opened
+    off = {**body, "chat_template_kwargs": {"enable_thinking": False}}
+    assert not plan_chat(orjson.dumps(off), config).extraction.thinking.cut_opened

@@ -15,7 +15,7 @@ import orjson
 
 from ...base.config import Config
 from ...base.errors import ProxyError
-from ...fronts import Front, Incoming
+from ...fronts import Ask, Front, Incoming, Reply
 from ...fronts.registry import FRONTS
 from ...shell.upstream.client import Timeouts, Upstream
 from ...turn.core import Answer, decide
@@ -69,6 +69,9 @@ def probe_front(path: str, front: Front, turn: Turn, config: Config, upstream: U
         plan = front.parse(Incoming.post(path, raw), config)
     except ProxyError as error:  # the front refused its own sample: a bug, reported
         probe.status, probe.error = front.error_response(error).status, error.message
+        return probe
+    if isinstance(plan, (Reply, Ask)):  # answered without a turn: no tool turn
+        probe.error = "answered without a turn"
         return probe
     if isinstance(plan, PassthroughPlan):
         probe.relayed = True

@@ -13,14 +13,14 @@ import orjson
 from flask import Response
 from urllib3.exceptions import ReadTimeoutError
 
-from ...base.config import Config, mask_url, upstream_groups
-from ...base.errors import ProxyError, client_disconnected, from_upstream, proxy_restarting
+from ...base.config import Config
+from ...base.errors import ProxyError, client_disconnected, proxy_restarting
 from ...base.sse import SseEvents
 from ...fronts.chat import DONE, error_event
 from ...telemetry.request_log import RequestLog
 from ...turn import waiting
-from ...turn.core import UpstreamReply
 from ..runtime.clients import ClientWatcher, Watch, abort_connection
+from ..upstream.catalog import model_entries
 from ..upstream.client import (
     Timeouts,
     Unreached,
@@ -165,59 +165,14 @@ def passthrough(services: PassthroughServices, method: str, body: bytes, log: Re
     return response
 
 
-def model_ids(reply: UpstreamReply) -> list[Any] | None:
-    """The model ids of a `/v1/models` answer, or None when it is not a model list."""
-    if reply.status != 200:
-        return None
-    try:
-        data = orjson.loads(reply.body).get("data")
-    except (orjson.JSONDecodeError, AttributeError):
-        return None
-    if not isinstance(data, list):
-        return None
-    return [model.get("id") for model in data if isinstance(model, dict)]
-
-
 def all_models(services: PassthroughServices, config: Config, log: RequestLog, target: str,
                headers_for: Callable[[Config], dict[str, str]]) -> Response:
     """`/v1/models` across every upstream (each asked with its own key), so one proxy lists
-    every model it routes to; one that fails leaves its models out, not the others'. Of the
-    replicas of one model, one is asked (one that is up first; the next if it fails)."""
-    models: list[Any] = []
-    seen: set[str] = set()
-    failures: list[ProxyError] = []
-    for urls, settings in upstream_groups(config):
-        reply = _models_of(services, urls, settings, target, headers_for(settings), log)
-        if isinstance(reply, ProxyError):
-            failures.append(reply)
-            continue
-        for model in orjson.loads(reply.body)["data"]:
-            if isinstance(model, dict) and model.get("id") not in seen:
-                seen.add(model.get("id"))
-                models.append(model)
-    if failures and not models:
-        raise failures[0]
+    every model it routes to (`model_entries`: one that fails leaves its models out, not the
+    others')."""
+    models = model_entries(services.upstreams, services.replicas, config, log, target,
+                           headers_for)
     log.status = log.upstream_status = 200
     response = _json_response({"object": "list", "data": models})
     log.bytes_out = response.content_length or 0
     return response
-
-
-def _models_of(services: PassthroughServices, urls: tuple[str, ...], settings: Config, target: str,
-               headers: dict[str, str], log: RequestLog) -> UpstreamReply | ProxyError:
-    """The model list of one upstream (of the first of its replicas that answers one)."""
-    timeouts = Timeouts(settings.connect_timeout_seconds, settings.read_timeout_seconds)
-    failure = ProxyError(502, "No upstream answered.", code="upstream_unreachable")
-    for url in services.replicas.up_first(urls):
-        try:
-            reply = services.upstreams[url].complete_get(target, headers, timeouts)
-            if reply.status >= 400:
-                raise from_upstream(reply.status, reply.body, reply.headers)
-            if model_ids(reply) is None:
-                raise ProxyError(502, f"{mask_url(url)}/v1/models is not a model list.",
-                                 type_="upstream_error", code="upstream_bad_shape")
-            return reply
-        except ProxyError as exc:
-            failure = exc
-            log.notes.append(f"models_unavailable:{exc.code or exc.status}")
-    return failure

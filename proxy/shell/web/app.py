@@ -14,7 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 from ...base.config import Config
 from ...base.errors import ProxyError
-from ...fronts import COUNT, TURN, Front
+from ...fronts import CATALOG, COUNT, EXCHANGE, TURN, Front
 from ...fronts.registry import DEFAULT, route_for
 from ...telemetry.request_log import RequestLog
 from ...telemetry.status_page import CONTENT_SECURITY_POLICY, page
@@ -31,6 +31,7 @@ from .door import (
     request_target,
     shut_reading,
 )
+from .exchange import catalog, exchange
 from .handlers import REQUEST_ID, Proxy
 from .stored import stored
 
@@ -195,6 +196,10 @@ class Views:
                 response = proxy.handle(routed, log, target, api_key)
             elif routed.route.action == COUNT:
                 response = count_tokens(proxy, routed, log, read_body(
+                    request, config.max_body_bytes, config.body_timeout_seconds))
+            elif routed.route.action in (CATALOG, EXCHANGE):
+                answer = catalog if routed.route.action == CATALOG else exchange
+                response = answer(proxy, routed, log, read_body(
                     request, config.max_body_bytes, config.body_timeout_seconds))
             else:
                 response = stored(proxy, routed, log, api_key)

@@ -4,6 +4,7 @@ the door, the store, logger and metrics, the server's stopping)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -15,18 +16,19 @@ from flask import Response, request
 from ... import __version__
 from ...base.config import Config, mask_upstream, mask_url
 from ...base.errors import ProxyError
-from ...fronts import Incoming, Recall, recall_nothing
+from ...fronts import Ask, Incoming, ModelCard, Recall, Reply, recall_nothing
 from ...fronts.registry import Routed, key_headers
 from ...telemetry.metrics import Metrics
 from ...telemetry.request_log import RequestLog, make_logger
 from ...telemetry.status import StatusBuild, StatusInput, build, seen_by, turn_record
 from ...turn.plan import TurnPlan
 from ...turn.thinking import ThinkingMemory
-from ..driver.passthrough import PassthroughServices, all_models, model_ids, passthrough
+from ..driver.passthrough import PassthroughServices, all_models, passthrough
 from ..driver.turns import TurnResponse, TurnServices
 from ..runtime.clients import ClientWatcher
 from ..store import open_store
 from ..store.interface import StoreLimits, refusal
+from ..upstream.catalog import ContextLengths, model_cards, model_ids
 from ..upstream.client import Timeouts, Unreached, Upstream
 from ..upstream.profiles import Profiles
 from ..upstream.replicas import Replicas
@@ -85,6 +87,7 @@ class Proxy:
         self.drain_at: float | None = None
         # Models seen closing a thinking block their template opened (per process).
         self.thinking = ThinkingMemory()
+        self.contexts = ContextLengths()  # the upstream's windows, for a client's own idea
         # What each upstream is (kind, version, dialects, refusals), learned on first need.
         self.profiles = Profiles(self.upstreams, self.store)
         self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
@@ -236,6 +239,37 @@ class Proxy:
         report["latency_ms"] = round((time.monotonic() - started) * 1000, 1)
         return report
 
+    def model_cards(self, log: RequestLog) -> tuple[ModelCard, ...]:
+        """Every upstream's models as cards (each upstream asked with this request's
+        headers and its own key); what they say of context lengths is remembered."""
+        cards = model_cards(self.upstreams, self.replicas, self.config, log,
+                            lambda settings: self.upstream_headers(settings, buffered=True))
+        self.contexts.learn(cards)
+        return tuple(dataclasses.replace(card, reasons=True) if self._reasons(card.id)
+                     else card for card in cards)
+
+    def _reasons(self, model: str) -> bool:
+        """Whether `model` is known to reason: its settings say its template opens thinking,
+        or this process saw it close a block its template opened."""
+        return (self.config.for_model(model).thinking_opened_by_template == "true"
+                or self.thinking.knows(model))
+
+    def ask(self, asked: Ask, log: RequestLog) -> Reply:
+        """A front's one upstream call (on the upstream of the model it names), and what the
+        front makes of its answer."""
+        log.model = asked.model
+        config = self.config.for_model(asked.model)
+        headers = self.upstream_headers(config, buffered=True)
+        timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
+        upstream = self.upstreams[self.replicas.choose(config, None)]
+        if asked.body is None:
+            reply = upstream.complete_get(asked.path, headers, timeouts)
+        else:
+            reply = upstream.complete(asked.path, asked.body, headers, timeouts,
+                                      max_bytes=config.max_upstream_body_bytes)
+        log.upstream_status = reply.status
+        return asked.then(reply.status, reply.body)
+
     def handle(self, routed: Routed | None, log: RequestLog, target: str,
                api_key: str | None = None) -> Response:
         """Any request that came in: a front's turn (`routed`), or relayed (None).
@@ -254,12 +288,24 @@ class Proxy:
                 return items
 
             plan = front.parse(incoming_of(routed, raw, recall), self.config)
+            if isinstance(plan, (Reply, Ask)):  # no turn: the front's answer, or one call's
+                log.mode = "answered" if isinstance(plan, Reply) else "exchange"
+                reply = plan if isinstance(plan, Reply) else self.ask(plan, log)
+                log.status, log.bytes_out = reply.status, len(reply.body)
+                return Response(reply.body, status=reply.status,
+                                content_type=reply.content_type)
             log.mode, log.model, log.client_stream = plan.mode, plan.model, plan.client_stream
             log.rewrites = list(plan.rewrites)
             if isinstance(plan, TurnPlan):
                 if front.storing is not None:
                     self._admit(front.storing.keeping(plan), api_key)
                 log.tools = frozenset(plan.extraction.tools)
+                above = self.contexts.above(plan, lambda: self.model_cards(log))
+                if above is not None:
+                    self.logger.warning(
+                        "model %s: a client asks for a context window of %d tokens; the "
+                        "upstream's is %d (set where it runs, e.g. vLLM's --max-model-len)",
+                        plan.model, *above)
                 if plan.config.log_bodies:  # a capture `replay` reads: the store's part too
                     log.bodies = {"request": orjson.loads(raw),
                                   **({"recalled": recalled} if recalled else {})}

@@ -6,7 +6,10 @@ holds a connection (one of `worker_connections`) for the whole keep-alive time, 
 enough of them keep everyone else out. Here the two waits are apart, as nginx keeps them
 (client_header_timeout, keepalive_timeout):
 
-- a connection idle between requests may wait `keepalive` seconds for its next first byte;
+- a connection idle between requests may wait `keepalive` seconds for its next first byte,
+  unless the worker's last connection slot is taken: then the idle ones are closed (as nginx
+  reuses idle keep-alive connections when it runs out), else one small request a connection
+  would hold every slot for the keep-alive's time;
 - a new connection's first byte, and a head from its first byte to its end, get
   `HEAD_SECONDS` (a head already partly read with the previous request starts at once).
 
@@ -36,7 +39,7 @@ class HeadWait:
     its first byte, `head_seconds` for the rest. Ends quietly: the connection closes."""
 
     def __init__(self, idle_seconds: float, head_seconds: float, waits: set[HeadWait],
-                 sock: Any, started: bool) -> None:
+                 sock: Any, started: bool, between: bool = False) -> None:
         import gevent
 
         self._loop = gevent.get_hub().loop
@@ -46,6 +49,7 @@ class HeadWait:
         self._waits = waits
         self._sock = sock
         self.idle = not started  # no byte of the head read yet
+        self.between = between  # a wait for a next request (keep-alive), not a first
         self._over = _HeadTimedOut()
         self._timer: Any = None
         self._watcher: Any = None
@@ -109,20 +113,24 @@ class HeadWait:
 
 class HeadTimeouts:
     """Mixed into gunicorn's gevent worker: the waits above, in place of its one keep-alive
-    timeout, and `close_idle` for a stopping worker."""
-
-    alive: bool
-    cfg: Any
+    timeout, and `close_idle` for a stopping worker (and, of kept-alive connections, a full
+    one)."""
 
     HEAD_SECONDS = HEAD_SECONDS
     # A connection accepted while the worker stops has sent its request within this long.
     STOPPING_WAIT_SECONDS = 2.0
+
+    alive: bool
+    cfg: Any
+    worker_connections: int
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:
         import gevent
 
         connections: dict[Any, list[Any]] = self.__dict__.setdefault("_connections", {})
         connections[gevent.getcurrent()] = [client, None]  # its socket, its parser's buffer
+        if len(connections) >= self.worker_connections:  # the last slot: none left to accept
+            self.close_idle(between_only=True)
         try:
             super().handle(listener, client, addr)  # type: ignore[misc]
         finally:
@@ -147,13 +155,14 @@ class HeadTimeouts:
         idle = self.HEAD_SECONDS if first else float(self.cfg.keepalive)
         if not self.alive:
             idle = min(idle, self.STOPPING_WAIT_SECONDS)
-        return HeadWait(idle, self.HEAD_SECONDS, waits, sock, started)
+        return HeadWait(idle, self.HEAD_SECONDS, waits, sock, started, between=not first)
 
-    def close_idle(self) -> None:
-        """End every wait for a next request with nothing arriving; their connections close
-        without a word."""
+    def close_idle(self, between_only: bool = False) -> None:
+        """End every wait for a request with nothing arriving (`between_only`: for a next
+        request on a kept-alive connection); their connections close without a word."""
         for wait in list(self.__dict__.get("_head_waits", ())):
-            wait.end()
+            if wait.between or not between_only:
+                wait.end()
 
 
 def _buffered(unreader: Any) -> int:

@@ -63,7 +63,8 @@ def gunicorn_settings(config: Config, environ: Mapping[str, str] = os.environ) -
                           "and status rings must be this user's alone (unset it, or name a "
                           "directory of this user's that no one else may write to)")
     return {
-        "bind": environ.get("GUNICORN_BIND") or _address(config.host, config.port),
+        "bind": [environ.get("GUNICORN_BIND") or _address(config.host, config.port),
+                 *_second_port(config)],
         # gevent: a tool turn waits on upstream for minutes, and each open stream is then one
         # greenlet, not one thread or process (bench/RESULTS.md compares them).
         "worker_class": _worker_class(environ.get("GUNICORN_WORKER_CLASS") or "gevent",
@@ -118,6 +119,11 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _second_port(config: Config) -> list[str]:
+    """The address of `ollama_port`, which serves the same app (none when it is 0)."""
+    return [_address(config.host, config.ollama_port)] if config.ollama_port else []
+
+
 def _cores() -> int:
     """The cores this process may run on (a container's cpuset included)."""
     try:
@@ -140,7 +146,8 @@ def _int_env(environ: Mapping[str, str], name: str, default: int) -> int:
 
 
 def _announce(config: Config, say: Callable[[str], object]) -> None:
-    say(f"toolcall-proxy listening on http://{_address(config.host, config.port)} "
+    addresses = [_address(config.host, config.port), *_second_port(config)]
+    say(f"toolcall-proxy listening on {' and '.join(f'http://{a}' for a in addresses)} "
         f"→ {', '.join(mask_url(url) for url in config.replicas())}")
     if not config.api_keys and not _is_loopback(config.host):
         say(f"WARNING: listening on {config.host} without api_keys: anyone who can reach this "
@@ -360,7 +367,14 @@ def serve(config: Config, dev: bool = False) -> int:
     from .app import create_app
 
     _announce(config, lambda line: print(line, file=sys.stderr))
-    run_simple(config.host, config.port, create_app(config), threaded=True,
+    app = create_app(config)
+    if config.ollama_port:  # the same app on the second port, in a thread of this process
+        from werkzeug.serving import make_server
+
+        second = make_server(config.host, config.ollama_port, app, threaded=True,
+                             request_handler=DevRequestHandler)
+        threading.Thread(target=second.serve_forever, daemon=True).start()
+    run_simple(config.host, config.port, app, threaded=True,
                use_reloader=False, use_debugger=False, request_handler=DevRequestHandler)
     return 0
 

@@ -59,5 +59,6 @@ SPEC = FormatSpec(
     sglang=("deepseekv32", "deepseekv4"),
     aliases=("deepseek_v41", "deepseekv41"),
     doctor_parser="deepseek_v32",
+    thinking_opened=("deepseek_v4", "deepseekv4"),
     doctor_markers=(("<｜DSML｜tool_calls>", "deepseek_v4"),),
 )

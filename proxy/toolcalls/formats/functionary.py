@@ -11,7 +11,9 @@ The template's generation prompt ends with `>>>`, so the first call opens the co
 it, and each further call is `>>>NAME` (llama.cpp's functionary_v3_2 parser; `all` addresses
 the user, not a tool). A `>>>NAME` is a call only at the start of the content or of a line,
 right after the previous call, or in a content opened by Functionary's `all` header: never in
-the middle of prose. Only space may follow the arguments on their line.
+the middle of prose. Only space may follow the arguments on their line. The recipient line
+of a message to the user (`all` opening the answer, `>>>all` before a later one) is markup of
+the answer, not its words.
 """
 
 from __future__ import annotations
@@ -84,10 +86,23 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             openers.taken_to = frame.end
 
 
+# The recipient line of a message to the user: `all` opening the answer (the template's
+# generation prompt wrote its `>>>`), or `>>>all` at the start of a line.
+_TO_USER = re.compile(r"\A[ \t]*+(?:>>>)?+all[ \t]*+\n|(?:(?<=\n)|(?<=\A))[ \t]*+>>>all[ \t]*+\n"
+                      r"|(?<=[^\s])>>>all\n")
+
+
+def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The recipient lines of messages to the user."""
+    return [found.span() for found in _TO_USER.finditer(text)], []
+
+
 SPEC = FormatSpec(
     name=NAME, find_frames=find_frames, markers=MARKERS,
     openers=(Opener(seq(opt(">>>"), WORD, "\n", "{"), "start"),
-             Opener(seq(">>>", WORD, "\n", "{"))),
+             Opener(seq(">>>", WORD, "\n", "{")),
+             Opener(seq(opt(">>>"), "all", "\n"), "start"), Opener(seq(">>>all\n"))),
     llama_cpp=("Functionary v3.2",),
     own_markers_at_start=(),
+    answer_markup=answer_markup,
 )

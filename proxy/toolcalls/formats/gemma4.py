@@ -8,17 +8,25 @@ is none of those (a word) is not guessed at: the frame stays text. A string is k
 written between its quotes (spaces and newlines at its ends included); a bare key may hold
 spaces. Calls follow one another without a separator; `<|tool_response>` after the last
 belongs to the frame.
+
+Gemma 4 also writes its calls without the special token that opens them, as vLLM's parser
+reads them: `<|tool_call>:call:NAME{…}` (a stray colon), `<call>NAME{…}` (the token written
+in pieces), and a bare `call:NAME{…}` that begins a line or follows the thinking's end
+`<channel|>` directly (`call:` written mid-line is prose). A call may end with the turn's end
+`<turn|>` instead of `<tool_call|>`, or, written without its opening token, with nothing:
+then only space or the next call may follow it. Only a call opened by `<|tool_call>` is the
+model's plain call to a tool not offered; the others must name an offered tool.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..framing import OpenerMatches, ends_or_opens, next_or_end
-from ..opener_patterns import literals
+from ..framing import OpenerMatches, at_line_start, ends_or_opens, next_or_end
+from ..opener_patterns import Opener, literals, run, seq
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec
@@ -26,21 +34,30 @@ from .spec import FormatSpec
 NAME = "gemma4"
 _OPEN = "<|tool_call>"
 _CLOSE = "<tool_call|>"
-MARKERS = (_OPEN[1:],)  # not `<`-anchored: that group is the one every text is searched for
-_HEAD = re.compile(r"<\|tool_call>\s*+call:([\w.\-]{1,200}+)\{")
+_CALL_TAG = "<call>"
+_BARE = "call:"
+_THOUGHT_END = "<channel|>"
+# Not `<`-anchored: that group is the one every text is searched for.
+MARKERS = (_OPEN[1:], _CALL_TAG[1:], _BARE)
+_NAME = r"([\w.\-]{1,200}+)\{"
+_HEAD = re.compile(r"<\|tool_call>\s*+:?\s*+call:" + _NAME)
+_TAG_HEAD = re.compile(r"<call>\s*+(?:call:)?" + _NAME)
+_BARE_HEAD = re.compile(r"call:" + _NAME)
 _STRING = '<|"|>'
 # A bare key: anything up to its colon but brackets, commas, tags and quotes; it may hold
 # spaces (`first name:`), not at its ends (vLLM's parser strips them too).
 _KEY = re.compile(r"\s*+([^\s:{}\[\],<>\"'](?:[^:{}\[\],<>\"'\n]{0,198}[^\s:{}\[\],<>\"'])?)"
                   r"\s*+:\s*+")
 _QUOTED_KEY = re.compile(r'\s*+<\|"\|>([^<]{1,200}+)<\|"\|>\s*+:\s*+')
-_BARE = re.compile(r"\s*+(-?(?:0|[1-9]\d*+)(?:\.\d++)?(?:[eE][+-]?\d++)?|true|false|null)"
+_BARE_VALUE = re.compile(r"\s*+(-?(?:0|[1-9]\d*+)(?:\.\d++)?(?:[eE][+-]?\d++)?|true|false|null)"
                    r"\s*+(?=[,}\]])")
 _SEPARATOR = re.compile(r"\s*+,?\s*+")
 _SPACE = re.compile(r"\s*+")
 # The close, and the `<|tool_response>` the model writes next to hand over to the tool (its
 # stop token, in the text when special tokens are kept).
-_CLOSE_AFTER = re.compile(r"\s*+" + re.escape(_CLOSE) + r"(?:\s*+<\|tool_response>)?")
+# `<turn|>` closes a call too (the turn ends with it).
+_CLOSE_AFTER = re.compile(r"\s*+(?:" + re.escape(_CLOSE) + r"(?:\s*+<\|tool_response>)?"
+                          r"|<turn\|>)")
 _MAX_DEPTH = 64
 
 
@@ -75,7 +92,7 @@ class _Reader:
             return self.object(pos + 1, depth + 1)
         if text[pos] == "[":
             return self.array(pos + 1, depth + 1)
-        bare = _BARE.match(text, pos)
+        bare = _BARE_VALUE.match(text, pos)
         if bare is None:
             return self._unread(pos)
         word = bare[1]
@@ -112,10 +129,27 @@ class _Reader:
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """Each `<|tool_call>call:NAME{…}<tool_call|>`."""
+    """Each `<|tool_call>call:NAME{…}<tool_call|>`, then the calls written without that
+    token (see the module's docstring)."""
+    yield from _frames(doc, OpenerMatches(doc, _HEAD, _OPEN), _OPEN)
+    yield from _frames(doc, OpenerMatches(doc, _TAG_HEAD, _CALL_TAG), _CALL_TAG)
+    yield from _frames(doc, _bare_openers(doc), _BARE)
+
+
+def _bare_openers(doc: Document) -> Iterator[re.Match[str]]:
+    """Each `call:NAME{` that begins a line or follows `<channel|>` directly."""
+    text = doc.text
+    for match in OpenerMatches(doc, _BARE_HEAD, _BARE):
+        start = match.start()
+        if text.endswith(_THOUGHT_END, 0, start) or (
+                at_line_start(text, start) and not text.endswith(_OPEN + ":", 0, start)):
+            yield match
+
+
+def _frames(doc: Document, openers: Iterable[re.Match[str]], opener: str) -> Iterator[Frame]:
+    """The frames that start at `openers` (matches of a head ending at its `{`)."""
     text = doc.text
     reader = _Reader(text)
-    openers = OpenerMatches(doc, _HEAD, _OPEN)
     for match in openers:
         start = match.start()
         read = reader.object(match.end(), 1)
@@ -124,22 +158,28 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                 yield Frame(NAME, start, len(text), closed=False, complete=False,
                             name=match[1])
                 return
-            close_at = text.find(_CLOSE, match.end(), next_or_end(text, _OPEN, match.end()))
-            if close_at >= 0:
+            close_at = text.find(_CLOSE, match.end(), next_or_end(text, opener, match.end()))
+            if close_at >= 0 and opener == _OPEN:
                 end = close_at + len(_CLOSE)  # a call we cannot read: reported, left as text
                 yield Frame(NAME, start, end, name=match[1], refused="unrecognised_arguments")
-                openers.taken_to = end
+                _taken(openers, end)
             continue
         arguments, pos = read
         value = {"name": match[1], "arguments": arguments}
         close = _CLOSE_AFTER.match(text, pos)
         if close is not None:
             yield Frame(NAME, start, close.end(), value=value)
-            openers.taken_to = close.end()
-        elif ends_or_opens(doc, pos, _OPEN):
-            yield Frame(NAME, start, pos, closed=False, value=value,
-                        repairs=("missing_close_tag",))
-            openers.taken_to = pos
+            _taken(openers, close.end())
+        elif ends_or_opens(doc, pos, opener):
+            yield Frame(NAME, start, pos, closed=opener != _OPEN, value=value,
+                        repairs=("missing_close_tag",) if opener == _OPEN else ())
+            _taken(openers, pos)
+
+
+def _taken(openers: Iterable[re.Match[str]], end: int) -> None:
+    """Tell the opener loop that the text up to `end` is a frame's."""
+    if isinstance(openers, OpenerMatches):
+        openers.taken_to = end
 
 
 # The turn's end token that closes a plain answer (`…<turn|>`), when the server kept it.
@@ -154,9 +194,11 @@ def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
 
 SPEC = FormatSpec(
     name=NAME, find_frames=find_frames, markers=MARKERS,
-    openers=literals("<|tool_call>", "<turn|>"),
+    openers=(*literals("<|tool_call>", "<turn|>", "<call>"),
+             Opener(seq("call:", run(r"[\w.\-]", 1, 200), "{"), "line")),
     vllm=("gemma4",),
     sglang=("gemma4",),
     doctor_parser="gemma4",
+    own_markers_at_start=(_OPEN,),
     answer_markup=answer_markup,
 )

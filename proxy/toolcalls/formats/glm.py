@@ -179,6 +179,7 @@ SPEC = FormatSpec(
     llama_cpp=("GLM 4.5",),
     aliases=("glm4_moe",),
     doctor_parser="glm45",
+    thinking_opened=("glm47",),
     doctor_markers=(("<arg_key>", "glm45"),),
     answer_markup=answer_markup,
 )

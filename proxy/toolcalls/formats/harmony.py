@@ -9,7 +9,13 @@ The recipient `to=functions.NAME` anchors the frame; only header words (channel 
 `json`, the special tokens) may stand between it and the JSON arguments. Once a call is taken
 from the raw text, the other messages around it are read too (`content_markup`): the
 analysis channel is the model's reasoning, the final (and commentary) channels its answer,
-and the headers and end tokens are neither.
+and the headers and end tokens are neither. A header cut off by the length limit at the end
+of the text is markup too.
+
+A server that strips special tokens writes the same messages as words: `analysis…`, then
+`assistantcommentary to=functions.NAME json{…}` or `assistantfinal…` (the role and channel
+glued, each message's header): read the same way, once the text opens with a channel word
+and holds such a glued header (prose that says "analysis" holds none).
 """
 
 from __future__ import annotations
@@ -129,6 +135,56 @@ def content_markup(text: str, frames: Sequence[tuple[int, int]],
         i = bisect_right(covered, (token.start(), len(text))) - 1
         if i < 0 or covered[i][1] <= token.start():
             markup.append(token.span())
+    if not markup and not reasoning:
+        plain = _plain_markup(text, frames)
+        if plain is not None:
+            return plain
+    if markup or reasoning:
+        markup += _cut_header(text, max(pos, gaps[-1][0]))
+    return markup, reasoning
+
+
+# A header cut off at the end of the text (the length limit came first).
+_CUT_HEADER = re.compile(r"(?:<\|start\|>[ \t]*+(?:assistant\b)?[ \t]*+)?(?:<\|channel\|>"
+                         r"[^<]{0,200}+(?:<\|constrain\|>[^<]{0,64}+)?)?(?:<\|[a-z]{0,9}+\|?)?\Z")
+
+
+def _cut_header(text: str, low: int) -> list[tuple[int, int]]:
+    """The header cut off at the text's end, when the last gap (from `low`) ends with one."""
+    cut = _CUT_HEADER.search(text, low)
+    return [cut.span()] if cut is not None and cut.end() > cut.start() else []
+
+
+# Harmony as words (special tokens stripped): the first message's channel opens the text,
+# each later message's header is the role glued to its channel, a recipient and `json` after.
+_PLAIN_FIRST = re.compile(r"\s*+(?:assistant)?(analysis|final)[ \t]*+")  # start(1) > start(): glued
+_PLAIN_HEADER = re.compile(r"assistant(analysis|commentary|final)(?:[ \t]++to=[\w.\-]{1,128}+)?"
+                           r"(?:[ \t]*+(?:json|code)\b)?[ \t]*+")
+
+
+def _plain_markup(text: str, frames: Sequence[tuple[int, int]],
+                  ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+    """Harmony written as words (see the module's docstring): the headers' spans and the
+    analysis messages' text (reasoning); None when the text is not that."""
+    first = _PLAIN_FIRST.match(text)
+    if first is None:
+        return None
+    starts = [start for start, _ in frames]
+    gaps = list(zip([0, *(end for _, end in frames)], [*starts, len(text)], strict=True))
+    headers = [(first.start(), first.end(), first[1])]
+    headers += [(h.start(), h.end(), h[1]) for low, high in gaps
+                for h in _PLAIN_HEADER.finditer(text, max(low, first.end()), high)]
+    if len(headers) < 2 and not frames and first.start(1) == first.start():
+        return None  # one channel word at the start: prose ("analysis shows…")
+    markup: list[tuple[int, int]] = []
+    reasoning: list[tuple[int, int]] = []
+    bounds = sorted([(start, end) for start, end, _ in headers] + list(frames))
+    for start, end, channel in headers:
+        markup.append((start, end))
+        following = [b for b, _ in bounds if b >= end]
+        stop = following[0] if following else len(text)
+        if channel == "analysis":
+            reasoning.append((end, stop))
     return markup, reasoning
 
 
@@ -137,16 +193,23 @@ _RAW = re.compile(r"\s*+(?:<\|start\|>|<\|channel\|>)")
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """A plain answer in raw Harmony (it opens with a message header, and holds no call's
-    recipient): its headers and end tokens, and its analysis channel's text (reasoning).
-    The final channel's text is the answer even when it looks like a call."""
-    if _RAW.match(text) is None or "<|channel|>" not in text or _ANCHOR in text:
+    recipient) or in Harmony's words: its headers and end tokens, and its analysis
+    channel's text (reasoning). The final channel's text is the answer even when it looks
+    like a call."""
+    if _ANCHOR in text:
+        return [], []
+    plain = _plain_markup(text, []) if "<|" not in text else None
+    if plain is not None:
+        return plain
+    if _RAW.match(text) is None or "<|channel|>" not in text:
         return [], []
     return content_markup(text, [])
 
 
 # A message's header (`<|start|>assistant<|channel|>final<|message|>`), as a regex.
 MESSAGE_HEADER = (r"<\|start\|>[ \t]*+(?:assistant\b)?|<\|channel\|>[^<>\n]{0,64}?"
-                  r"(?:<\|constrain\|>[^<>\n]{0,32}?)?<\|message\|>")
+                  r"(?:<\|constrain\|>[^<>\n]{0,32}?)?<\|message\|>"
+                  r"|assistant(?:analysis|commentary|final)")  # (Harmony as words)
 # gpt-oss: the recipient, and the header pieces before it, which belong to the frame.
 _RECIPIENT_OPENER = Opener(lit("to=functions."), lead=seq(
     opt(seq("<|start|>", SPACE)), opt(seq("assistant", SPACE)), opt(seq("<|channel|>", SPACE)),
@@ -159,7 +222,10 @@ SPEC = FormatSpec(
     # the reasoning, headers and end tokens out), so nothing from the first token on is sure
     # to stay.
     openers=(_RECIPIENT_OPENER, *literals("<|channel|>", "<|start|>", "<|message|>",
-                                          "<|constrain|>", "<|end|>", "<|call|>", "<|return|>")),
+                                          "<|constrain|>", "<|end|>", "<|call|>", "<|return|>"),
+             # Harmony as words: the first channel opens the text; a later header anywhere
+             Opener(seq(opt("assistant"), alt("analysis", "final")), "start"),
+             Opener(seq("assistant", alt("analysis", "commentary", "final")))),
     vllm=("openai",),
     sglang=("gpt-oss",),
     llama_cpp=("GPT-OSS",),

@@ -62,9 +62,20 @@ _EMPTY_SECTION = re.compile(r"<\|tool_calls_section_begin\|>"
                             r"[a-z_]{1,40}\|>)*+(?:<\|tool_calls_section_end\|>|\Z)")
 
 
+# A section marker left in an answer whose calls were taken (or that holds none): the
+# markers are markup, the words written between them the answer's.
+_STRAY_SECTION = re.compile(r"(?<!`)<\|tool_calls_section_begin\|>((?:(?!<\|tool_call)[^`])*+)"
+                            r"<\|tool_calls_section_end\|>")
+
+
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Each tool section that holds no call."""
-    return [found.span() for found in _EMPTY_SECTION.finditer(text)], []
+    """Each tool section that holds no call, and the markers of a section that holds only
+    stray words (not in code)."""
+    spans = [found.span() for found in _EMPTY_SECTION.finditer(text)]
+    for section in _STRAY_SECTION.finditer(text):
+        if not any(start <= section.start() < end for start, end in spans):
+            spans += [(section.start(), section.start(1)), (section.end(1), section.end())]
+    return sorted(spans), []
 
 
 SPEC = FormatSpec(
@@ -75,6 +86,8 @@ SPEC = FormatSpec(
     llama_cpp=("Kimi K2",),
     aliases=("kimi",),
     doctor_parser="kimi_k2",
+    thinking_opened=("kimi_k2", "kimi"),
+    text_joined=True,
     doctor_markers=(("<|tool_calls_section_begin|>", "kimi_k2"),),
     answer_markup=answer_markup,
 )

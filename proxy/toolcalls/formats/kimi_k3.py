@@ -171,6 +171,7 @@ SPEC = FormatSpec(
     vllm=("kimi_k3",),
     sglang=("kimi_k3",),
     doctor_parser="kimi_k3",
+    thinking_opened=("kimi_k3",),
     doctor_markers=(("<|open|>tools<|sep|>", "kimi_k3"),),
     answer_markup=answer_markup,
 )

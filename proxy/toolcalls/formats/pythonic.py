@@ -20,6 +20,7 @@ from typing import Any
 
 from ..framing import OpenerMatches
 from ..opener_patterns import SPACE, Opener, literals, opt, run, seq
+from ..repair.escapes import python_body_as_written
 from ..repair.python_literal import NotLiteral, literal_value, parse_expression
 from ..repair.regexes import join_surrogate_pairs
 from ..scan import Document
@@ -249,6 +250,8 @@ def _rewritten_source(source: str) -> tuple[str, tuple[str, ...]]:
         repairs.update(("leading_zero_ints",) if fixed != code else ())
         text = literal[0]
         if not text.startswith(("'''", '"""')):
+            if not code.endswith(("r", "R")):  # the model's backslashes, before any added
+                text = text[0] + python_body_as_written(text[1:-1], text[0]) + text[0]
             escaped = _CONTROL.sub(_escape_control, text)
             repairs.update(("control_chars_in_strings",) if escaped != text else ())
             text = escaped
@@ -269,7 +272,7 @@ def _lone_string_requoted(source: str) -> str | None:
     match = _LONE_STRING_CALL.fullmatch(source.strip())
     if match is None:
         return None
-    quote, body = match[3], match[4]
+    quote, body = match[3], python_body_as_written(match[4], match[3])
     if re.search(re.escape(quote) + r"\s*+,\s*+\w+\s*+=", body):
         return None
     inner = re.sub(r"(?<!\\)((?:\\\\)*+)" + re.escape(quote), r"\1\\" + quote, body)

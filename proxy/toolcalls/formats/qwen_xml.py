@@ -19,6 +19,12 @@ the next `<parameter=` or by `</function>` (and, in a wrapper, `</tool_call>`), 
 file whose text says `</parameter>` or `</tool_call>` is read whole. A parameter written
 without its close ends at the next tag only when no `</parameter>` follows it at all and the
 frame goes on from that tag.
+
+A value holding a `<parameter=K>` that no `</parameter>` of its own closes is read one of two
+ways: the model forgot the value's close and K is the next parameter (as vLLM reads it), or
+the value names the tag. The next parameter only when K begins a line, is not given yet, is
+one the tool declares (when it declares any), and no call opens in the value before it (a
+quoted call's parameters are its own); else the tag is the value's text, every character kept.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import OpenerMatches, template_value, unsure_frame
+from ..framing import OpenerMatches, at_line_start, template_value, unsure_frame
 from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end
@@ -44,6 +50,7 @@ _WRAP_OPEN = re.compile(r"<(?:seed:)?tool_call>\s*\Z")
 _WRAP_CLOSE = re.compile(r"\s*</(?:seed:)?tool_call>")
 _PARAMETER = re.compile(r"\s*<parameter=([^<>\n]{1,200}+)>")
 _PARAMETER_CLOSE = "</parameter>"
+_PARAMETER_TAG = re.compile(r"<parameter=([^<>\n]{1,200}+)>")
 _FUNCTION_CLOSE = re.compile(r"\s*</function>")
 _TAGS = ValueTags(
     tokens=re.compile(r"<(?:(parameter=[^<>\n]{1,200}+>)|/parameter>)"),
@@ -75,11 +82,35 @@ def _tail(doc: Document, wrapped: bool) -> Tail:
     return tail
 
 
-def _parameters(doc: Document, pos: int, tail: Tail, exact: bool = False,
+def _declared(doc: Document, name: str) -> frozenset[str]:
+    """The parameters tool `name` declares (none when it is not offered or declares none)."""
+    schema = doc.schemas.get(name)
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return frozenset(properties) if isinstance(properties, dict) else frozenset()
+
+
+def _forgotten_close(text: str, start: int, stop: int, given: set[str],
+                     declared: frozenset[str]) -> int | None:
+    """Where a value (text[start:stop]) holding a `<parameter=K>` it does not close ends when
+    it forgot its own close: at the first such tag that begins a line and names a parameter
+    not given yet and declared (when the tool declares any), with no call opened before it
+    in the value. None: the tags are the value's text."""
+    for inner in _PARAMETER_TAG.finditer(text, start, stop):
+        if text.find("<function=", start, inner.start()) >= 0:
+            return None  # a call quoted in the value: its parameters are its own
+        key = inner[1].strip()
+        if (at_line_start(text, inner.start()) and key not in given
+                and (not declared or key in declared)):
+            return inner.start()
+    return None
+
+
+def _parameters(doc: Document, pos: int, tail: Tail, name: str, exact: bool = False,
                 ) -> tuple[list[tuple[str, str]], int, bool, list[str], bool] | None:
-    """The parameters from `pos`: (key, value) pairs, where they end, whether the last one
-    ended, repairs, and whether every value's tags were balanced; None out of budget.
-    `exact`: values as written (Seed-OSS), else without Qwen's template newlines."""
+    """The parameters from `pos` of a call to `name`: (key, value) pairs, where they end,
+    whether the last one ended, repairs, and whether every value's tags were balanced; None
+    out of budget. `exact`: values as written (Seed-OSS), else without Qwen's template
+    newlines."""
     text = doc.text
     args: list[tuple[str, str]] = []
     repairs: list[str] = []
@@ -90,7 +121,13 @@ def _parameters(doc: Document, pos: int, tail: Tail, exact: bool = False,
         found = value_end(doc, parameter.end(), _TAGS, tail)
         if found is not None:
             end, pos = found.at, found.at + len(_PARAMETER_CLOSE)
-            balanced = balanced and found.balanced
+            if not found.balanced:
+                given = {key for key, _ in args} | {parameter.group(1).strip()}
+                cut = _forgotten_close(text, parameter.end(), found.at, given,
+                                       _declared(doc, name))
+                if cut is not None:
+                    end = pos = cut
+                    repairs.append("missing_parameter_close")
         elif doc.budget.exhausted:
             return None
         else:  # no close follows at all: the value may end at the call's next tag
@@ -118,7 +155,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         elif start > 0 and text[start - 1] == "`":
             continue  # an inline-code mention
         seed = wrapped and text.startswith("<seed:", start)
-        read = _parameters(doc, match.end(), _tail(doc, wrapped), exact=seed)
+        read = _parameters(doc, match.end(), _tail(doc, wrapped), match.group(1).strip(),
+                           exact=seed)
         if read is None:
             return  # out of budget: better no frame than one with parameters missing
         args, pos, complete, repairs, balanced = read

@@ -62,6 +62,13 @@ class FormatSpec:
     content cleanup takes with a frame they touch (see `cleanup`); `message_header`: a regex
     of the header that starts another of the format's messages (Harmony's), which is not prose
     beside a frame (see `context`).
+    `thinking_opened`: the names (this format's or the engines') of the models whose chat
+    templates open the thinking block in the prompt, so that the output starts inside it
+    (Kimi K2.6/K3, GLM-4.7, DeepSeek V4): with `thinking_opened_by_template: auto`, an
+    output cut by `length` before any closer is all thinking (see turn.thinking).
+    `text_joined`: the engines' parsers join the text before and after a call of this format
+    as written (Kimi K2's: `I'll check. ` and ` Done.` make `I'll check.  Done.`); the text
+    around other formats' calls is trimmed at each seam and the pieces set a line apart.
     `structural_tag`: how the engine is made to write one call in this format (begin, the
     arguments' schema, end per tool; see `StructuralTag`); None where the format's call is
     no JSON object between two literals (Qwen3-Coder's XML parameters): constrained re-asks
@@ -83,6 +90,8 @@ class FormatSpec:
     answer_markup: AnswerMarkup | None = None
     wrapper_tags: tuple[str, ...] = ()
     message_header: str | None = None
+    thinking_opened: tuple[str, ...] = ()
+    text_joined: bool = False
     structural_tag: StructuralTag | None = None
 
     @property

@@ -8,7 +8,9 @@
     <TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>       (NVIDIA Nemotron Nano 2, -H)
 
 (Nemotron's tag as vLLM's `nemotron_json` and llama.cpp's "Nemotron V2" read it; Apriel 1.5's
-list as llama.cpp's "Apriel 1.5" reads it.)
+list as llama.cpp's "Apriel 1.5" reads it.) Apriel frames its answer: its thinking ends with
+`[BEGIN FINAL RESPONSE]` (turn.closers: the text before it is the reasoning) and the answer
+with `[END FINAL RESPONSE]` and its end token `<|end|>`, which are not the answer's words.
 """
 
 from __future__ import annotations
@@ -75,12 +77,31 @@ def _blocks(doc: Document, tag: str, opener: re.Pattern[str], close_tag: re.Patt
         openers.taken_to = frame.end
 
 
+# Apriel's markers around its final answer, at the answer's start and end.
+_FINAL_OPEN = re.compile(r"\s*+\[BEGIN FINAL RESPONSE\]")
+_FINAL_CLOSE = re.compile(r"\s*+\[END FINAL RESPONSE\](?:\s*+<\|end\|>)?\s*+\Z")
+
+
+def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Apriel's final-response markers where they open and close the answer."""
+    spans = []
+    opening = _FINAL_OPEN.match(text)
+    if opening is not None:
+        spans.append(opening.span())
+    closing = _FINAL_CLOSE.search(text, opening.end() if opening is not None else 0)
+    if closing is not None:
+        spans.append(closing.span())
+    return spans, []
+
+
 SPEC = FormatSpec(
     name=NAME, find_frames=find_frames, markers=MARKERS,
-    openers=literals("<tool_calls>", "<TOOLCALL>"),
+    openers=literals("<tool_calls>", "<TOOLCALL>", "[BEGIN FINAL RESPONSE]",
+                     "[END FINAL RESPONSE]"),
     vllm=("jamba", "hunyuan_a13b"),
     llama_cpp=("Apriel 1.5", "Nemotron V2"),
     aliases=("minimax", "minimax_m1", "nemotron_json", "nemotron_nano_v2", "apriel", "nemotron_v2"),
     doctor_parser="jamba",
     wrapper_tags=("tool_calls",),
+    answer_markup=answer_markup,
 )

@@ -7,20 +7,29 @@ tokens, Kimi K2's empty tool sections. Each format that has such markup declares
 `answer_markup(text)`: the spans of it, and those of reasoning it holds (Harmony's analysis
 channel). The answer is what is left, each piece exactly as written, pieces a line apart (as
 messages are); reasoning found there joins the reasoning.
+
+A call's opening tag left alone at the very end of an answer (`It is 4.<tool_call>`), with
+nothing after it, opened no call: it is markup too, when it stands on a line of its own or
+right after the answer's words; after a space and words it is a mention ("wrap each call in
+<tool_call>") and stays.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-from ..registry import ANSWER_MARKUP, resolve
+from ..registry import ANSWER_MARKUP, TAG_OPENERS, resolve
+
+_SENTENCE_END = re.compile(r"[.!?:。！？…]\s*+\Z")
 
 
 def plain_answer(text: str, formats: Sequence[str]) -> tuple[str, str]:
     """(the answer without its framing, the reasoning found in it) for the configured
     `formats`; `text` as it is and no reasoning when none of them frames it."""
     reasoning: list[str] = []
-    for name, _ in resolve(formats):
+    chosen = resolve(formats)
+    for name, _ in chosen:
         hook = ANSWER_MARKUP.get(name)
         if hook is None or not text:
             continue
@@ -29,7 +38,22 @@ def plain_answer(text: str, formats: Sequence[str]) -> tuple[str, str]:
             continue
         reasoning += [piece for start, end in thinking if (piece := text[start:end].strip())]
         text = _without(text, sorted(markup + thinking))
-    return text, "\n".join(reasoning)
+    return _without_last_opener(text, chosen), "\n".join(reasoning)
+
+
+def _without_last_opener(text: str, chosen: Sequence[tuple[str, object]]) -> str:
+    """`text` without a format's opening tag left alone at its very end (see above)."""
+    stripped = text.rstrip()
+    for name, _ in chosen:
+        for tag in TAG_OPENERS.get(name, ()):
+            if not stripped.endswith(tag):
+                continue
+            before = stripped[:-len(tag)]
+            line = before[before.rfind("\n") + 1:]
+            if (not line.strip() or _SENTENCE_END.search(line)
+                    or not (line[-1].isspace() or line[-1] in "`'\"“‘«")):
+                return before.rstrip()
+    return text
 
 
 def _without(text: str, spans: list[tuple[int, int]]) -> str:

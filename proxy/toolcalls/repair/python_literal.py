@@ -14,6 +14,7 @@ import orjson
 
 from ..exact_json import exact_int, loads
 from .at_errors import RepairedText
+from .escapes import as_written, python_escape_undefined, python_source_as_written
 from .regexes import (
     _CONTROL,
     _TRAILING_COMMA_ANY,
@@ -94,10 +95,12 @@ def literal_value(node: ast.AST, repairs: set[str],
 
 def parse_expression(source: str) -> ast.Expression:
     """`ast.parse` of model text as one expression, without the SyntaxWarnings Python prints
-    to stderr for what it finds odd in it (`"\\/"`, `1is 1`): model text is not our code."""
+    to stderr for what it finds odd in it (`"\\/"`, `1is 1`): model text is not our code. A
+    string holding an escape Python does not define keeps its backslashes as written (see
+    repair.escapes), where Python would refuse it or read its `\\n` as a newline."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return ast.parse(source.strip(), mode="eval")
+        return ast.parse(python_source_as_written(source.strip()), mode="eval")
 
 
 # --- Python literals read as JSON, in linear time -----------------------------------------------
@@ -149,7 +152,10 @@ def _json_body(token: str) -> str:
     body = token[1:-1]
     if "\\" not in body and not any(c in body for c in _CONTROLS):
         return body if token[0] == '"' else body.replace('"', '\\"')
-    value = join_surrogate_pairs(_PY_ESCAPE.sub(_py_unescape, body))
+    if python_escape_undefined(body):  # its backslashes as written (see repair.escapes)
+        value = as_written(body, token[0])
+    else:
+        value = join_surrogate_pairs(_PY_ESCAPE.sub(_py_unescape, body))
     try:
         return orjson.dumps(value).decode()[1:-1]
     except TypeError:  # a lone surrogate

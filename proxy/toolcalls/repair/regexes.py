@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import orjson
 
+from .escapes import json_token_as_written
+
 # A JSON string (captured, for re.split). Strings may hold raw newlines.
 _STRINGS = re.compile(r'("[^"\\]*+(?:\\.[^"\\]*+)*+")', re.DOTALL)
 # Starts with a character class (not `\b`) so that the regex engine skips ahead quickly.
@@ -90,10 +92,6 @@ def _hybrid_function_key(text: str) -> str:
     return _HYBRID_KEY.sub(lambda m: f'{m[1]}"name":{orjson.dumps(m[2]).decode()}{m[3]}', text)
 
 
-# After escaped backslashes are set aside, a backslash followed by none of these does not start
-# a JSON escape (`\q`, `\U`, `\u` without four hex digits, a backslash ending the text).
-_JSON_ESCAPES = '"/bfnrt'
-_BAD_UNICODE_ESCAPE = re.compile(r"\\u(?![0-9a-fA-F]{4})")
 _ANY_INVALID_ESCAPE = re.compile(r'\\(?![\\"/bfnrt]|u[0-9a-fA-F]{4})')
 
 
@@ -111,26 +109,22 @@ def _no_json_escape(text: str) -> bool:
 
 
 def _invalid_escapes(text: str) -> str:
-    r"""Each backslash that does not start a JSON escape made a literal backslash: the model
-    wrote `C:\Users` for the characters C, :, \, U… Valid escapes are left as JSON reads
-    them (`C:\notes` holds a newline: that is what the text says). Outside strings a
-    backslash is invalid JSON either way, so the whole text is edited, by str.replace alone:
-    escaped backslashes set aside (pairs from the left, as a decoder reads a run of them),
-    every other backslash doubled, the doubling undone where a valid escape follows."""
+    r"""The strings of `text` that hold an escape JSON does not define written with literal
+    backslashes, all of them: the model wrote `C:\Users\ana\notes.txt` for the characters
+    as they stand, so the `\n` of `\notes` is a backslash and an `n`, not a newline (the
+    reading that keeps every character written wins; a backslash before the string's
+    closing quote still keeps the quote inside it). A string whose escapes are all JSON's
+    is left as JSON reads it. Outside strings a backslash is invalid JSON either way: each
+    one doubled. When no backslash starts a JSON escape (the usual case of a Windows path or
+    a regex), all are doubled by one str.replace."""
     if "\\" not in text or _ANY_INVALID_ESCAPE.search(text) is None:
         return text
     if _no_json_escape(text):  # every backslash starts an invalid escape: each one doubled
         return text.replace("\\", "\\\\")
-    if "\x00" in text:  # the placeholder below: edit by regex instead (pairs read as a unit)
-        edited = re.sub(r'\\\\|\\(?![\\"/bfnrt]|u[0-9a-fA-F]{4})',
-                        lambda m: m[0] if len(m[0]) == 2 else "\\\\", text)
-        return text if edited == text else edited
-    edited = text.replace("\\\\", "\x00").replace("\\", "\\\\")
-    for char in _JSON_ESCAPES + "u":
-        edited = edited.replace("\\\\" + char, "\\" + char)
-    if "\\u" in edited:
-        edited = _BAD_UNICODE_ESCAPE.sub(r"\\\\u", edited)
-    edited = edited.replace("\x00", "\\\\")
+    parts = _STRINGS.split(text)
+    parts[0::2] = [part.replace("\\", "\\\\") for part in parts[0::2]]
+    parts[1::2] = [json_token_as_written(token) for token in parts[1::2]]
+    edited = "".join(parts)
     return text if edited == text else edited  # `is` tells a caller whether it changed
 
 

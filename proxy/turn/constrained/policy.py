@@ -28,9 +28,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from ...toolcalls.conform import misfit
 from ...toolcalls.registry import SPECS
 from ..core import Answer, Decision, Failure, required_call_unmet
 from ..result import Repair
@@ -119,8 +116,8 @@ def botched_tool(answer: Answer, tools: Mapping[str, Any]) -> str | bool | None:
         return False
     calls = [call for choice in answer.result.choices for call in choice.calls]
     if len(calls) == 1 and calls[0].name in tools:
-        arguments = orjson.loads(calls[0].arguments)
-        return calls[0].name if misfit(arguments, tools[calls[0].name]) else False
+        invalid = {s.call_id for s in outcome.schema_invalid}
+        return calls[0].name if calls[0].id in invalid else False
     if calls:
         return False
     for left in outcome.left_as_text:

@@ -1,0 +1,31 @@
+"""The Ollama front's errors: Ollama's envelope `{"error": "…"}`, with the error's own status
+(Ollama answers 400 for a bad request, 404 for a model it does not have, 500 for the rest;
+the proxy's 401, 413, 429, 502, 503 and 504 keep their meaning, and their headers)."""
+
+from __future__ import annotations
+
+import orjson
+
+from ...base.errors import ProxyError
+from .. import ErrorResponse
+
+
+def message_of(error: ProxyError) -> str:
+    """The error's words, as Ollama's envelope carries them."""
+    return error.message
+
+
+def error_response(error: ProxyError) -> ErrorResponse:
+    """The error before any stream started: `{"error": "…"}` and its status."""
+    return ErrorResponse(error.status, orjson.dumps({"error": message_of(error)}),
+                         error.headers)
+
+
+def upstreams_models(action: str) -> ProxyError:
+    """What a model-management endpoint (`pull`, `push`, `create`, `copy`, `delete`)
+    answers: the models are the upstream's, served as it was started."""
+    return ProxyError(
+        400, f"{action}: the models here are the upstream server's (vLLM, SGLang, llama.cpp), "
+             "served as it was started; this Ollama API cannot pull, push, create, copy or "
+             "delete them. Change the upstream's models where it runs.",
+        code="models_are_upstreams")
