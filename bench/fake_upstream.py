@@ -30,8 +30,12 @@ Knobs: `delay_ms` (before the answer; the stand-in for generation), `size` (byte
 body, or of the streamed content; `1k`, `64k`, `1m` accepted), `chunks`, `gap_ms`, `kind`
 (`tool`: prose padding then a Hermes `<tool_call>{"name": "read", ...}</tool_call>` in
 `content`; `text`: prose only; `bigargs`: a Hermes `write` call whose `content` argument holds
-the padding; `native`: vLLM-parsed `tool_calls`, content null) and `status` (a non-200 answers
-with OpenAI's error envelope, e.g. 429 or 503).
+the padding; `native`: vLLM-parsed `tool_calls`, content null; `botched`: prose, then a Hermes
+`read` call whose arguments are no JSON; `calls`: the content a constrained engine writes for
+vLLM's `required` schema, a JSON array of calls) and `status` (a non-200 answers with OpenAI's
+error envelope, e.g. 429 or 503). The model never calls unless constrained: a request whose
+`structured_outputs` holds a `json` schema (vLLM's own constraint) is answered `kind=calls`
+whatever its kind (`text` and `botched` become a call; the constrained re-asks' rows).
 
 Faults (`fault=...`, for the soak, `tools/soak.py`), applied after `delay_ms`:
 
@@ -68,7 +72,7 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 READY_MARKER = "FAKE_UPSTREAM_READY"
-KINDS = ("tool", "text", "bigargs", "native")
+KINDS = ("tool", "text", "bigargs", "native", "botched", "calls")
 FAULTS = ("cut", "stall", "silent", "drop", "garbage", "html", "empty")
 HOLD_LIMIT_SECONDS = 300.0
 GARBAGE_BODY = (b'{"id": "chatcmpl-garbage", "object": "chat.completion", "choices": '
@@ -169,7 +173,13 @@ def _content_for(kind: str, n_chars: int) -> str | None:
                                                "content": padding_text(n_chars)}}
         return "I will write the file.\n\n<tool_call>\n" + orjson.dumps(call).decode() + \
             "\n</tool_call>"
-    call_text = "\n\n<tool_call>\n" + orjson.dumps(_READ_CALL).decode() + "\n</tool_call>"
+    if kind == "calls":
+        return orjson.dumps([_READ_CALL]).decode()
+    if kind == "botched":
+        call_text = '\n\n<tool_call>\n{"name": "read", "arguments": "{path: /srv/app/main.py"}' \
+            "\n</tool_call>"
+    else:
+        call_text = "\n\n<tool_call>\n" + orjson.dumps(_READ_CALL).decode() + "\n</tool_call>"
     return padding_text(max(0, n_chars - len(call_text))) + call_text
 
 
@@ -388,6 +398,12 @@ class FakeUpstream:
                 {"id": "bench", "object": "model", "created": _CREATED, "owned_by": "vllm",
                  "root": "bench", "parent": None, "max_model_len": 131072}]})
             writer.write(_head(200, "application/json", len(payload)) + payload)
+        elif method == "GET" and path == "/version":  # vLLM's own
+            payload = orjson.dumps({"version": "0.33.0"})
+            writer.write(_head(200, "application/json", len(payload)) + payload)
+        elif method == "POST" and path == "/tokenize":
+            payload = _tokenized(body)
+            writer.write(_head(200, "application/json", len(payload)) + payload)
         elif method == "GET" and path == "/health":
             writer.write(_head(200, "application/json", 0))
         elif method == "GET" and path == "/fake/stats":
@@ -420,6 +436,9 @@ class FakeUpstream:
             cfg = cfg.merged(headers["x-fake"])
         if cfg.fault:
             return await self._fault(cfg, model, bool(request.get("stream")), reader, writer)
+        constrained = request.get("structured_outputs")
+        if isinstance(constrained, dict) and constrained.get("json") is not None:
+            cfg = dataclasses.replace(cfg, kind="calls")
         if request.get("stream") and cfg.status == 200:
             options = request.get("stream_options") or {}
             usage = bool(isinstance(options, dict) and options.get("include_usage"))
@@ -510,6 +529,27 @@ _SSE_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8
              b"server: fake-vllm\r\n\r\n")
 _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 429: b"Too Many Requests",
             500: b"Internal Server Error", 502: b"Bad Gateway", 503: b"Service Unavailable"}
+
+
+def _tokenized(body: bytes) -> bytes:
+    """vLLM's `/tokenize` answer for a chat, rendered by a ChatML template that opens no
+    thinking (the bench model's): `count`, `max_model_len`, `tokens`, and with
+    `return_token_strs` the tokens' text."""
+    try:
+        request = orjson.loads(body) if body else {}
+    except orjson.JSONDecodeError:
+        request = {}
+    messages = request.get("messages") if isinstance(request, dict) else None
+    pieces: list[str] = []
+    for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, dict):
+            pieces += ["<|im_start|>", f"{message.get('role')}\n{message.get('content')}",
+                       "<|im_end|>", "\n"]
+    if isinstance(request, dict) and request.get("add_generation_prompt", True):
+        pieces += ["<|im_start|>", "assistant\n"]
+    strs = pieces if isinstance(request, dict) and request.get("return_token_strs") else None
+    return orjson.dumps({"count": len(pieces), "max_model_len": 131072,
+                         "tokens": list(range(len(pieces))), "token_strs": strs})
 
 
 def _head(status: int, content_type: str, length: int) -> bytes:

@@ -25,6 +25,10 @@ Scenarios (issue 8):
 * streamed mode (`bench/streamed.py`): a tool turn in `stream_mode: stream`, 100 content
   chunks 20 ms (and 5 ms) apart then a Hermes call: time to the first content token and the
   gaps between content events, against the fake streaming directly; CPU per streamed token.
+* constrained re-asks (`bench/reask.py`): a model that never calls, or botches its call,
+  unless constrained: the share of turns ending with the call without the re-ask and with
+  it, what a recovery costs (one more round trip), and the upstream requests of an ordinary
+  tool turn once the upstream's profile is learned.
 * Responses store (`bench/store_backends.py`): a stored turn (`store: true`, continuing a kept
   answer) through a proxy on SQLite and one on Redis, interleaved: what Redis adds at p50.
 * held streams: N concurrent 30 s streams with a chunk every 500 ms, searched upward; a level
@@ -67,7 +71,7 @@ from typing import Any
 
 import orjson
 
-from bench import load, replicas, store_backends, streamed
+from bench import load, reask, replicas, store_backends, streamed
 from bench import status as status_rows
 from bench.fake_upstream import READY_MARKER, parse_size, raise_fd_limit
 
@@ -75,7 +79,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf", "messages",
-            "streamed", "status", "store", "replicas")
+            "streamed", "reask", "status", "store", "replicas")
 MESSAGES_PATH = "/v1/messages"
 
 TOOLS: list[dict[str, Any]] = [
@@ -249,7 +253,11 @@ class Stack:
         port = free_port()
         env = dict(os.environ)
         env["TOOLCALL_PROXY_UPSTREAM"] = self.fake_url
-        env.setdefault(*streamed.MODELS_ENV)  # the streamed mode's rows (bench/streamed.py)
+        # the bench models of the streamed mode's and the re-asks' rows (bench/streamed.py,
+        # bench/reask.py)
+        name, streamed_models = streamed.MODELS_ENV
+        env.setdefault(name, orjson.dumps({**orjson.loads(streamed_models),
+                                           **reask.MODELS}).decode())
         env["PROMETHEUS_MULTIPROC_DIR"] = str(self.tmp / "prometheus")
         env.setdefault("PYTHONUNBUFFERED", "1")
         log_path = self.tmp / "gunicorn.log"
@@ -850,6 +858,8 @@ class Bench:
             await self.messages()
         if "streamed" in sections:
             await streamed.section(self, TOOLS, MESSAGES)
+        if "reask" in sections:
+            await reask.section(self, TOOLS, MESSAGES)
         if "store" in sections:
             await store_backends.section(self)
         if "replicas" in sections:

@@ -45,6 +45,12 @@ class Config:
     upstream_tool_parser: bool = True
     tool_temperature: float | None = None
     required_call_retries: int = 1
+    # A demanded call that did not come (and, with `+botched`, a call whose arguments could
+    # not be read) is asked once more, constrained in the upstream's own dialect.
+    constrained_reask: str = "demanded+botched"
+    # Opt-in: every tool turn carries a triggered structural tag in the model's own call
+    # wrapper (servers that take one): any call it opens is valid from its first token.
+    constrain_every_call: bool = False
     fit_max_tokens: bool = True
     drop_store: bool = True
     max_completion_tokens_as_max_tokens: bool = True

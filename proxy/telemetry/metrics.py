@@ -103,6 +103,15 @@ class Metrics:
                                           ["before", "after"], registry=registry)
         self.rewrites = Counter(prefix + "request_rewrites", "Request rewrites applied",
                                 ["rewrite"], registry=registry)
+        self.reasks = Counter(prefix + "reasks",
+                              "Turns' calls asked for once more, by reason (demanded, "
+                              "botched), dialect (unconstrained: today's retry) and result "
+                              "(recovered, unmet, refused)",
+                              ["reason", "dialect", "result"], registry=registry)
+        self.reask_latency = Histogram(prefix + "reask_upstream_seconds",
+                                       "A re-ask's upstream time, by reason and dialect",
+                                       ["reason", "dialect"], buckets=_LATENCY_BUCKETS,
+                                       registry=registry)
         self.heartbeats = Counter(prefix + "heartbeats", "Heartbeats sent to waiting clients",
                                   registry=registry)
         self.upstream_errors = Counter(prefix + "upstream_errors",
@@ -158,6 +167,9 @@ class Metrics:
             self.upstream_up.labels(log.upstream).set(0 if kind else 1)
         for rewrite in log.rewrites:
             self.rewrites.labels(rewrite).inc()
+        for seen in log.reasks:
+            self.reasks.labels(seen.reason, seen.dialect, seen.result).inc()
+            self.reask_latency.labels(seen.reason, seen.dialect).observe(seen.ms / 1000)
         outcome = log.outcome
         if outcome is None:
             return

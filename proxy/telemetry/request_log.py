@@ -123,6 +123,23 @@ def _tagged(fmt: str, what: str, tool: str | None, declared: frozenset[str]) -> 
     return f"{fmt}:{what}" + (f":{label}" if label else "")
 
 
+@dataclass(frozen=True)
+class ReAskSeen:
+    """One re-ask of a turn's calls: why (`demanded`, `botched`), in which dialect
+    (`unconstrained`: today's retry), how it went (`recovered`: its answer held the call;
+    `unmet`; `refused`: the server refused the constraint) and its upstream time."""
+
+    reason: str
+    dialect: str
+    result: str
+    ms: float
+
+    @property
+    def tag(self) -> str:
+        """`reason:dialect:result`, for the status page's counts."""
+        return f"{self.reason}:{self.dialect}:{self.result}"
+
+
 @dataclass
 class RequestLog:
     """The facts of one request, filled in as it is handled and emitted once at its end."""
@@ -153,6 +170,7 @@ class RequestLog:
     # Whose request it is (a keyed hash of the API key the door accepted; None until it
     # did): the owner of its capture. Never logged.
     owner: str | None = None
+    reasks: list[ReAskSeen] = field(default_factory=list)  # demanded or botched calls
 
     def as_dict(self) -> dict[str, Any]:
         """The log record's fields."""
@@ -178,6 +196,9 @@ class RequestLog:
             record["replica"] = self.replica
         if self.first_text_ms is not None:
             record["first_text_ms"] = self.first_text_ms
+        if self.reasks:
+            record["reasks"] = [{"reason": r.reason, "dialect": r.dialect,
+                                 "result": r.result, "ms": r.ms} for r in self.reasks]
         if self.rewrites:
             record["rewrites"] = self.rewrites
         if self.notes:

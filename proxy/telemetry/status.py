@@ -58,6 +58,8 @@ class TurnRecord:
     capture: str = ""
     owner: str = ""
     schema_invalid: dict[str, int] = field(default_factory=dict)  # by format
+    reasks: dict[str, int] = field(default_factory=dict)  # `reason:dialect:result` counted
+    reask_ms: float = 0.0  # the re-asks' upstream time
 
     @property
     def failed(self) -> bool:
@@ -73,7 +75,7 @@ class TurnRecord:
                              self.upstream_ms, self.total_ms, self.calls, self.formats,
                              self.repairs, self.left, self.error, self.upstream_error,
                              self.heartbeats, self.capture, self.owner,
-                             self.schema_invalid])
+                             self.schema_invalid, self.reasks, self.reask_ms])
 
     @classmethod
     def decode(cls, data: bytes) -> TurnRecord | None:
@@ -95,7 +97,7 @@ class TurnRecord:
 # or "counts" (a dict of counts by name); the fields after the 11th have defaults.
 _SHAPE: tuple[Any, ...] = ((int, float), str, str, str, str, bool, "count", str, "count",
                            (int, float), (int, float), "count", "counts", "counts", "counts",
-                           str, str, "count", str, str, "counts")
+                           str, str, "count", str, str, "counts", "counts", (int, float))
 _MIN_FIELDS = 11
 
 
@@ -141,6 +143,9 @@ def turn_record(log: RequestLog, now: float, total_ms: float) -> TurnRecord:
         -1.0 if log.upstream_ms is None else log.upstream_ms,
         round(total_ms, 1), error=error.split(":", 1)[0][:_ITEM_CHARS],
         upstream_error=kind[:_ITEM_CHARS], heartbeats=log.heartbeats, owner=log.owner or "")
+    if log.reasks:
+        record.reasks = _counted(seen.tag for seen in log.reasks)
+        record.reask_ms = round(sum(seen.ms for seen in log.reasks), 1)
     outcome = log.outcome
     if outcome is not None:
         record.calls = outcome.tool_calls
@@ -219,9 +224,11 @@ def _model_row(model: str, turns: list[TurnRecord]) -> dict[str, Any]:
     left: Counter[str] = Counter()
     invalid: Counter[str] = Counter()
     errors: Counter[str] = Counter()
+    reasks: Counter[str] = Counter()
     for turn in turns:  # (Counter.update of a dict is several times slower than this)
         for counts, add in ((formats, turn.formats), (repairs, turn.repairs),
-                            (left, turn.left), (invalid, turn.schema_invalid)):
+                            (left, turn.left), (invalid, turn.schema_invalid),
+                            (reasks, turn.reasks)):
             for name, count in add.items():
                 counts[name] += count
         if turn.error:
@@ -238,6 +245,8 @@ def _model_row(model: str, turns: list[TurnRecord]) -> dict[str, Any]:
         "left_as_text": dict(left.most_common()),
         "schema_invalid": dict(invalid.most_common()), "errors": dict(errors.most_common()),
         "heartbeats": sum(t.heartbeats for t in turns),
+        "reasks": dict(reasks.most_common()),
+        "reask_p50_ms": percentile([t.reask_ms for t in turns if t.reasks], 0.5),
     }
 
 
@@ -251,6 +260,7 @@ def _turn_row(turn: TurnRecord, captures: bool, viewer: str) -> dict[str, Any]:
         "upstream": turn.upstream or None,
         "upstream_ms": None if turn.upstream_ms < 0 else turn.upstream_ms,
         "total_ms": turn.total_ms, "failed": turn.failed,
+        "reasks": turn.reasks, "reask_ms": turn.reask_ms if turn.reasks else None,
     }
     if captures and turn.capture and turn.owner == viewer:
         row["capture"] = f"status/capture/{turn.capture}"

@@ -33,7 +33,7 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 tr:last-child td{border-bottom:0}
 .chip{display:inline-block;background:var(--chip);border-radius:10px;padding:0 7px;
 margin:1px 3px 1px 0;font-size:12px;white-space:nowrap}
-.chip.repair{background:#fff4dc}.chip.left{background:#f1eafc}
+.chip.repair{background:#fff4dc}.chip.reask{background:#dcf4ff}.chip.left{background:#f1eafc}
 .chip.err{background:#fde8e8;color:#9b1c1c}
 .state{font-weight:600}.state.up{color:var(--ok)}.state.down{color:var(--bad)}
 .state.unknown{color:var(--mute)}
@@ -83,12 +83,21 @@ function fill(id, rows, empty, span) {
   body.replaceChildren(...(rows.length ? rows
     : [el("tr", {}, el("td", {colspan: span, class: "mute"}, empty))]));
 }
+function profiles(probe) {
+  const span = el("span");
+  for (const [model, p] of Object.entries((probe && probe.profiles) || {}))
+    span.append(el("span", {class: "chip", title: model}, " " + p.kind +
+      (p.version ? " " + p.version : "") + (p.context_length ? " · " + p.context_length : "") +
+      (p.refused && p.refused.length ? " · refused " + p.refused.join(", ") : "")));
+  return span;
+}
 function upstreams(doc) {
   fill("upstreams", doc.upstreams.map(u => {
     const err = u.last_error;
     return el("tr", {"data-url": u.url},
       el("td", {class: "state " + u.state}, el("span", {class: "dot"}), u.state),
-      cell(u.url, "url"), cell(u.in_flight, "num"), cell(ms(u.latency_p50_ms), "num"),
+      el("td", {class: "url"}, u.url, profiles(u.probe)), cell(u.in_flight, "num"),
+      cell(ms(u.latency_p50_ms), "num"),
       cell(ms(u.latency_p95_ms), "num"), cell(u.turns, "num"),
       cell(u.failures, u.failures ? "num bad" : "num"),
       el("td", {}, err ? el("span", {class: "chip err"}, err.code + (err.status ? " (" +
@@ -102,7 +111,8 @@ function models(doc) {
     cell(m.tool_turns + (m.tool_turns ? " (" + m.buffered + " buf / " + m.streamed + " str)"
       : ""), "num"),
     cell(m.passthrough, "num"), cell(m.calls, "num"), el("td", {}, chips(m.formats)),
-    el("td", {}, chips(m.repairs, "repair")), el("td", {}, chips(m.left_as_text, "left")),
+    el("td", {}, chips(m.repairs, "repair"), chips(m.reasks, "reask")),
+    el("td", {}, chips(m.left_as_text, "left")),
     el("td", {}, chips(m.schema_invalid || {}, "left")),
     el("td", {}, chips(m.errors, "err")), cell(m.heartbeats, "num"))),
     "no turn yet", 11);
@@ -112,7 +122,8 @@ function turns(doc) {
     cell(clock(t.ts)), el("td", {}, t.front || "relay", el("span", {class: "mute"},
       " " + t.mode + (t.stream ? " · sse" : ""))), cell(t.model || "–"),
     cell(t.status, t.status >= 400 ? "num bad" : "num"), cell(t.calls, "num"),
-    el("td", {}, chips(t.formats)), el("td", {}, chips(t.repairs, "repair")),
+    el("td", {}, chips(t.formats)),
+    el("td", {}, chips(t.repairs, "repair"), chips(t.reasks, "reask")),
     el("td", {}, chips(t.left_as_text, "left"), t.error ? chips({[t.error]: 1}, "err") : null),
     el("td", {}, chips(t.schema_invalid || {}, "left")),
     cell(t.upstream || "–", "url"), cell(ms(t.upstream_ms), "num"), cell(ms(t.total_ms), "num"),

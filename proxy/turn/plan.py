@@ -307,7 +307,9 @@ def conversation_key(body: Mapping[str, Any]) -> str | None:
 def streams_live(config: Config, *, client_stream: bool, tool_call_required: bool) -> bool:
     """Whether a turn runs in the streamed mode: `stream_mode: stream` and a client that
     streams (one that does not gains nothing from it). A turn whose `tool_choice` demands a
-    call is buffered while `required_call_retries` may ask again: an answer without the call
+    call is buffered while it may be asked again (`required_call_retries`,
+    `constrained_reask`): an answer without the call
     is replaced by another generation, and text already shown cannot be taken back."""
+    asks_again = config.required_call_retries > 0 or config.constrained_reask != "off"
     return (config.stream_mode == "stream" and client_stream
-            and not (tool_call_required and config.required_call_retries > 0))
+            and not (tool_call_required and asks_again))

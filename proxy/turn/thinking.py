@@ -152,6 +152,20 @@ def learned_rule(rule: ThinkingRule, model: str, memory: ThinkingMemory) -> Thin
 _FINISHED = frozenset({"stop", "tool_calls"})  # an answer the model ended itself
 
 
+def unseen(rule: ThinkingRule, model: str, memory: ThinkingMemory) -> bool:
+    """Whether `auto` has learned nothing yet of `model`'s template."""
+    return rule.learns and not memory.knows(model) and not memory.answers_plainly(model)
+
+
+def learn_opened(model: str, opened: bool | None, memory: ThinkingMemory) -> None:
+    """What the upstream's profile says of `model`'s generation prompt, as if learned from
+    an answer: it opens thinking, or it opens none (None: the server did not say)."""
+    if opened is True:
+        memory.learn(model)
+    elif opened is False:
+        memory.learn_plain(model)
+
+
 def learn_from(rule: ThinkingRule, model: str, outcome: Outcome | None,
                memory: ThinkingMemory) -> None:
     """Remember `model` when its answer closed a template-opened block, or when it finished

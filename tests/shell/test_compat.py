@@ -170,7 +170,8 @@ def test_a_required_call_that_did_not_come_is_asked_for_again(start_proxy, strea
         answers = iter([vllm_completion("I'd rather chat."), vllm_completion(HERMES)])
         fake.answer(lambda received: Answer(body=next(answers), delay=0.2))
         proxy = start_proxy(upstream=fake.url, upstream_tool_parser=False,
-                            commit_window_seconds=0.1, heartbeat_seconds=0.1)
+                            commit_window_seconds=0.1, heartbeat_seconds=0.1,
+                            constrained_reask="off")
         client = proxy.client()
         if stream:
             names = [call.function.name for chunk in client.chat.completions.create(
@@ -187,7 +188,8 @@ def test_a_required_call_that_did_not_come_is_asked_for_again(start_proxy, strea
 
         fake.answer(Answer(body=vllm_completion("Still chatting."), delay=0.2))
         never = start_proxy(upstream=fake.url, upstream_tool_parser=False,
-                            commit_window_seconds=0.1, required_call_retries=2)
+                            commit_window_seconds=0.1, required_call_retries=2,
+                            constrained_reask="off")
         response = requests.post(never.url + "/v1/chat/completions", timeout=10, json={
             "model": "qwen", "messages": USER, "tools": TOOLS, "tool_choice": "required",
             "stream": stream})

@@ -221,3 +221,23 @@ def test_a_lowered_count_cap_lets_every_answer_past_it_go_at_once(make_store, re
     lowered.put(A, kept("a6"))
     assert [key for key in ("a1", "a2", "a3", "a4", "a5", "a6") if lowered.get(A, key)] == [
         "a5", "a6"]
+
+
+def test_an_upstream_profile_is_kept_by_its_key_for_every_reader(store):
+    """Not an owner's: kept once for every worker and instance, the last one kept wins."""
+    key = "http://10.0.0.5:8000|Qwen/Qwen3-8B"
+    assert store.get_profile(key) is None
+    assert store.put_profile(key, b'{"kind": "vllm"}', 60)
+    assert store.put_profile(key + "x", b'{"kind": "sglang"}', 60)
+    assert store.get_profile(key) == b'{"kind": "vllm"}'
+    assert store.put_profile(key, b'{"kind": "vllm", "version": "0.33.0"}', 60)
+    assert store.get_profile(key) == b'{"kind": "vllm", "version": "0.33.0"}'
+    assert store.get(NO_KEY_OWNER, key) is None  # no answer by that name
+
+
+def test_an_upstream_profile_goes_after_its_ttl(store):
+    assert store.put_profile("u|m", b"{}", 0.001)
+    deadline = time.monotonic() + 5  # Redis expires it on its own clock
+    while store.get_profile("u|m") is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.get_profile("u|m") is None

@@ -246,12 +246,16 @@ def test_upstream_is_asked_to_stream_with_usage_and_the_client_gets_usage_if_it_
 
 def test_a_tool_choice_that_demands_a_call_is_answered_buffered(fake, start_proxy):
     """Another generation replaces an answer without the call; text already shown could not
-    be taken back, so such a turn is buffered while a retry is configured."""
+    be taken back, so such a turn is buffered while a retry or a constrained re-ask is
+    configured."""
     fake.answer(vllm_answer(vllm_completion(CALL)))
     required = _request(tool_choice="required")
     list(start_proxy(**LIVE).client().chat.completions.create(**required))
     assert fake.chat_requests()[-1].json["stream"] is False
-    proxy = start_proxy(**LIVE, required_call_retries=0)
+    list(start_proxy(**LIVE, required_call_retries=0).client().chat.completions.create(
+        **required))
+    assert fake.chat_requests()[-1].json["stream"] is False
+    proxy = start_proxy(**LIVE, required_call_retries=0, constrained_reask="off")
     chunks = list(proxy.client().chat.completions.create(**required))
     assert fake.chat_requests()[-1].json["stream"] is True
     assert chunks[-1].choices[0].finish_reason == "tool_calls"

@@ -12,7 +12,8 @@ import pytest
 
 from proxy.diagnose.doctor.probe import FOREIGN_MARKERS, VLLM_TOOL_PARSERS
 from proxy.toolcalls import registry
-from proxy.toolcalls.formats.spec import FormatSpec
+from proxy.toolcalls.engine import extract
+from proxy.toolcalls.formats.spec import FormatSpec, StructuralTag
 from proxy.toolcalls.registry import ALIASES, OPENERS, SPECS, resolve
 from tests.docs_pages import page, section, table
 
@@ -63,7 +64,6 @@ def test_each_module_of_the_registry_declares_its_format_in_a_spec():
         assert spec.name == module.NAME == module.__name__.rsplit(".", 1)[1]
         assert spec.find_frames is module.find_frames
         assert spec.openers, spec.name  # the streamed mode must know where its frames begin
-        assert spec.structural_tag is None  # room for guided decoding, not built yet
     assert len({spec.name for spec in SPECS}) == len(SPECS)
     assert list(registry.FORMATS) == [spec.name for spec in SPECS]
     assert {spec.name: spec.openers for spec in SPECS} == OPENERS
@@ -135,3 +135,22 @@ def test_the_docs_coverage_rows_of_a_format_are_its_spec(spec):
     assert [name for row in rows for name in _names(row[2])] == list(spec.sglang)
     assert [cell.strip() for row in rows for cell in re.split(r",\s*(?![^()]*\))", row[3])
             if cell.strip()] == list(spec.llama_cpp)
+
+
+def test_a_call_written_to_a_format_s_structural_tag_is_read_back_by_that_format():
+    """What an engine writes under the tag (begin, an arguments object, end), after prose,
+    is one call of the format, with the tool's name and arguments."""
+    tagged = [spec for spec in SPECS if spec.structural_tag is not None]
+    assert len(tagged) >= 3
+    for spec in tagged:
+        tag = spec.structural_tag
+        assert tag.begin.startswith(tag.trigger), spec.name
+        text = "Let me look.\n" + tag.begin_for("read_file") + '{"path": "/a b"}' + tag.end
+        found = extract(text, {"read_file": {"type": "object"}}, formats=[spec.name])
+        assert [(c.name, c.arguments, c.format) for c in found.calls] == [
+            ("read_file", '{"path":"/a b"}', spec.name)], spec.name
+
+
+def test_a_tool_name_goes_into_a_tag_escaped_as_json_string_content():
+    tag = StructuralTag("<t>", '<t>{"name": "{name}", "arguments": ', "}</t>")
+    assert tag.begin_for('say"hi\\') == '<t>{"name": "say\\"hi\\\\", "arguments": '

@@ -176,6 +176,19 @@ def test_human_output(start_fake):
     assert '"upstream_tool_parser":false' in out
     assert (f"vllm serve {fake.model} --enable-auto-tool-choice --tool-call-parser hermes"
             in out)
+    # the server as the proxy profiles it, from its info endpoints (vLLM's /version and
+    # /v1/models), and the constraints its re-asks use
+    assert "server          vllm 0.33.0, context 32768" in out
+    assert "constraints     structural_tag, structured_outputs, response_format" in out
+
+
+def test_the_report_holds_the_server_s_profile(start_fake):
+    fake = start_fake(tool_parser=True)
+    fake.answer(Answer(body=vllm_completion(HERMES)))
+    profile = _report(fake.url)["profile"]
+    assert (profile["kind"], profile["version"], profile["context_length"]) == (
+        "vllm", "0.33.0", 32768)
+    assert profile["refused"] == []
 
 
 def test_model_flag_and_api_key(start_fake):

@@ -8,9 +8,10 @@ from typing import Any
 
 import orjson
 
-from ...base.config import mask_url
+from ...base.config import Config, mask_url
 from ...base.errors import ProxyError
 from ...shell.upstream.client import Timeouts, Upstream
+from ...shell.upstream.profiles import Profiles
 from ...turn.plan import TurnPlan
 from .findings import diagnose
 from .fronts import Turn, front_settings, probe_fronts
@@ -119,6 +120,12 @@ def run_doctor(url: str, model: str | None, *, api_key: str = "", max_tokens: in
                      plan_probe(model, max_tokens, upstream_tool_parser=False),
                      headers, timeouts)
     report = diagnose(upstream.base, models, model, auto, none)
+    # what the server is, as the proxy learns it (no generation): its dialects follow
+    profile = Profiles({upstream.base: upstream}).get(
+        upstream.base, model, Config(upstream=upstream.base,
+                                     upstream_tool_parser=report["tool_parser"] == "on"),
+        headers)
+    report["profile"] = profile.record()
     report["fronts"] = _front_probes(report, upstream, headers, timeouts, max_tokens)
     return report
 

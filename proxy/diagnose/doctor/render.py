@@ -6,6 +6,8 @@ from typing import Any
 
 import orjson
 
+from ...turn.constrained.dialects import dialects_of
+from ...turn.constrained.profile import UpstreamProfile
 from .fronts import front_line
 
 
@@ -41,6 +43,19 @@ def failure_line(failed: dict[str, Any]) -> str:
     return status + str(failed["error"])
 
 
+def _profile_lines(record: Any) -> list[str]:
+    """The server as the proxy profiles it: kind, version, window, thinking, dialects."""
+    profile = UpstreamProfile.from_record(record) if isinstance(record, dict) else None
+    if profile is None:
+        return []
+    opened = {True: "yes", False: "no", None: "not told"}[profile.thinking_opened]
+    dialects = ", ".join(d.name for d in dialects_of(profile)) or "none"
+    return [f"server          {profile.kind} {profile.version or '(version unknown)'}, "
+            f"context {profile.context_length or 'unknown'}",
+            f"opens thinking  {opened} (in the generation prompt)",
+            f"constraints     {dialects} (re-asks of demanded or botched calls)"]
+
+
 def render(report: dict[str, Any]) -> str:
     """The report for a person."""
     probes = report["probes"]
@@ -66,6 +81,7 @@ def render(report: dict[str, Any]) -> str:
         f"call format     {call_format}",
         f"reasoning       {reasoning}",
         f"proxy recovers  {recovers}",
+        *_profile_lines(report.get("profile")),
         "",
         f"probe auto      {_probe_line(probes['auto'])}",
         f"probe none      {_probe_line(probes['none'])}",

@@ -22,11 +22,13 @@ from ...turn.core import Answer, Decision, decide
 from ...turn.live import LiveTurn, written
 from ...turn.plan import TurnPlan
 from ...turn.result import TurnResult
-from ...turn.thinking import ThinkingMemory, learn_from, learned_rule
+from ...turn.thinking import ThinkingMemory, learn_from, learn_opened, learned_rule, unseen
 from ..runtime.clients import client_gone
 from ..store.interface import ResponseStore
 from ..upstream.client import StreamEnd, Timeouts, Unreached, UpstreamCall, UpstreamStream
+from ..upstream.profiles import Profiles
 from ..upstream.replicas import RETRY_STATUSES, Placement, Replicas, affinity_key
+from .reasking import ReAsking
 
 # What the machine asks of the client's response; the rest (Wait, AskAgain, and Collect
 # when there is a core to decide) the driver carries out itself.
@@ -118,7 +120,8 @@ class Driver:
 class TurnServices:
     """What a turn uses of the app, handed over by name: the replicas it asks, what `auto`
     learned of each model's thinking, the store that keeps answers, the logger of its own
-    failures, the writer of its log line, and whether the server is stopping."""
+    failures, the writer of its log line, whether the server is stopping, and the upstreams'
+    profiles."""
 
     replicas: Replicas
     thinking: ThinkingMemory
@@ -126,6 +129,7 @@ class TurnServices:
     logger: logging.Logger
     emit: Callable[[RequestLog], None]
     draining: Callable[[], bool]
+    profiles: Profiles  # what each upstream is: its dialects, its thinking opener
 
 
 class TurnResponse:
@@ -138,19 +142,26 @@ class TurnResponse:
         self.services = services
         self.api_key = api_key  # whose answer this is, when the front keeps it
         self.front = front
-        self.plan = plan = plan.with_thinking(
-            learned_rule(plan.extraction.thinking, plan.model, services.thinking))
         self.log = log
         config = plan.config
         key = affinity_key(config, headers, plan.affinity)
         placement = Placement(services.replicas, config, key, log)
+        rule = plan.extraction.thinking
+        if plan.streamed and unseen(rule, plan.model, services.thinking):
+            # the first streamed turn of a model: its profile says whether its template
+            # opens thinking, so its text flows as the hundredth turn's does
+            profile = services.profiles.get(placement.url, plan.model, config, headers)
+            learn_opened(plan.model, profile.thinking_opened, services.thinking)
+        self.plan = plan = plan.with_thinking(
+            learned_rule(rule, plan.model, services.thinking))
+        self.reasking = ReAsking(plan, services.profiles, lambda: placement.url, headers, log)
         state = waiting.start(
             log.started, config.buffered_timeout_seconds,
             commit_after=config.commit_window_seconds if plan.client_stream else None,
-            beat=config.heartbeat_seconds,
-            retries=config.required_call_retries if plan.tool_call_required else 0)
+            beat=config.heartbeat_seconds, retries=self.reasking.budget)
         self.live: LiveTurn | None = None
-        self.upstream_body = plan.upstream_body  # what the next upstream call sends
+        self.base_body = plan.upstream_body  # the turn's body (its max_tokens fitted)
+        self.upstream_body = self.reasking.body(plan.upstream_body)  # the next call's
         start_call: Callable[[], Any]
         if plan.streamed:
             live = self.live = LiveTurn(plan)
@@ -173,20 +184,20 @@ class TurnResponse:
 
     def _asking_again(self, action: waiting.AskAgain) -> None:
         """Before the next upstream call: what it asks, and the log's word for why."""
-        if action.fit is None:
-            self.log.notes.append("tool_call_required:asked_again")
-            return
-        tokens = action.fit.max_tokens
-        self.upstream_body = with_max_tokens(self.upstream_body, tokens)
-        self.log.notes.append(f"max_tokens_fitted:{'window' if tokens is None else tokens}")
+        if action.fit is not None:
+            tokens = action.fit.max_tokens
+            self.base_body = with_max_tokens(self.base_body, tokens)
+            self.log.notes.append(f"max_tokens_fitted:{'window' if tokens is None else tokens}")
+        self.upstream_body = self.reasking.body(self.base_body)
 
     def _decide(self, reply: Any) -> Decision:
         """The core's decision, and what the log line says of it (a turn may decide twice)."""
         if isinstance(reply, StreamEnd) and self.live is not None:
             reply = self.live.reply(reply.cut)
-        decision = decide(self.plan, reply)
+        decision = decide(self.reasking.plan_for_answer(), reply)
         learn_from(self.plan.extraction.thinking, self.plan.model, decision.outcome,
                    self.services.thinking)
+        decision = self.reasking.decided(decision)
         log = self.log
         log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
         if decision.upstream_status is not None:

@@ -105,6 +105,17 @@ class ResponseStore(Protocol):
         raises the 503 ProxyError otherwise."""
         ...
 
+    def put_profile(self, key: str, profile: bytes, ttl_seconds: float) -> bool:
+        """Keep what an upstream is (`key`: its URL and model, never a client's key) for
+        every worker and instance, `ttl_seconds` at most; False when it could not be
+        written."""
+        ...
+
+    def get_profile(self, key: str) -> bytes | None:
+        """The upstream profile kept under `key` and not yet expired, or None (also when
+        the store cannot be read: a profile is learned again, never a failed turn)."""
+        ...
+
 
 def owner_hash(secret: bytes, api_key: str | None) -> str:
     """The owner for a key: HMAC-SHA256 under the store's own secret (so the stored owner is

@@ -10,6 +10,7 @@ Keys, under the prefix `toolcall-proxy:`:
   that Redis itself expires `max_age_seconds` after it was kept.
 * `owner:{owner}`: the owner's answers (`{bytes}|{id}`) by the time they were kept, and
   `owner-bytes:{owner}` their bytes: the per-owner count and byte caps trim the oldest.
+* `profile:{key}`: an upstream's profile (its URL and model), expired by Redis itself.
 * `all`: every answer (`{owner}|{bytes}|{id}`) by time, and `all-bytes`: the total cap's
   count, and the index by which answers past the age limit are let go of (with their entries
   in the owner's set) before any write.
@@ -310,6 +311,24 @@ class RedisStore:
         """The owner's count and bytes, and every owner's bytes (unexpired answers)."""
         count, held, total = self._run("usage", owner, self._cutoff())
         return Usage(int(count), int(held), int(total))
+
+    def put_profile(self, key: str, profile: bytes, ttl_seconds: float) -> bool:
+        """Keep an upstream profile for `ttl_seconds` (SET with its expiry)."""
+        try:
+            self.client.set(f"{PREFIX}profile:{key}", profile,
+                            px=max(1, int(ttl_seconds * 1000)))
+        except self._failed as exc:
+            self.logger.warning("upstream profile not kept: %s", type(exc).__name__)
+            return False
+        return True
+
+    def get_profile(self, key: str) -> bytes | None:
+        """The profile under `key`, or None (expired, never kept, or Redis failing)."""
+        try:
+            value = self.client.get(f"{PREFIX}profile:{key}")
+        except self._failed:
+            return None
+        return value if isinstance(value, bytes) else None
 
     def check(self) -> None:
         """A PING with the short timeouts; a Redis down or slow is the 503."""

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from ...base.errors import ProxyError
 from ...fronts import StoredResponse
 from ..runtime import background
 from .interface import (
@@ -49,6 +50,8 @@ END;
 CREATE TABLE IF NOT EXISTS secret (k INTEGER PRIMARY KEY CHECK (k = 0), value BLOB NOT NULL);
 INSERT OR IGNORE INTO secret VALUES (0, randomblob(32));
 DROP TABLE IF EXISTS kept;
+CREATE TABLE IF NOT EXISTS profiles (key TEXT PRIMARY KEY, value BLOB NOT NULL,
+    expires REAL NOT NULL);
 """
 # `size`: the bytes of `items` (what a continuation loads); `bytes`: items and body (what
 # the caps count); `owners`: each owner's count and bytes, kept by the triggers (the caps
@@ -275,6 +278,27 @@ class SqliteStore:
             self._sweep(db)
             return Usage(*self._usage(db, owner))
         return self._read(read)
+
+    def put_profile(self, key: str, profile: bytes, ttl_seconds: float) -> bool:
+        """Keep an upstream profile until `ttl_seconds` from now (replacing the last)."""
+        try:
+            self._read(lambda db: db.execute(
+                "INSERT OR REPLACE INTO profiles VALUES (?, ?, ?)",
+                (key, profile, time.time() + ttl_seconds)))
+        except ProxyError as exc:
+            self.logger.warning("upstream profile not kept: %s", exc.message)
+            return False
+        return True
+
+    def get_profile(self, key: str) -> bytes | None:
+        """The profile under `key` unless expired; None when the store cannot be read."""
+        try:
+            rows = self._read(lambda db: db.execute(
+                "SELECT value FROM profiles WHERE key = ? AND expires > ?",
+                (key, time.time())).fetchall())
+        except ProxyError:
+            return None
+        return bytes(rows[0][0]) if rows else None
 
     def check(self) -> None:
         """Reads one row; a file not yet created is fine (nothing is kept yet)."""

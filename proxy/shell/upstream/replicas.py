@@ -73,9 +73,11 @@ class Replicas:
     """Every replica's state in this process, and the choice of one for a request."""
 
     def __init__(self, clients: dict[str, Upstream], metrics: Metrics,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_back: Callable[[str], None] = lambda url: None) -> None:
         self.clients = clients
         self._metrics = metrics
+        self._on_back = on_back  # a replica answered again after it was marked down
         self._clock = clock
         self._states = {url: ReplicaState() for url in clients}
         self._labels = {url: mask_url(url) for url in clients}  # the metrics' `replica`
@@ -155,6 +157,7 @@ class Replicas:
             state.down_until, state.probing = None, False
         if was_down:
             self._metrics.replica_up.labels(self._labels[url]).set(1)
+            self._on_back(url)
 
     def failed(self, url: str, config: Config, error: str, *, mark_down: bool) -> None:
         """A call to `url` failed with `error`; `mark_down`: it failed the way a replica

@@ -30,11 +30,13 @@ from ..store import open_store
 from ..store.interface import StoreLimits, refusal
 from ..upstream.catalog import ContextLengths, model_cards, model_ids
 from ..upstream.client import Timeouts, Unreached, Upstream
+from ..upstream.profiles import Profiles
 from ..upstream.replicas import Replicas
 from .door import Door, read_body
 from .recorder import make_recorder
 from .run_dir import allocate_worker_files
 
+PROFILED_MODELS = 8  # the models of an upstream whose profile the health check shows
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
 HEALTH_PROBE_SECONDS = 5.0  # /proxy/health?upstream=1 asks the upstreams at most this often
 STATUS_SECONDS = 1.0  # status.json is built at most this often (per process)
@@ -74,7 +76,9 @@ class Proxy:
         # What /proxy/status shows, every worker's.
         self.recorder = make_recorder(warn=self.logger.warning)
         self.upstream_labels = {url: mask_url(url) for url in config.upstreams()}
-        self.replicas = Replicas(self.upstreams, self.metrics)
+        # A replica back from down may be another server version: its profile is read again.
+        self.replicas = Replicas(self.upstreams, self.metrics,
+                                 on_back=lambda url: self.profiles.recheck(url))
         self.door = Door(config.api_keys, key_headers())
         self.client_watcher = ClientWatcher(self.draining)
         self.store = open_store(config, self.logger)
@@ -84,11 +88,14 @@ class Proxy:
         # Models seen closing a thinking block their template opened (per process).
         self.thinking = ThinkingMemory()
         self.contexts = ContextLengths()  # the upstream's windows, for a client's own idea
+        # What each upstream is (kind, version, dialects, refusals), learned on first need.
+        self.profiles = Profiles(self.upstreams, self.store)
         self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
         self._probing = threading.Lock()
         # What a turn and a relayed request use of all this, handed to them by name.
         self.turn_services = TurnServices(self.replicas, self.thinking, self.store,
-                                          self.logger, self.emit, self.draining)
+                                          self.logger, self.emit, self.draining,
+                                          self.profiles)
         self.passthrough_services = PassthroughServices(self.replicas, self.upstreams,
                                                         self.client_watcher, self.emit,
                                                         self.draining)
@@ -211,14 +218,19 @@ class Proxy:
         report: dict[str, Any] = {"url": mask_url(url), "reachable": False, "ok": False}
         timeouts = Timeouts(settings.connect_timeout_seconds,
                             min(settings.read_timeout_seconds, 10.0))
+        headers = self.upstream_headers(settings, buffered=True)
         try:
-            reply = self.upstreams[url].complete_get(
-                "/v1/models", self.upstream_headers(settings, buffered=True), timeouts,
-                settings.max_upstream_body_bytes)
+            reply = self.upstreams[url].complete_get("/v1/models", headers, timeouts,
+                                                     settings.max_upstream_body_bytes)
             report.update(status=reply.status, reachable=True)
             report["models"] = model_ids(reply)
             # Reachable but refusing (a wrong key, a base URL ending in /v1): not healthy.
             report["ok"] = reply.status == 200 and report["models"] is not None
+            if report["ok"]:  # what each model's server is (learned once, then kept)
+                models = [m for m in report["models"] if isinstance(m, str)]
+                report["profiles"] = {
+                    model: self.profiles.get(url, model, settings, headers).record()
+                    for model in models[:PROFILED_MODELS]}
         except ProxyError as exc:
             report["error"] = exc.message
             self.replicas.failed(url, settings, exc.message,

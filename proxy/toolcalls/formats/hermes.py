@@ -17,7 +17,7 @@ from ..framing import OpenerMatches, cut_list_head, joined, json_run, next_or_en
 from ..opener_patterns import CALL_OBJECT, literals
 from ..scan import Document
 from ..types import Frame
-from .spec import FormatSpec
+from .spec import FormatSpec, StructuralTag
 
 NAME = "hermes"
 _OPEN = "<tool_call>"
@@ -168,4 +168,6 @@ SPEC = FormatSpec(
     llama_cpp=("Hermes 2 Pro", "Xiaomi MiMo", "EXAONE MoE"),
     doctor_parser="hermes",
     wrapper_tags=("tool_call",),
+    structural_tag=StructuralTag(_OPEN, _OPEN + '\n{"name": "{name}", "arguments": ',
+                                 "}\n" + _CLOSE),
 )

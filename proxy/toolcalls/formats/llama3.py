@@ -22,7 +22,7 @@ from ..opener_patterns import CALL_OBJECT, Opener, literals
 from ..scan import Document
 from ..types import Frame
 from .pythonic import list_frame
-from .spec import FormatSpec
+from .spec import FormatSpec, StructuralTag
 
 NAME = "llama3"
 _TAG = "<|python_tag|>"
@@ -162,4 +162,8 @@ SPEC = FormatSpec(
     doctor_parser="llama3_json",
     doctor_markers=(("<|python_tag|>", "llama3_json"),),
     own_markers_at_start=("<|python_tag|>{", "<function"),
+    # Meta's JSON call (`{"name": function name, "parameters": {…}}`) behind the tag that
+    # marks it as a call wherever it stands (bare, it is a call only as the whole content)
+    structural_tag=StructuralTag("<|python_tag|>",
+                                 '<|python_tag|>{"name": "{name}", "parameters": ', "}"),
 )

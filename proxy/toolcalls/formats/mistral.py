@@ -20,7 +20,7 @@ from ..framing import OpenerMatches, at_line_start, json_frame
 from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame
-from .spec import FormatSpec
+from .spec import FormatSpec, StructuralTag
 
 NAME = "mistral"
 _OPEN = "[TOOL_CALLS]"
@@ -68,4 +68,6 @@ SPEC = FormatSpec(
     llama_cpp=("Mistral Nemo", "Magistral", "Ministral 3"),
     doctor_parser="mistral",
     doctor_markers=(("[TOOL_CALLS]", "mistral"),),
+    # the v11+ tokenizers' shape (Mistral Small 3.2, Magistral, Devstral): name, `[ARGS]`, object
+    structural_tag=StructuralTag("[TOOL_CALLS]", "[TOOL_CALLS]{name}[ARGS]", ""),
 )

@@ -4,9 +4,10 @@ else that knows formats (the registry's tables and aliases, the streamed mode's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+import orjson
 
 from ..opener_patterns import Opener
 from ..scan import Document
@@ -19,6 +20,23 @@ FrameFinder = Callable[[Document], Iterator[Frame]]
 ContentMarkup = Callable[[str, Sequence[Span]], tuple[list[Span], list[Span]]]
 # Given a plain answer: the spans of the format's tokens framing it, and of reasoning in it.
 AnswerMarkup = Callable[[str], tuple[list[Span], list[Span]]]
+
+
+@dataclass(frozen=True)
+class StructuralTag:
+    """One call of a format as begin, the arguments (a JSON object to the tool's schema) and
+    end: what vLLM's and SGLang's `structural_tag` response formats and xgrammar's
+    `triggered_tags` take. `begin` holds `{name}`, replaced by the tool's name as it would
+    appear inside a JSON string; `trigger` is the literal every call of the format starts
+    with (the engine arms the tag when the model writes it)."""
+
+    trigger: str
+    begin: str
+    end: str
+
+    def begin_for(self, name: str) -> str:
+        """`begin` for the tool `name` (escaped as a JSON string's content)."""
+        return self.begin.replace("{name}", orjson.dumps(name).decode()[1:-1])
 
 
 @dataclass(frozen=True)
@@ -51,9 +69,10 @@ class FormatSpec:
     `text_joined`: the engines' parsers join the text before and after a call of this format
     as written (Kimi K2's: `I'll check. ` and ` Done.` make `I'll check.  Done.`); the text
     around other formats' calls is trimmed at each seam and the pieces set a line apart.
-    `structural_tag`: room for guided decoding: the structural tag (vLLM's and SGLang's
-    `structural_tag` response format: begin, schema, end per tool) that makes the engine
-    write a call in this format; None until guided decoding is built.
+    `structural_tag`: how the engine is made to write one call in this format (begin, the
+    arguments' schema, end per tool; see `StructuralTag`); None where the format's call is
+    no JSON object between two literals (Qwen3-Coder's XML parameters): constrained re-asks
+    then fall back to a JSON array of calls.
     """
 
     name: str
@@ -73,7 +92,7 @@ class FormatSpec:
     message_header: str | None = None
     thinking_opened: tuple[str, ...] = ()
     text_joined: bool = False
-    structural_tag: Mapping[str, Any] | None = None
+    structural_tag: StructuralTag | None = None
 
     @property
     def engine_names(self) -> tuple[str, ...]:

@@ -1,0 +1,215 @@
+"""When a turn asks upstream once more, and how: a small state machine over the core's
+decisions, `step(state, decision) -> (state, Next)`.
+
+    first decision                       next
+    Answer, a call botched (setting):    ReAsk(botched, dialect), the answer kept as fallback
+      a marked frame unread, or the one
+      call's arguments off its schema
+    Answer                               deliver it
+    Failure ask_again (demanded unmet)   ReAsk(demanded, dialect) where a dialect carries it,
+                                         else ReAsk(demanded, unconstrained) while
+                                         `required_call_retries` last (today's retry)
+    after a constrained re-ask
+    refused (4xx naming the field)       the field remembered (Next.refused); demanded:
+                                         today's unconstrained retry; botched: the fallback
+    Answer with calls                    delivered, each call repaired `constrained`
+    Answer without (botched)             the fallback, as today
+    Failure ask_again (still unmet)      today's 502 tool_call_required_unmet
+    any other Failure (botched)          the fallback
+
+One constrained re-ask at most per turn: no storms. The shell builds the re-ask's body
+(`constrain.constrained_body`) and tells the decisions; it has no rule of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ...toolcalls.registry import SPECS
+from ..core import Answer, Decision, Failure, required_call_unmet
+from ..result import Repair
+from .dialects import Dialect, refused_field
+
+OFF = "off"
+DEMANDED = "demanded"
+BOTCHED = "botched"
+SETTINGS = (OFF, DEMANDED, f"{DEMANDED}+{BOTCHED}")  # `constrained_reask`, per model
+CONSTRAINED = "constrained"  # the repair a constrained re-ask's calls carry
+
+# Why a frame that named an offered tool stayed text, when another generation constrained
+# to that tool would read: its arguments, not its length (`cut_by_length` is not botched).
+BOTCHED_REASONS = frozenset({
+    "arguments_not_json", "arguments_not_object", "invalid_json", "incomplete_frame",
+    "missing_arguments", "schema_not_arguments", "ambiguous_value", "unrecognised_shape",
+})
+
+# The formats whose frames carry markers of their own (a frame of one is plainly a call).
+MARKED = frozenset(spec.name for spec in SPECS if spec.markers)
+
+
+@dataclass(frozen=True)
+class ReAsk:
+    """What the next upstream call asks: why (`demanded`, `botched`), in which dialect
+    (None: unconstrained, today's retry), and for a botched call, its tool (None: its name
+    was not read either; any tool, one call)."""
+
+    reason: str
+    dialect: Dialect | None = None
+    tool: str | None = None
+
+    @property
+    def label(self) -> str:
+        """`reason:dialect` for logs and metrics (`unconstrained` without one)."""
+        return f"{self.reason}:{self.dialect.name if self.dialect else 'unconstrained'}"
+
+
+# Given why and (botched) for which tool: the dialect the upstream takes for it, or None.
+Chooser = Callable[[str, "str | None"], "Dialect | None"]
+
+
+@dataclass(frozen=True)
+class Asking:
+    """The state: the setting, the unconstrained retries a demanded call may have, the
+    re-asks made, and the answer a botched re-ask falls back to."""
+
+    setting: str = SETTINGS[2]
+    retries: int = 1
+    streamed: bool = False  # live text went out: a botched call is not asked again
+    asked: tuple[ReAsk, ...] = ()
+    fallback: Answer | None = None
+
+    @property
+    def last(self) -> ReAsk | None:
+        """The re-ask whose answer is being decided (None: the first answer)."""
+        return self.asked[-1] if self.asked else None
+
+
+@dataclass(frozen=True)
+class Next:
+    """What the waiting machine is told (`decision`: a Failure with `ask_again` when `ask`
+    is set), the next call's re-ask, and a field the upstream refused (to remember)."""
+
+    decision: Decision
+    ask: ReAsk | None = None
+    refused: str | None = None
+
+
+def budget(setting: str, retries: int, demanded: bool) -> int:
+    """How many further upstream calls a turn may make for its calls (the waiting machine's
+    bound; this machine decides which): a constrained re-ask and, refused, the retries."""
+    if setting == OFF:
+        return retries if demanded else 0
+    return 1 + retries if demanded else 1
+
+
+def botched_tool(answer: Answer, tools: Mapping[str, Any]) -> str | bool | None:
+    """The offered tool of a call the model clearly began but botched, when the answer was
+    not cut by length: a frame of a format with markers whose arguments could not be read
+    (the answer took no call), or the answer's one call whose arguments break its tool's
+    schema; True where the frame's name could not be read either (any tool, then); False:
+    nothing botched."""
+    outcome = answer.outcome
+    if "length" in outcome.finish_before:
+        return False
+    calls = [call for choice in answer.result.choices for call in choice.calls]
+    if len(calls) == 1 and calls[0].name in tools:
+        invalid = {s.call_id for s in outcome.schema_invalid}
+        return calls[0].name if calls[0].id in invalid else False
+    if calls:
+        return False
+    for left in outcome.left_as_text:
+        if left.reason not in BOTCHED_REASONS:
+            continue
+        if left.tool in tools:
+            return left.tool
+        if left.tool is None and left.format in MARKED:
+            return True
+    return False
+
+
+def step(state: Asking, decision: Decision, choose: Chooser,
+         tools: Mapping[str, Any]) -> tuple[Asking, Next]:
+    """The next state, and what to tell the waiting machine, for the core's `decision`."""
+    last = state.last
+    if last is not None and last.dialect is not None:
+        return _after_constrained(state, last, last.dialect, decision)
+    if isinstance(decision, Answer):
+        found = (botched_tool(decision, tools)
+                 if state.setting == SETTINGS[2] and not state.streamed and last is None
+                 else False)
+        tool = found if isinstance(found, str) else None
+        dialect = choose(BOTCHED, tool) if found is not False else None
+        if dialect is None:
+            return state, Next(decision)
+        return _ask(state, ReAsk(BOTCHED, dialect, tool), decision, fallback=decision)
+    if not decision.ask_again:
+        return state, Next(_final(state, decision))
+    if last is None and state.setting != OFF:
+        dialect = choose(DEMANDED, None)
+        if dialect is not None:
+            return _ask(state, ReAsk(DEMANDED, dialect), decision)
+    return _retry_or_fail(state, decision)
+
+
+def _after_constrained(state: Asking, last: ReAsk, dialect: Dialect,
+                       decision: Decision) -> tuple[Asking, Next]:
+    """The answer to a constrained re-ask."""
+    if isinstance(decision, Answer):
+        if decision.outcome.tool_calls:
+            return state, Next(constrained(decision))
+        return state, Next(state.fallback or decision)
+    status = decision.upstream_status
+    if status is not None and refused_field(status, decision.received, dialect):
+        if last.reason == DEMANDED:
+            state, then = _retry_or_fail(state, decision)
+            return state, dataclasses.replace(then, refused=dialect.field)
+        return state, Next(_final(state, decision), refused=dialect.field)
+    if last.reason == DEMANDED and decision.ask_again:
+        return state, Next(_unmet(state, decision))
+    return state, Next(_final(state, decision))
+
+
+def _retry_or_fail(state: Asking, decision: Decision) -> tuple[Asking, Next]:
+    """Today's unconstrained retry while `retries` last, then the 502."""
+    unconstrained = sum(1 for ask in state.asked if ask.dialect is None)
+    if unconstrained < state.retries:
+        return _ask(state, ReAsk(DEMANDED), decision)
+    return state, Next(_unmet(state, decision))
+
+
+def _ask(state: Asking, ask: ReAsk, decision: Decision,
+         fallback: Answer | None = None) -> tuple[Asking, Next]:
+    state = dataclasses.replace(state, asked=(*state.asked, ask),
+                                fallback=fallback or state.fallback)
+    outcome = decision.outcome
+    failure = Failure(required_call_unmet(0), outcome, decision.notes,
+                      decision.upstream_status, decision.received, ask_again=True)
+    return state, Next(failure, ask)
+
+
+def _unmet(state: Asking, decision: Decision) -> Failure:
+    """The 502 of a demanded call that no answer held (counting every generation)."""
+    generations = 1 + sum(1 for ask in state.asked if ask.reason == DEMANDED)
+    return Failure(required_call_unmet(generations - 1), decision.outcome, decision.notes,
+                   decision.upstream_status, decision.received)
+
+
+def _final(state: Asking, decision: Decision) -> Decision:
+    """A decision nothing more is asked for: the botched fallback where there is one."""
+    if state.fallback is not None:
+        return state.fallback
+    if isinstance(decision, Failure) and decision.ask_again:
+        return dataclasses.replace(decision, ask_again=False)
+    return decision
+
+
+def constrained(answer: Answer) -> Answer:
+    """`answer` with each of its calls recorded as repaired `constrained`."""
+    repairs = [Repair(call.format, CONSTRAINED, call.name)
+               for choice in answer.result.choices for call in choice.calls]
+    outcome = dataclasses.replace(answer.outcome, repairs=[*answer.outcome.repairs, *repairs])
+    result = dataclasses.replace(answer.result, outcome=outcome)
+    return dataclasses.replace(answer, result=result)

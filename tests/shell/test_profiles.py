@@ -1,0 +1,98 @@
+"""Upstream profiles as the shell learns them (`shell.upstream.profiles.Profiles`), against
+the faithful fake vLLM: learned once from its info endpoints, kept in the store, re-read when
+the upstream comes back (another version may answer), refusals remembered per version."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+import pytest
+
+from proxy.base.config import Config
+from proxy.shell.store.interface import StoreLimits
+from proxy.shell.store.sqlite import SqliteStore
+from proxy.shell.upstream.client import Upstream
+from proxy.shell.upstream.profiles import Profiles
+from proxy.shell.upstream.replicas import Replicas
+from proxy.telemetry.metrics import Metrics
+from proxy.turn.constrained.profile import UpstreamProfile
+from tests.fakes.sglang import FakeSGLang
+from tests.fakes.vllm import FakeVLLM
+
+
+@pytest.fixture
+def vllm():
+    fake = FakeVLLM(tool_parser=None)
+    yield fake
+    fake.close()
+
+
+def _info_asked(fake: FakeVLLM) -> int:
+    return sum(1 for r in fake.received if r.path in ("/version", "/tokenize"))
+
+
+def test_a_profile_is_learned_once_and_read_again_when_its_upstream_comes_back(vllm):
+    clock = [1000.0]
+    profiles = Profiles({vllm.url: Upstream(vllm.url)}, clock=lambda: clock[0])
+    config = Config(upstream=vllm.url)
+    first = profiles.get(vllm.url, vllm.model, config)
+    assert (first.kind, first.version, first.call_wrapper) == ("vllm", "0.33.0", "hermes")
+    assert first.thinking_opened is False
+    asked = _info_asked(vllm)
+    assert profiles.get(vllm.url, vllm.model, config) == first
+    assert _info_asked(vllm) == asked  # known: nothing asked
+    clock[0] += 1
+    profiles.refused(vllm.url, vllm.model, "response_format")
+    clock[0] += 1
+    # a refusal may mean the profile stopped fitting: read once more, the refusal kept
+    assert profiles.get(vllm.url, vllm.model, config).refused == {"response_format"}
+    assert _info_asked(vllm) > asked
+
+    clock[0] += 1  # the server comes back, upgraded
+    vllm.version = "0.34.0"
+    profiles.recheck(vllm.url)
+    upgraded = profiles.get(vllm.url, vllm.model, config)
+    assert upgraded.version == "0.34.0"
+    assert upgraded.refused == frozenset()  # a new version may take what the old refused
+
+
+def test_a_profile_kept_in_the_store_is_read_by_another_process_without_asking(vllm,
+                                                                               tmp_path):
+    limits = StoreLimits(3600.0, 100, 0, 0)
+    config = Config(upstream=vllm.url)
+    path = str(tmp_path / "store.sqlite3")
+    Profiles({}, SqliteStore(path, limits)).get(vllm.url, vllm.model, config)
+    asked = _info_asked(vllm)
+    other = Profiles({}, SqliteStore(path, limits)).get(vllm.url, vllm.model, config)
+    assert (other.kind, other.version) == ("vllm", "0.33.0")
+    assert _info_asked(vllm) == asked
+
+
+def test_a_replica_back_from_down_is_told_to_the_profiles():
+    a, b = "http://127.0.0.1:9", "http://127.0.0.1:10"
+    back: list[str] = []
+    replicas = Replicas({a: Upstream(a), b: Upstream(b)}, Metrics(), on_back=back.append)
+    replicas.mark_up(a)
+    assert back == []  # it was never down
+    replicas.failed(a, Config(upstream=(a, b)), "refused", mark_down=True)
+    replicas.mark_up(a)
+    assert back == [a]
+
+
+def test_a_kept_profile_of_another_server_on_the_same_url_is_read_anew(tmp_path):
+    """The store outlives a server: what another kind of server, once at this URL, left
+    there (a port reused, a server swapped) is told from the model list, and the profile of
+    the one answering now is learned."""
+    store = SqliteStore(str(tmp_path / "store.sqlite3"), StoreLimits(3600.0, 100, 0, 0))
+    sglang = FakeSGLang()
+    try:
+        url, model = sglang.url, sglang.model
+        left = UpstreamProfile(kind="vllm", version="0.33.0", context_length=32768,
+                               learned_at=time.time())
+        store.put_profile(f"{url}|{model}", orjson.dumps(left.record()), 3600)
+        profile = Profiles({}, store).get(url, model, Config(upstream=url))
+        assert profile.kind == "sglang"
+        assert any(r.path == "/get_server_info" for r in sglang.received)
+    finally:
+        sglang.close()
