@@ -20,9 +20,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import TOOLS
 from tests.fake_vllm import Answer, FakeVLLM, Received, vllm_completion, vllm_error
-from tests.proxy import test_observability
-
-log_lines = test_observability.log_lines  # the proxy's log lines, decoded (a fixture)
 
 USER = [{"role": "user", "content": "Read /etc/hosts."}]
 PROSE = "I would rather describe the file than read it."
