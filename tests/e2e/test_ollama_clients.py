@@ -28,7 +28,6 @@ from tests.e2e.chat_agents import (
     tool_results,
 )
 from tests.fake_vllm import MODEL, Answer, vllm_completion
-from tests.proxy.test_observability import log_lines  # noqa: F401
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -114,7 +113,7 @@ CN = Agent("Continue CLI (Ollama)", "cn", "Bash", "bash", _continue_ollama)
 
 @pytest.mark.parametrize("mode", ["buffer", "stream"])
 def test_continue_on_ollamas_api_completes_a_tool_turn(fake, start_proxy, tmp_path, mode,
-                                                      log_lines):  # noqa: F811
+                                                      log_lines):
     if not CN.installed():
         pytest.skip("Continue's cn is not installed (tests/e2e/node_modules/.bin/cn): "
                     "`make e2e` installs tests/e2e/package.json")

@@ -30,7 +30,6 @@ from tests.fake_vllm import (
     vllm_tool_call,
 )
 from tests.fakes.ollama import FakeOllama
-from tests.proxy.test_observability import log_lines  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -196,7 +195,7 @@ def test_generate_streamed_and_not(fake, proxy):
     assert "".join(part.response for part in parts) == "Blue."
 
 
-def test_generate_without_the_template_is_the_upstreams_completion(fake, proxy, log_lines):  # noqa: F811
+def test_generate_without_the_template_is_the_upstreams_completion(fake, proxy, log_lines):
     fake.answer(lambda received: Answer(body=vllm_text_completion(" 1\n")) if received.path
                 == "/v1/completions" else vllm_error(404, "no chat here"))
     ollama_client = client(proxy)
@@ -283,7 +282,7 @@ def test_an_error_after_the_stream_started_is_an_error_line_the_client_raises(fa
     assert all(part.message.content == "" and not part.done for part in seen)
 
 
-def test_heartbeats_keep_the_client_reading_and_add_nothing(fake, start_proxy, log_lines):  # noqa: F811
+def test_heartbeats_keep_the_client_reading_and_add_nothing(fake, start_proxy, log_lines):
     proxy = start_proxy(commit_window_seconds=0.01, heartbeat_seconds=0.05, log_level="info")
     release = threading.Event()
 
@@ -386,7 +385,7 @@ def test_a_context_window_above_the_upstreams_is_said_once_in_the_log(fake, prox
 
 
 def test_loading_and_unloading_a_model_is_answered_without_the_upstream(fake, proxy,
-                                                                        log_lines):  # noqa: F811
+                                                                        log_lines):
     ollama_client = client(proxy)
     loaded = ollama_client.chat(MODEL, [], stream=False)
     assert (loaded.done, loaded.done_reason) == (True, "load")
