@@ -232,11 +232,16 @@ def test_probing_the_upstreams_needs_a_key_and_is_rate_limited(fake, start_proxy
     assert refused.status_code == 401
     assert fake.received == []
     keyed = {"Authorization": "Bearer sk-one"}
+    asked = []
     for _ in range(5):
         health = requests.get(proxy.url + "/proxy/health?upstream=1", headers=keyed, timeout=5)
         assert health.status_code == 200
         assert health.json()["upstreams"][0]["ok"] is True
-    assert len(fake.received) == 1  # five health checks, one probe of the upstream
+        asked.append(len(fake.received))
+    # five health checks, one probe of the upstream (its model list, and its profile's info
+    # endpoints learned once): the next four ask it nothing
+    assert "/v1/models" in [r.path for r in fake.received]
+    assert asked == [asked[0]] * 5
 
 
 # -- integers ---------------------------------------------------------------------------------
