@@ -158,11 +158,13 @@ class LiveTurn:
         return dict(self._said)
 
     def holds(self, result: TurnResult) -> bool:
-        """Whether some of `result`'s content (this turn's answer) did not go out live, more
-        than space: the part the hold-back kept, from the first place a frame could open, so
-        any frame read in the content stands in it and has not been shown."""
+        """Whether a frame read in `result` (this turn's answer) has not gone out live: a
+        call (calls go out whole at the end), or content the hold-back kept, more than
+        space (it keeps everything from the first place a frame could open, so a frame left
+        as text in the content stands in that part)."""
         said = self._said
-        return any(_after(choice.content or "", said.get((choice.index, CONTENT), "")).strip()
+        return any(choice.calls
+                   or _after(choice.content or "", said.get((choice.index, CONTENT), "")).strip()
                    for choice in result.choices)
 
     def reply(self, cut: bool = False) -> UpstreamReply | ProxyError:

@@ -108,3 +108,13 @@ def test_another_generation_is_told_as_what_flowed_with_its_own_calls():
     assert (choice.content, choice.reasoning) == ("Let me look.", None)
     assert [(c.name, orjson.loads(c.arguments)) for c in choice.calls] == [("read", {"path": "/a"})]
     assert choice.calls == reasked.first.calls
+
+
+def test_a_call_read_is_held_though_all_the_content_went_out():
+    """A call off its schema is taken out of the content, which all went out: its frame
+    did not (calls go out whole at the end)."""
+    call = vllm_completion('Let me look.\n<tool_call>\n{"name": "read", "arguments": '
+                           '{"path": 5}}\n</tool_call>')
+    live = _fed(call)
+    assert live.said() == {(0, CONTENT): "Let me look."}
+    assert live.holds(_answer(call))
