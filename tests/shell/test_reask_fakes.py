@@ -364,3 +364,21 @@ def test_a_botched_call_is_not_re_asked_in_the_streamed_mode_where_the_setting_f
     assert calls == []
     assert text.startswith(PROSE + "\n<tool_call>")
     assert len(_chats(fake)) == 1
+
+
+def test_the_kept_answer_of_a_streamed_re_ask_is_the_one_the_client_read(running):
+    """The answer a Responses client streamed (the live prose, the re-ask's call: one
+    answer) is the one kept for `previous_response_id`, not the re-ask's own."""
+    _, proxy = running("vllm", botches_arguments("broken", prose=PROSE + "\n"), **STREAMED)
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0,
+                           timeout=20)
+    tools = [{"type": "function", "name": t["function"]["name"],
+              "parameters": t["function"]["parameters"]} for t in TOOLS]
+    with client.responses.stream(model=_model_of(proxy), input=USER[0]["content"],
+                                 tools=tools) as events:
+        streamed = events.get_final_response()
+    kept = client.responses.retrieve(streamed.id)
+    for response in (streamed, kept):
+        assert [item.type for item in response.output] == ["message", "function_call"]
+        assert response.output_text == PROSE
+    assert kept.output[1].arguments == streamed.output[1].arguments
