@@ -382,3 +382,28 @@ def test_the_kept_answer_of_a_streamed_re_ask_is_the_one_the_client_read(running
         assert [item.type for item in response.output] == ["message", "function_call"]
         assert response.output_text == PROSE
     assert kept.output[1].arguments == streamed.output[1].arguments
+
+
+def test_heartbeats_keep_the_stream_alive_while_the_re_ask_is_under_way(running):
+    """The re-ask begins only once a heartbeat (chat's empty delta) has come after the live
+    text: the client's watchdog is fed while upstream works on it, and nothing else flows."""
+    gate, waited = threading.Event(), []
+    model = constrained_after(gate, botches_arguments("broken", prose=PROSE + "\n"), waited)
+    _, proxy = running("vllm", model, heartbeat_seconds=0.2, **STREAMED)
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0,
+                           timeout=30)
+    text, kinds = "", []
+    for chunk in client.chat.completions.create(model=_model_of(proxy), messages=USER,
+                                                tools=TOOLS, stream=True):
+        delta = chunk.choices[0].delta.model_dump(exclude_none=True) if chunk.choices else {}
+        text += delta.get("content") or ""
+        kinds.append("call" if delta.get("tool_calls") else "text" if delta.get("content")
+                     else "beat" if not delta and not chunk.choices[0].finish_reason
+                     else "other")
+        if kinds[-1] == "beat" and text:
+            gate.set()
+    assert waited == [True]
+    assert text == PROSE
+    calls_at = kinds.index("call")
+    assert "beat" in kinds[kinds.index("text"):calls_at]
+    assert "text" not in kinds[calls_at:]
