@@ -407,3 +407,18 @@ def test_heartbeats_keep_the_stream_alive_while_the_re_ask_is_under_way(running)
     calls_at = kinds.index("call")
     assert "beat" in kinds[kinds.index("text"):calls_at]
     assert "text" not in kinds[calls_at:]
+
+
+@pytest.mark.parametrize("front", sorted(LIVE_FRONTS))
+def test_a_streamed_re_ask_that_brings_no_call_leaves_the_botched_frame_as_text(
+        running, front):
+    """A model that writes the same botched frame however it is asked (as a server that
+    ignores the constraint would let it): the client gets what it would without the re-ask,
+    the live text once and the frame after it as text; the re-ask is counted `unmet`."""
+    botched = PROSE + '\n<tool_call>\n{"name": "search", "arguments": {"query": "pars'
+    fake, proxy = running("vllm", says(botched + "\n</tool_call>"), **STREAMED)
+    text, calls = _read_live(LIVE_FRONTS[front](proxy))
+    assert calls == []
+    assert text == botched + "\n</tool_call>"
+    assert len(_chats(fake)) == 2
+    assert _reasks(proxy) == {("botched", "unmet"): 1}
