@@ -160,13 +160,14 @@ class LiveTurn:
 
     def holds(self, result: TurnResult) -> bool:
         """Whether a frame read in `result` (this turn's answer) has not gone out live: a
-        call (calls go out whole at the end), or content the hold-back kept, more than
-        space (it keeps everything from the first place a frame could open, so a frame left
-        as text in the content stands in that part)."""
+        call (calls go out whole at the end), or reasoning or content the hold-back kept,
+        more than space (it keeps everything from the first place a frame could open, so a
+        frame left as text stands in that part)."""
         said = self._said
-        return any(choice.calls
-                   or _after(choice.content or "", said.get((choice.index, CONTENT), "")).strip()
-                   for choice in result.choices)
+        return any(choice.calls or any(
+            _after(text or "", said.get((choice.index, kind), "")).strip()
+            for kind, text in ((CONTENT, choice.content), (REASONING, choice.reasoning)))
+            for choice in result.choices)
 
     def reply(self, cut: bool = False) -> UpstreamReply | ProxyError:
         """The stream's answer once it has ended (`cut`: it broke off mid-event): the

@@ -30,6 +30,7 @@ from tests.fakes.models import (
     cut_by_length,
     never_calls_unless_constrained,
     says,
+    thinks,
 )
 from tests.fakes.ollama import FakeOllama
 from tests.fakes.sglang import FakeSGLang
@@ -422,3 +423,27 @@ def test_a_streamed_re_ask_that_brings_no_call_leaves_the_botched_frame_as_text(
     assert text == botched + "\n</tool_call>"
     assert len(_chats(fake)) == 2
     assert _reasks(proxy) == {("botched", "unmet"): 1}
+
+
+def test_the_reasoning_that_flowed_is_kept_once_and_the_re_ask_s_own_is_dropped(running):
+    """A model that thinks before its botched call and again before the re-ask's: the client
+    (Messages, thinking shown) has the first thinking and prose, once each, then the call."""
+    thinking = "The parser lives under proxy; search for it."
+    model = thinks(thinking, botches_arguments("violating", prose=PROSE + "\n"))
+    _, proxy = running("vllm", model, **STREAMED)
+    client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-test", max_retries=0,
+                                 timeout=20)
+    tools = [{"name": t["function"]["name"], "input_schema": t["function"]["parameters"]}
+             for t in TOOLS]
+    live: list[tuple[str, str]] = []
+    with client.messages.stream(model=_model_of(proxy), max_tokens=512, messages=USER,
+                                tools=tools) as events:
+        for event in events:
+            if event.type in ("thinking", "text"):
+                live.append((event.type, getattr(event, event.type)))
+        message = events.get_final_message()
+    assert [block.type for block in message.content] == ["thinking", "text", "tool_use"]
+    assert (message.content[0].thinking, message.content[1].text) == (thinking, PROSE)
+    assert "".join(text for kind, text in live if kind == "thinking") == thinking
+    assert "".join(text for kind, text in live if kind == "text") == PROSE
+    assert _reasks(proxy) == {("botched", "recovered"): 1}

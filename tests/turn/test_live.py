@@ -118,3 +118,13 @@ def test_a_call_read_is_held_though_all_the_content_went_out():
     live = _fed(call)
     assert live.said() == {(0, CONTENT): "Let me look."}
     assert live.holds(_answer(call))
+
+
+def test_a_frame_in_the_reasoning_is_held_as_in_the_content():
+    """Nothing visible, a botched call drafted in the reasoning (the buffered mode reads
+    calls there): the reasoning waits from the frame on, so the frame has not gone out."""
+    drafted = vllm_completion("", reasoning='Search it.\n<tool_call>\n{"name": "read", '
+                                            '"arguments": {"path": }\n</tool_call>')
+    live = _fed(drafted)
+    assert live.said() == {(0, REASONING): "Search it."}
+    assert live.holds(_answer(drafted))
