@@ -5,7 +5,8 @@ back rule lets out are ready to send. At the end the assembled completion is the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 import orjson
@@ -15,6 +16,7 @@ from .assemble import CONTENT, REASONING, Piece, StreamAssembler
 from .core import UpstreamReply
 from .holdback import Held, hold_rule
 from .plan import TurnPlan
+from .result import TurnResult
 from .thinking import ThinkRouter
 
 DONE = b"[DONE]"
@@ -42,7 +44,8 @@ def written(pieces: Iterable[Piece], writer: LiveWriter) -> bytes:
 
 class LiveTurn:
     """One streamed turn's upstream events: `feed` them as they come, `release` what may be
-    sent now, `reply` at the end."""
+    sent now, `reply` at the end; `said` and `holds`: what went out, and whether a frame of
+    the answer did not (a botched call may then be asked again before it goes out)."""
 
     def __init__(self, plan: TurnPlan) -> None:
         extraction = plan.extraction
@@ -61,6 +64,7 @@ class LiveTurn:
         self.done = False  # `[DONE]` came
         self._not_json: bytes | None = None
         self.first_text = False  # something visible has been released
+        self._said: dict[tuple[int, str], str] = {}  # what went out, by (choice, kind)
 
     def feed(self, events: Iterable[bytes]) -> bool:
         """Take the data of upstream events; whether there is now something to release."""
@@ -145,7 +149,25 @@ class LiveTurn:
         ready, self._ready = self._ready, []
         if ready:
             self.first_text = True
+        for piece in ready:
+            key = (piece.choice, piece.kind)
+            self._said[key] = self._said.get(key, "") + piece.text
         return ready
+
+    def said(self) -> dict[tuple[int, str], str]:
+        """What went out live so far, by (choice, kind): the text a client has shown."""
+        return dict(self._said)
+
+    def holds(self, result: TurnResult) -> bool:
+        """Whether a frame read in `result` (this turn's answer) has not gone out live: a
+        call (calls go out whole at the end), or reasoning or content the hold-back kept,
+        more than space (it keeps everything from the first place a frame could open, so a
+        frame left as text stands in that part)."""
+        said = self._said
+        return any(choice.calls or any(
+            _after(text or "", said.get((choice.index, kind), "")).strip()
+            for kind, text in ((CONTENT, choice.content), (REASONING, choice.reasoning)))
+            for choice in result.choices)
 
     def reply(self, cut: bool = False) -> UpstreamReply | ProxyError:
         """The stream's answer once it has ended (`cut`: it broke off mid-event): the
@@ -164,6 +186,23 @@ class LiveTurn:
             return stream_cut("broke off in the middle of an event" if cut
                               else "ended without [DONE]")
         return UpstreamReply(200, {}, b"", parsed=self.assembler.completion())
+
+
+def _after(text: str, sent: str) -> str:
+    """What of `text` follows what went out (the fronts' `unsent` rule)."""
+    return text[len(sent):] if text.startswith(sent) else ""
+
+
+def as_said(result: TurnResult, said: Mapping[tuple[int, str], str]) -> TurnResult:
+    """`result` (another generation's: a re-ask's) as the client of a streamed turn is to
+    get it: each choice's reasoning and content exactly what went out live (`said`; None
+    where nothing did), with the result's own calls. The other generation's prose is
+    dropped: the client has shown the first one's, which cannot be taken back, and a second
+    telling of it (near the same, never the same) would repeat or contradict it."""
+    return dataclasses.replace(result, choices=tuple(
+        dataclasses.replace(choice, reasoning=said.get((choice.index, REASONING)) or None,
+                            content=said.get((choice.index, CONTENT)) or None)
+        for choice in result.choices))
 
 
 def _written(error: dict[str, Any]) -> bytes:

@@ -6,11 +6,14 @@ The server then does with that text what the real one does (its tool parser, its
 - `botches_arguments`: its own call markers around arguments that are broken JSON or break the
   tool's schema, unless constrained; then text that fits.
 - `calls`: a well-formed call in its markers; `says`: a fixed text.
-- `thinks`: any of these, reasoning first (the server returns it in its reasoning field).
+- `thinks`: any of these, reasoning first (the server returns it in its reasoning field);
+  `cut_by_length`: any of these, stopped by `max_tokens`; `constrained_after`: any of these,
+  its constrained generations held until the test lets them go.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,12 +103,12 @@ def violating(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def botches_arguments(how: str = "broken", opener: str = CALL_OPEN, closer: str = CALL_CLOSE,
-                      script: Script = None) -> Model:
+                      script: Script = None, prose: str = "") -> Model:
     """A model that opens a call to the first tool in its own markers and botches it: `broken`
     arguments (JSON cut off mid-value) or `violating` ones (valid JSON that breaks the tool's
-    schema); constrained (even by a constraint that arms on its opener), it writes a text
-    that fits — and where the constraint leaves a call's arguments free (a tag without the
-    tool's schema), violating ones."""
+    schema), after `prose`; constrained (even by a constraint that arms on its opener), it
+    writes a text that fits — and where the constraint leaves a call's arguments free (a tag
+    without the tool's schema), violating ones."""
     if how not in ("broken", "violating"):
         raise ValueError(f"how: broken or violating, not {how!r}")
 
@@ -122,5 +125,24 @@ def botches_arguments(how: str = "broken", opener: str = CALL_OPEN, closer: str 
         else:
             whole = orjson.dumps({"name": name, "arguments": instance_of(schema)}).decode()
             body = whole[:whole.rindex(":") + 3]  # stops inside the last value
-        return Generation(f"{opener}\n{body}\n{closer}")
+        return Generation(f"{prose}{opener}\n{body}\n{closer}")
     return model
+
+
+def cut_by_length(model: Model) -> Model:
+    """`model`, its generation stopped by `max_tokens` (finish `length`)."""
+    def cut(turn: Turn) -> Generation:
+        answer = model(turn)
+        return Generation(answer.text, answer.reasoning, "length")
+    return cut
+
+
+def constrained_after(gate: threading.Event, model: Model, waited: list[bool]) -> Model:
+    """`model`, whose constrained generations begin only once `gate` is set (at most 20 s;
+    `waited` records, per such generation, whether the gate was set): what the client had
+    before a re-ask answered."""
+    def gated(turn: Turn) -> Generation:
+        if turn.constraint is not None:
+            waited.append(gate.wait(20))
+        return model(turn)
+    return gated

@@ -6,13 +6,17 @@ the proxy must end every demanded turn with the call and mend every botched call
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import anthropic
+import ollama
 import openai
 import orjson
 import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.shell.config_load import build_config
 from proxy.toolcalls.validity import check
@@ -20,7 +24,14 @@ from tests.conftest import RunningProxy
 from tests.fakes.base import FakeServer
 from tests.fakes.helpers import TOOLS, USER, parameters_of
 from tests.fakes.llamacpp import FakeLlamaCpp
-from tests.fakes.models import botches_arguments, never_calls_unless_constrained
+from tests.fakes.models import (
+    botches_arguments,
+    constrained_after,
+    cut_by_length,
+    never_calls_unless_constrained,
+    says,
+    thinks,
+)
 from tests.fakes.ollama import FakeOllama
 from tests.fakes.sglang import FakeSGLang
 from tests.fakes.vllm import FakeVLLM
@@ -175,3 +186,264 @@ def test_without_the_re_ask_the_same_servers_leave_the_demanded_call_unmet(runni
         _chat(proxy, stream=False, tool_choice="required")
     assert raised.value.status_code == 502
     assert raised.value.body["code"] == "tool_call_required_unmet"
+
+
+# -- the streamed mode: a botched call held back is re-asked before it goes out ---------------
+
+STREAMED = {"stream_mode": "stream", "thinking_opened_by_template": "false"}
+PROSE = "Let me search the code base for the parser first."
+MENTION = "I will use <tool_call> tags when I call search. The parser is in proxy/toolcalls."
+
+# What a streaming client reads, live: ("text", piece) as each piece comes, then ("calls",
+# [(name, arguments as JSON text)]) once the answer is whole.
+Read = Iterator[tuple[str, Any]]
+
+
+def _chat_live(proxy: RunningProxy) -> Read:
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0,
+                           timeout=20)
+    calls: dict[int, list[str]] = {}
+    for chunk in client.chat.completions.create(model=_model_of(proxy), messages=USER,
+                                                tools=TOOLS, stream=True):
+        for choice in chunk.choices:
+            if choice.delta.content:
+                yield "text", choice.delta.content
+            for call in choice.delta.tool_calls or ():
+                entry = calls.setdefault(call.index, ["", ""])
+                entry[0] += call.function.name or ""
+                entry[1] += call.function.arguments or ""
+    yield "calls", [(name, arguments) for name, arguments in calls.values()]
+
+
+def _responses_live(proxy: RunningProxy) -> Read:
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0,
+                           timeout=20)
+    tools = [{"type": "function", "name": t["function"]["name"],
+              "parameters": t["function"]["parameters"]} for t in TOOLS]
+    with client.responses.stream(model=_model_of(proxy), input=USER[0]["content"],
+                                 tools=tools) as events:
+        response = None
+        for event in events:
+            if event.type == "response.output_text.delta":
+                yield "text", event.delta
+            elif event.type in ("response.completed", "response.incomplete"):
+                response = event.response  # `incomplete`: cut by max_output_tokens
+    assert response is not None
+    yield "calls", [(item.name, item.arguments) for item in response.output
+                    if item.type == "function_call"]
+
+
+def _messages_live(proxy: RunningProxy) -> Read:
+    client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-test", max_retries=0,
+                                 timeout=20)
+    tools = [{"name": t["function"]["name"], "input_schema": t["function"]["parameters"]}
+             for t in TOOLS]
+    with client.messages.stream(model=_model_of(proxy), max_tokens=512, messages=USER,
+                                tools=tools) as events:
+        for event in events:
+            if event.type == "text":
+                yield "text", event.text
+        message = events.get_final_message()
+    yield "calls", [(block.name, orjson.dumps(block.input).decode())
+                    for block in message.content if block.type == "tool_use"]
+
+
+def _ollama_live(proxy: RunningProxy) -> Read:
+    calls = []
+    for part in ollama.Client(host=proxy.url, timeout=20).chat(
+            proxy.fake.model, USER, tools=TOOLS, stream=True):  # type: ignore[attr-defined]
+        if part.message.content:
+            yield "text", part.message.content
+        calls += [(call.function.name, orjson.dumps(call.function.arguments).decode())
+                  for call in part.message.tool_calls or ()]
+    yield "calls", calls
+
+
+LIVE_FRONTS: dict[str, Callable[[RunningProxy], Read]] = {
+    "chat": _chat_live, "responses": _responses_live, "messages": _messages_live,
+    "ollama": _ollama_live}
+
+
+def _read_live(read: Read, gate: threading.Event | None = None) -> tuple[str, list[Any]]:
+    """The text the client read (the gate set at its first piece) and the calls."""
+    text, calls = "", []
+    for kind, value in read:
+        if kind == "text":
+            text += value
+            if gate is not None:
+                gate.set()
+        else:
+            calls = value
+    return text, calls
+
+
+def _reasks(proxy: RunningProxy) -> dict[tuple[str, str], float]:
+    """/proxy/metrics's re-asks, by (reason, result), over every dialect."""
+    text = requests.get(proxy.url + "/proxy/metrics", timeout=5).text
+    counted: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "toolcall_proxy_reasks_total":
+                key = (sample.labels["reason"], sample.labels["result"])
+                counted[key] = counted.get(key, 0) + sample.value
+    return counted
+
+
+def _fits_sent(body: dict[str, Any], name: str, arguments: str) -> bool:
+    """Whether `arguments` fit the tool `name` as the proxy offered it upstream (the `ollama`
+    client keeps less of a schema than the others: its Tool model drops `minimum`, …)."""
+    [tool] = [t for t in body["tools"] if t["function"]["name"] == name]
+    return check(orjson.loads(arguments), tool["function"]["parameters"]).problems == ()
+
+
+def _chats(fake: FakeServer) -> list[Any]:
+    return [r for r in fake.received if r.path.startswith("/v1/chat/completions")]
+
+
+@pytest.mark.parametrize("how", ["broken", "violating"])
+@pytest.mark.parametrize("front", sorted(LIVE_FRONTS))
+def test_a_botched_call_held_back_in_the_streamed_mode_is_re_asked_before_it_goes_out(
+        running, front, how):
+    """The prose flows live (the re-ask waits until the client has it), once; the botched
+    frame, held back, never goes out: the re-ask's call comes in its place, whole and valid,
+    after one re-ask, counted `botched`."""
+    gate, waited = threading.Event(), []
+    model = constrained_after(gate, botches_arguments(how, prose=PROSE + "\n"), waited)
+    fake, proxy = running("vllm", model, **STREAMED)
+    text, calls = _read_live(LIVE_FRONTS[front](proxy), gate)
+    assert text == PROSE
+    assert waited == [True]  # the live text reached the client before the re-ask answered
+    [(name, arguments)] = calls
+    assert name == "search"
+    first, second = _chats(fake)
+    assert _fits_sent(first.json, name, arguments)
+    assert first.json["stream"] is True
+    assert second.json["stream"] is True
+    assert second.json["tool_choice"] == "none"  # constrained in vLLM's own dialect
+    assert _reasks(proxy) == {("botched", "recovered"): 1}
+
+
+@pytest.mark.parametrize("server", ["vllm+parser", "sglang+parser"])
+def test_a_botched_call_held_back_is_mended_on_each_server_in_the_streamed_mode(
+        running, server):
+    """Behind a tool parser that passes a call off its schema on as its own (llama.cpp's
+    lazy tool grammar never lets the model botch one)."""
+    fake, proxy = running(server, botches_arguments("violating", prose=PROSE + "\n"),
+                          **STREAMED)
+    text, calls = _read_live(_chat_live(proxy))
+    assert text == PROSE
+    [(name, arguments)] = calls
+    assert name == "search"
+    assert _fits(name, arguments)
+    assert len(_chats(fake)) == 2
+    assert _reasks(proxy) == {("botched", "recovered"): 1}
+
+
+@pytest.mark.parametrize("front", sorted(LIVE_FRONTS))
+@pytest.mark.parametrize("model", ["cut", "mention"])
+def test_a_call_cut_by_length_or_a_mention_in_prose_is_never_re_asked_in_the_streamed_mode(
+        running, front, model):
+    """As today: the text, the cut frame or the mention included, and nothing asked again."""
+    behaviour = (cut_by_length(botches_arguments("broken", prose=PROSE + "\n"))
+                 if model == "cut" else says(MENTION))
+    fake, proxy = running("vllm", behaviour, **STREAMED)
+    text, calls = _read_live(LIVE_FRONTS[front](proxy))
+    assert calls == []
+    if model == "mention":
+        assert text == MENTION
+    else:
+        assert text.startswith(PROSE + "\n<tool_call>")
+    assert len(_chats(fake)) == 1
+    assert _reasks(proxy) == {}
+
+
+def test_a_botched_call_is_not_re_asked_in_the_streamed_mode_where_the_setting_forbids(
+        running):
+    fake, proxy = running("vllm", botches_arguments("broken", prose=PROSE + "\n"),
+                          constrained_reask="demanded", **STREAMED)
+    text, calls = _read_live(_chat_live(proxy))
+    assert calls == []
+    assert text.startswith(PROSE + "\n<tool_call>")
+    assert len(_chats(fake)) == 1
+
+
+def test_the_kept_answer_of_a_streamed_re_ask_is_the_one_the_client_read(running):
+    """The answer a Responses client streamed (the live prose, the re-ask's call: one
+    answer) is the one kept for `previous_response_id`, not the re-ask's own."""
+    _, proxy = running("vllm", botches_arguments("broken", prose=PROSE + "\n"), **STREAMED)
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0,
+                           timeout=20)
+    tools = [{"type": "function", "name": t["function"]["name"],
+              "parameters": t["function"]["parameters"]} for t in TOOLS]
+    with client.responses.stream(model=_model_of(proxy), input=USER[0]["content"],
+                                 tools=tools) as events:
+        streamed = events.get_final_response()
+    kept = client.responses.retrieve(streamed.id)
+    for response in (streamed, kept):
+        assert [item.type for item in response.output] == ["message", "function_call"]
+        assert response.output_text == PROSE
+    assert kept.output[1].arguments == streamed.output[1].arguments
+
+
+def test_heartbeats_keep_the_stream_alive_while_the_re_ask_is_under_way(running):
+    """The re-ask begins only once a heartbeat (chat's empty delta) has come after the live
+    text: the client's watchdog is fed while upstream works on it, and nothing else flows."""
+    gate, waited = threading.Event(), []
+    model = constrained_after(gate, botches_arguments("broken", prose=PROSE + "\n"), waited)
+    _, proxy = running("vllm", model, heartbeat_seconds=0.2, **STREAMED)
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0,
+                           timeout=30)
+    text, kinds = "", []
+    for chunk in client.chat.completions.create(model=_model_of(proxy), messages=USER,
+                                                tools=TOOLS, stream=True):
+        delta = chunk.choices[0].delta.model_dump(exclude_none=True) if chunk.choices else {}
+        text += delta.get("content") or ""
+        kinds.append("call" if delta.get("tool_calls") else "text" if delta.get("content")
+                     else "beat" if not delta and not chunk.choices[0].finish_reason
+                     else "other")
+        if kinds[-1] == "beat" and text:
+            gate.set()
+    assert waited == [True]
+    assert text == PROSE
+    calls_at = kinds.index("call")
+    assert "beat" in kinds[kinds.index("text"):calls_at]
+    assert "text" not in kinds[calls_at:]
+
+
+@pytest.mark.parametrize("front", sorted(LIVE_FRONTS))
+def test_a_streamed_re_ask_that_brings_no_call_leaves_the_botched_frame_as_text(
+        running, front):
+    """A model that writes the same botched frame however it is asked (as a server that
+    ignores the constraint would let it): the client gets what it would without the re-ask,
+    the live text once and the frame after it as text; the re-ask is counted `unmet`."""
+    botched = PROSE + '\n<tool_call>\n{"name": "search", "arguments": {"query": "pars'
+    fake, proxy = running("vllm", says(botched + "\n</tool_call>"), **STREAMED)
+    text, calls = _read_live(LIVE_FRONTS[front](proxy))
+    assert calls == []
+    assert text == botched + "\n</tool_call>"
+    assert len(_chats(fake)) == 2
+    assert _reasks(proxy) == {("botched", "unmet"): 1}
+
+
+def test_the_reasoning_that_flowed_is_kept_once_and_the_re_ask_s_own_is_dropped(running):
+    """A model that thinks before its botched call and again before the re-ask's: the client
+    (Messages, thinking shown) has the first thinking and prose, once each, then the call."""
+    thinking = "The parser lives under proxy; search for it."
+    model = thinks(thinking, botches_arguments("violating", prose=PROSE + "\n"))
+    _, proxy = running("vllm", model, **STREAMED)
+    client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-test", max_retries=0,
+                                 timeout=20)
+    tools = [{"name": t["function"]["name"], "input_schema": t["function"]["parameters"]}
+             for t in TOOLS]
+    live: list[tuple[str, str]] = []
+    with client.messages.stream(model=_model_of(proxy), max_tokens=512, messages=USER,
+                                tools=tools) as events:
+        for event in events:
+            if event.type in ("thinking", "text"):
+                live.append((event.type, getattr(event, event.type)))
+        message = events.get_final_message()
+    assert [block.type for block in message.content] == ["thinking", "text", "tool_use"]
+    assert (message.content[0].thinking, message.content[1].text) == (thinking, PROSE)
+    assert "".join(text for kind, text in live if kind == "thinking") == thinking
+    assert "".join(text for kind, text in live if kind == "text") == PROSE
+    assert _reasks(proxy) == {("botched", "recovered"): 1}

@@ -233,11 +233,14 @@ def test_a_botched_call_the_re_ask_does_not_mend_is_answered_as_today(second):
     assert then.ask is None
 
 
-@pytest.mark.parametrize("state", [reask.Asking(setting="demanded"),
-                                   reask.Asking(streamed=True)])
-def test_a_botched_call_is_not_asked_again_where_the_setting_or_the_stream_forbids(state):
+@pytest.mark.parametrize(("state", "held"), [(reask.Asking(setting="demanded"), True),
+                                             (reask.Asking(), False)])
+def test_a_botched_call_is_not_asked_again_where_the_setting_or_the_stream_forbids(
+        state, held):
+    """`held` False: the streamed mode's hold-back let all the content out (the frame, if
+    any, has been shown): it cannot be taken back."""
     first = decide(_plan(), _reply(BOTCHED))
-    _, then = _step(state, first)
+    _, then = reask.step(state, first, _chooser(), TOOL_SCHEMAS, held=held)
     assert then.decision is first
     assert then.ask is None
 

@@ -8,7 +8,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from flask import Response
@@ -19,7 +19,7 @@ from ...telemetry.request_log import RequestLog
 from ...turn import waiting
 from ...turn.context_window import with_max_tokens
 from ...turn.core import Answer, Decision, decide
-from ...turn.live import LiveTurn, written
+from ...turn.live import LiveTurn, as_said, written
 from ...turn.plan import TurnPlan
 from ...turn.result import TurnResult
 from ...turn.thinking import ThinkingMemory, learn_from, learn_opened, learned_rule, unseen
@@ -159,19 +159,20 @@ class TurnResponse:
             log.started, config.buffered_timeout_seconds,
             commit_after=config.commit_window_seconds if plan.client_stream else None,
             beat=config.heartbeat_seconds, retries=self.reasking.budget)
-        self.live: LiveTurn | None = None
+        self.live: LiveTurn | None = None  # the streamed turn's first generation, which flows
+        self.heard: LiveTurn | None = None  # the generation being read (a re-ask's is quiet)
         self.base_body = plan.upstream_body  # the turn's body (its max_tokens fitted)
         self.upstream_body = self.reasking.body(plan.upstream_body)  # the next call's
         start_call: Callable[[], Any]
         if plan.streamed:
-            live = self.live = LiveTurn(plan)
+            self.live = self.heard = LiveTurn(plan)
             # Between two events upstream may be silent at most read_timeout_seconds.
             timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
             headers = {**headers, "Accept": "text/event-stream"}
             start_call = lambda: UpstreamStream(  # noqa: E731
                 placement.run, path, self.upstream_body, headers, timeouts,
                 config.max_upstream_body_bytes).start()
-            feed: Callable[[list[bytes]], bool] | None = live.feed
+            feed: Callable[[list[bytes]], bool] | None = self._fed
         else:
             timeouts = Timeouts(config.connect_timeout_seconds, config.buffered_timeout_seconds)
             start_call = lambda: _completed(  # noqa: E731
@@ -188,16 +189,33 @@ class TurnResponse:
             tokens = action.fit.max_tokens
             self.base_body = with_max_tokens(self.base_body, tokens)
             self.log.notes.append(f"max_tokens_fitted:{'window' if tokens is None else tokens}")
+        if self.live is not None and self.reasking.asking:
+            # a re-ask of a streamed turn is read quietly: its prose never flows (the
+            # client has the first generation's), only its calls reach the answer
+            self.heard = LiveTurn(self.plan)
         self.upstream_body = self.reasking.body(self.base_body)
+
+    def _fed(self, events: list[bytes]) -> bool:
+        """Take a streamed call's events; whether live text may flow now (never a
+        re-ask's)."""
+        assert self.heard is not None
+        flows = self.heard.feed(events)
+        return flows and self.heard is self.live
 
     def _decide(self, reply: Any) -> Decision:
         """The core's decision, and what the log line says of it (a turn may decide twice)."""
-        if isinstance(reply, StreamEnd) and self.live is not None:
-            reply = self.live.reply(reply.cut)
+        live, heard = self.live, self.heard
+        if isinstance(reply, StreamEnd) and heard is not None:
+            reply = heard.reply(reply.cut)
         decision = decide(self.reasking.plan_for_answer(), reply)
         learn_from(self.plan.extraction.thinking, self.plan.model, decision.outcome,
                    self.services.thinking)
-        decision = self.reasking.decided(decision)
+        held = (live is None or heard is not live or not isinstance(decision, Answer)
+                or live.holds(decision.result))
+        decision = self.reasking.decided(decision, held)
+        if live is not None and self.reasking.recovered(decision):
+            assert isinstance(decision, Answer)
+            decision = replace(decision, result=as_said(decision.result, live.said()))
         log = self.log
         log.upstream_ms = round((time.monotonic() - log.started) * 1000, 1)
         if decision.upstream_status is not None:

@@ -4,7 +4,8 @@ decisions, `step(state, decision) -> (state, Next)`.
     first decision                       next
     Answer, a call botched (setting):    ReAsk(botched, dialect), the answer kept as fallback
       a marked frame unread, or the one
-      call's arguments off its schema
+      call's arguments off its schema,
+      not gone out live (`held`)
     Answer                               deliver it
     Failure ask_again (demanded unmet)   ReAsk(demanded, dialect) where a dialect carries it,
                                          else ReAsk(demanded, unconstrained) while
@@ -77,7 +78,6 @@ class Asking:
 
     setting: str = SETTINGS[2]
     retries: int = 1
-    streamed: bool = False  # live text went out: a botched call is not asked again
     asked: tuple[ReAsk, ...] = ()
     fallback: Answer | None = None
 
@@ -131,14 +131,17 @@ def botched_tool(answer: Answer, tools: Mapping[str, Any]) -> str | bool | None:
 
 
 def step(state: Asking, decision: Decision, choose: Chooser,
-         tools: Mapping[str, Any]) -> tuple[Asking, Next]:
-    """The next state, and what to tell the waiting machine, for the core's `decision`."""
+         tools: Mapping[str, Any], held: bool = True) -> tuple[Asking, Next]:
+    """The next state, and what to tell the waiting machine, for the core's `decision`.
+    `held`: whatever of the answer could be a call has not gone out (always, buffered; in
+    the streamed mode, while the hold-back still keeps some content): a botched call is
+    asked again only then, as text a client has shown cannot be taken back."""
     last = state.last
     if last is not None and last.dialect is not None:
         return _after_constrained(state, last, last.dialect, decision)
     if isinstance(decision, Answer):
         found = (botched_tool(decision, tools)
-                 if state.setting == SETTINGS[2] and not state.streamed and last is None
+                 if state.setting == SETTINGS[2] and held and last is None
                  else False)
         tool = found if isinstance(found, str) else None
         dialect = choose(BOTCHED, tool) if found is not False else None
