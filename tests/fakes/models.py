@@ -5,6 +5,8 @@ The server then does with that text what the real one does (its tool parser, its
 - `never_calls_unless_constrained`: prose, unless decoding is constrained; then text that fits.
 - `botches_arguments`: its own call markers around arguments that are broken JSON or break the
   tool's schema, unless constrained; then text that fits.
+- `botches_call`: the same, for a call it means to make to a given tool with given arguments
+  (an agent's shell tool, a command): constrained, it writes those where the mask lets them.
 - `calls`: a well-formed call in its markers; `says`: a fixed text.
 - `thinks`: any of these, reasoning first (the server returns it in its reasoning field).
 """
@@ -123,4 +125,33 @@ def botches_arguments(how: str = "broken", opener: str = CALL_OPEN, closer: str 
             whole = orjson.dumps({"name": name, "arguments": instance_of(schema)}).decode()
             body = whole[:whole.rindex(":") + 3]  # stops inside the last value
         return Generation(f"{opener}\n{body}\n{closer}")
+    return model
+
+
+def botches_call(name: str, arguments: dict[str, Any], how: str = "broken",
+                 opener: str = CALL_OPEN, closer: str = CALL_CLOSE) -> Model:
+    """A model that means to call `name` with `arguments` and, free, botches it in its own
+    markers: JSON cut off before the arguments' first value ends (`broken`), or the
+    arguments without their first key (`violating`); constrained, it writes what it meant
+    wherever the constraint's schema lets it (a structural tag for `name`), else text that
+    fits. Asked without `name` among its tools, it writes prose."""
+    if how not in ("broken", "violating"):
+        raise ValueError(f"how: broken or violating, not {how!r}")
+
+    def meant(function: dict[str, Any]) -> dict[str, Any] | None:
+        return arguments if function.get("name") == name else None
+
+    def model(turn: Turn) -> Generation:
+        offered = [(t.get("function") or {}).get("name") for t in turn.tools]
+        if name not in offered:
+            return Generation("There is no tool for that here.")
+        if turn.constraint is not None:
+            return Generation(fitting_text(turn.constraint, None, turn.tools, meant=meant))
+        if how == "violating":
+            body = orjson.dumps({"name": name, "arguments": dict(list(arguments.items())[1:])})
+        else:
+            whole = orjson.dumps({"name": name, "arguments": arguments})
+            first = orjson.dumps(next(iter(arguments.values())))
+            body = whole[:whole.index(first) + max(1, len(first) // 2)]
+        return Generation(f"{opener}\n{body.decode()}\n{closer}")
     return model

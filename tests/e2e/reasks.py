@@ -1,0 +1,43 @@
+"""What the e2e tests of constrained re-asks share: the fake model of a real agent's turn
+whose call to the agent's shell tool is botched unless constrained (it then writes the call
+it meant), answering the tool's result with text; and the constrained re-asks the fake vLLM
+received."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from tests.e2e.chat_agents import AFTER_TOOL
+from tests.fakes.base import Received
+from tests.fakes.models import Generation, Model, Turn, botches_call
+
+Call = Callable[[list[str]], tuple[str, dict[str, Any]]]
+
+
+def botching_agent_model(call: Call, how: str = "broken") -> Model:
+    """A turn of an agent: the call `call` picks from the offered tools' names (the shell
+    tool, the arguments that run a command) botched unless constrained (`botches_call`); a
+    tool's result answered with text quoting it (AFTER_TOOL); a side request without that
+    tool (titles, summaries) with prose."""
+    def model(turn: Turn) -> Generation:
+        last = turn.messages[-1] if turn.messages else {}
+        if last.get("role") == "tool":
+            return Generation(f"{AFTER_TOOL} {json.dumps(last.get('content'))[:600]}")
+        name, arguments = call([(t.get("function") or {}).get("name") for t in turn.tools])
+        return botches_call(name, arguments, how)(turn)
+    return model
+
+
+def constrained_reasks(received: list[Received]) -> list[dict[str, Any]]:
+    """The chat requests that were a constrained re-ask (a structural tag in vLLM's
+    `response_format`, the upstream's tool parser kept off with `tool_choice: "none"`)."""
+    bodies = [r.json for r in received if r.path.startswith("/v1/chat/completions")]
+    return [body for body in bodies
+            if (body.get("response_format") or {}).get("type") == "structural_tag"]
+
+
+def tag_begins(reask: dict[str, Any]) -> list[str]:
+    """The begins of the tags a structural-tag re-ask allows (one per tool it demands)."""
+    return [tag["begin"] for tag in reask["response_format"]["format"]["tags"]]
