@@ -15,6 +15,7 @@ import secrets
 import pytest
 
 from tests.e2e.chat_agents import AFTER_TOOL, AGENTS, KEY, delivered_calls, tool_results
+from tests.e2e.claude_code import run_claude
 from tests.e2e.codex import run_codex, shell_call
 from tests.e2e.reasks import botching_agent_model, constrained_reasks, tag_begins
 
@@ -90,3 +91,25 @@ def test_codex_runs_the_call_a_constrained_re_ask_mended(fake, start_proxy, tmp_
     assert (call["name"], json.loads(call["arguments"])) == (name, arguments)
     assert any(marker in result for result in tool_results(requests))
     _one_reask_for(fake, name, how)
+
+
+@pytest.mark.parametrize("how", ["broken", "violating"])
+@pytest.mark.parametrize("mode", MODES)
+def test_claude_code_runs_the_call_a_constrained_re_ask_mended(fake, start_proxy, tmp_path,
+                                                              mode, how):
+    proxy = start_proxy(api_keys=["sk-e2e"], stream_mode=mode)
+    marker, command = _marker()
+    arguments = {"command": command, "description": "Write the marker"}
+    fake.behave(botching_agent_model(lambda _: ("Bash", arguments), how))
+    done, work = run_claude(proxy.url, tmp_path, "Run the command this task needs.")
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    result = json.loads(done.stdout)
+    assert result["is_error"] is False
+    assert result["result"].startswith(AFTER_TOOL), result["result"]
+    assert (work / "out.txt").read_text().strip() == marker  # the mended command ran
+    turns = [r.json for r in fake.chat_requests()
+             if "Bash" in [t["function"]["name"] for t in r.json.get("tools") or ()]]
+    (call,) = delivered_calls(turns)
+    assert (call["name"], json.loads(call["arguments"])) == ("Bash", arguments)
+    assert any(marker in result for result in tool_results(turns))
+    _one_reask_for(fake, "Bash", how)
