@@ -2,7 +2,8 @@
 call to the agent's shell tool unless constrained (`botches_call`): the proxy asks once more
 with the call's tool as a structural tag, the agent receives the valid call, runs its tool,
 sends the output back and finishes the turn. One agent per family: Codex (Responses), Claude
-Code (Messages), the chat agents (Chat Completions), Continue's `cn` with `provider: ollama`.
+Code (Messages), the chat agents (Chat Completions), a tool loop on ollama-js (Ollama's
+/api/chat, tests/e2e/ollama_agent.mjs).
 
 Buffered mode only: in the streamed mode a botched call is not asked again, as its live text
 already went out (docs/constrained-reasks.md); the streamed cases say so as a skip."""
@@ -11,13 +12,23 @@ from __future__ import annotations
 
 import json
 import secrets
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from tests.e2e.chat_agents import AFTER_TOOL, AGENTS, KEY, delivered_calls, tool_results
+from tests.e2e.chat_agents import (
+    AFTER_TOOL,
+    AGENTS,
+    BIN,
+    KEY,
+    delivered_calls,
+    tool_results,
+)
 from tests.e2e.claude_code import run_claude
 from tests.e2e.codex import run_codex, shell_call
 from tests.e2e.reasks import botching_agent_model, constrained_reasks, tag_begins
+from tests.fake_vllm import MODEL
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -113,3 +124,29 @@ def test_claude_code_runs_the_call_a_constrained_re_ask_mended(fake, start_proxy
     assert (call["name"], json.loads(call["arguments"])) == ("Bash", arguments)
     assert any(marker in result for result in tool_results(turns))
     _one_reask_for(fake, "Bash", how)
+
+
+@pytest.mark.parametrize("client_streams", [False, True], ids=["chat", "chat-streamed"])
+@pytest.mark.parametrize("how", ["broken", "violating"])
+@pytest.mark.parametrize("mode", MODES)
+def test_an_ollama_js_agent_runs_the_call_a_constrained_re_ask_mended(
+        fake, start_proxy, tmp_path, mode, how, client_streams):
+    """ollama-js on the Ollama front (/api/chat), asking with `stream` false and true (a
+    turn with tools is buffered either way in the buffered mode)."""
+    script = Path(__file__).resolve().parent / "ollama_agent.mjs"
+    if not (BIN.parent / "ollama").exists():
+        pytest.skip("npm `ollama` is not installed: `make e2e` installs tests/e2e/package.json")
+    node = str(BIN / "node") if (BIN / "node").exists() else "node"
+    proxy = start_proxy(stream_mode=mode)
+    marker, command = _marker()
+    fake.behave(botching_agent_model(lambda _: ("run_command", {"command": command}), how))
+    run = subprocess.run([node, str(script), proxy.url, MODEL, str(client_streams).lower()],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    said = json.loads(run.stdout.splitlines()[-1])
+    assert said["calls"] == [{"name": "run_command", "arguments": {"command": command}}]
+    assert said["answer"].startswith(AFTER_TOOL), said
+    assert marker in said["answer"]  # the tool's output went back to the model
+    assert (tmp_path / "out.txt").read_text().strip() == marker  # the mended command ran
+    _one_reask_for(fake, "run_command", how)
