@@ -6,7 +6,12 @@ Code (Messages), the chat agents (Chat Completions), a tool loop on ollama-js (O
 /api/chat, tests/e2e/ollama_agent.mjs).
 
 Buffered mode only: in the streamed mode a botched call is not asked again, as its live text
-already went out (docs/constrained-reasks.md); the streamed cases say so as a skip."""
+already went out (docs/constrained-reasks.md); the streamed cases say so as a skip.
+
+And the one turn of these agents that demands a call from its command line or API: opencode's
+structured output (a message with `format: {"type": "json_schema"}` sends `tool_choice:
+"required"` with a StructuredOutput tool), against vLLM without a tool parser and a model
+that never calls unless constrained, in both modes."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.e2e.chat_agents import (
     AFTER_TOOL,
@@ -27,8 +33,14 @@ from tests.e2e.chat_agents import (
 )
 from tests.e2e.claude_code import run_claude
 from tests.e2e.codex import run_codex, shell_call
-from tests.e2e.reasks import botching_agent_model, constrained_reasks, tag_begins
+from tests.e2e.reasks import (
+    botching_agent_model,
+    constrained_reasks,
+    opencode_server,
+    tag_begins,
+)
 from tests.fake_vllm import MODEL
+from tests.fakes.models import never_calls_unless_constrained
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -152,3 +164,51 @@ def test_an_ollama_js_agent_runs_the_call_a_constrained_re_ask_mended(
     assert marker in said["answer"]  # the tool's output went back to the model
     assert (tmp_path / "out.txt").read_text().strip() == marker  # the mended command ran
     _one_reask_for(fake, "run_command", how)
+
+
+ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}},
+                 "required": ["answer"], "additionalProperties": False}
+
+
+@pytest.mark.parametrize("mode", ["buffer", "stream"])
+def test_opencode_s_structured_output_turn_gets_the_call_it_demands(fake, start_proxy, tmp_path,
+                                                                    mode, log_lines):
+    """opencode demands a call (`tool_choice: "required"`) when a message asks for structured
+    output (`format: {"type": "json_schema"}` on its server's API): it adds a StructuredOutput
+    tool with that schema and ends the turn when the tool is called. vLLM without a tool
+    parser refuses `required`, and the model never calls unless constrained: the proxy's
+    constrained re-ask brings the call, and opencode's turn ends with the structured answer."""
+    agent = AGENTS["opencode"]
+    if not agent.installed():
+        pytest.skip(f"{agent.name} is not installed: `make e2e` installs tests/e2e/package.json")
+    fake.tool_parser = None  # vLLM started without --enable-auto-tool-choice
+    proxy = start_proxy(api_keys=[KEY], stream_mode=mode, upstream_tool_parser=False,
+                        log_level="info")
+    marker, _ = _marker()
+
+    def meant(function: dict) -> dict | None:
+        return {"answer": marker} if function.get("name") == "StructuredOutput" else None
+
+    fake.behave(never_calls_unless_constrained(meant=meant))
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    with opencode_server(proxy.url, home, work) as url:
+        session = requests.post(f"{url}/session", json={}, timeout=30).json()
+        reply = requests.post(f"{url}/session/{session['id']}/message", timeout=120, json={
+            "parts": [{"type": "text", "text": "What is the marker? Answer in the format."}],
+            "format": {"type": "json_schema", "schema": ANSWER_SCHEMA}}).json()
+    assert reply["info"].get("structured") == {"answer": marker}, reply
+    demanded = [r.json for r in fake.chat_requests() if "StructuredOutput" in
+                [t["function"]["name"] for t in r.json.get("tools") or ()]]
+    assert len(demanded) == 2  # the turn, then its one constrained re-ask
+    # opencode's `required` is the proxy's to apply (a parserless vLLM would refuse it):
+    # the log line of that turn says a demanded call was re-asked and recovered.
+    (line,) = [line for line in log_lines(len(fake.chat_requests())) if line.get("reasks")]
+    assert "tool_choice_applied_by_proxy" in line["rewrites"]
+    assert [(r["reason"], r["dialect"], r["result"]) for r in line["reasks"]] == [
+        ("demanded", "structural_tag", "recovered")]
+    assert line["repairs"] == ["hermes:constrained:StructuredOutput"]
+    (reask,) = constrained_reasks(fake.received)
+    assert reask["tool_choice"] == "none"
+    assert reask["response_format"]["format"]["at_least_one"] is True

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from tests.fakes.constraints import Constraint, Script, fitting_text, optional
+from tests.fakes.constraints import Constraint, FreeArguments, Script, fitting_text, optional
 from tests.fakes.schema import instance_of
 
 
@@ -69,14 +69,16 @@ def calls(name: str, arguments: dict[str, Any], opener: str = CALL_OPEN,
 
 
 def never_calls_unless_constrained(prose: str = "I would rather describe what to do.",
-                                   script: Script = None) -> Model:
+                                   script: Script = None,
+                                   meant: FreeArguments | None = None) -> Model:
     """A model that answers in prose unless a constraint is in force that demands more than
     free text; then it writes a text that fits it (`script` answers regex and grammar
-    constraints). A constraint that arms only on a call's opener leaves its prose alone."""
+    constraints; `meant`, the arguments it means for a tool, kept where they fit). A
+    constraint that arms only on a call's opener leaves its prose alone."""
     def model(turn: Turn) -> Generation:
         if turn.constraint is None or optional(turn.constraint):
             return Generation(prose)
-        return Generation(fitting_text(turn.constraint, script, turn.tools))
+        return Generation(fitting_text(turn.constraint, script, turn.tools, meant=meant))
     return model
 
 
