@@ -8,13 +8,16 @@ Code (Messages), the chat agents (Chat Completions), a tool loop on ollama-js (O
 Buffered mode only: in the streamed mode a botched call is not asked again, as its live text
 already went out (docs/constrained-reasks.md); the streamed cases say so as a skip.
 
-And the one turn of these agents that demands a call from its command line or API: opencode's
-structured output (a message with `format: {"type": "json_schema"}` sends `tool_choice:
-"required"` with a StructuredOutput tool), against vLLM without a tool parser and a model
-that never calls unless constrained, in both modes."""
+And the turns of these agents that demand a call, reachable from their settings or API:
+opencode's structured output (a message with `format: {"type": "json_schema"}` sends
+`tool_choice: "required"` with a StructuredOutput tool) and Qwen Code's next-speaker check
+(`model.skipNextSpeakerCheck: false`: a side query demanding its `respond_in_schema` tool),
+against vLLM without a tool parser and a model that never calls unless constrained, in both
+modes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import subprocess
@@ -40,7 +43,7 @@ from tests.e2e.reasks import (
     tag_begins,
 )
 from tests.fake_vllm import MODEL
-from tests.fakes.models import never_calls_unless_constrained
+from tests.fakes.models import Generation, Turn, never_calls_unless_constrained
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -212,3 +215,55 @@ def test_opencode_s_structured_output_turn_gets_the_call_it_demands(fake, start_
     (reask,) = constrained_reasks(fake.received)
     assert reask["tool_choice"] == "none"
     assert reask["response_format"]["format"]["at_least_one"] is True
+
+
+@pytest.mark.parametrize("mode", ["buffer", "stream"])
+def test_qwen_code_s_next_speaker_check_gets_the_call_it_demands(fake, start_proxy, tmp_path,
+                                                                 mode, log_lines):
+    """Qwen Code, with `model.skipNextSpeakerCheck: false`, asks after a turn that ended in
+    text who speaks next: a side query whose one tool, `respond_in_schema`, it demands
+    (`functionCallingConfig: ANY`, `tool_choice: "required"` on its OpenAI provider). The
+    model never calls unless constrained; through the proxy's re-ask it answers "model" once
+    (Qwen Code then says "Please continue." and the model answers again), then "user"."""
+    base = AGENTS["qwen-code"]
+    if not base.installed():
+        pytest.skip(f"{base.name} is not installed: `make e2e` installs tests/e2e/package.json")
+
+    def setup(home: Path, url: str, prompt: str) -> tuple[list[str], dict[str, str]]:
+        argv, env = base.setup(home, url, prompt)
+        path = home / ".qwen" / "settings.json"
+        settings = json.loads(path.read_text())
+        settings["model"]["skipNextSpeakerCheck"] = False
+        path.write_text(json.dumps(settings))
+        return argv, env
+
+    agent = dataclasses.replace(base, setup=setup)
+    fake.tool_parser = None  # vLLM started without --enable-auto-tool-choice
+    proxy = start_proxy(api_keys=[KEY], stream_mode=mode, upstream_tool_parser=False,
+                        log_level="info")
+    def model(turn: Turn) -> Generation:
+        said = json.dumps(turn.messages)
+        if [t["function"]["name"] for t in turn.tools] == ["respond_in_schema"]:
+            # Its own first answer goes on ("model"); once continued, the user's turn.
+            speaker = "user" if "Continued." in said else "model"
+            answer = {"reasoning": "Checked.", "next_speaker": speaker}
+            return never_calls_unless_constrained(meant=lambda f: answer)(turn)
+        return Generation("Continued." if "Please continue." in said else "First.")
+
+    fake.behave(model)
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    run = agent.run(proxy.url, home, work, "Say something.")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "First." in run.stdout
+    assert "Continued." in run.stdout  # "model" came through: Qwen Code went on
+    checks = [r.json for r in fake.chat_requests()
+              if [t["function"]["name"] for t in r.json.get("tools") or ()]
+              == ["respond_in_schema"]]
+    assert len(checks) == 4  # two checks, each asked once more constrained
+    assert len(constrained_reasks(fake.received)) == 2
+    lines = [line for line in log_lines(len(fake.chat_requests())) if line.get("reasks")]
+    assert [[(r["reason"], r["result"]) for r in line["reasks"]] for line in lines] == [
+        [("demanded", "recovered")]] * 2
+    assert all(line["repairs"] == ["hermes:constrained:respond_in_schema"] for line in lines)
