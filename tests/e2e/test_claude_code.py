@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.claude_code import run_claude
 from tests.fake_vllm import (
-    MODEL,
     Answer,
     Received,
     fake_token_count,
@@ -25,7 +23,6 @@ from tests.fake_vllm import (
 
 pytestmark = pytest.mark.e2e
 
-CLAUDE = Path(__file__).parent / "node_modules" / ".bin" / "claude"
 MARKER = "e2e-marker-$((6*7))"
 PRINTED = "e2e-marker-42"
 
@@ -52,38 +49,10 @@ def _script(received: Received) -> Answer:
     return vllm_answer(vllm_completion("OK"))(received)  # side requests (titles, summaries)
 
 
-def _claude_env(proxy_url: str, home: Path) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TERM", "TMPDIR")}
-    return {**keep,
-            "HOME": str(home),
-            "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-            "ANTHROPIC_BASE_URL": proxy_url,
-            "ANTHROPIC_API_KEY": "sk-e2e",
-            "ANTHROPIC_MODEL": MODEL,
-            "ANTHROPIC_SMALL_FAST_MODEL": MODEL,
-            "ANTHROPIC_DEFAULT_HAIKU_MODEL": MODEL,
-            "ANTHROPIC_DEFAULT_SONNET_MODEL": MODEL,
-            "ANTHROPIC_DEFAULT_OPUS_MODEL": MODEL,
-            "CLAUDE_CODE_SUBAGENT_MODEL": MODEL,
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "CLAUDE_CODE_MAX_RETRIES": "0"}
-
-
 def _print_the_marker(proxy_url: str, tmp_path: Path) -> None:
     """`claude -p` asked to print the marker with its Bash tool; it must finish the turn and
     report the marker from the tool's output."""
-    if not CLAUDE.exists():
-        pytest.fail("Claude Code is not installed: run `make e2e` (npm install in tests/e2e)")
-    work = tmp_path / "work"
-    work.mkdir()
-    done = subprocess.run(
-        [str(CLAUDE), "-p", "Print the marker with the Bash tool.", "--output-format", "json",
-         "--allowedTools", "Bash"],
-        cwd=work, env=_claude_env(proxy_url, tmp_path), capture_output=True, text=True,
-        timeout=240, stdin=subprocess.DEVNULL)
+    done, _ = run_claude(proxy_url, tmp_path, "Print the marker with the Bash tool.")
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
     result = json.loads(done.stdout)
     assert result["is_error"] is False
@@ -153,15 +122,7 @@ def test_claude_code_s_loop_goes_on_after_a_call_by_a_name_it_does_not_offer(
         return vllm_answer(vllm_completion("OK"))(received)
 
     fake.answer(model)
-    if not CLAUDE.exists():
-        pytest.fail("Claude Code is not installed: run `make e2e` (npm install in tests/e2e)")
-    work = tmp_path / "work"
-    work.mkdir()
-    done = subprocess.run(
-        [str(CLAUDE), "-p", "Print the marker with the Bash tool.", "--output-format", "json",
-         "--allowedTools", "Bash"],
-        cwd=work, env=_claude_env(proxy.url, tmp_path), capture_output=True, text=True,
-        timeout=240, stdin=subprocess.DEVNULL)
+    done, _ = run_claude(proxy.url, tmp_path, "Print the marker with the Bash tool.")
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
     result = json.loads(done.stdout)
     assert result["is_error"] is False

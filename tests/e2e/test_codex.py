@@ -10,30 +10,19 @@ ignored."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from tests.docs_pages import code_blocks, page
+from tests.e2e.codex import run_codex, shell_call
 from tests.fake_vllm import Answer, Received, vllm_answer, vllm_completion
 
 pytestmark = pytest.mark.e2e
 
-CODEX = Path(__file__).resolve().parent / "node_modules" / ".bin" / "codex"
-# The config.toml docs/clients/codex.md shows a person, pointed at the test's proxy.
-CONFIG = code_blocks(page("clients/codex.md"), "toml")[0].replace("http://127.0.0.1:8003", "{url}")
-
 
 def _shell_call(tools: list[str]) -> tuple[str, dict]:
     """The shell tool this Codex offers, with arguments that print secret.txt."""
-    if "exec_command" in tools:
-        return "exec_command", {"cmd": "cat secret.txt"}
-    if "shell_command" in tools:
-        return "shell_command", {"command": "cat secret.txt"}
-    return "shell", {"command": ["bash", "-lc", "cat secret.txt"]}
+    return shell_call(tools, "cat secret.txt")
 
 
 def _agent(received: Received) -> Answer:
@@ -52,24 +41,12 @@ def _agent(received: Received) -> Answer:
 
 @pytest.mark.parametrize("mode", ["buffer", "stream"])
 def test_codex_exec_runs_a_tool_call_written_as_hermes_text(fake, start_proxy, tmp_path, mode):
-    if not CODEX.exists():
-        pytest.fail("Codex CLI is not installed: run `make e2e` (npm install in tests/e2e)")
     proxy = start_proxy(responses_store_path=str(tmp_path / "responses.sqlite3"),
                         stream_mode=mode)
     fake.answer(_agent)
-    home, work = tmp_path / "codex-home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
-    (home / "config.toml").write_text(CONFIG.format(url=proxy.url))
     marker = f"marker-{secrets.token_hex(6)}"
-    (work / "secret.txt").write_text(marker + "\n")
-    env = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI")}
-    env.update(CODEX_HOME=str(home), TOOLCALL_PROXY_KEY="sk-local", HOME=str(tmp_path),
-               NO_COLOR="1")
-    result = subprocess.run(
-        [str(CODEX), "exec", "--strict-config", "--skip-git-repo-check",
-         "--sandbox", "danger-full-access", "Read secret.txt and tell me what it says."],
-        cwd=work, env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    result, _ = run_codex(proxy.url, tmp_path, "Read secret.txt and tell me what it says.",
+                          {"secret.txt": marker + "\n"})
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     assert "The file says: " in result.stdout, output[-3000:]
@@ -93,8 +70,6 @@ def test_codex_s_loop_goes_on_after_a_call_to_a_tool_it_does_not_offer(fake, sta
     """A Hermes call to a tool Codex lacks is delivered as written through the Responses
     front: Codex answers it with an error output, and the model's next answer ends the turn
     (never a 5xx Codex retries)."""
-    if not CODEX.exists():
-        pytest.fail("Codex CLI is not installed: run `make e2e` (npm install in tests/e2e)")
     proxy = start_proxy(responses_store_path=str(tmp_path / "responses.sqlite3"),
                         stream_mode=mode)
 
@@ -108,17 +83,7 @@ def test_codex_s_loop_goes_on_after_a_call_to_a_tool_it_does_not_offer(fake, sta
         return vllm_answer(vllm_completion(f"<tool_call>\n{call}\n</tool_call>"))(received)
 
     fake.answer(model)
-    home, work = tmp_path / "codex-home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
-    (home / "config.toml").write_text(CONFIG.format(url=proxy.url))
-    env = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI")}
-    env.update(CODEX_HOME=str(home), TOOLCALL_PROXY_KEY="sk-local", HOME=str(tmp_path),
-               NO_COLOR="1")
-    result = subprocess.run(
-        [str(CODEX), "exec", "--strict-config", "--skip-git-repo-check",
-         "--sandbox", "danger-full-access", "Launch the rockets."],
-        cwd=work, env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    result, _ = run_codex(proxy.url, tmp_path, "Launch the rockets.")
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     assert "Codex said: " in result.stdout, output[-3000:]

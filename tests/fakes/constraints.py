@@ -47,17 +47,23 @@ class UnscriptedConstraint(LookupError):
 
 
 Script = Callable[[Constraint], str] | str | None
-# What a model writes for a tool's arguments where a tag leaves them free (no schema).
+# What a model writes for a tool's arguments where a tag leaves them free (no schema); or,
+# where a schema binds them, what it means to write (kept when it fits: the mask lets it by).
 FreeArguments = Callable[[dict[str, Any]], Any]
 
 
 def _free_json(schema: Any, begin: str, tools: list[dict[str, Any]],
-               free: FreeArguments | None) -> str:
-    """The JSON a model writes in a tagged span: an instance of `schema`; where the tag sets
-    none (`{}`, as SGLang's for a tool that is not `strict`), the arguments the model would
-    write anyway for the tool the tag's begin names (`free`; default: fitting ones). `True`
-    (any JSON, vLLM's for a tool that says `strict: false`) leaves them free too."""
+               free: FreeArguments | None, meant: FreeArguments | None = None) -> str:
+    """The JSON a model writes in a tagged span: what it `meant` to write for the tool the
+    tag's begin names where that fits `schema` (a mask passes a valid text through), else an
+    instance of `schema`; where the tag sets none (`{}`, as SGLang's for a tool that is not
+    `strict`), the arguments the model would write anyway (`free`; default: fitting ones).
+    `True` (any JSON, vLLM's for a tool that says `strict: false`) leaves them free too."""
     if schema and schema is not True:
+        function = _named_in(begin, tools)
+        wanted = meant(function) if meant is not None and function is not None else None
+        if wanted is not None and not schema_errors(wanted, schema):
+            return orjson.dumps(wanted).decode()
         return orjson.dumps(instance_of(schema)).decode()
     function = _named_in(begin, tools)
     if function is None:
@@ -68,10 +74,11 @@ def _free_json(schema: Any, begin: str, tools: list[dict[str, Any]],
 
 def fitting_text(constraint: Constraint, script: Script = None,
                  tools: list[dict[str, Any]] | None = None,
-                 free: FreeArguments | None = None) -> str:
+                 free: FreeArguments | None = None, meant: FreeArguments | None = None) -> str:
     """The text a model writes when decoding is constrained by `constraint`. For
     `json_object`, a call-shaped object for the first of `tools` (a bare `{}` without); in a
-    structural tag's span without a schema, `free`'s arguments (see _free_json)."""
+    structural tag's span, `meant`'s arguments where they fit its schema, and without a
+    schema `free`'s (see _free_json)."""
     kind, value, tools = constraint.kind, constraint.value, tools or []
     if kind == "json_schema":
         return orjson.dumps(instance_of(value)).decode()
@@ -84,19 +91,19 @@ def fitting_text(constraint: Constraint, script: Script = None,
     if kind == "choice":
         return value[0]
     if kind == "structural_tag":
-        return _structural_text(value, script, tools, free)
+        return _structural_text(value, script, tools, free, meant)
     if script is None:
         raise UnscriptedConstraint(f"no scripted answer for a {kind} constraint")
     return script(constraint) if callable(script) else script
 
 
 def _structural_text(tag: dict[str, Any], script: Script, tools: list[dict[str, Any]],
-                     free: FreeArguments | None) -> str:
+                     free: FreeArguments | None, meant: FreeArguments | None) -> str:
     if "structures" in tag:  # the legacy form: begin, schema, end; triggers
-        first = _shown(tag["structures"], tools)
-        return first["begin"] + _free_json(first.get("schema"), first["begin"], tools, free) \
-            + first["end"]
-    return _format_text(tag["format"], script, tools, free)
+        first = _shown(tag["structures"], tools, meant)
+        return first["begin"] + _free_json(first.get("schema"), first["begin"], tools, free,
+                                           meant) + first["end"]
+    return _format_text(tag["format"], script, tools, free, begin="", meant=meant)
 
 
 def _named_in(begin: str, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -106,32 +113,40 @@ def _named_in(begin: str, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(named, key=lambda f: len(f["name"])) if named else None
 
 
-def _shown(tags: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """The first tag for a tool the model was shown (its begin names one), else the first:
-    a model calls what its prompt offers it."""
-    return next((tag for tag in tags if _named_in(tag.get("begin", ""), tools)), tags[0])
+def _shown(tags: list[dict[str, Any]], tools: list[dict[str, Any]],
+           meant: FreeArguments | None = None) -> dict[str, Any]:
+    """The tag for the tool the model means to call (`meant` has arguments for it), else the
+    first for a tool it was shown (its begin names one), else the first: a model calls what
+    its prompt offers it."""
+    shown = [tag for tag in tags if _named_in(tag.get("begin", ""), tools)]
+    wanted = [tag for tag in shown if meant is not None
+              and meant(_named_in(tag.get("begin", ""), tools) or {}) is not None]
+    return (wanted or shown or tags)[0]
 
 
 def _format_text(node: dict[str, Any], script: Script, tools: list[dict[str, Any]],
-                 free: FreeArguments | None, begin: str = "") -> str:
+                 free: FreeArguments | None, begin: str = "",
+                 meant: FreeArguments | None = None) -> str:
     """The text for one xgrammar structural-tag format node (the first alternative of each
     choice; one tag where tags may repeat)."""
     kind = node.get("type")
     if kind == "const_string":
         return node["value"]
     if kind == "json_schema":
-        return _free_json(node["json_schema"], begin, tools, free)
+        return _free_json(node["json_schema"], begin, tools, free, meant)
     if kind == "any_text":
         return ""
     if kind == "sequence":
-        return "".join(_format_text(e, script, tools, free, begin) for e in node["elements"])
+        return "".join(_format_text(e, script, tools, free, begin, meant)
+                       for e in node["elements"])
     if kind == "or":
-        return _format_text(node["elements"][0], script, tools, free, begin)
+        return _format_text(node["elements"][0], script, tools, free, begin, meant)
     if kind == "tag":
         return node["begin"] + _format_text(node["content"], script, tools, free,
-                                            node["begin"]) + node["end"]
+                                            node["begin"], meant) + node["end"]
     if kind in ("triggered_tags", "tags_with_separator"):
-        return _format_text(_shown(node["tags"], tools), script, tools, free, begin)
+        return _format_text(_shown(node["tags"], tools, meant), script, tools, free, begin,
+                            meant)
     if script is None:
         raise UnscriptedConstraint(f"no scripted answer for a structural tag's {kind}")
     return script(Constraint("structural_tag", node)) if callable(script) else script

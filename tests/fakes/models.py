@@ -5,6 +5,8 @@ The server then does with that text what the real one does (its tool parser, its
 - `never_calls_unless_constrained`: prose, unless decoding is constrained; then text that fits.
 - `botches_arguments`: its own call markers around arguments that are broken JSON or break the
   tool's schema, unless constrained; then text that fits.
+- `botches_call`: the same, for a call it means to make to a given tool with given arguments
+  (an agent's shell tool, a command): constrained, it writes those where the mask lets them.
 - `calls`: a well-formed call in its markers; `says`: a fixed text.
 - `thinks`: any of these, reasoning first (the server returns it in its reasoning field);
   `cut_by_length`: any of these, stopped by `max_tokens`; `constrained_after`: any of these,
@@ -20,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from tests.fakes.constraints import Constraint, Script, fitting_text, optional
+from tests.fakes.constraints import Constraint, FreeArguments, Script, fitting_text, optional
 from tests.fakes.schema import instance_of
 
 
@@ -70,14 +72,16 @@ def calls(name: str, arguments: dict[str, Any], opener: str = CALL_OPEN,
 
 
 def never_calls_unless_constrained(prose: str = "I would rather describe what to do.",
-                                   script: Script = None) -> Model:
+                                   script: Script = None,
+                                   meant: FreeArguments | None = None) -> Model:
     """A model that answers in prose unless a constraint is in force that demands more than
     free text; then it writes a text that fits it (`script` answers regex and grammar
-    constraints). A constraint that arms only on a call's opener leaves its prose alone."""
+    constraints; `meant`, the arguments it means for a tool, kept where they fit). A
+    constraint that arms only on a call's opener leaves its prose alone."""
     def model(turn: Turn) -> Generation:
         if turn.constraint is None or optional(turn.constraint):
             return Generation(prose)
-        return Generation(fitting_text(turn.constraint, script, turn.tools))
+        return Generation(fitting_text(turn.constraint, script, turn.tools, meant=meant))
     return model
 
 
@@ -146,3 +150,31 @@ def constrained_after(gate: threading.Event, model: Model, waited: list[bool]) -
             waited.append(gate.wait(20))
         return model(turn)
     return gated
+
+def botches_call(name: str, arguments: dict[str, Any], how: str = "broken",
+                 opener: str = CALL_OPEN, closer: str = CALL_CLOSE) -> Model:
+    """A model that means to call `name` with `arguments` and, free, botches it in its own
+    markers: JSON cut off before the arguments' first value ends (`broken`), or the
+    arguments without their first key (`violating`); constrained, it writes what it meant
+    wherever the constraint's schema lets it (a structural tag for `name`), else text that
+    fits. Asked without `name` among its tools, it writes prose."""
+    if how not in ("broken", "violating"):
+        raise ValueError(f"how: broken or violating, not {how!r}")
+
+    def meant(function: dict[str, Any]) -> dict[str, Any] | None:
+        return arguments if function.get("name") == name else None
+
+    def model(turn: Turn) -> Generation:
+        offered = [(t.get("function") or {}).get("name") for t in turn.tools]
+        if name not in offered:
+            return Generation("There is no tool for that here.")
+        if turn.constraint is not None:
+            return Generation(fitting_text(turn.constraint, None, turn.tools, meant=meant))
+        if how == "violating":
+            body = orjson.dumps({"name": name, "arguments": dict(list(arguments.items())[1:])})
+        else:
+            whole = orjson.dumps({"name": name, "arguments": arguments})
+            first = orjson.dumps(next(iter(arguments.values())))
+            body = whole[:whole.index(first) + max(1, len(first) // 2)]
+        return Generation(f"{opener}\n{body.decode()}\n{closer}")
+    return model

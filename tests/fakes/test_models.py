@@ -16,6 +16,7 @@ from tests.fakes.models import (
     CALL_OPEN,
     Turn,
     botches_arguments,
+    botches_call,
     calls,
     never_calls_unless_constrained,
     says,
@@ -46,7 +47,8 @@ CONSTRAINTS = [
     Constraint("structural_tag", SEQUENCE_TAG),
 ]
 BEHAVIOURS = [never_calls_unless_constrained(), botches_arguments("broken"),
-              botches_arguments("violating"), calls("read", {"path": "a"})]
+              botches_arguments("violating"), calls("read", {"path": "a"}),
+              botches_call("read", {"path": "a"}, "broken")]
 
 
 @pytest.mark.parametrize("constraint", CONSTRAINTS, ids=lambda c: c.kind)
@@ -139,3 +141,37 @@ def test_says_ignores_constraints_and_fitting_text_refuses_an_unknown_way():
     with pytest.raises(ValueError, match="broken or violating"):
         botches_arguments("sloppy")
     assert fitting_text(Constraint("json_object")) == "{}"
+
+
+READ_TAG = {"type": "structural_tag", "format": {
+    "type": "triggered_tags", "triggers": ["<tool_call>"], "at_least_one": True,
+    "tags": [{"type": "tag", "begin": f'<tool_call>\n{{"name": "{name}", "arguments": ',
+              "content": {"type": "json_schema", "json_schema": parameters_of(name)},
+              "end": "}\n</tool_call>"} for name in ("search", "read")]}}
+
+
+@pytest.mark.parametrize("how", ["broken", "violating"])
+def test_a_model_botching_a_call_it_means_writes_what_it_meant_once_constrained(how):
+    """Free, the call to `read` it means is botched; under a tag offering every tool, it
+    writes `read` with the arguments it meant (they fit), not the first tool's."""
+    model = botches_call("read", {"path": "src/parser.py"}, how)
+    inner = _framed(model(Turn(USER, TOOLS)).text)
+    if how == "broken":
+        assert inner.startswith('{"name":"read"')
+        with pytest.raises(orjson.JSONDecodeError):
+            orjson.loads(inner)
+    else:
+        assert schema_errors(orjson.loads(inner)["arguments"], parameters_of("read"))
+    text = model(Turn(USER, TOOLS, Constraint("structural_tag", READ_TAG))).text
+    assert text == ('<tool_call>\n{"name": "read", "arguments": {"path":"src/parser.py"}}'
+                    '\n</tool_call>')
+    assert model(Turn(USER, [TOOLS[0]])).text == "There is no tool for that here."
+
+
+def test_what_a_model_meant_that_breaks_the_schema_is_masked_into_what_fits():
+    meant = {"path": 7}  # not a string: the mask does not let it by
+    text = never_calls_unless_constrained(meant=lambda f: meant if f["name"] == "read" else None)(
+        Turn(USER, TOOLS, Constraint("structural_tag", READ_TAG))).text
+    assert '"name": "read"' in text
+    assert fit_errors(Constraint("structural_tag", READ_TAG), text) == []
+    assert '"path":7' not in text
