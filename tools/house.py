@@ -268,7 +268,8 @@ def turn_hops(root: Path) -> dict[str, int]:
     fake = FakeVLLM(tool_parser=False)
     fake.answer(vllm_answer(vllm_completion(
         '<tool_call>{"name": "read", "arguments": {"path": "/a"}}</tool_call>')))
-    app = _create_app()(_config(upstream=fake.url, log_level="error"))
+    # vLLM without a tool parser refuses tools it is sent: the proxy is told so
+    app = _create_app()(_config(upstream=fake.url, log_level="error", upstream_tool_parser=False))
     body = {"model": "m", "stream": False,
             "messages": [{"role": "user", "content": "read /a"}],
             "tools": [{"type": "function", "function": {
