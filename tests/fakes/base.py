@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 
+from tests.fakes.models import Model, says
+
 
 @dataclass
 class Answer:
@@ -204,3 +206,21 @@ class FakeServer:
         """Stop serving."""
         self.server.shutdown()
         self.server.server_close()
+
+
+class ModelServer(FakeServer):
+    """A fake server whose chat answers a model behaviour generates (`behave`), rendered by
+    the subclass's `_generated` as that server renders them; `answer` scripts them instead."""
+
+    def __init__(self) -> None:
+        self._behaviour: Model = says("Hello from the fake.")
+        super().__init__()
+        self._answer = self._generated
+
+    def behave(self, model: Model) -> None:
+        """Answer chat completions with what `model` generates, as this server renders it."""
+        self._behaviour = model
+        self._answer = self._generated
+
+    def _generated(self, received: Received) -> Answer:
+        raise NotImplementedError

@@ -23,9 +23,9 @@ from typing import Any
 
 import orjson
 
-from tests.fakes.base import Answer, FakeServer, Received, sse
+from tests.fakes.base import Answer, ModelServer, Received, sse
 from tests.fakes.constraints import Constraint, UnscriptedConstraint
-from tests.fakes.models import Generation, Model, Turn, says
+from tests.fakes.models import Generation, Turn
 from tests.fakes.template import ChatTemplate
 
 MODEL = "Qwen3.6-27B-Q4_K_M.gguf"
@@ -254,7 +254,7 @@ def _read_calls(text: str, template: ChatTemplate) -> tuple[str, list[dict[str, 
     return text[:start].strip(), calls
 
 
-class FakeLlamaCpp(FakeServer):
+class FakeLlamaCpp(ModelServer):
     """The fake llama-server. `jinja`: started with `--jinja` (tools need it). `enforces_required`:
     whether `tool_choice: "required"` makes the tool grammar eager (False: the newest builds'
     bug, #27217)."""
@@ -269,14 +269,7 @@ class FakeLlamaCpp(FakeServer):
         self.build = build
         self.enforces_required = enforces_required
         self.ignored: list[set[str]] = []  # per chat request: fields copied and never read
-        self._behaviour: Model = says("Hello from the fake.")
         super().__init__()
-        self._answer = self._generated
-
-    def behave(self, model: Model) -> None:
-        """Answer chat completions with what `model` generates, as llama.cpp renders it."""
-        self._behaviour = model
-        self._answer = self._generated
 
     def _route(self, received: Received) -> Answer:
         path = received.path.split("?")[0]

@@ -21,9 +21,9 @@ from typing import Any
 
 import orjson
 
-from tests.fakes.base import Answer, FakeServer, Received, sse
+from tests.fakes.base import Answer, ModelServer, Received, sse
 from tests.fakes.constraints import Constraint, UnscriptedConstraint
-from tests.fakes.models import Generation, Model, Turn, says
+from tests.fakes.models import Generation, Turn
 from tests.fakes.template import ChatTemplate
 
 MODEL = "qwen3.6:27b"
@@ -74,7 +74,7 @@ def _read_calls(text: str, template: ChatTemplate) -> tuple[str, list[dict[str, 
     return text[:start].strip(), calls
 
 
-class FakeOllama(FakeServer):
+class FakeOllama(ModelServer):
     """The fake Ollama. `models`: the models it has pulled (others are 404s)."""
 
     def __init__(self, models: tuple[str, ...] = (MODEL,), version: str = VERSION,
@@ -83,14 +83,7 @@ class FakeOllama(FakeServer):
         self.version = version
         self.template = template or ChatTemplate()
         self.context_length = context_length
-        self._behaviour: Model = says("Hello from the fake.")
         super().__init__()
-        self._answer = self._generated
-
-    def behave(self, model: Model) -> None:
-        """Answer chats with what `model` generates, as Ollama renders it."""
-        self._behaviour = model
-        self._answer = self._generated
 
     def chat_requests(self) -> list[Received]:
         """The chat requests received so far, native or OpenAI-compatible."""

@@ -22,9 +22,9 @@ from typing import Any
 
 import orjson
 
-from tests.fakes.base import Answer, FakeServer, Received, sse
+from tests.fakes.base import Answer, ModelServer, Received, sse
 from tests.fakes.constraints import Constraint, UnscriptedConstraint
-from tests.fakes.models import Generation, Model, Turn, says
+from tests.fakes.models import Generation, Turn
 from tests.fakes.template import ChatTemplate
 
 MODEL = "Qwen/Qwen3.6-27B"
@@ -224,7 +224,7 @@ def calls_schema(tools: list[dict[str, Any]], named: str | None,
     return schema | ({} if parallel else {"maxItems": 1})
 
 
-class FakeSGLang(FakeServer):
+class FakeSGLang(ModelServer):
     """The fake SGLang server. `tool_call_parser`: its `--tool-call-parser` (None: started
     without one); the parser reads and (for demanded calls) writes calls in the template's
     wrapper, as SGLang's `qwen25`/`hermes` detectors do."""
@@ -241,14 +241,7 @@ class FakeSGLang(FakeServer):
         self.reasoning_parser = reasoning_parser
         self.grammar_backend = grammar_backend
         self.ignored: list[set[str]] = []  # per chat request: the fields pydantic dropped
-        self._behaviour: Model = says("Hello from the fake.")
         super().__init__()
-        self._answer = self._generated
-
-    def behave(self, model: Model) -> None:
-        """Answer chat completions with what `model` generates, as SGLang renders it."""
-        self._behaviour = model
-        self._answer = self._generated
 
     def server_info(self) -> dict[str, Any]:
         """HTTP: get_server_info — the server args (a few of many), the scheduler's info, the

@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from tests.fakes.base import Answer, FakeServer, Received
+from tests.fakes.base import Answer, ModelServer, Received
 from tests.fakes.constraints import UnscriptedConstraint
-from tests.fakes.models import Generation, Model, Turn, says
+from tests.fakes.models import Generation, Turn
 from tests.fakes.template import ChatTemplate
 from tests.fakes.vllm_rules import (
     CHAT_FIELDS,
@@ -39,7 +39,7 @@ from tests.fakes.vllm_shapes import (
 VERSION = "0.33.0"
 
 
-class FakeVLLM(FakeServer):
+class FakeVLLM(ModelServer):
     """The fake server. By default a chat completion gets a plain text answer.
 
     `tool_parser`: the `--tool-call-parser` it was started with (with
@@ -67,14 +67,7 @@ class FakeVLLM(FakeServer):
         # What /health answers when a test scripts it (a replica loading, a server without
         # one); None: vLLM's own 200 with an empty body.
         self.health: Callable[[Received], Answer] | None = None
-        self._behaviour: Model = says("Hello from the fake.")
         super().__init__()
-        self._answer = self._generated
-
-    def behave(self, model: Model) -> None:
-        """Answer chat completions with what `model` generates, as this server renders it."""
-        self._behaviour = model
-        self._answer = self._generated
 
     def _route(self, received: Received) -> Answer:
         path = received.path.split("?")[0]  # FastAPI ignores a query it does not declare
