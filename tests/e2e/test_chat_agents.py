@@ -31,6 +31,7 @@ from tests.e2e.chat_agents import (
     tool_names,
     tool_results,
 )
+from tests.fakes.template import ChatTemplate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -138,6 +139,7 @@ def test_thinking_closed_by_a_lone_end_tag_stays_off_the_screen(fake, start_prox
     """Every answer starts inside the thinking block the template opened: the agent shows
     the answers only, and runs the call written after the closer."""
     agent = _agent(key)
+    fake.template = ChatTemplate(opens_thinking=True)  # what the proxy's profile reads of it
     proxy = start_proxy(api_keys=[KEY], stream_mode=mode)
     marker = f"e2e-{secrets.token_hex(5)}"
     thinking = "Pondering what the user wants before I answer"
