@@ -242,6 +242,18 @@ def test_the_markup_framing_a_plain_answer_is_dropped(content, split):
     assert not message.calls
 
 
+@pytest.mark.parametrize(("content", "split"), [
+    (content, split) for content, split in FRAMED
+    if split[0] is None and split[1] and content.count(split[1]) == 1])
+def test_the_markup_framing_a_long_plain_answer_is_dropped_too(content, split):
+    """The closing tokens are looked for near the end of the text only (a scan of a long
+    answer cost tens of milliseconds per format): a long answer loses them all the same."""
+    words = "A long answer, line after line of it.\n" * 5000
+    answer = split[1]
+    message, _ = _message(content.replace(answer, words + answer, 1))
+    assert _split(message) == (None, words + answer)
+
+
 @pytest.mark.parametrize("content", FRAMING_MENTIONED)
 def test_framing_tokens_the_answer_mentions_stay(content):
     message, repairs = _message(content)

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..framing import OpenerMatches, at_line_start, json_frame, reshaped
 from ..opener_patterns import Opener, literals, seq
+from ..prose.markup import at_end
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec
@@ -104,7 +105,7 @@ def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
     opening = _ANSWER_OPEN.match(text)
     assert opening is not None  # (every part of it is optional)
     spans = [opening.span()] if opening[0].strip() else []
-    closing = _ANSWER_CLOSE.search(text, opening.end())
+    closing = at_end(_ANSWER_CLOSE, text, opening.end())
     if closing is not None and closing[0].strip():
         spans.append(closing.span())
     if opening[1] is not None:

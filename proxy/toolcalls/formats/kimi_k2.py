@@ -71,6 +71,8 @@ _STRAY_SECTION = re.compile(r"(?<!`)<\|tool_calls_section_begin\|>((?:(?!<\|tool
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Each tool section that holds no call, and the markers of a section that holds only
     stray words (not in code)."""
+    if "<|tool_calls_section_begin|>" not in text:  # (both patterns start with it)
+        return [], []
     spans = [found.span() for found in _EMPTY_SECTION.finditer(text)]
     for section in _STRAY_SECTION.finditer(text):
         if not any(start <= section.start() < end for start, end in spans):

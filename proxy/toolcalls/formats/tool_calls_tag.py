@@ -28,6 +28,7 @@ from ..framing import (
     whole_values,
 )
 from ..opener_patterns import literals
+from ..prose.markup import at_end
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec
@@ -88,7 +89,7 @@ def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
     opening = _FINAL_OPEN.match(text)
     if opening is not None:
         spans.append(opening.span())
-    closing = _FINAL_CLOSE.search(text, opening.end() if opening is not None else 0)
+    closing = at_end(_FINAL_CLOSE, text, opening.end() if opening is not None else 0)
     if closing is not None:
         spans.append(closing.span())
     return spans, []

@@ -7,6 +7,17 @@ import re
 
 Span = tuple[int, int]
 
+# How far before the end of a text (its trailing space aside) a closing token may start: the
+# tokens that close an answer are short.
+TAIL = 512
+
+
+def at_end(closing: re.Pattern[str], text: str, low: int = 0) -> re.Match[str] | None:
+    """`closing`, a pattern anchored with `\\Z`, searched near the end of `text` only: a
+    search from `low` would try it at every position of a long answer (a megabyte of text
+    took tens of milliseconds per format)."""
+    return closing.search(text, max(low, len(text.rstrip()) - TAIL))
+
 
 def edges(text: str, opening: re.Pattern[str] | None, closing: re.Pattern[str] | None,
           inner: re.Pattern[str] | None = None) -> list[Span]:
@@ -18,7 +29,7 @@ def edges(text: str, opening: re.Pattern[str] | None, closing: re.Pattern[str] |
     low = start.end() if start is not None else 0
     if start is not None:
         spans.append(start.span())
-    end = closing.search(text, low) if closing is not None else None
+    end = at_end(closing, text, low) if closing is not None else None
     high = end.start() if end is not None else len(text)
     if end is not None and end.end() > end.start():
         spans.append(end.span())
