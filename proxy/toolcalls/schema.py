@@ -433,7 +433,6 @@ def coerce(text: str, schema: Any) -> Any:
 Resolver = _Resolver
 Work = _Work
 alternatives = _types_of
-json_type = _json_type
 same = _same
 as_type = _as_type
 MISSING = _MISSING

@@ -64,7 +64,9 @@ class LiveTurn:
         self.done = False  # `[DONE]` came
         self._not_json: bytes | None = None
         self.first_text = False  # something visible has been released
-        self._said: dict[tuple[int, str], str] = {}  # what went out, by (choice, kind)
+        # what went out, by (choice, kind), in pieces (joined when read: a long answer's
+        # pieces added to one string were copied whole each time)
+        self._said: dict[tuple[int, str], list[str]] = {}
 
     def feed(self, events: Iterable[bytes]) -> bool:
         """Take the data of upstream events; whether there is now something to release."""
@@ -151,19 +153,19 @@ class LiveTurn:
             self.first_text = True
         for piece in ready:
             key = (piece.choice, piece.kind)
-            self._said[key] = self._said.get(key, "") + piece.text
+            self._said.setdefault(key, []).append(piece.text)
         return ready
 
     def said(self) -> dict[tuple[int, str], str]:
         """What went out live so far, by (choice, kind): the text a client has shown."""
-        return dict(self._said)
+        return {key: "".join(pieces) for key, pieces in self._said.items()}
 
     def holds(self, result: TurnResult) -> bool:
         """Whether a frame read in `result` (this turn's answer) has not gone out live: a
         call (calls go out whole at the end), or reasoning or content the hold-back kept,
         more than space (it keeps everything from the first place a frame could open, so a
         frame left as text stands in that part)."""
-        said = self._said
+        said = self.said()
         return any(choice.calls or any(
             _after(text or "", said.get((choice.index, kind), "")).strip()
             for kind, text in ((CONTENT, choice.content), (REASONING, choice.reasoning)))

@@ -153,7 +153,7 @@ def test_the_log_line_names_the_re_ask_and_its_upstream_time(start_proxy, parser
     [seen] = line["reasks"]
     assert (seen["reason"], seen["dialect"], seen["result"]) == (
         "demanded", "structured_outputs", "recovered")
-    assert seen["ms"] >= 0
+    assert 0 < seen["ms"] < 15_000  # the re-ask's own round trip, timed
     assert [r.split(":", 1)[1] for r in line["repairs"]] == ["constrained:get_weather"]
 
 
@@ -208,7 +208,8 @@ def test_metrics_and_the_status_page_count_each_re_ask_by_reason_dialect_and_res
     [row] = doc["models"]
     assert row["reasks"] == {"demanded:structured_outputs:refused": 1,
                              "demanded:unconstrained:unmet": 1}
-    assert row["reask_p50_ms"] >= 0
+    assert row["reask_p50_ms"] is not None
+    assert 0 < row["reask_p50_ms"] < 15_000
     assert doc["turns"][0]["reasks"] == row["reasks"]
     samples = _samples(proxy)
     labels = (("dialect", "structured_outputs"), ("reason", "demanded"), ("result", "refused"))

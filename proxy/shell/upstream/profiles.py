@@ -72,9 +72,11 @@ class Profiles:
         if profile is None or not self._fits(profile, since):
             kept = self._kept(key)
             # another process's profile, once per process: still the server that answers
-            # there? (one `GET /v1/models`; another server on the same URL is read anew)
-            if kept is not None and self._same_server(kept, url, model, config, headers or {}):
-                profile = kept
+            # there? (one `GET /v1/models`, asked only of a profile still fresh enough to
+            # use; another server on the same URL is read anew)
+            if kept is not None and (not self._fits(kept, since) or self._same_server(
+                    kept, url, model, config, headers or {})):
+                profile = kept  # (a stale one: the base whose refusals a refresh keeps)
         if profile is not None and self._fits(profile, since):
             with self._lock:
                 self._known[key] = profile
