@@ -26,6 +26,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     `replay`, `healthcheck`) when the first argument names it."""
     args = list(sys.argv[1:] if argv is None else argv)
     # The tools are imported when named: serving loads neither (nor what they import).
+    if args[:1] == ["doctor"] and "--score" in args[1:]:
+        from .diagnose.score import main as score
+
+        return score(args[1:])
     if args[:1] == ["doctor"]:
         from .diagnose.doctor import main as doctor
 
