@@ -32,9 +32,14 @@ class Job:
         return self.mode == "streamed"
 
 
+BUDGET = "budget"  # not asked: the request budget (--max-requests) would not cover it
+UNSAID = "unsaid"  # not asked: the front's API cannot say the turn (Ollama's tool_choice)
+
+
 @dataclass(frozen=True)
 class Asked:
-    """A job and what its client read (None: not asked, the request budget was spent)."""
+    """A job and what its client read; None, and why (`left_out`), when it was not asked."""
 
     job: Job
     reading: Reading | None
+    left_out: str | None = None

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .checks import CHECKS, RIGHT, STREAM_EQUAL, verdicts, why_not
+from .jobs import BUDGET, MODES, STRAIGHT, UNSAID, Asked
 from .reading import Reading
-from .jobs import MODES, STRAIGHT, Asked
 from .suite import SUITE, VERSION
 
 ROWS = (*CHECKS, RIGHT)
@@ -23,7 +23,7 @@ def _entry(asked: Asked) -> dict[str, Any]:
     job, reading = asked.job, asked.reading
     entry: dict[str, Any] = {"turn": job.turn.id, "way": job.path, "mode": job.mode}
     if reading is None:
-        return {**entry, "asked": False}
+        return {**entry, "asked": False, "left_out": asked.left_out}
     return {**entry, "asked": True, "verdicts": verdicts(job.turn, reading),
             "status": reading.status, "error": reading.error,
             "answer": why_not(job.turn, reading), "requests": reading.requests,
@@ -67,7 +67,10 @@ def build(asked: Sequence[Asked], *, upstream: str, model: str, profile: dict[st
         "profile": profile, "ways": list(ways), "modes": list(MODES),
         "max_requests": max_requests,
         "requests": sum(e.get("requests", 0) for e in entries),
-        "not_asked": sum(1 for e in entries if not e["asked"]),
+        "not_asked": sum(1 for e in entries if e.get("left_out") == BUDGET),
+        "unsaid": {way: [e["turn"] for e in entries if e["way"] == way
+                         and e.get("left_out") == UNSAID and e["mode"] == MODES[0]]
+                   for way in ways if way != STRAIGHT},
         "seconds": round(seconds, 1), "totals": totals,
         "differ": _differ(entries, ways), "turns": entries,
     }
@@ -131,18 +134,32 @@ def render(report: dict[str, Any]) -> str:
     if not differ:
         lines.append("No turn differs straight and through the proxy.")
     else:
-        lines.append(f"Turns that differ ({len(differ)}):")
-        for item in differ:
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for item in differ:  # one entry for both modes when they got the same answers
             straight, proxy = item["straight"], item["proxy"]
-            lines.append(f"  {item['turn']} ({item['mode']}, {item['way']}): straight "
-                         f"{_verdict(straight)}, through the proxy {_verdict(proxy)}")
-            lines.append(f"      straight: {straight['answer']}")
-            lines.append(f"      proxy:    {proxy['answer']}")
+            key = (item["turn"], item["way"], _verdict(straight), _verdict(proxy),
+                   straight["answer"], proxy["answer"])
+            groups.setdefault(key, []).append(item["mode"])
+        lines.append(f"Turns that differ straight and through the proxy ({len(groups)}):")
+        for (turn, way, straight_verdict, proxy_verdict, straight_answer,
+             proxy_answer), modes in groups.items():
+            lines.append(f"  {turn} ({'+'.join(modes)}, {way}): straight {straight_verdict}, "
+                         f"through the proxy {proxy_verdict}")
+            lines.append(f"      straight: {_short(straight_answer)}")
+            lines.append(f"      proxy:    {_short(proxy_answer)}")
+    for way, turns in report["unsaid"].items():
+        if turns:
+            lines.append(f"Not asked through {way} (its API cannot say them): "
+                         f"{', '.join(turns)}")
     for way in ways:
         unequal = totals[way][STREAM_EQUAL]["differ"]
         if unequal:
             lines.append(f"Streamed differs from buffered ({way}): {', '.join(unequal)}")
     return "\n".join(lines) + "\n"
+
+
+def _short(text: str, most: int = 160) -> str:
+    return text if len(text) <= most else text[:most] + "…"
 
 
 def _verdict(side: dict[str, Any]) -> str:

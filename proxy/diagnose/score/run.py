@@ -24,7 +24,7 @@ from ...telemetry.request_log import LOGGER_NAME
 from ...turn.constrained.policy import budget as reask_budget
 from ..doctor.probe import MAX_ANSWER_BYTES, read_failure
 from .fronts import FrontWay
-from .jobs import Asked, Job
+from .jobs import BUDGET, UNSAID, Asked, Job
 from .reading import Reading, failed, read_completion, read_stream
 
 CHAT_PATH = "/v1/chat/completions"
@@ -136,13 +136,18 @@ class Runner:
         self._lock = threading.Lock()
 
     def run(self, jobs: list[Job], progress: Callable[[int, int], None]) -> list[Asked]:
-        """Every job asked (those the budget leaves out: not asked), in the jobs' order."""
+        """Every job asked, in the jobs' order. A turn is the budget's unit: all of its
+        asks (every way, both modes) are asked or none is, so that what is compared was
+        asked alike; turns run `concurrency` at a time, each one's asks in turn."""
         done = [0]
+        turns: dict[str, list[Job]] = {}
+        for job in jobs:
+            turns.setdefault(job.turn.id, []).append(job)
 
-        def one(job: Job) -> Asked:
-            asked = self.ask(job)
+        def one(group: list[Job]) -> list[Asked]:
+            asked = self.ask_turn(group)
             with self._lock:
-                done[0] += 1
+                done[0] += len(group)
                 progress(done[0], len(jobs))
             return asked
 
@@ -151,7 +156,9 @@ class Runner:
             self._app = create_app(self.config)
             progress(0, len(jobs))
             with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-                return list(pool.map(one, jobs))
+                by_job = {id(a.job): a for group in pool.map(one, turns.values())
+                          for a in group}
+        return [by_job[id(job)] for job in jobs]
 
     def profile(self) -> dict[str, Any]:
         """What the proxy learned of the upstream (kind, version, dialects...), no generation."""
@@ -159,14 +166,27 @@ class Runner:
         proxy = self._app.extensions["toolcall_proxy"]
         return proxy.profiles.get(self.url, self.model, self.config, self.headers).record()
 
-    def ask(self, job: Job) -> Asked:
-        """One job, within the budget."""
-        most = most_requests(self.config.for_model(self.model), job)
+    def ask_turn(self, jobs: list[Job]) -> list[Asked]:
+        """One turn's asks, within the budget (all or none of those its fronts can say)."""
+        settings = self.config.for_model(self.model)
+        said: list[tuple[Job, dict[str, Any] | None]] = []
+        asked: list[Asked] = []
+        for job in jobs:
+            request = None if job.way is None else job.way.request(
+                job.turn, self.model, self.max_tokens, job.stream)
+            if job.way is not None and request is None:
+                asked.append(Asked(job, None, UNSAID))
+            else:
+                said.append((job, request))
+        most = sum(most_requests(settings, job) for job, _ in said)
         if not self.budget.reserve(most):
-            return Asked(job, None)
-        reading = self._straight(job) if job.way is None else self._through(job, job.way)
-        self.budget.settle(most, reading.requests)
-        return Asked(job, reading)
+            return asked + [Asked(job, None, BUDGET) for job, _ in said]
+        for job, request in said:
+            reading = (self._straight(job) if job.way is None or request is None
+                       else self._through(job.way, request, job.stream))
+            asked.append(Asked(job, reading))
+        self.budget.settle(most, sum(a.reading.requests for a in asked if a.reading))
+        return asked
 
     def _straight(self, job: Job) -> Reading:
         body = orjson.dumps(job.turn.request(self.model, self.max_tokens, job.stream))
@@ -183,11 +203,8 @@ class Runner:
             return read_stream(reply.status, reply.body, **cost)
         return read_completion(reply.status, reply.body, **cost)
 
-    def _through(self, job: Job, way: FrontWay) -> Reading:
+    def _through(self, way: FrontWay, request: dict[str, Any], stream: bool) -> Reading:
         """The request of the front's client, posted to the proxy's own app in-process."""
-        request = way.request(job.turn, self.model, self.max_tokens, job.stream)
-        if request is None:
-            return failed(None, f"the {way.name} API cannot say this turn", requests=0)
         with self._lock:
             self._sequence += 1
             request_id = f"score-{self._sequence}"
@@ -200,4 +217,4 @@ class Runner:
         assert self._lines is not None
         cost = {"requests": requests_of(self._lines.records.get(request_id)),
                 "seconds": round(time.monotonic() - started, 3)}
-        return way.read(response.status_code, body, job.stream, **cost)
+        return way.read(response.status_code, body, stream, **cost)
