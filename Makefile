@@ -12,7 +12,7 @@ STAGE ?= build/pyz
 PYZ := $(DIST)/toolcall-proxy.pyz
 PYVER = $(shell $(PY) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
 
-.PHONY: run test services lint bench fuzz soak e2e dist pyz wheels lock clean
+.PHONY: run test services lint bench fuzz soak e2e score dist pyz wheels lock clean
 
 # The runtime exactly as locked (what production installs), then the test and build tools.
 $(STAMP): requirements.txt requirements.lock requirements-dev.txt
@@ -99,6 +99,13 @@ lock: $(STAMP)
 
 bench: $(STAMP) services
 	$(PY) -m bench.run $(ARGS)
+
+# The score of a live server (docs/score.md): the built-in suite of tool turns, straight and
+# through the proxy, buffered and streamed. UPSTREAM (default: the config's), MODEL (default:
+# the first it lists); ARGS for more (--fronts, --json, --max-requests N, --config FILE).
+score: $(STAMP)
+	$(PY) app.py doctor --score $(if $(UPSTREAM),--upstream $(UPSTREAM)) \
+		$(if $(MODEL),--model $(MODEL)) $(ARGS)
 
 fuzz: $(STAMP)
 	$(PY) -m tools.fuzz $(ARGS)
