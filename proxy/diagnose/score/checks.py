@@ -63,9 +63,10 @@ def _arguments(call: Call) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def schema_valid(call: Call) -> bool:
-    """The call names a suite tool and its arguments fit that tool's schema as they are."""
-    tool = TOOLS.get(call.name)
+def schema_valid(call: Call, offered: Sequence[str]) -> bool:
+    """The call names a tool `offered` and its arguments fit that tool's schema as they
+    are."""
+    tool = TOOLS.get(call.name) if call.name in offered else None
     arguments = _arguments(call)
     if tool is None or arguments is None:
         return False
@@ -129,7 +130,7 @@ def verdicts(turn: SuiteTurn, reading: Reading) -> dict[str, bool | None]:
         "answered": True,
         "tool": _matched(calls, expected, lambda call, e: call.name == e.tool)
         if expected else None,
-        "schema": (bool(calls) and all(schema_valid(call) for call in calls))
+        "schema": (bool(calls) and all(schema_valid(call, turn.tools) for call in calls))
         if expected else None,
         "fixed": _matched(calls, expected, _fits) if expected else None,
         "no_invented": not extra,

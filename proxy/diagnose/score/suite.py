@@ -139,7 +139,7 @@ SUITE: tuple[SuiteTurn, ...] = (
                   "title": "Team sync", "when": {"date": "2026-03-14", "time": "09:30"},
                   "attendees": ["ana@example.com", "bo@example.com"]}),)),
     SuiteTurn("cart-objects", "an array of objects",
-              _user("Add two of SKU A-100 and one of SKU B-7 to my cart."),
+              _user("Add 2 of SKU A-100 and 1 of SKU B-7 to my cart."),
               ("add_to_cart",), (Expected("add_to_cart", {"items": [
                   {"sku": "A-100", "quantity": 2}, {"sku": "B-7", "quantity": 1}]}),)),
     SuiteTurn("order-deep", "objects three levels deep, a boolean",
