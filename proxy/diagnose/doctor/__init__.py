@@ -60,8 +60,6 @@ def main(argv: Sequence[str]) -> int:
                "measure instead: the built-in suite of tool turns asked straight and "
                "through the proxy, buffered and streamed, and scored (docs/score.md; "
                "app.py doctor --score --help).")
-    parser.add_argument("--score", action="store_true",
-                        help="score the server with the built-in suite (see below)")
     parser.add_argument("--upstream", help="base URL of the server (default: the proxy's "
                                            "configured upstream, http://127.0.0.1:8000)")
     parser.add_argument("--model", help="model to probe (default: the first one listed)")

@@ -101,7 +101,7 @@ def parser() -> argparse.ArgumentParser:
                         help="the most upstream requests the score makes (default 1000); "
                              "asks beyond it are left out and counted")
     parser.add_argument("--concurrency", type=_count, default=4,
-                        help="asks under way at once (default 4)")
+                        help="turns under way at once (default 4)")
     parser.add_argument("--max-tokens", type=_count, default=1024,
                         help="max_tokens of each turn (default 1024)")
     parser.add_argument("--timeout", type=_seconds, default=300.0,

@@ -82,12 +82,14 @@ def _captured_lines() -> Iterator[_Lines]:
         logger.handlers = kept
 
 
-def proxy_config(config: Config, url: str, api_key: str) -> Config:
-    """The operator's settings for the in-process proxy: its upstream the one scored, no
-    keys of its own (nobody else reaches it), its log lines as JSON for the counts, and its
-    store in memory (a score leaves nothing behind)."""
+def proxy_config(config: Config, url: str, api_key: str, timeout: float) -> Config:
+    """The operator's settings for the in-process proxy: its upstream the one scored, its
+    waits for an answer the score's `timeout` (as straight), no keys of its own (nobody
+    else reaches it), its log lines as JSON for the counts, and its store in memory (a
+    score leaves nothing behind)."""
     return dataclasses.replace(
         config, upstream=url, upstream_api_key=api_key, api_keys=(),
+        buffered_timeout_seconds=timeout, read_timeout_seconds=timeout,
         protect_proxy_endpoints=False, log_format="json", log_level="info", log_bodies=False,
         responses_store_url="sqlite://:memory:", responses_store_path="")
 
@@ -121,7 +123,7 @@ class Runner:
                  max_tokens: int, timeout: float, concurrency: int, max_requests: int) -> None:
         self.url = url
         self.model = model
-        self.config = proxy_config(config, url, api_key)
+        self.config = proxy_config(config, url, api_key, timeout)
         self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
