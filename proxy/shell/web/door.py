@@ -96,42 +96,6 @@ def _offered_key(authorization: str) -> str:
         return ""
 
 
-# What a preflight may ask for: any method a client sends, and the headers it sends them with.
-_CORS_METHODS = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
-_CORS_MAX_AGE = "600"
-
-
-def is_preflight(method: str, headers: Mapping[str, str]) -> bool:
-    """A CORS preflight: OPTIONS asking for a method (a browser's, before a cross-origin
-    request)."""
-    return method == "OPTIONS" and "Access-Control-Request-Method" in headers
-
-
-def origin_allowed(origin: str | None, allowed: Iterable[str]) -> bool:
-    """Whether `origin` is on the `cors_allow_origins` list (`*`: any)."""
-    return bool(origin) and any(entry in ("*", origin) for entry in allowed)
-
-
-def preflight(headers: Mapping[str, str], allowed: Iterable[str]) -> ProxyError | dict[str, str]:
-    """The proxy's answer to a preflight: the CORS headers that let the browser go on, or a
-    403 for an origin not on the list (none is, by default). Never relayed upstream."""
-    origin = headers.get("Origin")
-    if not origin_allowed(origin, allowed):
-        return ProxyError(403, f"Cross-origin requests from {origin or 'an unnamed origin'!r} "
-                               "are not allowed here (cors_allow_origins).",
-                          type_="invalid_request_error", code="cors_origin_not_allowed")
-    return {**cors_headers(origin or ""),
-            "Access-Control-Allow-Methods": _CORS_METHODS,
-            "Access-Control-Allow-Headers": headers.get("Access-Control-Request-Headers", ""),
-            "Access-Control-Max-Age": _CORS_MAX_AGE}
-
-
-def cors_headers(origin: str) -> dict[str, str]:
-    """The headers that let a page from an allowed `origin` read an answer."""
-    return {"Access-Control-Allow-Origin": origin, "Vary": "Origin",
-            "Access-Control-Expose-Headers": "X-Request-Id, Retry-After"}
-
-
 def request_target(environ: Mapping[str, Any], path: str) -> str:
     """The request's path and query as the client wrote them (still percent-encoded)."""
     raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
