@@ -30,6 +30,7 @@ from ...base.config import Config, mask_url
 from ...base.errors import ProxyError
 from ..config_load import ConfigError, load_config
 from .head_wait import HEAD_SECONDS, HeadTimeouts
+from .readiness import bind_unopened, open_listeners, take_notify_socket
 from .run_dir import fresh_run_dir, unsafe_run_dir
 
 _PROM_DIR_PREFIX = "toolcall-proxy-prom-"
@@ -166,7 +167,11 @@ def _is_loopback(host: str) -> bool:
 def _on_starting(server: Arbiter) -> None:
     """Give the workers one fresh, private directory for their Prometheus figures and status
     rings, so /proxy/metrics and /proxy/status report the whole server (prometheus_client
-    multi-process mode); an operator's own (PROMETHEUS_MULTIPROC_DIR) must be private."""
+    multi-process mode); an operator's own (PROMETHEUS_MULTIPROC_DIR) must be private. Bind
+    the listeners without listening, and keep systemd's notify socket for the workers: the
+    port opens, and systemd hears READY=1, when the first worker can serve (`readiness`)."""
+    take_notify_socket()
+    bind_unopened(server)
     path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if path:
         try:
@@ -187,7 +192,9 @@ def _on_exit(server: Arbiter) -> None:
 def _post_worker_init(worker: Any) -> None:
     """Watch for the worker being told to stop (SIGTERM on stop or reload sets `alive` to
     False), and then have the app drain: waiting requests end with a retryable error before
-    the graceful timeout would cut them without one."""
+    the graceful timeout would cut them without one. First, the app being loaded, open the
+    port if no worker has (`readiness`)."""
+    open_listeners(worker)
     proxy = worker.wsgi.extensions.get("toolcall_proxy")
     if proxy is None:
         return
@@ -293,7 +300,9 @@ def _worker_class(name: str, head_seconds: float = HEAD_SECONDS) -> type:
     none; gevent_pywsgi is gevent's own server)."""
     base = gunicorn_util.load_class(name)
     mixins: tuple[type, ...] = (EnvelopeErrors,)
-    if base.__module__ == "gunicorn.workers.ggevent" and base.server_class is None:
+    gevent_streams = any(kind.__module__ == "gunicorn.workers.ggevent"
+                         and kind.__name__ == "GeventWorker" for kind in base.__mro__)
+    if gevent_streams and base.server_class is None:
         mixins += (HeadTimeouts,)
     return type(f"Proxy{base.__name__}", (*mixins, base),
                 {"__module__": __name__, "HEAD_SECONDS": head_seconds})
