@@ -20,5 +20,7 @@ class Gated(GeventWorker):
         with open(f"{gate}.waiting.{os.getpid()}", "w"):
             pass
         while not os.path.exists(gate):
+            if not self.alive or os.getppid() != self.ppid:  # stopped, or the master is gone
+                raise SystemExit(0)
             time.sleep(0.05)  # gevent's sleep: the worker is patched by now
         super().load_wsgi()

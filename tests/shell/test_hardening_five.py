@@ -38,7 +38,8 @@ def two_ports(upstream: str, env: dict[str, str] | None = None) -> Iterator[tupl
 def _ollama_error(reply: requests.Response) -> str:
     """The message of Ollama's own envelope, `{"error": "…"}` (a string, never an object)."""
     body = reply.json()
-    assert set(body) == {"error"} and isinstance(body["error"], str), body
+    assert set(body) == {"error"}, body
+    assert isinstance(body["error"], str), body
     return body["error"]
 
 
@@ -218,11 +219,20 @@ def test_the_ollama_port_can_have_keys_of_its_own(fake):
         assert turn.status_code == 200
         assert fake.received
         for received in fake.received:
-            assert "sk-ha" not in str(received.headers) and "sk-main" not in str(
-                received.headers)
+            assert "sk-ha" not in str(received.headers)
+            assert "sk-main" not in str(received.headers)
 
 
 # -- 8. the port opens when a worker can serve ------------------------------------------------
+
+
+@contextlib.contextmanager
+def _opened(gate: Path) -> Iterator[None]:
+    """The block, then the gate open whatever happened (no worker is left held at it)."""
+    try:
+        yield
+    finally:
+        gate.touch()
 
 
 def _refused(port: int) -> bool:
@@ -246,7 +256,7 @@ def test_nothing_is_accepted_and_systemd_hears_nothing_before_a_worker_can_serve
         notify.bind(notify_path)
         env = {"GUNICORN_WORKER_CLASS": "tests.gated_worker.Gated",
                "TOOLCALL_TEST_GATE": str(gate), "NOTIFY_SOCKET": notify_path}
-        with served(fake.url, env, workers=2, healthy=False) as server:
+        with served(fake.url, env, workers=2, healthy=False) as server, _opened(gate):
             wait_for(lambda: len(list(tmp_path.glob("gate.waiting.*"))) == 2, 30)
             assert _refused(server.port)
             notify.setblocking(False)

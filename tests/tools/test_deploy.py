@@ -47,6 +47,8 @@ def test_systemd_unit_is_hardened():
     state = f"/var/lib/{service['StateDirectory']}/"
     assert service["Environment"] == f"TOOLCALL_PROXY_RESPONSES_STORE_PATH={state}responses.sqlite3"
     assert "deploy/gunicorn.conf.py" in service["ExecStart"]
+    # Ready once a worker can serve: that worker, not the master, says READY=1.
+    assert (service["Type"], service["NotifyAccess"]) == ("notify", "all")
 
 
 def test_gunicorn_config_reads_the_proxy_environment(monkeypatch):

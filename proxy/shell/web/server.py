@@ -90,6 +90,7 @@ def gunicorn_settings(config: Config, environ: Mapping[str, str] = os.environ) -
         "proc_name": "toolcall-proxy",
         "on_starting": _on_starting,
         "when_ready": lambda server: _announce(config, server.log.info),
+        "post_fork": _post_fork,
         "post_worker_init": _post_worker_init,
         "child_exit": _child_exit,
         "on_exit": _on_exit,
@@ -187,6 +188,15 @@ def _on_exit(server: Arbiter) -> None:
     path = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
     if os.path.basename(path).startswith(_PROM_DIR_PREFIX):
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _post_fork(server: Arbiter, worker: Any) -> None:
+    """In a new worker, until it sets its own handlers: a stop signal ends it. (It inherits
+    the master's, which only queue the signal in the master's queue, a copy in this process
+    no one reads: a worker told to stop while it patched and imported then ran on until the
+    graceful timeout killed it.) It holds nothing yet."""
+    for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(stop, signal.SIG_DFL)
 
 
 def _post_worker_init(worker: Any) -> None:
