@@ -250,3 +250,15 @@ def test_the_ollama_port_serves_the_same_app(fake, server):
     finally:
         log = stop(process)
     assert f"http://127.0.0.1:{port} and http://127.0.0.1:{second}" in log
+
+
+@pytest.mark.parametrize(("host", "ollama_keys", "warned"), [
+    ("0.0.0.0", [], True), ("0.0.0.0", ["sk-ha"], False), ("0.0.0.0", None, False),
+    ("127.0.0.1", [], False),
+])
+def test_a_keyless_ollama_port_beyond_loopback_is_warned(host, ollama_keys, warned):
+    config = build_config({"host": host, "api_keys": ["sk-1"], "ollama_port": 11434,
+                           "ollama_api_keys": ollama_keys})
+    said: list[str] = []
+    _announce(config, said.append)
+    assert any("Ollama port 11434" in line and "no keys" in line for line in said) is warned

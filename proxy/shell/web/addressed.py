@@ -89,6 +89,8 @@ class Addressing:
         except ValueError:
             return (name in _LOOPBACK_NAMES or name.endswith(".localhost")
                     or name in self.machine or name == self.bound)
+        if found["v6"] and ip.version != 6:
+            return False  # brackets hold an IPv6 literal only
         if not ip.is_global or name in (self.bound, local_address.lower()):
             return True
         return self.own_address(ip)

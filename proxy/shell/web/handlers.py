@@ -82,9 +82,9 @@ class Proxy:
                                  on_back=lambda url: self.profiles.recheck(url))
         self.door = Door(config.api_keys, key_headers())
         # The Ollama port's own door, when its keys differ (`ollama_api_keys`).
-        self.ollama_door = (Door(config.ollama_api_keys, key_headers())
-                            if config.ollama_port and config.ollama_api_keys is not None
-                            else self.door)
+        ollama_keys = config.port_keys(config.ollama_port)
+        self.ollama_door = (self.door if ollama_keys is config.api_keys
+                            else Door(ollama_keys, key_headers()))
         self.addressing = Addressing.of(config.allowed_hosts, config.allowed_origins,
                                         config.host)
         self.client_watcher = ClientWatcher(self.draining)

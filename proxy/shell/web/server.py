@@ -154,6 +154,11 @@ def _announce(config: Config, say: Callable[[str], object]) -> None:
     if not config.api_keys and not _is_loopback(config.host):
         say(f"WARNING: listening on {config.host} without api_keys: anyone who can reach this "
             "port can use the upstream through it (set TOOLCALL_PROXY_API_KEYS)")
+    elif (config.ollama_port and config.port_keys(config.ollama_port) == ()
+          and not _is_loopback(config.host)):
+        say(f"WARNING: the Ollama port {config.ollama_port} on {config.host} has no keys "
+            "(ollama_api_keys is empty): anyone who can reach it can use the upstream through "
+            "it; the main port's stored answers, captures and status stay keyed")
 
 
 def _is_loopback(host: str) -> bool:
