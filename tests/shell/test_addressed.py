@@ -66,6 +66,12 @@ def test_the_proxys_own_pages_and_listed_origins_may_send():
                    "http://attacker.example"):
         assert not addressing.origin_allowed(origin, "127.0.0.1:8003"), origin
     assert not addressing.origin_allowed("http://127.0.0.1:8003", "")  # no Host to match
+    # Desktop apps' and extensions' own pages: no web page can send their origins.
+    for origin in ("vscode-file://vscode-app", "tauri://localhost", "app://chatbox",
+                   "chrome-extension://jfgfiigpkhlkbnfnbobbkinehhfdhndo"):
+        assert addressing.origin_allowed(origin, "127.0.0.1:8003"), origin
+    for origin in ("file://", "vscode-file.attacker.example", "http://vscode-file://x"):
+        assert not addressing.origin_allowed(origin, "127.0.0.1:8003"), origin
     assert listed("null", ["null"])
     assert listed("http://anything", ["*"])
 

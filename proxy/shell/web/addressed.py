@@ -1,15 +1,16 @@
 """Whether a request is addressed to this proxy: its `Host` one of the proxy's own names or
 addresses (a DNS name nobody configured is how DNS rebinding lets a web page reach a
 loopback or LAN server), and its `Origin`, when a browser sent one, the proxy's own or one
-allowed (a page on another site must neither drive the proxy nor read it). Also the CORS
+allowed (a page on another site must neither drive the proxy nor read it), or a desktop
+app's own. Also the CORS
 answers for the origins allowed.
 
 Ollama's rules are the model (server/routes.go `allowedHostsMiddleware`, envconfig
 `AllowedOrigins`), made stricter where they leave a door open: Ollama checks `Host` only
 when bound to loopback and takes every `*.local` and `*.internal` name, and it lets every
 `http://localhost:*` page in. Here the `Host` check holds on every address the proxy is
-bound to, names are this machine's own or listed (`allowed_hosts`), and an origin is the
-proxy's own or listed (`allowed_origins`).
+bound to, names are this machine's own or listed (`allowed_hosts`), and a web origin is the
+proxy's own or listed (`allowed_origins`); file pages are not let in.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from ...base.errors import ProxyError
 # A Host header: a name or an IPv4 literal, or an IPv6 literal in brackets; then a port.
 _HOST = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+(?:%[\w.~-]+)?)\]|(?P<name>[^\s:\[\]/@?#]+))"
                    r"(?::\d{1,5})?")
+# The origins of desktop apps' and browser extensions' own pages, which no web page can
+# send (a browser sets Origin itself): Cursor and VS Code (`vscode-file://vscode-app`),
+# Electron and Tauri apps, extensions such as Page Assist. Ollama lets them in by default
+# too; a file opened from disk is `null` (or `file://`) and is not among them.
+APP_ORIGINS = ("app://*", "tauri://*", "vscode-webview://*", "vscode-file://*",
+               "chrome-extension://*", "moz-extension://*", "safari-web-extension://*")
 # Names that only ever mean this machine: browsers resolve *.localhost to loopback themselves
 # (RFC 6761), and no public DNS answers for them.
 _LOOPBACK_NAMES = ("localhost",)
@@ -97,13 +104,14 @@ class Addressing:
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         """Whether a page of `origin` may send this request (whose Host is `host`): the
-        proxy's own pages (same origin: http or https on the very Host) and the listed
-        origins. `null` (a sandboxed frame, a file) only when listed."""
+        proxy's own pages (same origin: http or https on the very Host), desktop apps' and
+        browser extensions' own (`APP_ORIGINS`), and the listed origins. `null` (a sandboxed
+        frame, a file) only when listed."""
         origin = origin.strip().lower()
         scheme, sep, netloc = origin.partition("://")
         if sep and scheme in ("http", "https") and host and netloc == host.lower():
             return True
-        return listed(origin, self.origins)
+        return listed(origin, self.origins) or listed(origin, APP_ORIGINS)
 
     def refusal(self, headers: Mapping[str, str], local_address: str = "") -> ProxyError | None:
         """The 403 for a request not addressed to this proxy, or None: its Host first, then
