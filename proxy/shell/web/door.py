@@ -25,7 +25,8 @@ _BODY_READ = "toolcall_proxy.body_read"
 
 
 class Door:
-    """The proxy's own API keys (`api_keys`): with none set, every request comes in."""
+    """One port's API keys (`api_keys`; the Ollama port's may be `ollama_api_keys`): with
+    none set, every request to that port comes in."""
 
     def __init__(self, api_keys: Iterable[str],
                  key_headers: Iterable[str] = _KEY_HEADERS) -> None:
@@ -45,7 +46,7 @@ class Door:
         Basic auth with the key as its password (what a browser asked for one sends).
         Raises a 401 ProxyError otherwise. The key that matched (None without `api_keys`)
         says whose the request is: the owner of what it keeps. (CORS preflights, which carry
-        no key, never get here: the proxy answers them itself, see `preflight`.)"""
+        no key, never get here: the proxy answers them itself, see `addressed.preflight`.)"""
         if not self._keys:
             return None
         offered = ""

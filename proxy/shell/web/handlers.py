@@ -180,8 +180,9 @@ class Proxy:
 
     def upstream_headers(self, config: Config, *, buffered: bool) -> dict[str, str]:
         """This request's headers as they go upstream (see `Door.upstream_headers`)."""
-        return self.door_of(request.environ).upstream_headers(request.headers.items(), config,
-                                          request.environ.get(REQUEST_ID), buffered=buffered)
+        door = self.door_of(request.environ)
+        return door.upstream_headers(request.headers.items(), config,
+                                     request.environ.get(REQUEST_ID), buffered=buffered)
 
     def health(self, check_upstream: bool) -> Response:
         """The proxy's status, version and settings (no secrets); with `check_upstream`,

@@ -78,12 +78,11 @@ def bind_unopened(server: Any) -> None:
     """In the master (`on_starting`): bind every address gunicorn would, without listening,
     and hand them to the arbiter as its listeners. Refuses to start, as gunicorn does, on an
     address in use (five tries, a second apart) or not this machine's."""
-    if server.LISTENERS or _inherited(server):
-        return
+    addresses = server.cfg.address
+    if server.LISTENERS or _inherited(server) or any(isinstance(a, int) for a in addresses):
+        return  # (an int: a descriptor given on the command line, gunicorn's to take)
     listeners = []
-    for address in server.cfg.address:
-        if isinstance(address, int):  # a descriptor given on the command line: gunicorn's
-            return
+    for address in addresses:
         kind = _unopened(gunicorn_sock._sock_type(address))
         for attempt in range(5):
             try:
@@ -91,7 +90,7 @@ def bind_unopened(server: Any) -> None:
                 break
             except OSError as exc:
                 server.log.error("connection to %s failed: %s", address, exc)
-                if exc.errno not in (errno.EADDRINUSE,) or attempt == 4:
+                if exc.errno != errno.EADDRINUSE or attempt == 4:
                     sys.exit(1)
                 time.sleep(1)
     server.LISTENERS = listeners
