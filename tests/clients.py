@@ -18,7 +18,7 @@ def raw_request(url: str, body: dict) -> socket.socket:
     host, port = url.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)), timeout=10)
     payload = orjson.dumps(body)
-    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\n"
                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                  % (len(payload), payload))
     return sock

@@ -122,10 +122,10 @@ class Served:
 
 @contextmanager
 def served(upstream: str, env: Mapping[str, str] | None = None, *, workers: int = 1,
-           seconds: float = 30) -> Iterator[Served]:
+           seconds: float = 30, healthy: bool = True) -> Iterator[Served]:
     """`python app.py` serving `upstream` with `env` added to this environment (no run
     directory of the tests' own unless `env` names one), until the block ends; its log then
-    in `.log`."""
+    in `.log`. The block begins once /proxy/health answers 200 (`healthy`), or at once."""
     port = free_port()
     environ = {**os.environ, "TOOLCALL_PROXY_UPSTREAM": upstream,
                "TOOLCALL_PROXY_PORT": str(port), "GUNICORN_WORKERS": str(workers)}
@@ -137,7 +137,7 @@ def served(upstream: str, env: Mapping[str, str] | None = None, *, workers: int 
         server = Served(f"http://127.0.0.1:{port}", port, process)
         try:
             deadline = time.monotonic() + seconds
-            while not _answers(server.url + "/proxy/health"):
+            while healthy and not _answers(server.url + "/proxy/health"):
                 if process.poll() is not None or time.monotonic() > deadline:
                     log.seek(0)
                     raise AssertionError("the proxy did not come up: "

@@ -63,13 +63,19 @@ class Config:
     max_body_bytes: int = 32 * 1024 * 1024
     max_upstream_body_bytes: int = 256 * 1024 * 1024
     api_keys: tuple[str, ...] = ()
+    # The keys of `ollama_port` when they differ from the main port's: None (unset) = the
+    # same as `api_keys`; () = that port is keyless (Home Assistant, Zed, Open WebUI).
+    ollama_api_keys: tuple[str, ...] | None = None
     protect_proxy_endpoints: bool = False
     upstream_api_key: str = ""
     log_format: str = "json"
     log_level: str = "info"
     log_bodies: bool = False
     body_timeout_seconds: float = 30.0
-    cors_allow_origins: tuple[str, ...] = ()
+    # Who may address the proxy: `Host` names beyond loopback, this machine's own names and
+    # addresses; browser pages' origins beyond the proxy's own (none by default).
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
     # The Responses API front (POST /v1/responses): translated onto the turn, or relayed; its
     # kept answers (`store`): a store URL (`sqlite:///abs/path`, `sqlite://:memory:`,
     # `redis://[:password@]host:port/db` shared by several instances), else
@@ -103,6 +109,10 @@ class Config:
         if isinstance(self.upstream, tuple):
             out["upstream"] = list(self.upstream)
         out["api_keys"] = list(self.api_keys)
+        if self.ollama_api_keys is not None:
+            out["ollama_api_keys"] = list(self.ollama_api_keys)
+        out["allowed_hosts"] = list(self.allowed_hosts)
+        out["allowed_origins"] = list(self.allowed_origins)
         out["models"] = {glob: dict(values) for glob, values in self.models}
         return out
 
@@ -120,11 +130,20 @@ class Config:
         without their `user:password@` (per-model overrides included)."""
         out = self.as_dict()
         out["api_keys"] = len(self.api_keys)
+        if self.ollama_api_keys is not None:
+            out["ollama_api_keys"] = len(self.ollama_api_keys)
         out["responses_store_url"] = mask_url(self.responses_store_url)  # a password in it
         out.update(_public_settings({"upstream": self.upstream,
                                      "upstream_api_key": self.upstream_api_key}))
         out["models"] = {glob: _public_settings(values) for glob, values in self.models}
         return out
+
+    def port_keys(self, port: int | None) -> tuple[str, ...]:
+        """The keys a request to `port` needs: `ollama_api_keys` on `ollama_port` when they
+        are set, `api_keys` everywhere else."""
+        if port and port == self.ollama_port and self.ollama_api_keys is not None:
+            return self.ollama_api_keys
+        return self.api_keys
 
     def replicas(self) -> tuple[str, ...]:
         """The base URLs this model's turns may go to: one, or the replicas listed."""

@@ -44,8 +44,8 @@ _BOOL_AS_CHOICE = frozenset({"thinking_opened_by_template"})
 # Settings that only make sense for the whole process, never per model.
 _PROCESS_ONLY = frozenset({"host", "port", "ollama_port", "models", "max_body_bytes",
                            "log_format", "log_level", "log_bodies", "api_keys",
-                           "protect_proxy_endpoints",
-                           "body_timeout_seconds", "cors_allow_origins",
+                           "ollama_api_keys", "protect_proxy_endpoints",
+                           "body_timeout_seconds", "allowed_hosts", "allowed_origins",
                            "responses_mode", "responses_store_url", "responses_store_path",
                            "responses_store_max_age_seconds", "responses_store_max_responses",
                            "responses_store_max_bytes_per_key", "responses_store_max_bytes"})
@@ -58,8 +58,11 @@ _KINDS: dict[str, str] = {
     for name in _FIELDS
 }
 _KINDS["tool_temperature"] = "optional_float"
+_KINDS["ollama_api_keys"] = "optional_list"
 _KINDS["models"] = "models"
 _KINDS["upstream"] = "upstreams"
+# Settings read under an older name too (file key or environment variable): old name → new.
+_RENAMED = {"cors_allow_origins": "allowed_origins"}
 # Between two replicas written in one string: a comma before the next URL's scheme (a comma
 # inside a URL, in its password, is left alone).
 _URL_SEPARATOR = re.compile(r"\s*,\s*(?=https?://)")
@@ -69,7 +72,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
     """Check one value's type (JSON semantics: ints are accepted where floats are)."""
     kind = _KINDS[name]
     where = f"{source}: '{name}'"
-    if kind == "optional_float" and value is None:
+    if kind in ("optional_float", "optional_list") and value is None:
         return None
     if kind == "bool":
         if not isinstance(value, bool):
@@ -91,7 +94,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         return value
     if kind == "upstreams":
         return _coerce_upstreams(value, where)
-    if kind == "list":
+    if kind in ("list", "optional_list"):
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -141,12 +144,15 @@ def _from_env_text(name: str, text: str, var: str) -> Any:
     stripped = text.strip()
     if kind == "str" or (kind == "upstreams" and not stripped.startswith("[")):
         return text
-    if kind in ("list", "models", "upstreams") and stripped.startswith(("[", "{")):
+    if kind == "optional_list" and stripped.lower() in ("none", "null"):
+        return None
+    if kind in ("list", "optional_list", "models", "upstreams") and stripped.startswith(
+            ("[", "{", "null")):
         try:
             return orjson.loads(stripped)
         except orjson.JSONDecodeError:
             raise ConfigError(f"{var}: not valid JSON: {text!r}") from None
-    if kind == "list":
+    if kind in ("list", "optional_list"):
         return [part.strip() for part in stripped.split(",") if part.strip()]
     if kind == "models":
         raise ConfigError(f"{var} must be a JSON object of model globs")
@@ -195,9 +201,13 @@ def _validate(values: Mapping[str, Any], where: str = "") -> None:
     for name in ("commit_window_seconds", "heartbeat_seconds", "body_timeout_seconds"):
         if values[name] < 0:
             raise ConfigError(f"{where}'{name}' must not be negative")
-    if any(not key.strip() for key in values["api_keys"]):
-        raise ConfigError(f"{where}'api_keys' must not hold an empty key (it would let any "
-                          "request in)")
+    for name in ("api_keys", "ollama_api_keys"):
+        if any(not key.strip() for key in values[name] or ()):
+            raise ConfigError(f"{where}'{name}' must not hold an empty key (it would let any "
+                              "request in; an empty list makes that port keyless)")
+    for name in ("allowed_hosts", "allowed_origins"):
+        if any(not entry.strip() for entry in values[name]):
+            raise ConfigError(f"{where}'{name}' must not hold an empty entry")
     _check_store_url(values["responses_store_url"], values["responses_store_path"])
     temperature = values["tool_temperature"]
     if temperature is not None and not 0 <= temperature <= 2:
@@ -264,13 +274,15 @@ def build_config(
     for key, value in (file_values or {}).items():
         if key.startswith("_"):  # "_comment" keys document the file
             continue
+        key = _RENAMED.get(key, key)
         if key not in _FIELDS:
             raise ConfigError(f"{file_label}: unknown key '{key}'")
         values[key] = _coerce(key, value, file_label)
+    renamed = {new: old for old, new in _RENAMED.items()}
     for name in _FIELDS:
-        var = ENV_PREFIX + name.upper()
-        if env and var in env:
-            values[name] = _coerce(name, _from_env_text(name, env[var], var), var)
+        for var in (ENV_PREFIX + renamed.get(name, "").upper(), ENV_PREFIX + name.upper()):
+            if env and var in env and var != ENV_PREFIX:
+                values[name] = _coerce(name, _from_env_text(name, env[var], var), var)
     for key, value in (flags or {}).items():
         if value is not None:
             values[key] = _coerce(key, value, f"--{key}")
@@ -292,6 +304,11 @@ def parse_flags(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--port", type=int, help="port to listen on (default 8003)")
     parser.add_argument("--ollama-port", type=int,
                         help="a second port for Ollama's clients, e.g. 11434 (default 0: off)")
+    parser.add_argument("--ollama-api-keys", metavar="KEYS",
+                        help="the keys of the Ollama port, comma-separated, when they differ "
+                             "from api_keys; '' for none (a keyless port). Seen by every "
+                             "local user in the process list: prefer "
+                             "TOOLCALL_PROXY_OLLAMA_API_KEYS")
     parser.add_argument("--upstream", help="base URL of vLLM (default http://127.0.0.1:8000); "
                                            "replicas of one model: URLs joined by commas")
     parser.add_argument("--config", help="JSON config file (env TOOLCALL_PROXY_CONFIG)")
@@ -305,5 +322,7 @@ def load_config(argv: Sequence[str] = (), environ: Mapping[str, str] | None = No
     path = args.config or env.get(ENV_PREFIX + "CONFIG")
     file_values = read_config_file(path) if path else {}
     flags = {"host": args.host, "port": args.port, "ollama_port": args.ollama_port,
-             "upstream": args.upstream}
+             "upstream": args.upstream,
+             "ollama_api_keys": None if args.ollama_api_keys is None else _from_env_text(
+                 "ollama_api_keys", args.ollama_api_keys, "--ollama-api-keys")}
     return build_config(file_values, env, flags, file_label=path or "config file")

@@ -114,11 +114,11 @@ def test_gunicorn_with_the_shipped_config(fake):
                 for _ in range(6)}
         assert seen == {6.0}
         # gunicorn hands the raw request target and chunked bodies to the app as sent.
-        assert _raw(port, b"GET //evil.example/x HTTP/1.1\r\nHost: x\r\n\r\n").startswith(
+        assert _raw(port, b"GET //evil.example/x HTTP/1.1\r\nHost: localhost\r\n\r\n").startswith(
             b"HTTP/1.1 400")
         chunk = b"x" * 50_000
         chunked = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(2)) + b"0\r\n\r\n"
-        refused = _raw(port, b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nConnection: close"
+        refused = _raw(port, b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\nConnection: close"
                              b"\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked)
         assert refused.startswith(b"HTTP/1.1 413")
         assert all(r.path != "/v1/embeddings" for r in fake.received)

@@ -268,7 +268,7 @@ def _leave_while_waiting(fake: FakeVLLM, proxy, body: dict) -> float:
     host, port = proxy.url.removeprefix("http://").split(":")
     payload = json.dumps(body).encode()
     sock = socket.create_connection((host, int(port)), timeout=5)
-    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
                  b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
     # Not a fixed sleep alone: on a loaded machine the call may not have reached upstream yet,
     # and a client leaving before it does is another case (no upstream call to cut).

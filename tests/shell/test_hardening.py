@@ -68,7 +68,7 @@ def _head(path: str = "/v1/chat/completions", length: int | None = 1000,
           extra: bytes = b"") -> bytes:
     framing = (b"Content-Length: %d\r\n" % length if length is not None
                else b"Transfer-Encoding: chunked\r\n")
-    return (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n"
+    return (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: localhost\r\n"
             b"Content-Type: application/json\r\n" + framing + extra + b"\r\n")
 
 
@@ -192,7 +192,7 @@ PREFLIGHT = {"Origin": "http://localhost:3000", "Access-Control-Request-Method":
 def test_a_preflight_is_answered_by_the_proxy_and_never_reaches_upstream(
         fake, start_proxy, path):
     proxy = start_proxy(api_keys=["sk-one"], upstream_api_key="sk-upstream",
-                        cors_allow_origins=["http://localhost:3000"])
+                        allowed_origins=["http://localhost:3000"])
     reply = requests.options(proxy.url + path, headers=PREFLIGHT, timeout=5,
                              data=orjson.dumps({"model": "anything"}))
     assert reply.status_code == 204
@@ -206,13 +206,13 @@ def test_a_preflight_from_an_origin_not_listed_is_refused(fake, start_proxy):
     proxy = start_proxy()  # no origin is allowed by default
     reply = requests.options(proxy.url + "/v1/chat/completions", headers=PREFLIGHT, timeout=5)
     assert reply.status_code == 403
-    assert reply.json()["error"]["code"] == "cors_origin_not_allowed"
+    assert reply.json()["error"]["code"] == "origin_not_allowed"
     assert "Access-Control-Allow-Origin" not in reply.headers
     assert fake.received == []
 
 
 def test_an_allowed_origin_can_read_the_answer_and_still_needs_a_key(fake, start_proxy):
-    proxy = start_proxy(api_keys=["sk-one"], cors_allow_origins=["*"])
+    proxy = start_proxy(api_keys=["sk-one"], allowed_origins=["*"])
     origin = {"Origin": "http://app.example"}
     refused = requests.get(proxy.url + "/v1/models", headers=origin, timeout=5)
     assert refused.status_code == 401

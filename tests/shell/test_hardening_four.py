@@ -75,7 +75,7 @@ def _answer(sock: socket.socket) -> bytes:
 def test_the_head_timeout_is_not_the_keep_alive_and_a_head_read_ahead_counts(fake):
     """A connection idle between requests keeps the keep-alive's time (longer than a head's);
     the start of a next head sent with the previous request has only a head's time."""
-    health = b"GET /proxy/health HTTP/1.1\r\nHost: x\r\n\r\n"
+    health = b"GET /proxy/health HTTP/1.1\r\nHost: localhost\r\n\r\n"
     with served(fake.url, {"GUNICORN_HEAD_TIMEOUT": "1"}) as server:
         with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
             sock.sendall(health)
@@ -95,7 +95,7 @@ def test_idle_keep_alive_connections_give_way_when_the_worker_is_full(fake):
     everyone else out at the cost of one small request a connection. As nginx does when it
     runs out of connections, the worker closes its idle keep-alive connections once its last
     slot is taken."""
-    health = b"GET /proxy/health HTTP/1.1\r\nHost: x\r\n\r\n"
+    health = b"GET /proxy/health HTTP/1.1\r\nHost: localhost\r\n\r\n"
     with served(fake.url, {"GUNICORN_WORKER_CONNECTIONS": "10"}) as server:
         idle: list[socket.socket] = []
         try:

@@ -234,7 +234,8 @@ def test_a_client_that_leaves_closes_the_upstream_request(fake, start_proxy):
     payload = json.dumps({"model": "qwen", "max_tokens": 10, "messages": ASK,
                           "stream": True}).encode()
     with socket.create_connection((host, int(port)), timeout=5) as sock:
-        sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: localhost\r\n"
+                     b"Content-Type: application/json"
                      b"\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
         assert b"message_start" in read_until(sock, b"message_start")  # may come after the head
         # message_start goes out after the commit window, whether or not the call has reached

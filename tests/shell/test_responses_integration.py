@@ -268,7 +268,7 @@ def _raw_post(url: str, body: dict) -> socket.socket:
     host, port = url.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)), timeout=10)
     payload = orjson.dumps(body)
-    sock.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+    sock.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
                  b"\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
     return sock
 

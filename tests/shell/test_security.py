@@ -22,7 +22,7 @@ USER = [{"role": "user", "content": "hi"}]
 def _raw(proxy, request_line: bytes, body: bytes = b"") -> bytes:
     host, port = proxy.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(request_line + b"\r\nHost: x\r\nConnection: close\r\n"
+        sock.sendall(request_line + b"\r\nHost: localhost\r\nConnection: close\r\n"
                      + b"Content-Length: %d\r\n\r\n" % len(body) + body)
         data = b""
         while chunk := sock.recv(65536):
@@ -49,7 +49,7 @@ def test_api_keys_guard_every_route(fake, start_proxy):
 
 
 def test_a_cors_preflight_is_answered_without_a_key_and_nothing_else_is(fake, start_proxy):
-    proxy = start_proxy(api_keys=["sk-one"], cors_allow_origins=["http://localhost:3000"])
+    proxy = start_proxy(api_keys=["sk-one"], allowed_origins=["http://localhost:3000"])
     preflight = {"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
                  "Access-Control-Request-Headers": "authorization,content-type"}
     reply = requests.options(proxy.url + "/v1/chat/completions", headers=preflight, timeout=5)

@@ -91,11 +91,12 @@ def test_the_servers_own_refusals_come_in_the_envelope(server, case, status):
     name, port = server
     request = {
         "bad request line": b"GARBAGE\r\n\r\n",
-        "request line too long": b"GET /%s HTTP/1.1\r\nHost: x\r\n\r\n"
+        "request line too long": b"GET /%s HTTP/1.1\r\nHost: localhost\r\n\r\n"
                                  % (b"a" * (LINE_LIMIT[name] + 10)),
-        "header field too large": b"GET /proxy/health HTTP/1.1\r\nHost: x\r\n%s\r\n"
+        "header field too large": b"GET /proxy/health HTTP/1.1\r\nHost: localhost\r\n%s\r\n"
                                   % _headers(1, FIELD_LIMIT[name] + 10),
-        "too many headers": b"GET /proxy/health HTTP/1.1\r\nHost: x\r\n%s\r\n" % _headers(120),
+        "too many headers": (b"GET /proxy/health HTTP/1.1\r\nHost: localhost\r\n%s\r\n"
+                             % _headers(120)),
     }[case]
     error = _envelope(exchange(port, request), status)
     assert "<html" not in error["message"].lower()
@@ -106,7 +107,8 @@ def test_the_servers_own_refusals_come_in_the_envelope(server, case, status):
 @pytest.mark.parametrize("server", ["gunicorn", "app.py"], indirect=True)
 def test_gunicorns_header_refusals_name_the_problem(server):
     port = server[1]
-    bad_name = _envelope(exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n"), 400)
+    bad_name = _envelope(exchange(
+        port, b"GET / HTTP/1.1\r\nHost: localhost\r\nBad Name: v\r\n\r\n"), 400)
     assert bad_name["code"] == "bad_request"
     assert "Bad Name" in bad_name["message"]
     too_large = _envelope(exchange(port, b"GET / HTTP/1.1\r\n%s\r\n" % _headers(1, 9000)), 431)
@@ -248,3 +250,15 @@ def test_the_ollama_port_serves_the_same_app(fake, server):
     finally:
         log = stop(process)
     assert f"http://127.0.0.1:{port} and http://127.0.0.1:{second}" in log
+
+
+@pytest.mark.parametrize(("host", "ollama_keys", "warned"), [
+    ("0.0.0.0", [], True), ("0.0.0.0", ["sk-ha"], False), ("0.0.0.0", None, False),
+    ("127.0.0.1", [], False),
+])
+def test_a_keyless_ollama_port_beyond_loopback_is_warned(host, ollama_keys, warned):
+    config = build_config({"host": host, "api_keys": ["sk-1"], "ollama_port": 11434,
+                           "ollama_api_keys": ollama_keys})
+    said: list[str] = []
+    _announce(config, said.append)
+    assert any("Ollama port 11434" in line and "no keys" in line for line in said) is warned

@@ -47,6 +47,8 @@ def test_systemd_unit_is_hardened():
     state = f"/var/lib/{service['StateDirectory']}/"
     assert service["Environment"] == f"TOOLCALL_PROXY_RESPONSES_STORE_PATH={state}responses.sqlite3"
     assert "deploy/gunicorn.conf.py" in service["ExecStart"]
+    # Ready once a worker can serve: that worker, not the master, says READY=1.
+    assert (service["Type"], service["NotifyAccess"]) == ("notify", "all")
 
 
 def test_gunicorn_config_reads_the_proxy_environment(monkeypatch):
@@ -92,10 +94,11 @@ def test_the_shipped_nginx_sites_own_errors_come_in_the_envelope(tmp_path, start
         nobody = f"127.0.0.1:{closed.getsockname()[1]}"
     cases = [
         (b"GARBAGE\r\n\r\n", 400, "bad_request"),
-        (b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n" % (b"a" * 9000), 431,
+        (b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nX-Big: %s\r\n\r\n" % (b"a" * 9000), 431,
          "request_header_fields_too_large"),
-        (b"GET /%s HTTP/1.1\r\nHost: x\r\n\r\n" % (b"a" * 9000), 414, "uri_too_long"),
-        (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: 40000000\r\n\r\n", 413,
+        (b"GET /%s HTTP/1.1\r\nHost: localhost\r\n\r\n" % (b"a" * 9000), 414, "uri_too_long"),
+        (b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\n"
+         b"Content-Length: 40000000\r\n\r\n", 413,
          "request_too_large"),
     ]
     with shipped_nginx(tmp_path, proxy.url.removeprefix("http://")) as port:

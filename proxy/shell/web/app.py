@@ -19,18 +19,10 @@ from ...fronts.registry import DEFAULT, route_for
 from ...telemetry.request_log import RequestLog
 from ...telemetry.status_page import CONTENT_SECURITY_POLICY, page
 from ..driver.turns import error_response
+from ..runtime.clients import client_socket
+from .addressed import cors_headers, is_preflight, listed, local_address, preflight
 from .count_tokens import count_tokens
-from .door import (
-    body_unread,
-    cors_headers,
-    is_preflight,
-    origin_allowed,
-    plain_path,
-    preflight,
-    read_body,
-    request_target,
-    shut_reading,
-)
+from .door import body_unread, plain_path, read_body, request_target, shut_reading
 from .exchange import catalog, exchange
 from .handlers import REQUEST_ID, Proxy
 from .stored import stored
@@ -156,22 +148,29 @@ class Views:
         return self.own_endpoint(lambda _key: Response(metrics.exposition(),
                                                        content_type=metrics.content_type))
 
-    def answer_preflight(self) -> Response | None:
-        """A CORS preflight is answered here, on any path, never relayed upstream."""
-        if not is_preflight(request.method, request.headers):
+    def admit(self) -> Response | None:
+        """Before anything else, on every path and port: a request not addressed to this
+        proxy (a Host it does not answer to, a page's Origin not allowed) is refused with
+        a 403, in the envelope of the front the path belongs to; a CORS preflight is
+        answered here, never relayed upstream."""
+        refused = self.proxy.addressing.refusal(
+            request.headers, local_address(client_socket(request.environ)))
+        if refused is None and not is_preflight(request.method, request.headers):
             return None
         log = self.started()
-        log.mode = "preflight"
-        answer = preflight(request.headers, self.config.cors_allow_origins)
+        routed = route_for(request.method, request.path, self.config)
+        envelope = routed.front if routed else DEFAULT
+        log.mode = "refused" if refused is not None else "preflight"
+        answer = refused or preflight(request.headers)
         if isinstance(answer, ProxyError):
-            return self.finished(error_response(DEFAULT, answer, log), log)
+            return self.finished(error_response(envelope, answer, log), log, envelope)
         log.status = 204
         return self.finished(Response(status=204, headers=answer), log)
 
     def allow_origin(self, response: Response) -> Response:
-        """An answer a page from an allowed origin may read (`cors_allow_origins`)."""
+        """An answer a page from an allowed origin may read (`allowed_origins`)."""
         origin = request.headers.get("Origin")
-        if origin and origin_allowed(origin, self.config.cors_allow_origins):
+        if origin and listed(origin, self.config.allowed_origins):
             for name, value in cors_headers(origin).items():
                 response.headers.setdefault(name, value)
         return response
@@ -185,7 +184,7 @@ class Views:
         routed = route_for(request.method, request.path, config)
         envelope = routed.front if routed else DEFAULT
         try:
-            api_key = proxy.door.authorize(request.method, request.headers)
+            api_key = proxy.door_of(request.environ).authorize(request.method, request.headers)
             log.owner = proxy.recorder.owner(api_key)
             if not plain_path(target):
                 raise ProxyError(400, "The request path must be a plain absolute path.",
@@ -232,7 +231,7 @@ def create_app(config: Config) -> Flask:
     app.get("/proxy/status")(views.status_page)
     app.get("/proxy/status.json")(views.status_json)
     app.get("/proxy/status/capture/<key>")(views.status_capture)
-    app.before_request(views.answer_preflight)
+    app.before_request(views.admit)
     app.after_request(views.allow_origin)
     app.route("/", defaults={"path": ""}, methods=ALL_METHODS)(views.dispatch)
     app.route("/<path:path>", methods=ALL_METHODS, endpoint="dispatch_path")(views.dispatch)

@@ -25,7 +25,8 @@ _BODY_READ = "toolcall_proxy.body_read"
 
 
 class Door:
-    """The proxy's own API keys (`api_keys`): with none set, every request comes in."""
+    """One port's API keys (`api_keys`; the Ollama port's may be `ollama_api_keys`): with
+    none set, every request to that port comes in."""
 
     def __init__(self, api_keys: Iterable[str],
                  key_headers: Iterable[str] = _KEY_HEADERS) -> None:
@@ -45,7 +46,7 @@ class Door:
         Basic auth with the key as its password (what a browser asked for one sends).
         Raises a 401 ProxyError otherwise. The key that matched (None without `api_keys`)
         says whose the request is: the owner of what it keeps. (CORS preflights, which carry
-        no key, never get here: the proxy answers them itself, see `preflight`.)"""
+        no key, never get here: the proxy answers them itself, see `addressed.preflight`.)"""
         if not self._keys:
             return None
         offered = ""
@@ -94,42 +95,6 @@ def _offered_key(authorization: str) -> str:
         return base64.b64decode(value.strip(), validate=True).decode().partition(":")[2]
     except (ValueError, UnicodeDecodeError):
         return ""
-
-
-# What a preflight may ask for: any method a client sends, and the headers it sends them with.
-_CORS_METHODS = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
-_CORS_MAX_AGE = "600"
-
-
-def is_preflight(method: str, headers: Mapping[str, str]) -> bool:
-    """A CORS preflight: OPTIONS asking for a method (a browser's, before a cross-origin
-    request)."""
-    return method == "OPTIONS" and "Access-Control-Request-Method" in headers
-
-
-def origin_allowed(origin: str | None, allowed: Iterable[str]) -> bool:
-    """Whether `origin` is on the `cors_allow_origins` list (`*`: any)."""
-    return bool(origin) and any(entry in ("*", origin) for entry in allowed)
-
-
-def preflight(headers: Mapping[str, str], allowed: Iterable[str]) -> ProxyError | dict[str, str]:
-    """The proxy's answer to a preflight: the CORS headers that let the browser go on, or a
-    403 for an origin not on the list (none is, by default). Never relayed upstream."""
-    origin = headers.get("Origin")
-    if not origin_allowed(origin, allowed):
-        return ProxyError(403, f"Cross-origin requests from {origin or 'an unnamed origin'!r} "
-                               "are not allowed here (cors_allow_origins).",
-                          type_="invalid_request_error", code="cors_origin_not_allowed")
-    return {**cors_headers(origin or ""),
-            "Access-Control-Allow-Methods": _CORS_METHODS,
-            "Access-Control-Allow-Headers": headers.get("Access-Control-Request-Headers", ""),
-            "Access-Control-Max-Age": _CORS_MAX_AGE}
-
-
-def cors_headers(origin: str) -> dict[str, str]:
-    """The headers that let a page from an allowed `origin` read an answer."""
-    return {"Access-Control-Allow-Origin": origin, "Vary": "Origin",
-            "Access-Control-Expose-Headers": "X-Request-Id, Retry-After"}
 
 
 def request_target(environ: Mapping[str, Any], path: str) -> str:

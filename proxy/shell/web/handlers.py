@@ -25,13 +25,14 @@ from ...turn.plan import TurnPlan
 from ...turn.thinking import ThinkingMemory
 from ..driver.passthrough import PassthroughServices, all_models, passthrough
 from ..driver.turns import TurnResponse, TurnServices
-from ..runtime.clients import ClientWatcher
+from ..runtime.clients import ClientWatcher, client_socket
 from ..store import open_store
 from ..store.interface import StoreLimits, refusal
 from ..upstream.catalog import ContextLengths, model_cards, model_ids
 from ..upstream.client import Timeouts, Unreached, Upstream
 from ..upstream.profiles import Profiles
 from ..upstream.replicas import Replicas
+from .addressed import Addressing, local_port
 from .door import Door, read_body
 from .recorder import make_recorder
 from .run_dir import allocate_worker_files
@@ -80,6 +81,12 @@ class Proxy:
         self.replicas = Replicas(self.upstreams, self.metrics,
                                  on_back=lambda url: self.profiles.recheck(url))
         self.door = Door(config.api_keys, key_headers())
+        # The Ollama port's own door, when its keys differ (`ollama_api_keys`).
+        ollama_keys = config.port_keys(config.ollama_port)
+        self.ollama_door = (self.door if ollama_keys is config.api_keys
+                            else Door(ollama_keys, key_headers()))
+        self.addressing = Addressing.of(config.allowed_hosts, config.allowed_origins,
+                                        config.host)
         self.client_watcher = ClientWatcher(self.draining)
         self.store = open_store(config, self.logger)
         # Set when the server stops (gunicorn's graceful shutdown or reload): requests still
@@ -130,7 +137,8 @@ class Proxy:
         record = log.emit(self.logger, self.config.log_format)
         total = time.monotonic() - log.started
         self.metrics.finished(log, total)
-        if log.mode == "preflight" or (self.config.api_keys and log.owner is None):
+        if log.mode in ("preflight", "refused") or (
+                log.owner is None and (self.door.locked or self.ollama_door.locked)):
             return  # (with keys, only keyed requests: a flood of wrong keys keeps no history)
         try:
             capture = orjson.dumps(record) if log.bodies is not None else None
@@ -161,10 +169,20 @@ class Proxy:
             seen[viewer] = orjson.dumps(seen_by(kept[1], viewer))
         return seen[viewer]
 
+    def door_of(self, environ: dict[str, Any]) -> Door:
+        """The door of the port a request came in on: the Ollama port's own when its keys
+        differ, else the main port's. The port is the socket's (never the Host header's); a
+        server that shows no socket gets the main port's door."""
+        if self.ollama_door is self.door:
+            return self.door
+        port = local_port(client_socket(environ))
+        return self.ollama_door if port == self.config.ollama_port else self.door
+
     def upstream_headers(self, config: Config, *, buffered: bool) -> dict[str, str]:
         """This request's headers as they go upstream (see `Door.upstream_headers`)."""
-        return self.door.upstream_headers(request.headers.items(), config,
-                                          request.environ.get(REQUEST_ID), buffered=buffered)
+        door = self.door_of(request.environ)
+        return door.upstream_headers(request.headers.items(), config,
+                                     request.environ.get(REQUEST_ID), buffered=buffered)
 
     def health(self, check_upstream: bool) -> Response:
         """The proxy's status, version and settings (no secrets); with `check_upstream`,

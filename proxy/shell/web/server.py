@@ -30,6 +30,7 @@ from ...base.config import Config, mask_url
 from ...base.errors import ProxyError
 from ..config_load import ConfigError, load_config
 from .head_wait import HEAD_SECONDS, HeadTimeouts
+from .readiness import bind_unopened, open_listeners, take_notify_socket
 from .run_dir import fresh_run_dir, unsafe_run_dir
 
 _PROM_DIR_PREFIX = "toolcall-proxy-prom-"
@@ -89,6 +90,7 @@ def gunicorn_settings(config: Config, environ: Mapping[str, str] = os.environ) -
         "proc_name": "toolcall-proxy",
         "on_starting": _on_starting,
         "when_ready": lambda server: _announce(config, server.log.info),
+        "post_fork": _post_fork,
         "post_worker_init": _post_worker_init,
         "child_exit": _child_exit,
         "on_exit": _on_exit,
@@ -152,6 +154,11 @@ def _announce(config: Config, say: Callable[[str], object]) -> None:
     if not config.api_keys and not _is_loopback(config.host):
         say(f"WARNING: listening on {config.host} without api_keys: anyone who can reach this "
             "port can use the upstream through it (set TOOLCALL_PROXY_API_KEYS)")
+    elif (config.ollama_port and config.port_keys(config.ollama_port) == ()
+          and not _is_loopback(config.host)):
+        say(f"WARNING: the Ollama port {config.ollama_port} on {config.host} has no keys "
+            "(ollama_api_keys is empty): anyone who can reach it can use the upstream through "
+            "it; the main port's stored answers, captures and status stay keyed")
 
 
 def _is_loopback(host: str) -> bool:
@@ -166,7 +173,11 @@ def _is_loopback(host: str) -> bool:
 def _on_starting(server: Arbiter) -> None:
     """Give the workers one fresh, private directory for their Prometheus figures and status
     rings, so /proxy/metrics and /proxy/status report the whole server (prometheus_client
-    multi-process mode); an operator's own (PROMETHEUS_MULTIPROC_DIR) must be private."""
+    multi-process mode); an operator's own (PROMETHEUS_MULTIPROC_DIR) must be private. Bind
+    the listeners without listening, and keep systemd's notify socket for the workers: the
+    port opens, and systemd hears READY=1, when the first worker can serve (`readiness`)."""
+    take_notify_socket()
+    bind_unopened(server)
     path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if path:
         try:
@@ -184,10 +195,21 @@ def _on_exit(server: Arbiter) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _post_fork(server: Arbiter, worker: Any) -> None:
+    """In a new worker, until it sets its own handlers: a stop signal ends it. (It inherits
+    the master's, which only queue the signal in the master's queue, a copy in this process
+    no one reads: a worker told to stop while it patched and imported then ran on until the
+    graceful timeout killed it.) It holds nothing yet."""
+    for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(stop, signal.SIG_DFL)
+
+
 def _post_worker_init(worker: Any) -> None:
     """Watch for the worker being told to stop (SIGTERM on stop or reload sets `alive` to
     False), and then have the app drain: waiting requests end with a retryable error before
-    the graceful timeout would cut them without one."""
+    the graceful timeout would cut them without one. First, the app being loaded, open the
+    port if no worker has (`readiness`)."""
+    open_listeners(worker)
     proxy = worker.wsgi.extensions.get("toolcall_proxy")
     if proxy is None:
         return
@@ -293,7 +315,9 @@ def _worker_class(name: str, head_seconds: float = HEAD_SECONDS) -> type:
     none; gevent_pywsgi is gevent's own server)."""
     base = gunicorn_util.load_class(name)
     mixins: tuple[type, ...] = (EnvelopeErrors,)
-    if base.__module__ == "gunicorn.workers.ggevent" and base.server_class is None:
+    gevent_streams = any(kind.__module__ == "gunicorn.workers.ggevent"
+                         and kind.__name__ == "GeventWorker" for kind in base.__mro__)
+    if gevent_streams and base.server_class is None:
         mixins += (HeadTimeouts,)
     return type(f"Proxy{base.__name__}", (*mixins, base),
                 {"__module__": __name__, "HEAD_SECONDS": head_seconds})
