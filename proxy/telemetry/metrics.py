@@ -105,7 +105,7 @@ class Metrics:
                                 ["rewrite"], registry=registry)
         self.reasks = Counter(prefix + "reasks",
                               "Turns' calls asked for once more, by reason (demanded, "
-                              "botched), dialect (unconstrained: today's retry) and result "
+                              "unreadable), dialect (unconstrained: today's retry) and result "
                               "(recovered, unmet, refused)",
                               ["reason", "dialect", "result"], registry=registry)
         self.reask_latency = Histogram(prefix + "reask_upstream_seconds",

@@ -45,7 +45,7 @@ def written(pieces: Iterable[Piece], writer: LiveWriter) -> bytes:
 class LiveTurn:
     """One streamed turn's upstream events: `feed` them as they come, `release` what may be
     sent now, `reply` at the end; `said` and `holds`: what went out, and whether a frame of
-    the answer did not (a botched call may then be asked again before it goes out)."""
+    the answer did not (an unreadable frame may then be asked again before it goes out)."""
 
     def __init__(self, plan: TurnPlan) -> None:
         extraction = plan.extraction
