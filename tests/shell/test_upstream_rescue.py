@@ -192,5 +192,6 @@ def test_a_call_llama_cpp_read_itself_is_not_a_rescue(running):
                     f'{PROSE}\n<tool_call>\n{{"name": "read", "arguments": {{"path": "/a"}}}}'
                     "\n</tool_call>")
     text, calls = _chat(proxy, stream=False)
+    assert text.strip() == PROSE  # llama.cpp read it: its content, as it is
     assert calls == [("read", {"path": "/a"})]
     assert _rescued(proxy) == {}
