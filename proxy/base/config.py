@@ -45,9 +45,11 @@ class Config:
     upstream_tool_parser: bool = True
     tool_temperature: float | None = None
     required_call_retries: int = 1
-    # A demanded call that did not come (and, with `+botched`, a call whose arguments could
-    # not be read) is asked once more, constrained in the upstream's own dialect.
-    constrained_reask: str = "demanded+botched"
+    # A demanded call that did not come or is off its schema (and, with `+unreadable`, a
+    # frame whose arguments cannot be read) is asked once more, constrained in the
+    # upstream's own dialect; a call written whole on an `auto` turn never is.
+    # (`demanded+botched`, the former name, is read as `demanded+unreadable`.)
+    constrained_reask: str = "demanded+unreadable"
     # Opt-in: every tool turn carries a triggered structural tag in the model's own call
     # wrapper (servers that take one): any call it opens is valid from its first token.
     constrain_every_call: bool = False

@@ -29,7 +29,7 @@ class ConfigError(ValueError):
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "heartbeat_mode": ("chunk", "comment", "both"),
-    "constrained_reask": ("off", "demanded", "demanded+botched"),
+    "constrained_reask": ("off", "demanded", "demanded+unreadable", "demanded+botched"),
     "reasoning_field": ("reasoning_content", "reasoning", "both", "drop"),
     "log_format": ("json", "text"),
     "log_level": ("debug", "info", "warning", "error"),

@@ -20,6 +20,7 @@ from prometheus_client import (
     values,
 )
 
+from ..turn.rescue.upstream_error import NOTE as RESCUED
 from .request_log import RequestLog
 
 # Label values are closed sets: anything upstream (or a model) wrote is mapped into them, so
@@ -52,6 +53,8 @@ def upstream_error_kind(log: RequestLog) -> str | None:
     or not); a refusal of the client's request, by the proxy or by upstream (4xx), is the
     client's fault and shows in `requests_total{status}` instead."""
     kind = log.error.split(":", 1)[0] if log.error else None
+    if kind is None and rescued_from(log) is not None:
+        return None  # the upstream's error held the model's answer, and the turn went on
     if kind in UPSTREAM_ERROR_KINDS:
         return kind
     status = log.upstream_status
@@ -63,6 +66,14 @@ def upstream_error_kind(log: RequestLog) -> str | None:
                                                    and 400 <= log.status < 500):
         return None
     return "other"
+
+
+def rescued_from(log: RequestLog) -> str | None:
+    """The server whose error the turn's answer was rescued from (`turn.rescue`), or None."""
+    for note in log.notes:
+        if note.startswith(RESCUED + ":"):
+            return note.split(":", 1)[1]
+    return None
 
 
 class Metrics:
@@ -105,7 +116,7 @@ class Metrics:
                                 ["rewrite"], registry=registry)
         self.reasks = Counter(prefix + "reasks",
                               "Turns' calls asked for once more, by reason (demanded, "
-                              "botched), dialect (unconstrained: today's retry) and result "
+                              "unreadable), dialect (unconstrained: today's retry) and result "
                               "(recovered, unmet, refused)",
                               ["reason", "dialect", "result"], registry=registry)
         self.reask_latency = Histogram(prefix + "reask_upstream_seconds",
@@ -118,6 +129,10 @@ class Metrics:
                                        "Requests that ended in an upstream-side failure or a "
                                        "client disconnect, by kind",
                                        ["kind"], registry=registry)
+        self.upstream_errors_rescued = Counter(
+            prefix + "upstream_errors_rescued",
+            "Tool turns whose upstream error held the model's output, read as its answer, "
+            "by server", ["server"], registry=registry)
         self.upstream_latency = Histogram(prefix + "upstream_latency_seconds",
                                           "Time until upstream answered (headers or body)",
                                           ["mode"], buckets=_LATENCY_BUCKETS,
@@ -160,6 +175,9 @@ class Metrics:
             self.upstream_latency.labels(log.mode).observe(log.upstream_ms / 1000)
         if log.heartbeats:
             self.heartbeats.inc(log.heartbeats)
+        rescued = rescued_from(log)
+        if rescued is not None:
+            self.upstream_errors_rescued.labels(rescued).inc()
         kind = upstream_error_kind(log)
         if kind is not None:
             self.upstream_errors.labels(kind).inc()

@@ -125,7 +125,7 @@ def _tagged(fmt: str, what: str, tool: str | None, declared: frozenset[str]) -> 
 
 @dataclass(frozen=True)
 class ReAskSeen:
-    """One re-ask of a turn's calls: why (`demanded`, `botched`), in which dialect
+    """One re-ask of a turn's calls: why (`demanded`, `unreadable`), in which dialect
     (`unconstrained`: today's retry), how it went (`recovered`: its answer held the call;
     `unmet`; `refused`: the server refused the constraint) and its upstream time."""
 
@@ -170,7 +170,7 @@ class RequestLog:
     # Whose request it is (a keyed hash of the API key the door accepted; None until it
     # did): the owner of its capture. Never logged.
     owner: str | None = None
-    reasks: list[ReAskSeen] = field(default_factory=list)  # demanded or botched calls
+    reasks: list[ReAskSeen] = field(default_factory=list)  # demanded calls, unreadable frames
 
     def as_dict(self) -> dict[str, Any]:
         """The log record's fields."""

@@ -7,8 +7,10 @@ a string where the schema has one scalar type and the string is exactly a value 
 the schema asks for; an integer or a boolean where the schema asks for a string, as its JSON
 text (vLLM's parsers do both; a float is not: its text as written is lost in decoding).
 Nothing is coerced where the schema offers alternatives (which one was meant is a guess).
-Whatever else does not fit is delivered as the model wrote it and named (`Validity.problems`):
-the turn counts such a call `schema_invalid`, so that it can be asked again under constraint.
+A required key given an empty string is named too (`/path: required, empty`): a call to
+`delete_file` with `"path": ""` names nothing to act on. Whatever does not fit is delivered as
+the model wrote it and named (`Validity.problems`): the turn counts such a call
+`schema_invalid` (asked again under constraint only where the client demanded the call).
 The work is bounded as the coercion of text values is (schema.py); a schema that costs more
 than that is not judged.
 """
@@ -120,6 +122,8 @@ class _Checker:
         for key in required if isinstance(required, list) else ():
             if isinstance(key, str) and key not in value:
                 self.problems.append(f"{path}/{key}: required")
+            elif isinstance(key, str) and value[key] == "":
+                self.problems.append(f"{path}/{key}: required, empty")
         extra = schema.get("additionalProperties")
         result = {}
         for key, item in value.items():

@@ -20,18 +20,22 @@ from ..base.errors import (
 from .context_window import Refit, overflow_of, refit
 from .normalize import UpstreamShapeError, normalize
 from .plan import TurnPlan
+from .rescue.upstream_error import Rescued, as_completion, rescued
 from .result import Outcome, TurnResult, first_calls_only
 
 
 @dataclass(frozen=True)
 class UpstreamReply:
     """A buffered upstream answer: status, headers and the whole body (or, `parsed`, the
-    answer already as data: a streamed one, assembled by `turn.live`)."""
+    answer already as data: a streamed one, assembled by `turn.live`). `rescue`: the body is
+    an error whose model text `parsed` already holds as a completion (`turn.rescue`; a
+    stream's error event, with what the stream sent before it)."""
 
     status: int
     headers: dict[str, str]
     body: bytes
     parsed: Any = field(default=None, repr=False)
+    rescue: Rescued | None = None
 
 
 @dataclass(frozen=True)
@@ -80,15 +84,25 @@ def decide(plan: TurnPlan, reply: UpstreamReply | ProxyError) -> Decision:
         error = (from_upstream(status, reply.body, reply.headers) if status >= 400
                  else answer_not_json())
         return Failure(error, upstream_status=status, received=text)
-    if status >= 400:
-        error = from_upstream(status, reply.body, reply.headers)
-        return Failure(error, upstream_status=status, received=body,
-                       fit=_fitting(plan, error))
+    rescue = reply.rescue
+    received = body
+    if status >= 400 and rescue is None:
+        rescue = rescued(body) if plan.extraction.tools else None
+        if rescue is None:
+            error = from_upstream(status, reply.body, reply.headers)
+            return Failure(error, upstream_status=status, received=body,
+                           fit=_fitting(plan, error))
+        body = as_completion(rescue, plan.model)
     try:
         result = normalize(body, plan.extraction)
     except UpstreamShapeError as exc:
         return Failure(answer_not_completion(exc), upstream_status=status, received=body)
     notes = []
+    if rescue is not None:
+        if not (rescue.whole or result.outcome.tool_calls):  # a fragment is no answer
+            return Failure(from_upstream(status, reply.body, reply.headers),
+                           upstream_status=status, received=received)
+        notes.append(rescue.note)
     dropped = 0
     if not plan.parallel_tool_calls:
         result, dropped = first_calls_only(result)
@@ -97,8 +111,8 @@ def decide(plan: TurnPlan, reply: UpstreamReply | ProxyError) -> Decision:
     if plan.tool_call_required and not result.outcome.tool_calls:
         notes.append("tool_call_required_but_none_found")
         return Failure(required_call_unmet(plan.config.required_call_retries), result.outcome,
-                       tuple(notes), status, body, ask_again=True)
-    return Answer(result, tuple(notes), status, body, dropped)
+                       tuple(notes), status, received, ask_again=True)
+    return Answer(result, tuple(notes), status, received, dropped)
 
 
 def _fitting(plan: TurnPlan, error: ProxyError) -> Refit | None:

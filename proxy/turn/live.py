@@ -16,6 +16,7 @@ from .assemble import CONTENT, REASONING, Piece, StreamAssembler
 from .core import UpstreamReply
 from .holdback import Held, hold_rule
 from .plan import TurnPlan
+from .rescue.upstream_error import as_completion, rescued
 from .result import TurnResult
 from .thinking import ThinkRouter
 
@@ -45,13 +46,14 @@ def written(pieces: Iterable[Piece], writer: LiveWriter) -> bytes:
 class LiveTurn:
     """One streamed turn's upstream events: `feed` them as they come, `release` what may be
     sent now, `reply` at the end; `said` and `holds`: what went out, and whether a frame of
-    the answer did not (a botched call may then be asked again before it goes out)."""
+    the answer did not (an unreadable frame may then be asked again before it goes out)."""
 
     def __init__(self, plan: TurnPlan) -> None:
         extraction = plan.extraction
         self._rule = (hold_rule(tuple(extraction.formats))
                       if extraction.tools and extraction.formats else None)
         self._reasoning = extraction.reasoning_shown
+        self._tools = bool(extraction.tools)  # a tool turn: an error's model text is read
         # A leading think block in the content flows as reasoning, as normalize will have it.
         self._thinking: dict[int, ThinkRouter | None] | None = (
             {} if extraction.reasoning_from_content else None)
@@ -179,6 +181,14 @@ class LiveTurn:
             inner = error.get("error") if isinstance(error.get("error"), dict) else error
             code = inner.get("code") if isinstance(inner, dict) else None
             status = code if isinstance(code, int) and 400 <= code < 600 else 502
+            rescue = rescued(error) if self._tools else None
+            if rescue is not None:  # the stream's answer so far, then the text it held
+                completion = self.assembler.completion()
+                choices = completion.get("choices") or [{}]
+                sent = choices[0].get("message") if len(choices) == 1 else None
+                parsed = as_completion(rescue, completion.get("model") or "", sent)
+                return UpstreamReply(status, {}, _written(error), parsed=parsed,
+                                     rescue=rescue)
             return from_upstream(status, _written(error), {})
         if self._not_json is not None:
             return ProxyError(502, "The upstream's stream holds an event that is not JSON: "

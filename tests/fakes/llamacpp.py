@@ -9,6 +9,15 @@ Sources, ggml-org/llama.cpp at the newest snapshot read: `tools/server/server-co
 `tools/server/server-context.cpp` (CONTEXT: the props and models JSON),
 `tools/server/server-task.cpp` (TASK: to_json_oaicompat_chat), `common/chat.cpp` (CHAT: the
 tool_choice parse, the lazy tool-call grammar, the generic handler for tools + json_schema).
+A tool turn whose output the chat parser cannot read, by build (CHAT: common_chat_peg_parse;
+the builds from llama.rn's vendored copies, cpp/common/chat.cpp at its syncs to b8475 and
+b9204, then b9769): before the PEG parser (< b8475) the output is the content; b8475–b9768
+throw "Failed to parse input at pos N: " + the output from N (N: where the parse stopped, the
+call's opener, as issues #24644 and #23838 show it), from b9769 "The model produced output
+that does not match the expected <format> format" (the output in the log only). The server
+(`format_error_response`, ERROR_TYPE_SERVER; `handle_completions_impl`) answers it 500
+`{"error": {code, message, type: server_error}}`, or, once a stream has sent its first result,
+`data: {"error": {…}}` and no `[DONE]`.
 Known bugs copied on purpose: `required` accepted and not enforced (#27217, #27767); an
 object-form (named) `tool_choice` silently read as "auto" (#26535; PR #28806 not merged).
 """
@@ -30,6 +39,29 @@ from tests.fakes.template import ChatTemplate
 
 MODEL = "Qwen3.6-27B-Q4_K_M.gguf"
 BUILD = "b7316-4c8a2f1e"
+PEG_BUILD = "b9204-557e7511"  # the PEG chat parser, its failure's message holding the output
+NEWEST_BUILD = "b9769-6d85189e"  # the PEG chat parser, its failure's message without it
+_PEG_FROM, _WITHOUT_OUTPUT_FROM = 8475, 9769
+
+
+def build_number(build: str) -> int:
+    """`b9204-557e7511` → 9204 (0 when unread)."""
+    head = build.split("-", 1)[0].lstrip("b")
+    return int(head) if head.isdigit() else 0
+
+
+def parse_failure(build: str, text: str, opener: str) -> str | None:
+    """CHAT: the message common_chat_peg_parse throws for `text`, an output holding a call
+    (`opener`) its parser cannot read, on `build`; None where the build reads it as content
+    (before the PEG parser). The generation prompt (empty for this template) comes first."""
+    number = build_number(build)
+    if number < _PEG_FROM:
+        return None
+    if number >= _WITHOUT_OUTPUT_FROM:
+        return ("The model produced output that does not match the expected peg-native "
+                "format")
+    at = max(0, text.find(opener))
+    return f"Failed to parse input at pos {at}: {text[at:]}"
 
 # The fields oaicompat_chat_params_parse and params_from_json_cmpl (TASK) read; the rest of a
 # body is copied into llama_params and never looked at (COMMON: "Copy remaining properties").
@@ -363,11 +395,33 @@ class FakeLlamaCpp(ModelServer):
                                               constraint))
         except UnscriptedConstraint as error:
             return llamacpp_error(500, str(error))
+        failure = self._parse_failure(body, generation)
+        if failure is not None:
+            return failure
         completion = self._completion(body, generation, constraint)
         if body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return Answer(chunks=llamacpp_stream_of(completion, usage=usage))
         return Answer(body=completion)
+
+    def _parse_failure(self, body: dict[str, Any], generation: Generation) -> Answer | None:
+        """The server's answer where its chat parser throws on the output (see the module):
+        500 unstreamed, or when nothing came before the failing call (the first result is
+        the error); else the content before the call streamed, then the error event."""
+        text, opener = generation.text, self.template.call_open
+        if (not body.get("tools") or _tool_choice(body) == "none" or opener not in text
+                or _read_calls(text, self.template) is not None):
+            return None
+        message = parse_failure(self.build, text, opener)
+        if message is None:
+            return None
+        error = llamacpp_error(500, message)
+        before = text[:text.find(opener)]
+        if not body.get("stream") or not (before or generation.reasoning):
+            return error
+        shape = {"model": self.model, "build": self.build, "reasoning": generation.reasoning}
+        sent = llamacpp_stream_of(llamacpp_completion(before, **shape))[:-2]  # no finish
+        return Answer(chunks=[*sent, sse(error.body)])
 
     def _completion(self, body: dict[str, Any], generation: Generation,
                     constraint: Constraint | None) -> dict[str, Any]:

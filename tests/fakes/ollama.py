@@ -10,7 +10,13 @@ ChatCompletionRequest — no `tool_choice` field, so it is ignored; FromChatRequ
 ToChatCompletion and NewError), `middleware/openai.go` (ChatMiddleware: an empty `messages`
 refused), `llm/llama_server.go` (a `format` other than "json" or a schema object is an
 error), `api/types.go` (ChatResponse, ShowResponse, ToolCall with object arguments).
-How Ollama's own tool parser treats a call whose JSON fails was not read: here it stays text.
+Ollama's template tool parser (`tools.Parser`) leaves a call it cannot read as text; a model
+with a builtin parser (`builtin_parser`, e.g. qwen3-coder) fails the turn (ROUTES: ChatHandler,
+`builtinParser.Add` → `parserErr` → `ch <- gin.H{"error": parserErr.Error()}`;
+`model/parsers/qwen3coder.go` parseToolCall returns xml.Unmarshal's error; writeChatResponse:
+500 `{"error": "…"}` unstreamed, streamResponse: the error as the last NDJSON line once
+something was written; `middleware/openai.go` writeError: `openai.NewError(500, …)` on the
+OpenAI-compatible route). The message names the parse error, never the model's output.
 """
 
 from __future__ import annotations
@@ -78,8 +84,10 @@ class FakeOllama(ModelServer):
     """The fake Ollama. `models`: the models it has pulled (others are 404s)."""
 
     def __init__(self, models: tuple[str, ...] = (MODEL,), version: str = VERSION,
-                 template: ChatTemplate | None = None, context_length: int = 262144) -> None:
+                 template: ChatTemplate | None = None, context_length: int = 262144,
+                 builtin_parser: str | None = None) -> None:
         self.models = models
+        self.builtin_parser = builtin_parser  # a model whose parser fails a call it cannot read
         self.version = version
         self.template = template or ChatTemplate()
         self.context_length = context_length
@@ -160,6 +168,15 @@ class FakeOllama(ModelServer):
             parsed = _read_calls(generation.text, self.template)
             if parsed is not None:
                 content, calls = parsed
+            elif self.builtin_parser and self.template.call_open in generation.text:
+                # qwen3coder.go parseToolCall: xml.Unmarshal's error, the output not in it
+                failure = "XML syntax error on line 1: unexpected EOF"
+                before = generation.text[:generation.text.find(self.template.call_open)]
+                if openai or body.get("stream") is False or not before:
+                    return error(500, failure)
+                lines = self._native(body, generation, before, None).chunks or []
+                return Answer(chunks=[*lines[:-1], orjson.dumps({"error": failure}) + b"\n"],
+                              headers={"Content-Type": "application/x-ndjson"})
         if openai:
             return self._openai(body, generation, content, calls)
         return self._native(body, generation, content, calls)

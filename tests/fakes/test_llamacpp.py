@@ -13,8 +13,8 @@ import requests
 
 from tests.fakes.constraints import Constraint, fit_errors
 from tests.fakes.helpers import TOOLS, USER, parameters_of, sdk
-from tests.fakes.llamacpp import BUILD, FakeLlamaCpp
-from tests.fakes.models import botches_arguments, never_calls_unless_constrained
+from tests.fakes.llamacpp import BUILD, NEWEST_BUILD, PEG_BUILD, FakeLlamaCpp
+from tests.fakes.models import botches_arguments, never_calls_unless_constrained, says
 from tests.fakes.schema import schema_errors
 from tests.fakes.template import ChatTemplate
 
@@ -224,3 +224,48 @@ def test_an_unknown_path_is_llamas_404(llama):
     assert response.json()["error"]["type"] == "not_found_error"
     with pytest.raises(openai.NotFoundError):
         sdk(llama, "/nope").models.list()
+
+
+# -- a call its chat parser cannot read, by build (CHAT: common_chat_peg_parse) ---------------
+
+XML_CALL = ("<tool_call>\n<function=read>\n<parameter=path>\na\n</parameter>\n</function>\n"
+            "</tool_call>")
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (PEG_BUILD, f"Failed to parse input at pos 6: {XML_CALL}"),
+    (NEWEST_BUILD, "The model produced output that does not match the expected peg-native "
+                   "format"),
+])
+def test_a_call_its_parser_cannot_read_is_a_500_with_the_output_from_where_it_stopped(
+        serve, build, message):
+    fake = serve(lambda: FakeLlamaCpp(build=build))
+    fake.behave(says(f"Look.\n{XML_CALL}"))
+    answer = _post(fake, tools=TOOLS)
+    assert answer.status_code == 500
+    assert answer.json() == {"error": {"code": 500, "message": message,
+                                       "type": "server_error"}}
+
+
+def test_streamed_the_error_event_follows_what_was_sent_and_ends_it_without_done(serve):
+    fake = serve(lambda: FakeLlamaCpp(build=PEG_BUILD))
+    fake.behave(says(f"Look.\n{XML_CALL}"))
+    answer = _post(fake, tools=TOOLS, stream=True)
+    assert answer.status_code == 200
+    events = [line.removeprefix("data: ") for line in answer.text.split("\n\n") if line]
+    assert "[DONE]" not in events
+    text = "".join((orjson.loads(e)["choices"][0]["delta"].get("content") or "")
+                   for e in events[:-1])
+    assert text == "Look.\n"
+    assert orjson.loads(events[-1])["error"]["message"].startswith(
+        "Failed to parse input at pos 6: <tool_call>")
+
+
+@pytest.mark.parametrize("text", [XML_CALL, "Look.\n" + XML_CALL])
+def test_before_the_peg_parser_and_without_tools_the_output_is_the_content(serve, text):
+    old = serve(FakeLlamaCpp)  # BUILD: the content-only fallback of the old parser
+    old.behave(says(text))
+    assert _message(old, tools=TOOLS).message.content == text
+    new = serve(lambda: FakeLlamaCpp(build=PEG_BUILD))
+    new.behave(says(text))
+    assert _message(new).message.content == text  # no tools: no chat parser to fail

@@ -12,7 +12,7 @@ import requests
 
 from tests.fakes.constraints import Constraint, fit_errors
 from tests.fakes.helpers import TOOLS, USER, parameters_of, sdk
-from tests.fakes.models import calls, never_calls_unless_constrained, thinks
+from tests.fakes.models import calls, never_calls_unless_constrained, says, thinks
 from tests.fakes.ollama import MODEL, FakeOllama
 from tests.fakes.schema import schema_errors
 from tests.fakes.template import ChatTemplate
@@ -127,3 +127,25 @@ def test_the_native_chat_streams_ndjson_by_default(ollama):
     assert "".join(line["message"]["content"] for line in lines) == PROSE
     assert [line["done"] for line in lines][-2:] == [False, True]
     assert schema_errors(lines[-1]["eval_count"], {"type": "integer"}) == []
+
+
+# -- a builtin parser's error (ROUTES: ChatHandler's parserErr; writeChatResponse) -------------
+
+XML_CALL = "<tool_call>\n<function=read>\n<parameter=path>\na\n</parameter>\n</function>"
+
+
+def test_a_builtin_parser_that_cannot_read_a_call_fails_the_turn_without_the_output(serve):
+    fake = serve(lambda: FakeOllama(builtin_parser="qwen3-coder"))
+    fake.behave(says(f"Look.\n{XML_CALL}"))
+    native = requests.post(fake.url + "/api/chat", timeout=5, json={
+        "model": MODEL, "messages": USER, "tools": TOOLS, "stream": False})
+    assert (native.status_code, native.json()) == (
+        500, {"error": "XML syntax error on line 1: unexpected EOF"})
+    streamed = requests.post(fake.url + "/api/chat", timeout=5, json={
+        "model": MODEL, "messages": USER, "tools": TOOLS})
+    lines = [orjson.loads(line) for line in streamed.text.splitlines()]
+    assert "".join(line.get("message", {}).get("content", "") for line in lines) == "Look.\n"
+    assert lines[-1] == {"error": "XML syntax error on line 1: unexpected EOF"}
+    with pytest.raises(openai.InternalServerError) as raised:
+        sdk(fake).chat.completions.create(model=MODEL, messages=USER, tools=TOOLS)
+    assert raised.value.body["message"] == "XML syntax error on line 1: unexpected EOF"

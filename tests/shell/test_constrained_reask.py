@@ -1,6 +1,6 @@
 """Constrained re-asks end to end: the proxy as a real HTTP server before a fake vLLM 0.33
-(no tool parser) whose model never calls unless its output is constrained, or botches a
-call's arguments unless constrained; read by the official SDKs on every front.
+(no tool parser) whose model never calls unless its output is constrained, or writes a
+call's arguments unreadably unless constrained; read by the official SDKs on every front.
 
 The model's call wrapper is taken to be one without a structural tag (Qwen3-Coder's XML first
 in `formats`), so every re-ask here is vLLM's JSON array of calls; the model is a narrowly
@@ -23,7 +23,7 @@ from tests.fake_vllm import Answer, FakeVLLM, Received, vllm_completion, vllm_er
 
 USER = [{"role": "user", "content": "Read /etc/hosts."}]
 PROSE = "I would rather describe the file than read it."
-BOTCHED = '<tool_call>{"name": "read", "arguments": "{path: /etc/hosts"}</tool_call>'
+UNREADABLE = '<tool_call>{"name": "read", "arguments": "{path: /etc/hosts"}</tool_call>'
 
 
 def _fits(schema: dict) -> str:
@@ -157,8 +157,8 @@ def test_the_log_line_names_the_re_ask_and_its_upstream_time(start_proxy, parser
     assert [r.split(":", 1)[1] for r in line["repairs"]] == ["constrained:get_weather"]
 
 
-def test_a_botched_call_is_mended_by_a_re_ask_constrained_to_its_tool(start_proxy, parserless):
-    parserless.answer(model(BOTCHED))
+def test_an_unreadable_frame_is_mended_by_a_re_ask_constrained_to_its_tool(start_proxy, parserless):
+    parserless.answer(model(UNREADABLE))
     client = _proxy(start_proxy, parserless).client()
     message = client.chat.completions.create(model="qwen", messages=USER,
                                              tools=TOOLS).choices[0].message
@@ -170,13 +170,13 @@ def test_a_botched_call_is_mended_by_a_re_ask_constrained_to_its_tool(start_prox
 
 
 @pytest.mark.parametrize("setting", ["off", "demanded"])
-def test_a_botched_call_stays_text_where_the_setting_says_so(start_proxy, parserless, setting):
-    parserless.answer(model(BOTCHED))
+def test_an_unreadable_frame_stays_text_where_the_setting_says_so(start_proxy, parserless, setting):
+    parserless.answer(model(UNREADABLE))
     client = _proxy(start_proxy, parserless, constrained_reask=setting).client()
     message = client.chat.completions.create(model="qwen", messages=USER,
                                              tools=TOOLS).choices[0].message
     assert not message.tool_calls
-    assert message.content == BOTCHED
+    assert message.content == UNREADABLE
     assert len(parserless.chat_requests()) == 1
 
 

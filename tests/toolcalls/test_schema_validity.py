@@ -55,12 +55,21 @@ def test_a_value_that_is_exactly_its_schema_type_written_as_a_string_is_coerced(
     ({"town": "Oslo", "where": {"lat": 1, "alt": 2}}, "/where/alt: not a property"),
     ({"town": "Oslo", "tags": ["a", {"b": 2}]}, "/tags/1: not string"),
     ({"town": "Oslo", "either": "5"}, "/either: fits none of its alternatives"),
+    ({"town": ""}, "/town: required, empty"),  # names nothing to act on (issue 41, item 2)
 ])
 def test_what_does_not_fit_is_delivered_as_written_and_named(written, problem):
     validity = check(written, FORECAST)
     assert validity.arguments == written
     assert validity.coerced == 0
     assert validity.problems == (problem,)
+
+
+@pytest.mark.parametrize("written", [{"town": " "}, {"town": "Oslo", "days": ""}])
+def test_an_empty_string_is_named_only_where_the_key_is_required_and_empty(written):
+    # A blank is not empty (it may be meant), and an optional key may be left empty; "days"
+    # is an integer and "" none, as before.
+    problems = check(written, FORECAST).problems
+    assert not any(problem.endswith("required, empty") for problem in problems)
 
 
 @pytest.mark.parametrize("parameters", [{}, {"type": "object"}, None,

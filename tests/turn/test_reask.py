@@ -53,6 +53,11 @@ def _step(state, decision, choose=None):
     return reask.step(state, decision, choose or _chooser(), TOOL_SCHEMAS)
 
 
+def _demanded(**fields) -> reask.Asking:
+    """The state of a turn whose `tool_choice` demands a call."""
+    return reask.Asking(demanded=True, **fields)
+
+
 # -- the dialect table ------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("kind", "version", "best"), [
@@ -157,7 +162,7 @@ REFUSED = {"error": {"message": "You can only either use constraints for structu
 
 def test_a_demanded_call_that_did_not_come_is_asked_again_constrained_and_comes():
     plan = _plan(tool_choice="required")
-    state, then = _step(reask.Asking(), decide(plan, _reply(PROSE)))
+    state, then = _step(_demanded(), decide(plan, _reply(PROSE)))
     assert isinstance(then.decision, Failure)
     assert then.decision.ask_again
     assert then.ask.label == "demanded:structured_outputs"
@@ -170,7 +175,7 @@ def test_a_demanded_call_that_did_not_come_is_asked_again_constrained_and_comes(
 
 def test_a_constrained_re_ask_still_without_the_call_is_today_s_502_and_no_storm():
     plan = _plan(tool_choice="required")
-    state, _ = _step(reask.Asking(retries=3), decide(plan, _reply(PROSE)))
+    state, _ = _step(_demanded(retries=3), decide(plan, _reply(PROSE)))
     state, then = _step(state, decide(plan, _reply(PROSE)))
     assert then.ask is None
     assert isinstance(then.decision, Failure)
@@ -208,25 +213,26 @@ def test_without_a_dialect_or_with_the_setting_off_the_retries_are_today_s():
         assert then.decision.error.code == "tool_call_required_unmet"
 
 
-BOTCHED = vllm_completion('<tool_call>{"name": "read", "arguments": "{path: /a"}</tool_call>')
+UNREADABLE = vllm_completion('<tool_call>{"name": "read", "arguments": "{path: /a"}'
+                             '</tool_call>')
 
 
-def test_a_botched_call_is_asked_again_constrained_to_its_tool():
+def test_a_frame_whose_arguments_cannot_be_read_is_asked_again_constrained_to_its_tool():
     plan = _plan()
-    first = decide(plan, _reply(BOTCHED))
+    first = decide(plan, _reply(UNREADABLE))
     assert isinstance(first, Answer)
     assert not first.result.first.calls
     state, then = _step(reask.Asking(), first)
-    assert then.ask == reask.ReAsk("botched", DIALECTS["structured_outputs"], "read")
+    assert then.ask == reask.ReAsk("unreadable", DIALECTS["structured_outputs"], "read")
     state, then = _step(state, decide(plan, _reply(CONSTRAINED_CALL)))
     assert [c.name for c in then.decision.result.first.calls] == ["read"]
 
 
 @pytest.mark.parametrize("second", [(PROSE, 200), (REFUSED, 400),
                                     ({"error": {"message": "boom"}}, 500)])
-def test_a_botched_call_the_re_ask_does_not_mend_is_answered_as_today(second):
+def test_an_unreadable_frame_the_re_ask_does_not_mend_is_answered_as_today(second):
     plan = _plan()
-    first = decide(plan, _reply(BOTCHED))
+    first = decide(plan, _reply(UNREADABLE))
     state, _ = _step(reask.Asking(), first)
     state, then = _step(state, decide(plan, _reply(*second)))
     assert then.decision is first
@@ -235,61 +241,159 @@ def test_a_botched_call_the_re_ask_does_not_mend_is_answered_as_today(second):
 
 @pytest.mark.parametrize(("state", "held"), [(reask.Asking(setting="demanded"), True),
                                              (reask.Asking(), False)])
-def test_a_botched_call_is_not_asked_again_where_the_setting_or_the_stream_forbids(
+def test_an_unreadable_frame_is_not_asked_again_where_the_setting_or_the_stream_forbids(
         state, held):
     """`held` False: the streamed mode's hold-back let all the content out (the frame, if
     any, has been shown): it cannot be taken back."""
-    first = decide(_plan(), _reply(BOTCHED))
+    first = decide(_plan(), _reply(UNREADABLE))
     _, then = reask.step(state, first, _chooser(), TOOL_SCHEMAS, held=held)
     assert then.decision is first
     assert then.ask is None
 
 
-def test_a_call_cut_by_length_is_not_botched():
+def test_a_call_cut_by_length_is_not_unreadable():
     cut = vllm_completion('<tool_call>{"name": "read", "arguments": {"path": "/a',
                           finish_reason="length")
     first = decide(_plan(), _reply(cut))
-    assert reask.botched_tool(first, TOOL_SCHEMAS) is False
+    assert reask.unreadable_tool(first, TOOL_SCHEMAS) is False
 
 
 def test_the_waiting_machine_s_bound_covers_the_policy_s_asks():
     assert reask.budget("off", 1, demanded=True) == 1
     assert reask.budget("off", 1, demanded=False) == 0
-    assert reask.budget("demanded+botched", 1, demanded=True) == 2
+    assert reask.budget("demanded", 1, demanded=True) == 2
+    assert reask.budget("demanded", 1, demanded=False) == 0  # an auto turn: nothing to ask
+    assert reask.budget("demanded+unreadable", 1, demanded=True) == 2
+    assert reask.budget("demanded+unreadable", 0, demanded=False) == 1
+
+
+def test_the_setting_s_former_name_is_read_as_the_new_one():
+    assert reask.Asking(setting="demanded+botched").setting == "demanded+unreadable"
     assert reask.budget("demanded+botched", 0, demanded=False) == 1
 
 
-def test_a_botched_call_whose_name_is_unreadable_is_asked_as_one_call_to_any_tool():
+def test_a_frame_whose_name_is_unreadable_too_is_asked_as_one_call_to_any_tool():
     unreadable = vllm_completion('<tool_call>{"name": "read", "arguments": {"path": }}'
                                  '</tool_call>')
     first = decide(_plan(), _reply(unreadable))
-    assert reask.botched_tool(first, TOOL_SCHEMAS) is True
+    assert reask.unreadable_tool(first, TOOL_SCHEMAS) is True
     _, then = _step(reask.Asking(), first)
-    assert then.ask == reask.ReAsk("botched", DIALECTS["structured_outputs"], None)
-    constraint = constraint_for(TOOL_SCHEMAS, None, True, "botched", None)
+    assert then.ask == reask.ReAsk("unreadable", DIALECTS["structured_outputs"], None)
+    constraint = constraint_for(TOOL_SCHEMAS, None, True, "unreadable", None)
     assert set(constraint.tools) == {"get_weather", "read"}
     assert not constraint.parallel
 
 
-def test_json_that_merely_looks_like_a_call_is_not_botched():
+def test_json_that_merely_looks_like_a_call_is_not_unreadable():
     prose = vllm_completion('Here is an example: {"name": "read", "arguments": {"path": }}')
     first = decide(_plan(), _reply(prose))
-    assert reask.botched_tool(first, TOOL_SCHEMAS) is False
+    assert reask.unreadable_tool(first, TOOL_SCHEMAS) is False
 
 
-def test_the_one_call_whose_arguments_break_its_schema_is_botched():
-    violating = vllm_completion('<tool_call>{"name": "read", "arguments": {"file": "/a"}}'
-                                '</tool_call>')
-    first = decide(_plan(), _reply(violating))
-    assert [c.name for c in first.result.first.calls] == ["read"]  # taken as it is today
-    assert reask.botched_tool(first, TOOL_SCHEMAS) == "read"
-    state, then = _step(reask.Asking(), first)
-    assert then.ask == reask.ReAsk("botched", DIALECTS["structured_outputs"], "read")
-    _, then = _step(state, decide(_plan(), _reply(PROSE)))
-    assert then.decision is first  # the re-ask did not mend it: today's answer
+# -- a call written whole is never re-asked on an `auto` turn (issue 41, item 2) ---------------
+
+REQUIRED = {"type": "object", "properties": {"path": {"type": "string"}},
+            "required": ["path"]}
+WRITTEN_WHOLE = {
+    "a required key missing": '{"name": "delete_file", "arguments": {"recursive": true}}',
+    "a required key empty": '{"name": "delete_file", "arguments": {"path": ""}}',
+    "a key of the wrong type": '{"name": "delete_file", "arguments": {"path": 7.5}}',
+}
 
 
-def test_calls_that_fit_are_not_botched():
+def _deleting(**body) -> TurnPlan:
+    tools = [*TOOLS, {"type": "function", "function": {"name": "delete_file",
+                                                       "parameters": REQUIRED}}]
+    return _plan(tools=tools, **body)
+
+
+def _step_deleting(state, decision):
+    schemas = {**TOOL_SCHEMAS, "delete_file": REQUIRED}
+
+    def choose(reason, tool):
+        return pick(dialects_of(VLLM), constraint_for(schemas, None, True, reason, tool),
+                    wrapper_of(("auto",), VLLM))
+    return reask.step(state, decision, choose, schemas)
+
+
+@pytest.mark.parametrize("setting", ["demanded", "demanded+unreadable", "demanded+botched"])
+@pytest.mark.parametrize("written", sorted(WRITTEN_WHOLE))
+def test_a_call_written_whole_off_its_schema_is_delivered_as_written_and_counted(
+        written, setting):
+    """The model must not be made to invent a destination for `delete_file`: the call goes
+    out as the model wrote it, counted `schema_invalid`, and nothing is asked again."""
+    text = f"<tool_call>{WRITTEN_WHOLE[written]}</tool_call>"
+    first = decide(_deleting(), _reply(vllm_completion(text)))
+    assert isinstance(first, Answer)
+    [call] = first.result.first.calls
+    assert call.name == "delete_file"
+    assert orjson.loads(call.arguments) == orjson.loads(WRITTEN_WHOLE[written])["arguments"]
+    assert [s.tool for s in first.outcome.schema_invalid] == ["delete_file"]
+    assert reask.unreadable_tool(first, TOOL_SCHEMAS) is False
+    _, then = _step_deleting(reask.Asking(setting=setting), first)
+    assert then.ask is None
+    assert then.decision is first
+
+
+def test_a_call_written_whole_without_arguments_is_not_asked_to_invent_them():
+    """`{"name": "delete_file"}` (arguments the tool needs, none written) stays text as the
+    engine leaves it; a constraint would force every argument out of the model."""
+    first = decide(_deleting(), _reply(vllm_completion(
+        '<tool_call>{"name": "delete_file"}</tool_call>')))
+    assert [left.reason for left in first.outcome.left_as_text] == ["missing_arguments"]
+    _, then = _step_deleting(reask.Asking(), first)
+    assert (then.ask, then.decision) == (None, first)
+
+
+@pytest.mark.parametrize("choice", ["required",
+                                    {"type": "function", "function": {"name": "delete_file"}}])
+@pytest.mark.parametrize("written", sorted(WRITTEN_WHOLE))
+def test_a_demanded_call_off_its_schema_is_asked_again_under_the_demand(written, choice):
+    """What vLLM does with a parser and `required`: the call must fit. The re-ask's call is
+    delivered; one that fits replaces the first answer."""
+    plan = _deleting(tool_choice=choice)
+    first = decide(plan, _reply(vllm_completion(f"<tool_call>{WRITTEN_WHOLE[written]}"
+                                                "</tool_call>")))
+    assert isinstance(first, Answer)
+    state, then = _step_deleting(_demanded(), first)
+    assert then.ask == reask.ReAsk("demanded", DIALECTS["structured_outputs"])
+    assert isinstance(then.decision, Failure)
+    assert then.decision.ask_again
+    mended = vllm_completion('[{"name": "delete_file", "arguments": {"path": "/tmp/x"}}]')
+    _, then = _step_deleting(state, decide(plan, _reply(mended)))
+    [call] = then.decision.result.first.calls
+    assert orjson.loads(call.arguments) == {"path": "/tmp/x"}
+    assert ("constrained", "delete_file") in [(r.repair, r.tool)
+                                              for r in then.decision.outcome.repairs]
+
+
+@pytest.mark.parametrize("second", [(PROSE, 200), (REFUSED, 400),
+                                    ({"error": {"message": "boom"}}, 500)])
+def test_a_demanded_call_off_its_schema_the_re_ask_does_not_mend_is_delivered_as_written(
+        second):
+    """No 502 and no unconstrained retry: the client has the call the model wrote."""
+    plan = _deleting(tool_choice="required")
+    first = decide(plan, _reply(vllm_completion(
+        f"<tool_call>{WRITTEN_WHOLE['a required key missing']}</tool_call>")))
+    state, _ = _step_deleting(_demanded(), first)
+    _, then = _step_deleting(state, decide(plan, _reply(*second)))
+    assert then.decision is first
+    assert then.ask is None
+    assert then.refused == ("structured_outputs" if second[1] == 400 else None)
+
+
+def test_a_demanded_call_off_its_schema_is_delivered_where_the_setting_is_off():
+    plan = _deleting(tool_choice="required")
+    first = decide(plan, _reply(vllm_completion(
+        f"<tool_call>{WRITTEN_WHOLE['a required key empty']}</tool_call>")))
+    _, then = _step_deleting(_demanded(setting="off"), first)
+    assert (then.ask, then.decision) == (None, first)
+
+
+def test_calls_that_fit_are_never_asked_again():
     fitting = vllm_completion('<tool_call>{"name": "read", "arguments": {"path": "/a"}}'
                               '</tool_call>')
-    assert reask.botched_tool(decide(_plan(), _reply(fitting)), TOOL_SCHEMAS) is False
+    for state in (reask.Asking(), _demanded()):
+        first = decide(_plan(tool_choice="required"), _reply(fitting))
+        _, then = _step(state, first)
+        assert (then.ask, then.decision) == (None, first)

@@ -53,7 +53,7 @@ def _profile_lines(record: Any) -> list[str]:
     return [f"server          {profile.kind} {profile.version or '(version unknown)'}, "
             f"context {profile.context_length or 'unknown'}",
             f"opens thinking  {opened} (in the generation prompt)",
-            f"constraints     {dialects} (re-asks of demanded or botched calls)"]
+            f"constraints     {dialects} (re-asks of demanded calls, unreadable frames)"]
 
 
 def render(report: dict[str, Any]) -> str:

@@ -38,7 +38,8 @@ class ReAsking:
         self._url = url  # the replica the route chose (it may fail over)
         self._headers = headers
         self._log = log
-        self.state = reask.Asking(config.constrained_reask, config.required_call_retries)
+        self.state = reask.Asking(config.constrained_reask, config.required_call_retries,
+                                  plan.tool_call_required)
         self.budget = reask.budget(config.constrained_reask, config.required_call_retries,
                                    plan.tool_call_required)
         self._next: reask.ReAsk | None = None
@@ -82,13 +83,13 @@ class ReAsking:
 
     def recovered(self, decision: Decision) -> bool:
         """Whether `decision` is a later generation's answer, not the first one's (which a
-        botched re-ask that did not mend falls back to)."""
+        re-ask that did not mend falls back to)."""
         return (isinstance(decision, Answer) and bool(self.state.asked)
                 and decision is not self.state.fallback)
 
     def decided(self, decision: Decision, held: bool = True) -> Decision:
         """What the waiting machine is told of the core's `decision` (asked again, the
-        botched fallback, today's 502), with the refusal remembered and the re-ask counted.
+        first answer kept, today's 502), with the refusal remembered and the re-ask counted.
         `held`: nothing that could be the call has gone out live (`reask.step`)."""
         plan = self.plan
         self.state, then = reask.step(self.state, decision, self._choose, plan.extraction.tools,

@@ -213,11 +213,11 @@ def refused_field(status: int, error: Any, dialect: Dialect) -> bool:
 
 def constraint_for(tools: Mapping[str, Mapping[str, Any]], only: str | None, parallel: bool,
                    reason: str, tool: str | None) -> Constraint:
-    """What a re-ask demands: for a botched call, one call to its tool (to any, when its
-    name could not be read); for a demanded one,
+    """What a re-ask demands: for an unreadable frame, one call to its tool (to any, when
+    its name could not be read); for a demanded one,
     a call to the chosen tool (a named `tool_choice`) or to any, as many as
     `parallel_tool_calls` allows."""
-    if reason == "botched":
+    if reason == "unreadable":
         chosen = {tool: tools[tool]} if tool is not None else tools
         return Constraint(chosen, forced=True, parallel=False)
     if only is not None:

@@ -1,22 +1,34 @@
 """When a turn asks upstream once more, and how: a small state machine over the core's
 decisions, `step(state, decision) -> (state, Next)`.
 
+A constrained re-ask is for what the model did not write, never to make it write what it
+left out: a grammar that forces a missing argument makes the model invent one. So a call the
+model wrote whole on a turn that did not demand one is delivered as written, off its schema
+or not (counted `schema_invalid`; the agent's own validation tells the model), and asked
+again only where (a) the client demanded a call (`tool_choice`) that did not come or does
+not fit its schema, or (b) a marked frame's text cannot be read at all (`unreadable`).
+
     first decision                       next
-    Answer, a call botched (setting):    ReAsk(botched, dialect), the answer kept as fallback
-      a marked frame unread, or the one
-      call's arguments off its schema,
-      not gone out live (`held`)
-    Answer                               deliver it
+    Answer, a frame unread (setting      ReAsk(unreadable, dialect) for the tool the frame
+      `demanded+unreadable`): a marked   names (any, one call, when its name is unread),
+      frame whose arguments cannot be    the answer kept as fallback
+      read, no call taken, not gone
+      out live (`held`)
+    Answer, demanded, a call off its     ReAsk(demanded, dialect), the answer kept as
+      schema (setting not `off`)         fallback
+    Answer                               deliver it (a call off its schema: as written)
     Failure ask_again (demanded unmet)   ReAsk(demanded, dialect) where a dialect carries it,
                                          else ReAsk(demanded, unconstrained) while
                                          `required_call_retries` last (today's retry)
     after a constrained re-ask
-    refused (4xx naming the field)       the field remembered (Next.refused); demanded:
-                                         today's unconstrained retry; botched: the fallback
+    refused (4xx naming the field)       the field remembered (Next.refused); the fallback
+                                         where there is one, else (demanded unmet) today's
+                                         unconstrained retry
     Answer with calls                    delivered, each call repaired `constrained`
-    Answer without (botched)             the fallback, as today
-    Failure ask_again (still unmet)      today's 502 tool_call_required_unmet
-    any other Failure (botched)          the fallback
+    Answer without                       the fallback, as today
+    Failure ask_again (still unmet)      the fallback, else today's 502
+                                         tool_call_required_unmet
+    any other Failure                    the fallback, else that failure
 
 One constrained re-ask at most per turn: no storms. The shell builds the re-ask's body
 (`constrain.constrained_body`) and tells the decisions; it has no rule of its own.
@@ -36,15 +48,18 @@ from .dialects import Dialect, refused_field
 
 OFF = "off"
 DEMANDED = "demanded"
-BOTCHED = "botched"
-SETTINGS = (OFF, DEMANDED, f"{DEMANDED}+{BOTCHED}")  # `constrained_reask`, per model
+UNREADABLE = "unreadable"
+SETTINGS = (OFF, DEMANDED, f"{DEMANDED}+{UNREADABLE}")  # `constrained_reask`, per model
+FORMER = {"demanded+botched": SETTINGS[2]}  # a setting's former name, read as the new one
 CONSTRAINED = "constrained"  # the repair a constrained re-ask's calls carry
 
-# Why a frame that named an offered tool stayed text, when another generation constrained
-# to that tool would read: its arguments, not its length (`cut_by_length` is not botched).
-BOTCHED_REASONS = frozenset({
+# Why a frame stayed text when its text cannot be read as a call's arguments, so that
+# another generation constrained to its tool would read: not its length (`cut_by_length`),
+# and not a call written whole without arguments (`missing_arguments`: constrained, the
+# model would have to invent every one).
+UNREADABLE_REASONS = frozenset({
     "arguments_not_json", "arguments_not_object", "invalid_json", "incomplete_frame",
-    "missing_arguments", "schema_not_arguments", "ambiguous_value", "unrecognised_shape",
+    "schema_not_arguments", "ambiguous_value", "unrecognised_shape",
 })
 
 # The formats whose frames carry markers of their own (a frame of one is plainly a call).
@@ -53,9 +68,9 @@ MARKED = frozenset(spec.name for spec in SPECS if spec.markers)
 
 @dataclass(frozen=True)
 class ReAsk:
-    """What the next upstream call asks: why (`demanded`, `botched`), in which dialect
-    (None: unconstrained, today's retry), and for a botched call, its tool (None: its name
-    was not read either; any tool, one call)."""
+    """What the next upstream call asks: why (`demanded`, `unreadable`), in which dialect
+    (None: unconstrained, today's retry), and for an unreadable frame, its tool (None: its
+    name was not read either; any tool, one call)."""
 
     reason: str
     dialect: Dialect | None = None
@@ -67,19 +82,24 @@ class ReAsk:
         return f"{self.reason}:{self.dialect.name if self.dialect else 'unconstrained'}"
 
 
-# Given why and (botched) for which tool: the dialect the upstream takes for it, or None.
+# Given why and (unreadable) for which tool: the dialect the upstream takes for it, or None.
 Chooser = Callable[[str, "str | None"], "Dialect | None"]
 
 
 @dataclass(frozen=True)
 class Asking:
-    """The state: the setting, the unconstrained retries a demanded call may have, the
-    re-asks made, and the answer a botched re-ask falls back to."""
+    """The state: the setting, the unconstrained retries a demanded call may have, whether
+    the turn demands a call (`tool_choice`), the re-asks made, and the answer a re-ask falls
+    back to (one that held a frame unread, or a demanded call off its schema)."""
 
     setting: str = SETTINGS[2]
     retries: int = 1
+    demanded: bool = False
     asked: tuple[ReAsk, ...] = ()
     fallback: Answer | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "setting", FORMER.get(self.setting, self.setting))
 
     @property
     def last(self) -> ReAsk | None:
@@ -100,28 +120,25 @@ class Next:
 def budget(setting: str, retries: int, demanded: bool) -> int:
     """How many further upstream calls a turn may make for its calls (the waiting machine's
     bound; this machine decides which): a constrained re-ask and, refused, the retries."""
+    setting = FORMER.get(setting, setting)
     if setting == OFF:
         return retries if demanded else 0
-    return 1 + retries if demanded else 1
+    if demanded:
+        return 1 + retries
+    return 1 if setting == SETTINGS[2] else 0
 
 
-def botched_tool(answer: Answer, tools: Mapping[str, Any]) -> str | bool | None:
-    """The offered tool of a call the model clearly began but botched, when the answer was
-    not cut by length: a frame of a format with markers whose arguments could not be read
-    (the answer took no call), or the answer's one call whose arguments break its tool's
-    schema; True where the frame's name could not be read either (any tool, then); False:
-    nothing botched."""
+def unreadable_tool(answer: Answer, tools: Mapping[str, Any]) -> str | bool:
+    """The offered tool of a frame the model clearly began but whose text cannot be read,
+    when the answer took no call and was not cut by length: a frame of a format with markers
+    (or naming an offered tool) refused for its arguments' text; True where the frame's name
+    could not be read either (any tool, then); False: nothing unreadable. A call taken, off
+    its schema or not, is never this: the model wrote it whole."""
     outcome = answer.outcome
-    if "length" in outcome.finish_before:
-        return False
-    calls = [call for choice in answer.result.choices for call in choice.calls]
-    if len(calls) == 1 and calls[0].name in tools:
-        invalid = {s.call_id for s in outcome.schema_invalid}
-        return calls[0].name if calls[0].id in invalid else False
-    if calls:
+    if "length" in outcome.finish_before or outcome.tool_calls:
         return False
     for left in outcome.left_as_text:
-        if left.reason not in BOTCHED_REASONS:
+        if left.reason not in UNREADABLE_REASONS:
             continue
         if left.tool in tools:
             return left.tool
@@ -130,24 +147,25 @@ def botched_tool(answer: Answer, tools: Mapping[str, Any]) -> str | bool | None:
     return False
 
 
+def off_schema(answer: Answer) -> bool:
+    """Whether a call the answer delivers does not fit its tool's schema."""
+    return bool(answer.outcome.schema_invalid)
+
+
 def step(state: Asking, decision: Decision, choose: Chooser,
          tools: Mapping[str, Any], held: bool = True) -> tuple[Asking, Next]:
     """The next state, and what to tell the waiting machine, for the core's `decision`.
     `held`: whatever of the answer could be a call has not gone out (always, buffered; in
-    the streamed mode, while the hold-back still keeps some content): a botched call is
-    asked again only then, as text a client has shown cannot be taken back."""
+    the streamed mode, while the hold-back still keeps some content): an answer is asked
+    again only then, as text a client has shown cannot be taken back."""
     last = state.last
     if last is not None and last.dialect is not None:
         return _after_constrained(state, last, last.dialect, decision)
     if isinstance(decision, Answer):
-        found = (botched_tool(decision, tools)
-                 if state.setting == SETTINGS[2] and held and last is None
-                 else False)
-        tool = found if isinstance(found, str) else None
-        dialect = choose(BOTCHED, tool) if found is not False else None
-        if dialect is None:
+        ask = _reask_of(state, decision, choose, tools) if held and last is None else None
+        if ask is None:
             return state, Next(decision)
-        return _ask(state, ReAsk(BOTCHED, dialect, tool), decision, fallback=decision)
+        return _ask(state, ask, decision, fallback=decision)
     if not decision.ask_again:
         return state, Next(_final(state, decision))
     if last is None and state.setting != OFF:
@@ -155,6 +173,26 @@ def step(state: Asking, decision: Decision, choose: Chooser,
         if dialect is not None:
             return _ask(state, ReAsk(DEMANDED, dialect), decision)
     return _retry_or_fail(state, decision)
+
+
+def _reask_of(state: Asking, answer: Answer, choose: Chooser,
+              tools: Mapping[str, Any]) -> ReAsk | None:
+    """The constrained re-ask a first answer calls for (None: deliver it): a demanded call
+    off its schema, under the demand's constraint; an unreadable frame, constrained to the
+    tool it names."""
+    if state.setting == OFF:
+        return None
+    if state.demanded and off_schema(answer):
+        dialect = choose(DEMANDED, None)
+        return None if dialect is None else ReAsk(DEMANDED, dialect)
+    if state.setting != SETTINGS[2]:
+        return None
+    found = unreadable_tool(answer, tools)
+    if found is False:
+        return None
+    tool = found if isinstance(found, str) else None
+    dialect = choose(UNREADABLE, tool)
+    return None if dialect is None else ReAsk(UNREADABLE, dialect, tool)
 
 
 def _after_constrained(state: Asking, last: ReAsk, dialect: Dialect,
@@ -166,11 +204,11 @@ def _after_constrained(state: Asking, last: ReAsk, dialect: Dialect,
         return state, Next(state.fallback or decision)
     status = decision.upstream_status
     if status is not None and refused_field(status, decision.received, dialect):
-        if last.reason == DEMANDED:
+        if last.reason == DEMANDED and state.fallback is None:
             state, then = _retry_or_fail(state, decision)
             return state, dataclasses.replace(then, refused=dialect.field)
         return state, Next(_final(state, decision), refused=dialect.field)
-    if last.reason == DEMANDED and decision.ask_again:
+    if last.reason == DEMANDED and decision.ask_again and state.fallback is None:
         return state, Next(_unmet(state, decision))
     return state, Next(_final(state, decision))
 
@@ -201,7 +239,7 @@ def _unmet(state: Asking, decision: Decision) -> Failure:
 
 
 def _final(state: Asking, decision: Decision) -> Decision:
-    """A decision nothing more is asked for: the botched fallback where there is one."""
+    """A decision nothing more is asked for: the first answer where one was kept."""
     if state.fallback is not None:
         return state.fallback
     if isinstance(decision, Failure) and decision.ask_again:
