@@ -9,15 +9,25 @@ without the upstream."""
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 import ollama
+import openai
 import orjson
 import pytest
 import requests
 
 from tests.fake_vllm import MODEL, Answer, FakeVLLM, Received, vllm_completion
-from tests.home_assistant import ADD_ITEM, ADD_ITEM_30, TURN_ON, prompt_2026
+from tests.home_assistant import (
+    ADD_ITEM,
+    ADD_ITEM_30,
+    NO_TIMERS,
+    TURN_ON,
+    area_line,
+    prompt_2025,
+    prompt_2026,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -215,3 +225,70 @@ def test_the_endpoints_that_manage_models_are_refused_without_the_upstream(fake,
     if method != "HEAD":
         assert "the models here are the upstream server's" in answer.json()["error"]
     assert fake.received == []
+
+
+# --- the prefix cache across turns ------------------------------------------------------------
+
+def test_with_stable_prefix_two_turns_a_minute_apart_share_the_prompt_upstream(fake,
+                                                                                start_proxy):
+    fake.answer(Answer(body=vllm_completion("Done.")))
+    proxy = start_proxy(models={MODEL: {"stable_prefix": True}})
+    plain = start_proxy()
+    for at, host in (("12:00:00", proxy), ("12:01:00", proxy), ("12:00:00", plain),
+                     ("12:01:00", plain)):
+        _chat(host, [{"role": "system", "content": prompt_2025(at, "2026-11-20", "Kitchen")},
+                     {"role": "user", "content": "turn on the light"}])
+    sent = [r.json["messages"][0]["content"] for r in fake.chat_requests()]
+    moved, kept = sent[:2], sent[2:]
+    assert kept == [prompt_2025(at, "2026-11-20", "Kitchen") for at in ("12:00:00",
+                                                                          "12:01:00")]
+    assert os.path.commonprefix(kept) == "Current time is 12:0"
+    shared = os.path.commonprefix(moved)
+    assert shared.startswith("You are a voice assistant")
+    assert "Static Context" in shared
+    assert moved[0].endswith("Current time is 12:00:00. Today's date is 2026-11-20.\n"
+                             + area_line("Kitchen") + "\n" + NO_TIMERS + "\n")
+
+
+# --- Home Assistant 2026's llama_cpp integration: Chat Completions on the proxy's /v1 ---------
+# Its module imports Home Assistant's core (2026.3 and later need Python 3.14): its calls
+# are made here as components/llama_cpp/api.py and entity.py make them, with the official
+# `openai` SDK: the model list, the setup's validation turn (a tool, `max_tokens`, streamed
+# and not), then a turn with the tools in OpenAPI 3.1 style, whole (the SDK keeps them).
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_home_assistants_llama_cpp_integration_on_the_v1_base_url(fake, proxy, streaming):
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-no-key-required",
+                           max_retries=0, timeout=20)
+    assert [model.id for model in client.models.list()] == [MODEL]
+    test_tool = {"type": "function", "function": {
+        "name": "test_function", "description": "Test function.",
+        "parameters": {"type": "object", "properties": {}}}}
+    fake.answer(Answer(body=vllm_completion("Paris.")))
+    validated = client.chat.completions.create(
+        model=MODEL, max_tokens=10, stream=streaming, tools=[test_tool], messages=[
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "What is the capital of France?"}])
+    if streaming:
+        list(validated)
+    arguments = {"item": "milk", "color": None, "labels": ["dairy"]}
+    fake.answer(Answer(body=vllm_completion(
+        '<tool_call>{"name": "todo__HassListAddItem", "arguments": '
+        f"{orjson.dumps(arguments).decode()}}}</tool_call>")))
+    turn = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "system", "content": SYSTEM},
+                               {"role": "user", "content": "add milk to the list"}],
+        tools=[TURN_ON, ADD_ITEM], max_tokens=3000, top_p=1.0, temperature=1.0,
+        user="01JC0NVERSATION", stream=streaming)
+    if streaming:
+        calls: dict[int, list[str]] = {}
+        for chunk in turn:
+            for call in (chunk.choices[0].delta.tool_calls or ()) if chunk.choices else ():
+                calls.setdefault(call.index, [call.function.name or "", ""])
+                calls[call.index][1] += call.function.arguments or ""
+        said = [(name, orjson.loads(args)) for name, args in calls.values()]
+    else:
+        said = [(c.function.name, orjson.loads(c.function.arguments))
+                for c in turn.choices[0].message.tool_calls]
+    assert said == [("todo__HassListAddItem", arguments)]
+    assert fake.chat_requests()[-1].json["tools"][1] == ADD_ITEM
