@@ -17,14 +17,13 @@ proportional to the shared tokens.
 from __future__ import annotations
 
 import copy
-import os
 import re
 from typing import TYPE_CHECKING, Any
 
 from proxy.base.config import Config
 from proxy.turn.compat import rewrite_request
 from tests.fakes.template import ChatTemplate
-from tests.home_assistant import TURN_ON, prompt_2025, prompt_2026
+from tests.home_assistant import TURN_ON, prompt_2025, prompt_2026, shared
 
 if TYPE_CHECKING:
     from bench.run import Bench
@@ -73,8 +72,7 @@ def shared_tokens(first: dict[str, Any], second: dict[str, Any], stable: bool,
         body = copy.deepcopy(request)
         rewrite_request(body, Config(stable_prefix=stable), upstream_streams=False)
         rendered.append(tokens(template.render(body["messages"], body["tools"])))
-    shared = len(os.path.commonprefix(rendered))
-    return shared, len(rendered[0])
+    return shared(*rendered), len(rendered[0])
 
 
 def section(bench: Bench, row: Any) -> None:

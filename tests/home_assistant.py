@@ -123,3 +123,13 @@ def prompt_2026(area: str | None, entities: int = 120, clock: str | None = None,
     if clock is not None:
         parts.append(date_time(clock, day))
     return "\n".join(parts)
+
+
+def shared(first: Any, second: Any) -> int:
+    """How long a prefix two sequences (texts, token lists) share."""
+    count = 0
+    for a, b in zip(first, second, strict=False):
+        if a != b:
+            break
+        count += 1
+    return count

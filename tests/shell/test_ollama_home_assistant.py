@@ -9,7 +9,6 @@ without the upstream."""
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 import ollama
@@ -27,6 +26,7 @@ from tests.home_assistant import (
     area_line,
     prompt_2025,
     prompt_2026,
+    shared,
 )
 
 pytestmark = pytest.mark.integration
@@ -242,10 +242,10 @@ def test_with_stable_prefix_two_turns_a_minute_apart_share_the_prompt_upstream(f
     moved, kept = sent[:2], sent[2:]
     assert kept == [prompt_2025(at, "2026-11-20", "Kitchen") for at in ("12:00:00",
                                                                           "12:01:00")]
-    assert os.path.commonprefix(kept) == "Current time is 12:0"
-    shared = os.path.commonprefix(moved)
-    assert shared.startswith("You are a voice assistant")
-    assert "Static Context" in shared
+    assert kept[0][:shared(*kept)] == "Current time is 12:0"
+    common = moved[0][:shared(*moved)]
+    assert common.startswith("You are a voice assistant")
+    assert "Static Context" in common
     assert moved[0].endswith("Current time is 12:00:00. Today's date is 2026-11-20.\n"
                              + area_line("Kitchen") + "\n" + NO_TIMERS + "\n")
 

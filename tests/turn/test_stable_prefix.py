@@ -6,8 +6,6 @@ assistant's message, or a reminder block holding anything else."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from proxy.base.config import Config
@@ -19,6 +17,7 @@ from tests.home_assistant import (
     date_time,
     prompt_2025,
     prompt_2026,
+    shared,
 )
 
 CLAUDE_CODE = ("You are Claude Code, Anthropic's official CLI for Claude.\n"
@@ -29,10 +28,6 @@ CLAUDE_CODE = ("You are Claude Code, Anthropic's official CLI for Claude.\n"
 
 def _lines(text: str) -> list[str]:
     return sorted(text.split("\n"))
-
-
-def _shared(a: str, b: str) -> int:
-    return len(os.path.commonprefix([a, b]))
 
 
 @pytest.mark.parametrize("text", [
@@ -60,8 +55,8 @@ def test_home_assistant_2025s_time_and_area_go_behind_the_exposed_entities():
 def test_two_turns_a_minute_apart_share_the_whole_stable_part():
     first = prompt_2025("12:00:00", "2026-11-20", "Kitchen")
     second = prompt_2025("12:01:00", "2026-11-20", "Kitchen")
-    before = _shared(first, second)
-    after = _shared(volatile_last(first), volatile_last(second))
+    before = shared(first, second)
+    after = shared(volatile_last(first), volatile_last(second))
     assert before == len("Current time is 12:0")
     stable = len(first) - len(date_time("12:00:00", "2026-11-20")) - len(area_line(
         "Kitchen")) - len(NO_TIMERS) - 2
@@ -72,7 +67,7 @@ def test_two_turns_a_minute_apart_share_the_whole_stable_part():
 def test_two_satellites_share_it_too():
     kitchen = volatile_last(prompt_2025("12:00:00", "2026-11-20", "Kitchen"))
     hall = volatile_last(prompt_2025("12:00:00", "2026-11-20", None))
-    assert _shared(kitchen, hall) > len(kitchen) - 300
+    assert shared(kitchen, hall) > len(kitchen) - 300
     assert NO_AREA in hall
 
 
@@ -87,8 +82,8 @@ def test_claude_codes_token_reminder_moves_as_a_block():
     moved = volatile_last(first)
     assert moved.endswith("<system-reminder>\nToken usage: 1200/200000; 198800 remaining\n"
                           "</system-reminder>\n")
-    assert _shared(volatile_last(first), volatile_last(second)) > len(first) - 80
-    assert _shared(first, second) < 100
+    assert shared(volatile_last(first), volatile_last(second)) > len(first) - 80
+    assert shared(first, second) < 100
 
 
 @pytest.mark.parametrize("text", [

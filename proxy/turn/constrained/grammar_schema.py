@@ -10,8 +10,8 @@ unevenly left to the proxy's own check.
   `minProperties`/`maxProperties`, `propertyNames` and `patternProperties` are left out:
   vLLM's xgrammar backend refuses a schema holding them (a 400 to the re-ask), others ignore
   some of them. Leaving them out lets the engine write more than the schema allows, never
-  less; what it writes is checked against the tool's own schema afterwards (proxy/toolcalls/validity.py),
-  as every call is.
+  less; what it writes is checked against the tool's own schema afterwards
+  (`proxy/toolcalls/validity.py`), as every call is.
 
 Property names, `enum`, `const`, `default` and `examples` are data and kept as they are.
 Pure; the walk is bounded (`_MAX_DEPTH`; deeper parts are kept as written).
