@@ -1,9 +1,9 @@
 """Ollama's JavaScript client (npm `ollama`, what Open WebUI's and Zed's requests look like)
 and Continue's `cn` with `provider: ollama`, real, against the fake vLLM: ollama-js through
 the proxy's Ollama front (the models, a chat with tools streamed and not, a tool result sent
-back, thinking, `format`, a `pull` of the served model and one of another); `cn` completing a tool turn whose call the model
-wrote as text, on the base URL it was given for Ollama (its `ollama` provider chats on the
-OpenAI route Ollama serves there, `/v1/chat/completions`).
+back, thinking, `format`, a `pull` of the served model and one of another); `cn` completing
+a tool turn whose call the model wrote as text, on the base URL it was given for Ollama (its
+`ollama` provider chats on the OpenAI route Ollama serves there, `/v1/chat/completions`).
 
 Skipped, saying so, when the packages are not installed (`make e2e` installs
 tests/e2e/package.json)."""
