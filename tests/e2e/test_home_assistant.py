@@ -92,6 +92,7 @@ class HomeAssistant:
     def __init__(self, root: Path) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
         (root / "configuration.yaml").write_text(CONFIGURATION.format(port=self.port))
         self.log = (root / "hass.log").open("w")
         self.process = subprocess.Popen(
@@ -159,7 +160,8 @@ class HomeAssistant:
         while time.monotonic() < deadline:
             agents = [s["entity_id"] for s in self.get("/api/states")
                       if s["entity_id"].startswith("conversation.")
-                      and s["entity_id"] != "conversation.home_assistant"]
+                      and s["entity_id"] != "conversation.home_assistant"
+                      and s["state"] != "unavailable"]
             if agents:
                 return agents[0]
             time.sleep(0.5)
@@ -171,8 +173,17 @@ class HomeAssistant:
         body: dict[str, Any] = {"text": text, "agent_id": agent, "language": "en"}
         if conversation_id:
             body["conversation_id"] = conversation_id
-        answer = self.post("/api/conversation/process", body)
-        return answer["response"]["speech"]["plain"]["speech"], answer["conversation_id"]
+        deadline = time.monotonic() + 30
+        while True:  # the options saved reload the entry: its agent is back in a moment
+            answer = requests.post(self.url + "/api/conversation/process", json=body,
+                                   timeout=120,
+                                   headers={"Authorization": f"Bearer {self.token}"})
+            if "invalid agent ID" not in answer.text or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert answer.status_code == 200, (answer.status_code, answer.text)
+        said = answer.json()
+        return said["response"]["speech"]["plain"]["speech"], said["conversation_id"]
 
     def state(self, entity_id: str) -> str:
         return self.get(f"/api/states/{entity_id}")["state"]
