@@ -12,7 +12,7 @@ STAGE ?= build/pyz
 PYZ := $(DIST)/toolcall-proxy.pyz
 PYVER = $(shell $(PY) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
 
-.PHONY: run test services lint bench fuzz soak e2e score dist pyz wheels lock clean
+.PHONY: run test services lint bench fuzz soak e2e ha-e2e-env score dist pyz wheels lock clean
 
 # The runtime exactly as locked (what production installs), then the test and build tools.
 $(STAMP): requirements.txt requirements.lock requirements-dev.txt
@@ -69,7 +69,26 @@ $(E2E_STAMP): tests/e2e/package.json
 	cd tests/e2e && PATH="$$PWD/node_modules/.bin:$$PATH" npm rebuild --loglevel=error
 	touch $(E2E_STAMP)
 
-e2e: $(STAMP) $(E2E_STAMP)
+# Home Assistant for tests/e2e/test_home_assistant.py: the newest release this machine's
+# Python 3.13.0 runs (2025.5+ need 3.13.2, 2026.3+ 3.14.2), in a venv of its own under the
+# user's cache, installed once (about 700 MB; the requirements of the core integrations it
+# loads are installed with it, so that it starts without reaching PyPI).
+HA_PY ?= $(HOME)/.pyenv/versions/3.13.0/bin/python
+HA_VERSION := 2025.4.4
+HA_HOME := $(HOME)/.cache/toolcall-proxy-e2e/homeassistant-$(HA_VERSION)
+HA_STAMP := $(HA_HOME)/.installed
+HA_REQUIREMENTS := ollama==0.4.7 hassil==2.2.3 home-assistant-intents==2025.3.28 Pillow==11.1.0
+
+$(HA_STAMP):
+	@if [ -x "$(HA_PY)" ]; then \
+	  $(HA_PY) -m venv $(HA_HOME) && \
+	  $(HA_HOME)/bin/pip install -q homeassistant==$(HA_VERSION) $(HA_REQUIREMENTS) && \
+	  touch $@; \
+	else echo "no Python 3.13 at $(HA_PY): the Home Assistant e2e is skipped"; fi
+
+ha-e2e-env: $(HA_STAMP)
+
+e2e: $(STAMP) $(E2E_STAMP) $(HA_STAMP)
 	$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
 
 # dist/toolcall-proxy.pyz: the proxy and its locked runtime for this platform, in one file.

@@ -42,6 +42,9 @@ Scenarios (issue 8):
 * upstream replicas (`bench/replicas.py`): 16 agent conversations × 20 turns of growing
   history over two fake replicas that model a prefix cache, routed cache-aware (affinity)
   and round robin: turn p50/p90 and the replicas' prefill work, as ratios.
+* prefix cache across turns (`bench/prefix_cache.py`): the tokens two requests of Home
+  Assistant (a minute apart; two satellites) and of Claude Code share as a prefix, without
+  and with `stable_prefix`.
 * extraction alone: `proxy.toolcalls.extract` on the fake's 1 MB answer and on 1 MB
   pathological inputs (`proxy.toolcalls.bench.cases`).
 
@@ -71,7 +74,7 @@ from typing import Any
 
 import orjson
 
-from bench import load, reask, replicas, store_backends, streamed
+from bench import load, prefix_cache, reask, replicas, store_backends, streamed
 from bench import status as status_rows
 from bench.fake_upstream import READY_MARKER, parse_size, raise_fd_limit
 
@@ -79,7 +82,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 SECTIONS = ("extract", "buffered", "stream", "json", "held", "heldbuf", "messages",
-            "streamed", "reask", "status", "store", "replicas")
+            "streamed", "reask", "status", "store", "replicas", "prefix")
 MESSAGES_PATH = "/v1/messages"
 
 TOOLS: list[dict[str, Any]] = [
@@ -1054,7 +1057,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if "extract" in sections:
                 bench.extract()
-            network = [s for s in sections if s not in ("extract", "status")]
+            network = [s for s in sections if s not in ("extract", "status", "prefix")]
             if network:
                 stack.start_fake()
                 stack.start_proxy()
@@ -1065,6 +1068,8 @@ def main(argv: list[str] | None = None) -> int:
                                        f"`{problems[0][:160]}`")
             if "status" in sections:
                 status_rows.section(bench, Row)
+            if "prefix" in sections:
+                prefix_cache.section(bench, Row)
         except KeyboardInterrupt:
             log("interrupted: stopping what was started")
             stack.stop()

@@ -61,6 +61,9 @@ class Config:
     drop_orphan_tool_choice: bool = True
     drop_stream_options_without_stream: bool = True
     repair_history_arguments: bool = True
+    # The prefix cache: the volatile lines a client's system prompt opens with (Home
+    # Assistant's time and area, Claude Code's token reminder) moved behind its stable part.
+    stable_prefix: bool = False
     models: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     max_body_bytes: int = 32 * 1024 * 1024
     max_upstream_body_bytes: int = 256 * 1024 * 1024

@@ -1,5 +1,7 @@
 """A call's arguments checked against its tool's JSON schema, as delivered: required keys,
-types, enums and consts, nested objects and arrays, properties a schema closes off.
+types, enums and consts, nested objects and arrays, properties a schema closes off; OpenAPI's
+`nullable: true` takes null. Assertions on values beyond these (`format`, `uniqueItems`,
+ranges, patterns) are the client's to judge and not checked.
 
 What can be coerced without doubt is coerced, as vLLM coerces parameters written as text:
 a string where the schema has one scalar type and the string is exactly a value of it
@@ -72,6 +74,8 @@ class _Checker:
         schema = self.resolver.resolved(schema, self.work)
         if not isinstance(schema, dict) or not schema or not self.work.take():
             return value
+        if value is None and schema.get("nullable") is True:
+            return value  # OpenAPI 3.0's null, as Home Assistant's tools allow it
         options = alternatives(schema, self.work)
         if len(options) > 1:
             for option in options:  # valid when one alternative takes it as it is

@@ -5,6 +5,7 @@ applied, for the log line."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -43,6 +44,8 @@ def rewrite_request(body: dict[str, Any], config: Config, *, upstream_streams: b
         applied.append("drop_stream_options_without_stream")
     if config.repair_history_arguments and repair_history(body.get("messages")):
         applied.append("repair_history_arguments")
+    if config.stable_prefix and stable_prefix(body.get("messages")):
+        applied.append("stable_prefix")
     return applied
 
 
@@ -117,4 +120,88 @@ def repair_history(messages: Any) -> bool:
             if fixed is not None:
                 function["arguments"] = fixed
                 changed = True
+    return changed
+
+
+# --- the prefix cache: volatile lines behind the stable part -------------------------------
+
+VOLATILE_LINES = (
+    # Home Assistant's date and time (helpers/llm.py: BASE_PROMPT before 2026, first in the
+    # prompt; DATE_TIME_PROMPT since, last, and only without its GetDateTime tool).
+    re.compile(r"Current time is \d{1,2}:\d{2}(?::\d{2})?\. Today's date is "
+               r"\d{4}-\d{2}-\d{2}\."),
+    # Home Assistant's satellite lines: its area (or, for a device with none, the line that
+    # stands in for it) and whether it can start timers (2025: before the exposed entities;
+    # 2026: intent/llm.py, after them).
+    re.compile(r"You are in area [^\n]{1,256} and all generic commands like 'turn on the "
+               r"lights' should target this area\."),
+    re.compile(r"When a user asks to turn on all devices of a specific type, ask (?:the )?"
+               r"user to specify an area, unless there is only one device of that type\."),
+    re.compile(r"This device is not able to start timers\."),
+    # Claude Code's token reminder (`token_usage`: "Token usage: {used}/{total};
+    # {remaining} remaining", in a system-reminder), where a client puts it in the system
+    # prompt beside the billing line the Messages front drops.
+    re.compile(r"Token usage: \d+/\d+; -?\d+ remaining"),
+)
+"""The lines clients write into a system prompt that change from one request to the next
+(or from one satellite to the next) ahead of a long part that does not, each matched whole."""
+
+_REMINDER = ("<system-reminder>", "</system-reminder>")
+
+
+def _volatile(line: str) -> bool:
+    return any(pattern.fullmatch(line.strip()) for pattern in VOLATILE_LINES)
+
+
+def _units(lines: list[str]) -> list[tuple[list[str], bool]]:
+    """The lines in units (a line, or a `<system-reminder>` block), each with whether it is
+    volatile (a block: when every line inside it is)."""
+    units: list[tuple[list[str], bool]] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() == _REMINDER[0]:
+            end = next((j for j in range(i + 1, min(len(lines), i + 16))
+                        if lines[j].strip() == _REMINDER[1]), None)
+            inner = lines[i + 1:end] if end is not None else []
+            if end is not None and inner:  # a block moves whole, or not at all
+                units.append((lines[i:end + 1], all(map(_volatile, inner))))
+                i = end + 1
+                continue
+        units.append(([lines[i]], _volatile(lines[i])))
+        i += 1
+    return units
+
+
+def volatile_last(text: str) -> str:
+    """`text` with its volatile lines (`VOLATILE_LINES`) moved behind the rest, in the order
+    they came, word for word: the same lines, none dropped, the stable ones first in their
+    own order, a final line end kept final."""
+    if not any(pattern.search(text) for pattern in VOLATILE_LINES):
+        return text
+    ends_open = text.endswith("\n")
+    units = _units((text[:-1] if ends_open else text).split("\n"))
+    stable = [line for lines, volatile in units if not volatile for line in lines]
+    moved = [line for lines, volatile in units if volatile for line in lines]
+    return "\n".join(stable + moved) + ("\n" if ends_open else "")
+
+
+def stable_prefix(messages: Any) -> bool:
+    """Move the volatile lines of the system messages that open the conversation behind
+    their stable part (`volatile_last`), so that two requests a minute apart, or from two
+    satellites, share the prefix the upstream has cached; whether any moved."""
+    changed = False
+    for message in messages if isinstance(messages, list) else ():
+        if not isinstance(message, dict) or message.get("role") not in ("system", "developer"):
+            break
+        content = message.get("content")
+        if isinstance(content, str):
+            moved = volatile_last(content)
+            changed |= moved != content
+            message["content"] = moved
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    moved = volatile_last(part["text"])
+                    changed |= moved != part["text"]
+                    part["text"] = moved
     return changed

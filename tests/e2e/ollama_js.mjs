@@ -39,6 +39,7 @@ say("format", (await ollama.chat({
   model, messages: ask, stream: false,
   format: { type: "object", properties: { sky: { type: "string" } } },
 })).message);
+say("pulled", (await ollama.pull({ model, stream: false })).status);
 try {
   await ollama.pull({ model: "llama3", stream: false });
   say("pull", null);

@@ -1,9 +1,9 @@
 """Ollama's JavaScript client (npm `ollama`, what Open WebUI's and Zed's requests look like)
 and Continue's `cn` with `provider: ollama`, real, against the fake vLLM: ollama-js through
 the proxy's Ollama front (the models, a chat with tools streamed and not, a tool result sent
-back, thinking, `format`, a refused `pull`); `cn` completing a tool turn whose call the model
-wrote as text, on the base URL it was given for Ollama (its `ollama` provider chats on the
-OpenAI route Ollama serves there, `/v1/chat/completions`).
+back, thinking, `format`, a `pull` of the served model and one of another); `cn` completing
+a tool turn whose call the model wrote as text, on the base URL it was given for Ollama (its
+`ollama` provider chats on the OpenAI route Ollama serves there, `/v1/chat/completions`).
 
 Skipped, saying so, when the packages are not installed (`make e2e` installs
 tests/e2e/package.json)."""
@@ -81,8 +81,9 @@ def test_ollama_js_lists_shows_and_chats_with_tools(fake, start_proxy, mode):
                              "thinking": "Paris is sunny."}
     assert json.loads(said["format"]["content"]) == {"sky": "clear"}
     assert fake.chat_requests()[-1].json["response_format"]["type"] == "json_schema"
-    assert said["pull"]["status"] == 400
-    assert "the models here are the upstream server's" in said["pull"]["error"]
+    assert said["pulled"] == "success"
+    assert said["pull"]["status"] == 404
+    assert "'llama3' is not one the upstream serves" in said["pull"]["error"]
 
 
 CONTINUE_OLLAMA = """\

@@ -466,6 +466,44 @@ def test_show_of_no_such_model_is_ollamas_error(body, status):
     assert caught.value.status == status
 
 
+@pytest.mark.parametrize("body", [{"model": "my-model"}, {"name": "my-model:latest"},
+                                  {"model": "Qwen/Qwen3.6-27B-FP8", "stream": True}])
+def test_a_pull_of_a_served_model_streams_the_success_ollamas_pull_sends(body):
+    reply = _served(catalog.pull, body)
+    assert reply.content_type == "application/x-ndjson"
+    read = [ollama.ProgressResponse(**orjson.loads(line))
+            for line in reply.body.decode().splitlines()]
+    assert [line.status for line in read] == ["pulling manifest", "verifying sha256 digest",
+                                              "writing manifest", "success"]
+
+
+def test_a_pull_of_a_served_model_not_streamed_is_its_last_status():
+    assert _served(catalog.pull, {"model": "my-model", "stream": False}) == {
+        "status": "success"}
+
+
+def test_a_pull_of_a_model_the_upstream_does_not_serve_is_a_404_naming_the_served_ones():
+    with pytest.raises(ProxyError) as caught:
+        _served(catalog.pull, {"model": "llama3.2:latest", "stream": False})
+    error = caught.value
+    assert (error.status, error.code, error.param) == (404, "model_not_found", "model")
+    assert "'llama3.2:latest' is not one the upstream serves" in error.message
+    assert "Qwen/Qwen3.6-27B-FP8, my-model" in error.message
+    long = "x" * 5000
+    with pytest.raises(ProxyError) as echoed:
+        _served(catalog.pull, {"model": long})
+    assert len(echoed.value.message) < 1000  # a client's name is echoed, cut
+
+
+@pytest.mark.parametrize(("body", "param"), [({}, "model"), ({"model": 3}, "model"),
+                                             ({"model": "my-model", "stream": "yes"},
+                                              "stream")])
+def test_a_wrong_pull_is_a_400_naming_the_field(body, param):
+    with pytest.raises(ProxyError) as caught:
+        _served(catalog.pull, body)
+    assert (caught.value.status, caught.value.param) == (400, param)
+
+
 def test_ps_says_every_upstream_model_is_loaded_with_its_context():
     models = _served(catalog.ps)["models"]
     assert [(m["name"], m["context_length"]) for m in models] == [

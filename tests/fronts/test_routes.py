@@ -103,8 +103,12 @@ def test_the_import_check_lets_the_registry_and_the_contract_through():
     ("GET", "/api/version", "ollama", EXCHANGE, {}),
     ("HEAD", "/", "ollama", EXCHANGE, {}),
     ("POST", "/api/embed", "ollama", EXCHANGE, {}),
-    ("POST", "/api/pull", "ollama", EXCHANGE, {}),
+    ("POST", "/api/pull", "ollama", CATALOG, {}),
+    ("GET", "/api/pull", "ollama", EXCHANGE, {}),
     ("DELETE", "/api/delete", "ollama", EXCHANGE, {}),
+    ("POST", "/api/delete", "ollama", EXCHANGE, {}),
+    ("HEAD", "/api/blobs/sha256:ab12", "ollama", EXCHANGE, {"digest": "sha256:ab12"}),
+    ("POST", "/api/blobs/sha256:ab12", "ollama", EXCHANGE, {"digest": "sha256:ab12"}),
 ])
 def test_a_front_serves_the_paths_it_declares(method, path, front, action, params):
     routed = route_for(method, path, Config())

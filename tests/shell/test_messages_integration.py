@@ -325,3 +325,25 @@ def test_the_log_line_and_metrics_name_the_front(fake, proxy, claude, log_lines)
     text = settled_metrics(proxy)
     assert metric(text, "toolcall_proxy_requests_total", front="messages",
                    mode="buffered") == 1
+
+
+def test_with_stable_prefix_claude_codes_system_prompt_keeps_its_prefix_across_turns(
+        fake, start_proxy):
+    """Claude Code's system blocks (its billing line, new every request, dropped; a token
+    reminder, where it stands in the system prompt, moved behind the rest)."""
+    fake.answer(Answer(body=vllm_completion("Done.")))
+    proxy = start_proxy(stable_prefix=True)
+    rules = "".join(f"Rule {i}: keep the code tidy.\n" for i in range(100))
+    for used in (1200, 5400):
+        system = [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332; "
+                   f"cc_entrypoint=cli; cch={used:05x};"},
+                  {"type": "text", "text": "You are Claude Code.\n<system-reminder>\nToken "
+                   f"usage: {used}/200000; {200000 - used} remaining\n</system-reminder>\n"
+                   + rules}]
+        _client(proxy, api_key="sk-test").messages.create(
+            model="qwen", max_tokens=64, system=system, messages=ASK, tools=TOOLS)
+    sent = [r.json["messages"][0]["content"] for r in fake.chat_requests()]
+    assert all("billing" not in text for text in sent)
+    assert all(text.startswith("You are Claude Code.\n" + rules) for text in sent)
+    assert sent[0].endswith("<system-reminder>\nToken usage: 1200/200000; 198800 remaining\n"
+                            "</system-reminder>\n")

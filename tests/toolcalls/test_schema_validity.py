@@ -12,6 +12,7 @@ from proxy.toolcalls.validity import Validity, check
 from proxy.turn.normalize import ExtractionSettings, normalize
 from proxy.turn.result import SchemaInvalid, first_calls_only
 from tests.fake_vllm import vllm_completion, vllm_tool_call
+from tests.home_assistant import TODO_PARAMETERS_30, TODO_PARAMETERS_31
 from tests.streamed_cases import corpus
 
 FORECAST = {
@@ -148,3 +149,18 @@ def test_the_share_of_schema_valid_calls_over_the_corpus_is_reported(capsys):
     with capsys.disabled():
         print(f"\nschema-valid calls over the test corpus: {valid}/{calls} "
               f"({100 * valid / calls:.1f}%)")
+
+
+@pytest.mark.parametrize("color", [None, "red"])
+def test_openapi_nullable_takes_null_and_its_type(color):
+    for schema in (TODO_PARAMETERS_30, TODO_PARAMETERS_31):
+        arguments = {"item": "milk", "color": color, "labels": ["a", "a"],
+                     "due_date": "not a date", "brightness": 400}
+        # format, uniqueItems and ranges are the client's to judge: not checked here
+        assert check(arguments, schema) == Validity(arguments)
+
+
+@pytest.mark.parametrize("color", [["red"], {"r": 1}, 2.5])
+def test_openapi_nullable_still_refuses_other_types(color):
+    assert check({"item": "milk", "color": color}, TODO_PARAMETERS_30).problems == (
+        "/color: not string",)

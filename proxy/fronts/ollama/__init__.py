@@ -8,8 +8,10 @@ streamed mode, heartbeats); the result comes back as one JSON object or, Ollama'
 (`stream` absent), as NDJSON lines (`output`, `stream`). The model endpoints are made of the
 upstream's model list (`catalog`), embeddings are one upstream call (`embed`), and so is a
 generate without the template, to the upstream's completions (`complete`); a request that
-only loads a model is answered at once, and the endpoints that manage models say the models
-are the upstream's (`errors`). Errors use Ollama's envelope, `{"error": "…"}`.
+only loads a model is answered at once, a pull of a model the upstream serves is the success
+Ollama streams (`catalog`), and every other request to the endpoints that manage models
+(any method, blobs included) says the models are the upstream's, without asking it
+(`errors`). Errors use Ollama's envelope, `{"error": "…"}`.
 """
 
 from __future__ import annotations
@@ -46,7 +48,11 @@ __all__ = ["CHAT_PATH", "FRONT", "GENERATE_PATH", "NAME", "OllamaData", "OllamaS
 NAME = "ollama"
 CHAT_PATH = "/api/chat"
 GENERATE_PATH = "/api/generate"
-_MANAGING = ("pull", "push", "create", "copy", "delete")
+# The endpoints that manage models (Ollama's routes and the blobs its `create` uploads): every
+# method is refused here, the upstream never asked (a pull of a served model is answered).
+_MANAGING = (("pull", "/api/pull"), ("push", "/api/push"), ("create", "/api/create"),
+             ("copy", "/api/copy"), ("delete", "/api/delete"), ("blobs", "/api/blobs/{digest}"))
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 def parse(incoming: Incoming, config: Config) -> TurnPlan[OllamaData] | Reply | Ask:
@@ -97,8 +103,9 @@ ROUTES = (
     Route("GET", "/api/ps", CATALOG, serve=catalog.ps),
     Route("POST", "/api/embed", EXCHANGE, serve=embed.embed),
     Route("POST", "/api/embeddings", EXCHANGE, serve=embed.embeddings),
-    *(Route("DELETE" if action == "delete" else "POST", f"/api/{action}", EXCHANGE,
-            serve=_refusal(action)) for action in _MANAGING),
+    Route("POST", "/api/pull", CATALOG, serve=catalog.pull),
+    *(Route(method, path, EXCHANGE, serve=_refusal(action)) for action, path in _MANAGING
+      for method in _METHODS if (method, path) != ("POST", "/api/pull")),
 )
 
 FRONT: Front[OllamaData] = Front(

@@ -1,5 +1,6 @@
 """The Ollama front's model endpoints, made of the upstream's model list (`ModelCard`s, which
-the shell reads): `GET /api/tags`, `POST /api/show`, `GET /api/ps`; and those that need
+the shell reads): `GET /api/tags`, `POST /api/show`, `GET /api/ps`, `POST /api/pull` (a
+model the upstream serves is there already: the success Ollama's pull answers); and those that need
 nothing: `GET /` ("Ollama is running") and `GET /api/version`.
 
 Every field a strict client reads is there (Ollama's `ListModelResponse`, `ShowResponse`,
@@ -25,6 +26,7 @@ import orjson
 from ...base.errors import ProxyError
 from ...turn.plan import parse_body
 from .. import Incoming, ModelCard, Reply
+from .errors import not_served
 from .request import bare_model
 
 VERSION = "0.33.0"
@@ -122,3 +124,32 @@ def show(incoming: Incoming, cards: tuple[ModelCard, ...]) -> Reply:
     return _json({"license": "", "modelfile": f"FROM {card.id}\n", "parameters": "",
                   "template": "{{ .Prompt }}", "details": about, "model_info": info,
                   "capabilities": capabilities, "modified_at": _modified(card)})
+
+
+PULLED = ("pulling manifest", "verifying sha256 digest", "writing manifest", "success")
+"""The status lines of Ollama's pull of a model it has, less the layers (no weights are on
+this side to count): what its clients wait for, the last one `success`."""
+
+
+def pull(incoming: Incoming, cards: tuple[ModelCard, ...]) -> Reply:
+    """`POST /api/pull` (`model`, or the older `name`; `stream`, true when absent): for a
+    model the upstream serves, Ollama's success at once (its status lines as NDJSON, or the
+    last alone with `stream: false`), so that a client that pulls before it chats (Home
+    Assistant's setup) goes on; nothing is downloaded. Another name is a 404 saying which
+    models the upstream serves."""
+    body = parse_body(incoming.body)
+    name = body.get("model") or body.get("name")
+    if not isinstance(name, str) or not name:
+        raise ProxyError(400, "model is required", param="model", code="invalid_request")
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise ProxyError(400, "stream: expected true or false.", param="stream",
+                         code="invalid_request")
+    try:
+        found(name, cards)
+    except ProxyError:
+        raise not_served(name, tuple(card.id for card in cards)) from None
+    if stream is False:
+        return _json({"status": PULLED[-1]})
+    return Reply(200, b"".join(orjson.dumps({"status": status}) + b"\n" for status in PULLED),
+                 "application/x-ndjson")

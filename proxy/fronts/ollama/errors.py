@@ -22,10 +22,27 @@ def error_response(error: ProxyError) -> ErrorResponse:
 
 
 def upstreams_models(action: str) -> ProxyError:
-    """What a model-management endpoint (`pull`, `push`, `create`, `copy`, `delete`)
-    answers: the models are the upstream's, served as it was started."""
+    """What a model-management endpoint (`pull`, `push`, `create`, `copy`, `delete`, the
+    blobs) answers: the models are the upstream's, served as it was started."""
     return ProxyError(
         400, f"{action}: the models here are the upstream server's (vLLM, SGLang, llama.cpp), "
              "served as it was started; this Ollama API cannot pull, push, create, copy or "
              "delete them. Change the upstream's models where it runs.",
         code="models_are_upstreams")
+
+
+def not_served(name: str, served: tuple[str, ...]) -> ProxyError:
+    """What a pull of a model the upstream does not serve answers: Ollama's 404 for a model
+    it has not, saying which the upstream serves (the first few) and that none is pulled."""
+    shown = name if len(name) <= _NAME_SHOWN else name[:_NAME_SHOWN] + "…"
+    listed = ", ".join(served[:_SERVED_SHOWN]) + (", …" if len(served) > _SERVED_SHOWN else "")
+    return ProxyError(
+        404, f"pull model manifest: model '{shown}' is not one the upstream serves "
+             f"({listed or 'it lists none'}); the models here are the upstream server's, "
+             "served as it was started, and this Ollama API cannot pull one. Pick a listed "
+             "model, or add it where the upstream runs.",
+        param="model", code="model_not_found")
+
+
+_NAME_SHOWN = 200  # characters of a client's model name echoed back
+_SERVED_SHOWN = 8  # served models named

@@ -113,14 +113,15 @@ def model_cards(upstreams: Mapping[str, Upstream], replicas: Replicas, config: C
 
 class ContextLengths:
     """The upstream's context length of each model as this process last read it (from the
-    first turn that needs it, and from every read of the model cards since), to say once in
-    the log that a client believes in a larger window than the upstream's (Ollama's
-    `num_ctx`: the upstream's window is fixed where it runs)."""
+    first turn that needs it, and from every read of the model cards since), to say once per
+    model in the log that a client believes in a larger window than the upstream's (Ollama's
+    `num_ctx`: the upstream's window is fixed where it runs). What it keeps is bounded by the
+    models the upstream lists: a client's windows and names grow nothing."""
 
     def __init__(self) -> None:
         self._lengths: dict[str, int] = {}
         self._read = False
-        self._said: set[tuple[str, int]] = set()
+        self._said: set[str] = set()  # the models whose larger window was said (listed ones)
         self._lock = threading.Lock()
 
     def learn(self, cards: tuple[ModelCard, ...]) -> None:
@@ -132,9 +133,9 @@ class ContextLengths:
 
     def above(self, plan: TurnPlan, read: Callable[[], tuple[ModelCard, ...]],
               ) -> tuple[int, int] | None:
-        """(asked, the upstream's) the first time (per model and window) `plan`'s window is
-        above the upstream's, reading the cards (`read`) first if this process never has;
-        else None."""
+        """(asked, the upstream's) the first time (per model the upstream lists) a plan's
+        window is above the upstream's, reading the cards (`read`) first if this process
+        never has; else None (a later, other window above it is not said again)."""
         asked = plan.context_asked
         if not asked:
             return None
@@ -145,7 +146,7 @@ class ContextLengths:
                 return None
         length = self._lengths.get(plan.model)
         with self._lock:
-            if length is None or asked <= length or (plan.model, asked) in self._said:
+            if length is None or asked <= length or plan.model in self._said:
                 return None
-            self._said.add((plan.model, asked))
+            self._said.add(plan.model)
         return asked, length

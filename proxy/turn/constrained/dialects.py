@@ -18,6 +18,7 @@ import orjson
 
 from ...toolcalls.formats.spec import FormatSpec, StructuralTag
 from ...toolcalls.registry import SPECS, resolve
+from .grammar_schema import for_grammar
 from .profile import UpstreamProfile
 
 TAG = "tag"  # xgrammar's `triggered_tags` structural tag: may force a call (`at_least_one`)
@@ -140,8 +141,10 @@ def calls_schema(constraint: Constraint) -> dict[str, Any]:
 
 
 def _object_schema(parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """A tool's parameters as the schema of an arguments object (an empty schema: any)."""
-    schema = dict(parameters)
+    """A tool's parameters as the schema of an arguments object (an empty schema: any), in
+    the JSON Schema grammar engines compile (OpenAPI's `nullable` said as a type, the
+    assertions they compile unevenly left to the check after: `grammar_schema`)."""
+    schema = for_grammar(dict(parameters))
     if not schema or "type" not in schema:
         schema.setdefault("type", "object")
     return schema
