@@ -1,0 +1,160 @@
+"""The families released or changed in 2026, each read as the engines' current parsers and
+tests read it (the source named beside each case), each with its negative twin: the text
+that looks like it and must stay text.
+
+Sources: vLLM main `vllm/tool_parsers/` and `tests/tool_parsers/` (`hy_v4`, `poolside_v1`,
+`muse_glimmer`, `kimi_k3`), SGLang `python/sglang/srt/function_call/` (`deepseekv4_detector`),
+Ollama `model/parsers/` and its `_test.go` tables (`glm46` repairs, `gemma4`,
+`functiongemma`, `glimmer`).
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from proxy.toolcalls import extract
+
+TOOLS = {
+    "get_weather": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}, "temp": {"type": "number"}}},
+    "get_time": {"type": "object", "properties": {}},
+    "search flights": {"type": "object", "properties": {
+        "from": {"type": "string"}, "to": {"type": "string"}}},
+    "book": {"type": "object", "properties": {
+        "from": {"type": "string"}, "to": {"type": "string"}, "class": {"type": "string"},
+        "seats": {"type": "integer"}}},
+    "process": {"type": "object", "properties": {
+        "items": {"type": "array", "items": {"type": "string"}}}},
+    "update": {"type": "object", "properties": {"data": {"type": "object", "properties": {
+        "name": {"type": "string"}, "value": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}}}}}},
+    "query": {"type": "object", "properties": {
+        "query": {"type": "string"}, "note": {"type": "string"}}},
+    "write_file": {"type": "object", "properties": {
+        "path": {"type": "string"}, "content": {"type": "string"}}},
+}
+
+
+def _hy(name: str, *pairs: str, suffix: str = ":opensource") -> str:
+    """One Hunyuan 4 call (vLLM's tests/tool_parsers/test_hy_v4_tool_parser.py `call`/`arg`)."""
+    args = "".join(f"<arg_key{suffix}>{key}</arg_key{suffix}><arg_value{suffix}>{value}"
+                   f"</arg_value{suffix}>" for key, value in zip(pairs[::2], pairs[1::2],
+                                                               strict=True))
+    return f"<tool_call{suffix}>{name}{args}</tool_call{suffix}>"
+
+
+def _hy_block(body: str, suffix: str = ":opensource") -> str:
+    return f"<tool_calls{suffix}>{body}</tool_calls{suffix}>"
+
+
+Q = '<|"|>'
+E = "<escape>"
+D = "｜DSML｜"
+_DSML_INVOKE = (f'<{D}invoke name="get_weather">\n<{D}parameter name="city" string="true">Paris'
+                f"</{D}parameter>\n</{D}invoke>")
+
+# (source, text, calls as (name, arguments), content)
+POSITIVE = [
+    # Hunyuan 4 (vLLM hy_v4_tool_parser.py: no <tool_sep>, per-checkpoint suffix)
+    ("hy_v4", "sure!" + _hy_block(_hy("get_weather", "city", "Beijing", "days", "3")),
+     [("get_weather", {"city": "Beijing", "days": 3})], "sure!"),
+    ("hy_v4", _hy_block(_hy("get_time")), [("get_time", {})], ""),
+    ("hy_v4", _hy_block(_hy("get_weather", "city", "A", "temp", "5.5", suffix=":6124c78e")
+                        + _hy("get_time", suffix=":6124c78e"), suffix=":6124c78e"),
+     [("get_weather", {"city": "A", "temp": 5.5}), ("get_time", {})], ""),
+    ("hy_v4", _hy_block(_hy("get_weather", "city", "北京")),
+     [("get_weather", {"city": "北京"})], ""),
+    ("hy_v4", _hy_block("\n  " + _hy("get_weather", "city", "Beijing")),
+     [("get_weather", {"city": "Beijing"})], ""),
+    # Poolside v1 (vLLM test_poolside_v1_tool_parser.py): GLM's frame, names with spaces
+    ("poolside_v1", "<tool_call>  search flights  <arg_key>from</arg_key><arg_value>SFO"
+     "</arg_value></tool_call>", [("search flights", {"from": "SFO"})], ""),
+    ("poolside_v1", "<tool_call>write_file\n<arg_key>content</arg_key>\n<arg_value>    def f():"
+     "\n        return 1\n</arg_value>\n</tool_call>",
+     [("write_file", {"content": "    def f():\n        return 1\n"})], ""),
+    ("poolside_v1", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value>"
+     "<arg_key>days</arg_key><arg_value> 4 </arg_value></tool_call>",
+     [("get_weather", {"city": "Paris", "days": 4})], ""),
+    # GLM-5.x zero-argument calls (vLLM glm47 tests; Ollama glm47_test.go)
+    ("glm47", "<tool_call>get_time</tool_call>", [("get_time", {})], ""),
+    ("glm47", "<tool_call>get_time\n</tool_call>\nThen I answer.", [("get_time", {})],
+     "Then I answer."),
+    # GLM frames Ollama repairs where the repair is certain (glm46_test.go TestRepairGLM46XML)
+    ("glm46 repair", "<tool_call>get_weather<arg_key>city</arg_key>Paris</arg_value></tool_call>",
+     [("get_weather", {"city": "Paris"})], ""),
+    ("glm46 repair", "<tool_call>get_weather<arg_key>city<arg_value>Paris</arg_value>"
+     "</tool_call>", [("get_weather", {"city": "Paris"})], ""),
+    ("glm46 repair", "<tool_call>get_weather\n<arg_key>city</arg_key>\nNew York</arg_value>\n"
+     "</tool_call>", [("get_weather", {"city": "New York"})], ""),
+    ("glm46 repair", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo<arg_key>days"
+     "</arg_key><arg_value>2</arg_value></tool_call>",
+     [("get_weather", {"city": "Oslo", "days": 2})], ""),
+    ("glm46 repair", "<tool_call>get_weather<arg_key>city</arg_key>Rome</arg_value><arg_key>days"
+     "<arg_value>3</arg_value></tool_call>", [("get_weather", {"city": "Rome", "days": 3})], ""),
+]
+
+# (source, text): what looks like the family's call and must stay text
+NEGATIVE = [
+    ("hy_v4", "Hunyuan 4 writes <tool_call:opensource>NAME then its arguments."),
+    ("hy_v4", "For example:\n```\n" + _hy_block(_hy("get_weather", "city", "A"))
+              + "\n```\nThat is the shape."),
+    ("hy_v4", "<tool_calls:opensource><tool_call:opensource>get_weather<arg_key:opensource>city"
+              "</arg_key:opensource><arg_value:opensource>Bei"),  # cut
+    ("hy_v4", "`" + _hy_block(_hy("get_weather", "city", "A")) + "`"),
+    ("poolside_v1", "<tool_call>I will look that up for you</tool_call>"),
+    ("poolside_v1", "<tool_call>search hotels<arg_key>city</arg_key><arg_value>Rome</arg_value>"
+                    "</tool_call>"),  # spaced name no tool has: never a name
+    ("glm47", "Call it like <tool_call>get_time</tool_call> when you need the time."),
+    # malformed frames whose repair is not certain stay text, markup never in a value
+    ("glm46 repair", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo<arg_key>mode"
+                     "</arg_key><arg_value>2</arg_value></tool_call>"),  # `mode` not declared
+    ("glm46 repair", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo<arg_key>city"
+                     "</arg_key><arg_value>2</arg_value></tool_call>"),  # given already
+    ("glm46 repair", "<tool_call>get_weather<arg_key>city</arg_key>Paris<arg_value>x</arg_value>"
+                     "</tool_call>"),
+    ("glm46 repair", "<tool_call>get_weather city</arg_key><arg_value>Paris</arg_value>"
+                     "</tool_call>"),  # the name split at a space: a guess
+    ("glm46 repair", "<tool_call>get_weather<arg_key>city</arg_key>Paris</arg_value> and more"),
+]
+
+
+@pytest.mark.parametrize(("source", "text", "expected", "content"), POSITIVE,
+                         ids=[f"{case[0]}-{i}" for i, case in enumerate(POSITIVE)])
+def test_a_2026_family_reads_its_calls(source, text, expected, content):
+    found = extract(text, TOOLS)
+    assert [(call.name, orjson.loads(call.arguments)) for call in found.calls] == expected
+    assert found.content == content
+
+
+@pytest.mark.parametrize(("source", "text"), NEGATIVE,
+                         ids=[f"{case[0]}-{i}" for i, case in enumerate(NEGATIVE)])
+def test_what_looks_like_a_2026_family_call_stays_text(source, text):
+    found = extract(text, TOOLS)
+    assert found.calls == []
+    assert found.content == text
+
+
+def test_no_value_of_a_malformed_glm_frame_holds_its_markup():
+    """Whatever a malformed frame is read as, a value never swallows the frame's own tags."""
+    for _, text in NEGATIVE + [(case[0], case[1]) for case in POSITIVE]:
+        for call in extract(text, TOOLS).calls:
+            for value in orjson.loads(call.arguments).values():
+                assert "arg_key>" not in str(value)
+                assert "arg_value>" not in str(value)
+
+
+def test_the_repairs_are_named():
+    found = extract("<tool_call>get_weather<arg_key>city</arg_key>Paris</arg_value></tool_call>",
+                    TOOLS)
+    assert "missing_tag" in found.calls[0].repairs
+
+
+@pytest.mark.parametrize("names", [("hy_v4",), ("hunyuan",), ("poolside_v1",), ("glm47",)])
+def test_the_engines_parser_name_reads_it_alone(names):
+    text = {"hy_v4": _hy_block(_hy("get_weather", "city", "A")),
+            "hunyuan": _hy_block(_hy("get_weather", "city", "A")),
+            "poolside_v1": "<tool_call>search flights<arg_key>to</arg_key><arg_value>JFK"
+                           "</arg_value></tool_call>",
+            "glm47": "<tool_call>get_time</tool_call>"}[names[0]]
+    assert extract(text, TOOLS, formats=names).calls
