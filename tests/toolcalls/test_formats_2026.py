@@ -94,6 +94,36 @@ POSITIVE = [
      "<arg_value>3</arg_value></tool_call>", [("get_weather", {"city": "Rome", "days": 3})], ""),
 ]
 
+POSITIVE += [
+    # Gemma 4 (Ollama gemma4_test.go): JSON-quoted values beside <|"|> ones; a stray closer
+    ("gemma4", '<|tool_call>call:query{query:"raw \\"quoted\\"",note:' + Q + 'gemma "quoted"' + Q
+     + "}<tool_call|>", [("query", {"query": 'raw "quoted"', "note": 'gemma "quoted"'})], ""),
+    ("gemma4", "<|tool_call>call:get_weather{city:" + Q + "Paris" + Q + "}<tool_call|><tool_call|>",
+     [("get_weather", {"city": "Paris"})], ""),
+    ("gemma4", "<|tool_call>call:get_weather{city:" + Q + "Paris" + Q
+     + "}<tool_call|><tool_call|>Done.", [("get_weather", {"city": "Paris"})], "Done."),
+    ("gemma4", "<|tool_call>call:get_weather{city:" + Q + "Paris" + Q
+     + "}<tool_call|><|tool_response>Done.", [("get_weather", {"city": "Paris"})], "Done."),
+    # a typed value the schema and the engine make a number (vLLM hy_v4 _normalize_type)
+    ("gemma4", "<|tool_call>call:get_weather{city:" + Q + "Oslo" + Q + ",days:" + Q + "3" + Q
+     + "}<tool_call|>", [("get_weather", {"city": "Oslo", "days": 3})], ""),
+    # FunctionGemma (Ollama functiongemma_test.go): arrays and nested objects
+    ("functiongemma", f"<start_function_call>call:process{{items:[{E}a{E},{E}b{E},{E}c{E}]}}"
+     "<end_function_call>", [("process", {"items": ["a", "b", "c"]})], ""),
+    ("functiongemma", f"<start_function_call>call:update{{data:{{name:{E}test{E},value:42}}}}"
+     "<end_function_call>", [("update", {"data": {"name": "test", "value": 42}})], ""),
+    ("functiongemma", f"<start_function_call>call:update{{data:{{name:{E}a, b{E},tags:[{E}x{E}]"
+     "}}<end_function_call>", [("update", {"data": {"name": "a, b", "tags": ["x"]}})], ""),
+    ("functiongemma", "<start_function_call>call:get_time{}<end_function_call>",
+     [("get_time", {})], ""),
+    # a pythonic argument named with a Python keyword (vLLM's and SGLang's pythonic parsers)
+    ("pythonic", '[book(from="SFO", to="JFK")]', [("book", {"from": "SFO", "to": "JFK"})], ""),
+    ("pythonic", '[book(from="SFO", to="JFK", class="economy", seats=2)]',
+     [("book", {"from": "SFO", "to": "JFK", "class": "economy", "seats": 2})], ""),
+    ("pythonic", '<|tool_call_start|>[book(from="SFO", to="JFK")]<|tool_call_end|>',
+     [("book", {"from": "SFO", "to": "JFK"})], ""),
+]
+
 # (source, text): what looks like the family's call and must stay text
 NEGATIVE = [
     ("hy_v4", "Hunyuan 4 writes <tool_call:opensource>NAME then its arguments."),
@@ -116,6 +146,19 @@ NEGATIVE = [
     ("glm46 repair", "<tool_call>get_weather city</arg_key><arg_value>Paris</arg_value>"
                      "</tool_call>"),  # the name split at a space: a guess
     ("glm46 repair", "<tool_call>get_weather<arg_key>city</arg_key>Paris</arg_value> and more"),
+]
+NEGATIVE += [
+    ("gemma4", 'Gemma 4 writes <|tool_call>call:NAME{key:"value"} in its own syntax.'),
+    ("gemma4", '<|tool_call>call:query{query:"never closed}<tool_call|>'),
+    ("gemma4", "Close a call with <tool_call|> and go on."),
+    ("functiongemma", f"<start_function_call>call:process{{items:[{E}a{E},{E}b"
+                      "<end_function_call>"),  # an escape never closed
+    ("functiongemma", f"<start_function_call>call:process{{items:[{E}a{E}"),  # cut
+    ("functiongemma", f"Write `<start_function_call>call:process{{items:[{E}a{E}]}}"
+                      "<end_function_call>` to call it."),
+    ("pythonic", 'The call would be:\n[book(from="SFO", to="JFK")]'),
+    ("pythonic", 'from = "SFO"\nbook(from, to="JFK")'),
+    ("pythonic", '[book(from == "SFO")]'),
 ]
 
 
@@ -158,3 +201,25 @@ def test_the_engines_parser_name_reads_it_alone(names):
                            "</arg_value></tool_call>",
             "glm47": "<tool_call>get_time</tool_call>"}[names[0]]
     assert extract(text, TOOLS, formats=names).calls
+
+
+def test_a_nullable_or_python_typed_number_is_made_a_number_as_the_engines_make_it():
+    tools = {"t": {"type": "object", "properties": {
+        "n": {"type": ["number", "null"]}, "i": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        "u": {"type": "uint32"}, "s": {"type": ["string", "integer"]}}}}
+    found = extract('<tool_call>{"name": "t", "arguments": {"n": "5.5", "i": "3", "u": "42", '
+                    '"s": "7"}}</tool_call>', tools)
+    assert orjson.loads(found.calls[0].arguments) == {"n": 5.5, "i": 3, "u": 42, "s": "7"}
+    assert "schema_coerced" in found.calls[0].repairs
+
+
+def test_a_nullable_number_that_is_no_number_stays_as_written_and_is_named():
+    tools = {"t": {"type": "object", "properties": {"n": {"type": ["number", "null"]}}}}
+    found = extract('<tool_call>{"name": "t", "arguments": {"n": "five"}}</tool_call>', tools)
+    assert orjson.loads(found.calls[0].arguments) == {"n": "five"}
+    assert found.calls[0].schema_problems
+
+
+def test_a_keyword_named_argument_is_a_named_repair():
+    found = extract('[book(from="SFO", to="JFK")]', TOOLS)
+    assert "keyword_argument_names" in found.calls[0].repairs
