@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from proxy.toolcalls import extract
+from proxy.toolcalls.prose.answer import plain_answer
 
 TOOLS = {
     "get_weather": {"type": "object", "properties": {
@@ -223,3 +224,42 @@ def test_a_nullable_number_that_is_no_number_stays_as_written_and_is_named():
 def test_a_keyword_named_argument_is_a_named_repair():
     found = extract('[book(from="SFO", to="JFK")]', TOOLS)
     assert "keyword_argument_names" in found.calls[0].repairs
+
+
+_ATEM_CALL = ('<atem:function_calls>\n<atem:invoke name="get_weather">\n<atem:parameter '
+              'name="city">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls>')
+
+
+def test_muse_glimmer_reasoning_goes_to_the_reasoning_and_the_call_is_read():
+    """vLLM muse_glimmer_tool_parser.py: the first message of a turn is ` to=self`."""
+    found = extract(" to=self<|message|>Need the weather.<|eom|><|start|>assistant "
+                    f"to=get_weather<|message|>{_ATEM_CALL}<|eom|>", TOOLS)
+    assert [(call.name, orjson.loads(call.arguments)) for call in found.calls] == [
+        ("get_weather", {"city": "Paris"})]
+    assert found.content == ""
+    assert found.reasoning == "Need the weather."
+
+
+def test_muse_glimmer_doubled_recipient_name_is_the_offered_tool():
+    found = extract(f"<|start|>assistant to=get_weather.get_weather<|message|>"
+                    f"{_ATEM_CALL.replace('get_weather', 'get_weather.get_weather')}<|eom|>",
+                    TOOLS)
+    assert [call.name for call in found.calls] == ["get_weather"]
+
+
+@pytest.mark.parametrize("recipient", ["self", "user"])
+def test_an_invoke_in_muse_glimmers_reasoning_or_answer_is_text(recipient):
+    text = (f"<|start|>assistant to={recipient}<|message|>It would look like {_ATEM_CALL} "
+            "here.<|eom|><|start|>assistant to=user<|message|>Paris is sunny.<|eot|>")
+    found = extract(text, TOOLS)
+    assert found.calls == []
+    answer, reasoning = plain_answer(found.content, ("muse",))
+    assert "Paris is sunny." in answer
+    assert ("It would look like" in reasoning) == (recipient == "self")
+
+
+def test_a_muse_glimmer_answer_loses_its_channel_tokens_and_keeps_its_words():
+    answer, reasoning = plain_answer(" to=self<|message|>Think.<|eom|><|start|>assistant "
+                                     "to=user<|message|>Hello there.<|eot|>", ("muse_glimmer",))
+    assert (answer, reasoning) == ("Hello there.", "Think.")
+    assert plain_answer("Say <|message|> first.", ("muse",)) == ("Say <|message|> first.", "")
