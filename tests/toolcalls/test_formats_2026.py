@@ -263,3 +263,32 @@ def test_a_muse_glimmer_answer_loses_its_channel_tokens_and_keeps_its_words():
                                      "to=user<|message|>Hello there.<|eot|>", ("muse_glimmer",))
     assert (answer, reasoning) == ("Hello there.", "Think.")
     assert plain_answer("Say <|message|> first.", ("muse",)) == ("Say <|message|> first.", "")
+
+
+@pytest.mark.parametrize(("text", "content"), [
+    ("Let me check.\n\n" + _DSML_INVOKE, "Let me check."),
+    (_DSML_INVOKE + "\nDone.", "Done."),
+    (f"Let me check.\n\n<{D}tool_calls>\n{_DSML_INVOKE}\n</{D}tool_calls>\n\nIt is quick.",
+     "Let me check.\nIt is quick."),
+    (_DSML_INVOKE + f"\n</{D}tool_calls>", ""),
+])
+def test_deepseek_v4_reads_an_invoke_without_its_block_and_keeps_the_text_after(text, content):
+    """SGLang deepseekv4_detector.py: a parsed invoke establishes the protocol boundary even
+    when its outer wrapper is damaged; the text after the block is the answer's."""
+    found = extract(text, TOOLS)
+    assert [(call.name, orjson.loads(call.arguments)) for call in found.calls] == [
+        ("get_weather", {"city": "Paris"})]
+    assert found.content == content
+
+
+@pytest.mark.parametrize("text", [
+    f'Use <{D}invoke name="get_weather"> to call it.',
+    f"Like this: {_DSML_INVOKE}",  # not at a line's start: shown
+    _DSML_INVOKE.replace("get_weather", "delete_all"),  # no block: the name must be offered
+    f"<{D}tool_calls> opens a block.\n" + _DSML_INVOKE,
+    _DSML_INVOKE[:-12],  # cut
+])
+def test_an_unwrapped_dsml_invoke_that_is_not_a_call_stays_text(text):
+    found = extract(text, TOOLS)
+    assert found.calls == []
+    assert found.content == text
