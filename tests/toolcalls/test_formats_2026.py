@@ -292,3 +292,50 @@ def test_an_unwrapped_dsml_invoke_that_is_not_a_call_stays_text(text):
     found = extract(text, TOOLS)
     assert found.calls == []
     assert found.content == text
+
+
+_K2_CALL = ('<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>'
+            '{"city": "Paris"}<|tool_call_end|>')
+
+
+@pytest.mark.parametrize(("text", "content"), [
+    ("Reasoning <|tool_calls_section_begin|> noise text " + _K2_CALL
+     + "<|tool_calls_section_end|>", "Reasoning "),
+    ("<|tool_calls_section_begin|>" + _K2_CALL + " more <|tool_calls_section_end|> Done",
+     " Done"),
+    ("I'll check the weather. <|tool_call_section_begin|>" + _K2_CALL
+     + "<|tool_call_section_end|>", "I'll check the weather. "),
+])
+def test_kimi_k2_noise_between_section_markers_is_not_content(text, content):
+    """vLLM tests/tool_parsers/test_kimi_k2_tool_parser.py: noise inside the section never
+    reaches the content; the singular section marker is read as the plural."""
+    found = extract(text, TOOLS)
+    assert [(call.name, orjson.loads(call.arguments)) for call in found.calls] == [
+        ("get_weather", {"city": "Paris"})]
+    assert found.content == content
+
+
+@pytest.mark.parametrize("text", [
+    "Kimi writes <|tool_calls_section_begin|> then " + _K2_CALL + " and closes it.",
+    "<|tool_calls_section_begin|> noise <|tool_call_begin|>functions.get_weather:0"
+    '<|tool_call_argument_begin|>{"city": "Par',
+])
+def test_what_looks_like_a_kimi_k2_section_stays_text(text):
+    found = extract(text, TOOLS)
+    assert found.calls == []
+
+
+@pytest.mark.parametrize("truncated", [False, True])
+def test_a_whole_apertus_list_cut_before_its_suffix_is_read(truncated):
+    found = extract('<|tools_prefix|>[{"get_weather": {"city": "Paris"}}]', TOOLS,
+                    truncated=truncated)
+    assert [(call.name, orjson.loads(call.arguments)) for call in found.calls] == [
+        ("get_weather", {"city": "Paris"})]
+
+
+def test_an_apertus_call_cut_by_length_is_never_half_read():
+    text = '<|tools_prefix|>[{"get_weather": {"city": "Paris"}}, {"get_weather": {"ci'
+    assert [orjson.loads(call.arguments) for call in extract(text, TOOLS, truncated=True).calls
+            ] == [{"city": "Paris"}]  # the whole calls before the cut one, as documented
+    assert extract('<|tools_prefix|>[{"get_weather": {"city": "Par', TOOLS,
+                   truncated=True).calls == []
