@@ -339,3 +339,21 @@ def test_an_apertus_call_cut_by_length_is_never_half_read():
             ] == [{"city": "Paris"}]  # the whole calls before the cut one, as documented
     assert extract('<|tools_prefix|>[{"get_weather": {"city": "Par', TOOLS,
                    truncated=True).calls == []
+
+
+@pytest.mark.parametrize("text", [
+    "<tool_call>Name:<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>",  # label
+    "<tool_call>example<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>",
+    '<tool_call>{"name": "function_name", "arguments": {"city": "Paris"}}</tool_call>',
+    '<tool_call>{"name": "<|im_end|>", "arguments": {}}</tool_call>',  # a stray token
+    "<|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{}<|tool_call_end|>",
+    '[TOOL_CALLS][{"name": "tool_name", "arguments": {}}]',
+])
+def test_a_name_is_never_made_from_text_that_is_no_calls_name(text):
+    assert extract(text, TOOLS).calls == []
+
+
+def test_an_unknown_but_plausible_name_in_a_trained_frame_is_delivered_as_before():
+    found = extract('<tool_call>{"name": "get_forecast", "arguments": {"city": "Oslo"}}'
+                    "</tool_call>", TOOLS)
+    assert [call.name for call in found.calls] == ["get_forecast"]
