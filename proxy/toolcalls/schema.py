@@ -29,6 +29,9 @@ from .repair.python_literal import NotLiteral, read_python_literal
 
 _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+# An integer written with leading zeros (`018956` for a zip the schema types an integer):
+# the integer it writes, as vLLM's parsers read it (Python's int; MiniMax-M3's own test).
+_LEADING_ZEROS = re.compile(r"-?0[0-9]+")
 _MISSING = object()
 _IN_PROGRESS = object()  # a subschema whose result for the value is being found
 # Type names seen in tool schemas written from Python or SQL (vLLM's own qwen3coder tests use
@@ -238,7 +241,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _integer(stripped: str) -> Any:
-    if _INTEGER.fullmatch(stripped):
+    if _INTEGER.fullmatch(stripped) or _LEADING_ZEROS.fullmatch(stripped):
         try:
             return exact_int(int(stripped))
         except ValueError:  # more digits than Python converts
@@ -286,7 +289,7 @@ def _as_type(text: str, type_name: Any) -> Any:
     if type_name == "integer":
         return _integer(stripped)
     if type_name == "number":
-        if _INTEGER.fullmatch(stripped):
+        if _INTEGER.fullmatch(stripped) or _LEADING_ZEROS.fullmatch(stripped):
             return _integer(stripped)
         number = float(stripped) if _NUMBER.fullmatch(stripped) else math.inf
         return number if math.isfinite(number) else _MISSING  # "1e999" stays the text

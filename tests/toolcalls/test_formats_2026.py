@@ -357,3 +357,46 @@ def test_an_unknown_but_plausible_name_in_a_trained_frame_is_delivered_as_before
     found = extract('<tool_call>{"name": "get_forecast", "arguments": {"city": "Oslo"}}'
                     "</tool_call>", TOOLS)
     assert [call.name for call in found.calls] == ["get_forecast"]
+
+
+NS = "]<]minimax[>["
+_ORDER_TOOLS = {"create_order": {"type": "object", "properties": {
+    "user_id": {"type": "integer"}, "urgent": {"type": "boolean"}, "note": {"type": "string"},
+    "shipping": {"type": "object", "properties": {"city": {"type": "string"},
+                                                  "zip": {"type": "integer"}}},
+    "items": {"type": "array", "items": {"type": "object", "properties": {
+        "sku": {"type": "string"}, "qty": {"type": "integer"}}}},
+    "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+    "duplicate_demo": {"type": "object"}}}}
+# vLLM tests/tool_parsers/test_minimax_m3_tool_parser.py build_order_call
+_ORDER = (f'{NS}<tool_call>\n{NS}<invoke name="create_order">{NS}<user_id>42{NS}</user_id>'
+          f"{NS}<urgent>true{NS}</urgent>{NS}<note>Please leave at front desk.{NS}</note>"
+          f"{NS}<shipping>{NS}<city>Singapore{NS}</city>{NS}<zip>018956{NS}</zip>{NS}</shipping>"
+          f"{NS}<items>{NS}<item>{NS}<sku>book-001{NS}</sku>{NS}<qty>2{NS}</qty>{NS}</item>"
+          f"{NS}<item>{NS}<sku>pen-007{NS}</sku>{NS}<qty>5{NS}</qty>{NS}</item>{NS}</items>"
+          f"{NS}<metadata>{NS}<source>mobile{NS}</source>{NS}<campaign>may-launch{NS}</campaign>"
+          f"{NS}</metadata>{NS}<duplicate_demo>{NS}<tag>a{NS}</tag>{NS}<tag>b{NS}</tag>"
+          f"{NS}</duplicate_demo>{NS}</invoke>\n{NS}</tool_call>")
+
+
+def test_minimax_m3_nested_typed_values_are_typed_as_the_engine_types_them():
+    found = extract("I will create it.\n" + _ORDER, _ORDER_TOOLS)
+    assert [(call.name, orjson.loads(call.arguments)) for call in found.calls] == [(
+        "create_order", {"user_id": 42, "urgent": True, "note": "Please leave at front desk.",
+                         "shipping": {"city": "Singapore", "zip": 18956},
+                         "items": [{"sku": "book-001", "qty": 2}, {"sku": "pen-007", "qty": 5}],
+                         "metadata": {"source": "mobile", "campaign": "may-launch"},
+                         "duplicate_demo": {"tag": ["a", "b"]}})]
+    assert found.content == "I will create it."
+
+
+@pytest.mark.parametrize("text", [
+    f"plain {NS}<tool_ca",
+    f"{NS}<tool_call>\n{NS}</user_id> after error",
+    f'MiniMax-M3 writes {NS}<invoke name="create_order"> inside its block.',
+    _ORDER[:-40],  # cut
+])
+def test_what_looks_like_a_minimax_m3_call_stays_text(text):
+    found = extract(text, _ORDER_TOOLS)
+    assert found.calls == []
+    assert found.content == text
