@@ -400,3 +400,60 @@ def test_what_looks_like_a_minimax_m3_call_stays_text(text):
     found = extract(text, _ORDER_TOOLS)
     assert found.calls == []
     assert found.content == text
+
+
+# What is left of the older classes (issue 41, item 5)
+@pytest.mark.parametrize(("text", "content"), [
+    # a Gemma 4 call between prose (Ollama gemma4_test.go: content before a call)
+    ("I will check.\n<|tool_call>call:get_weather{city:" + Q + "Paris" + Q + "}<tool_call|>\n"
+     "Then I report.", "I will check.\nThen I report."),
+    ("Checking the weather now. <|tool_call>call:get_weather{city:" + Q + "Paris" + Q
+     + "}<tool_call|> I will report back.", "Checking the weather now.\nI will report back."),
+    # a Qwen3-Coder call with text after it on the same line
+    ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+     "</tool_call> I will report back.", "I will report back."),
+    ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+     "</tool_call>I will report back.", "I will report back."),
+    # Hunyuan's text after a call: kept (vLLM's hy_v3/hy_v4 keep the text before the block and
+    # drop the rest; we keep both, a line apart, as for every format)
+    ("Checking.<tool_calls>\n<tool_call>get_weather<tool_sep>\n<arg_key>city</arg_key>\n"
+     "<arg_value>Paris</arg_value>\n</tool_call>\n</tool_calls>Done.", "Checking.\nDone."),
+    ("sure!" + _hy_block(_hy("get_weather", "city", "Paris")) + " Done.", "sure!\nDone."),
+])
+def test_a_call_between_prose_leaves_the_prose(text, content):
+    found = extract(text, TOOLS)
+    assert [(call.name, orjson.loads(call.arguments)) for call in found.calls] == [
+        ("get_weather", {"city": "Paris"})]
+    assert found.content == content
+
+
+@pytest.mark.parametrize("text", [
+    "Earlier I called <|tool_call>call:get_weather{city:" + Q + "Paris" + Q
+    + "}<tool_call|> and got 21°C.",
+    "Qwen3-Coder writes `<function=get_weather><parameter=city>Paris</parameter></function>`.",
+])
+def test_a_call_mentioned_inside_a_sentence_stays_text(text):
+    assert extract(text, TOOLS).calls == []
+
+
+# The composite texts above, at module level, so that the streamed-equals-buffered property
+# (tests/streamed_cases.py `corpus`) reads them too.
+COMPOSED = [
+    " to=self<|message|>Need the weather.<|eom|><|start|>assistant to=get_weather<|message|>"
+    + _ATEM_CALL + "<|eom|>",
+    "<|start|>assistant to=self<|message|>It would look like " + _ATEM_CALL
+    + " here.<|eom|><|start|>assistant to=user<|message|>Paris is sunny.<|eot|>",
+    "<|start|>assistant to=user<|message|>It would look like " + _ATEM_CALL + " here.<|eot|>",
+    "Let me check.\n\n" + _DSML_INVOKE, _DSML_INVOKE + "\nDone.",
+    f"Let me check.\n\n<{D}tool_calls>\n{_DSML_INVOKE}\n</{D}tool_calls>\n\nIt is quick.",
+    "Reasoning <|tool_calls_section_begin|> noise text " + _K2_CALL + "<|tool_calls_section_end|>",
+    "<|tool_calls_section_begin|>" + _K2_CALL + " more <|tool_calls_section_end|> Done",
+    "I'll check the weather. <|tool_call_section_begin|>" + _K2_CALL + "<|tool_call_section_end|>",
+    "I will create it.\n" + _ORDER,
+    '<|tools_prefix|>[{"get_weather": {"city": "Paris"}}]',
+]
+
+
+def test_the_composed_texts_are_read_as_their_tests_say():
+    read = [bool(extract(text, TOOLS | _ORDER_TOOLS).calls) for text in COMPOSED]
+    assert [i for i, called in enumerate(read) if not called] == [1, 2]  # Muse's shown invokes
