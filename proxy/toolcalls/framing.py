@@ -236,6 +236,10 @@ class InvokeGrammar:
     tags: ValueTags
     value: Callable[[str], str]  # a value as the dialect's own parser reads it
     json_body: bool = False  # an invoke may hold its arguments as one JSON object instead
+    # an invoke outside a block, at the start of a line and after none of the dialect's tags,
+    # is a call whose block's opening tag was left out (`missing_open_tag`): its name must
+    # then be an offered tool's (a self-closing one stays text)
+    unwrapped: bool = False
 
 
 def _one_of(spellings: tuple[str, ...]) -> str:
@@ -245,7 +249,7 @@ def _one_of(spellings: tuple[str, ...]) -> str:
 
 def invoke_grammar(prefix: str, block_open: str | tuple[str, ...],
                    block_close: str | tuple[str, ...], *, exact: bool = False,
-                   json_body: bool = False) -> InvokeGrammar:
+                   json_body: bool = False, unwrapped: bool = False) -> InvokeGrammar:
     """The grammar for tags starting with `<prefix`, inside `block_open … block_close` (each
     one spelling or several), built once, at import, by the format module. `exact`: values
     are kept as written (a dialect that marks strings as such); else a template's newline on
@@ -275,6 +279,7 @@ def invoke_grammar(prefix: str, block_open: str | tuple[str, ...],
         ),
         value=(lambda value: value) if exact else template_value,
         json_body=json_body,
+        unwrapped=unwrapped,
     )
 
 
@@ -343,7 +348,8 @@ _INDENT = 4096  # how much space may stand between a block's opening tag and its
 def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[Frame]:
     """Frames of the `<invoke name="N"><parameter name="K">V</parameter></invoke>` grammar
     (MiniMax-M2, DeepSeek-V3.2 DSML). One frame per invoke: the block's markers go with the
-    first and last one. An invoke outside a block is a mention, not a call.
+    first and last one. An invoke outside a block is a mention, not a call, unless the
+    grammar reads `unwrapped` invokes and it begins a line.
     """
     text = doc.text
     invoke_open, invoke_close = grammar.invoke_open, grammar.invoke_close
@@ -357,10 +363,14 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
         floor = max(cursor, start - _INDENT)
         block = opened.search(text, max(floor, len(text[floor:start].rstrip()) + floor
                                         - grammar.block_open_len), start)
+        repairs: tuple[str, ...] = ()
         if block is not None:
             start = block.start()
         elif not (in_block and doc.skip_space(cursor) == start):
-            continue
+            if not (grammar.unwrapped and not match[2] and at_line_start(text, start)
+                    and text.find(invoke_open[1:-len("invoke")], cursor, start) < 0):
+                continue  # a mention (or its dialect's tags stand before it, unread)
+            repairs = ("missing_open_tag",)
         if match[2]:  # `<invoke name="N"/>`: a call without arguments (DeepSeek V3.2)
             after = closed_block.match(text, match.end())
             in_block = after is None
@@ -384,7 +394,8 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
             after = closed_block.match(text, pos)
             in_block = after is None
             pos = after.end() if after is not None else pos
-            yield Frame(fmt, start, pos, name=match[1], text_args=tuple(args), json_text=body)
+            yield Frame(fmt, start, pos, name=match[1], text_args=tuple(args), json_text=body,
+                        repairs=repairs)
             openers.taken_to = pos
         elif doc.skip_space(pos) >= len(text):
             yield Frame(fmt, start, pos, closed=False, name=match[1], text_args=tuple(args),

@@ -17,8 +17,15 @@ UNKNOWN_TOOL = "unknown_tool"  # a call made to a name that matches no offered t
 _SET_ASIDE = re.compile(r"[\s\-_]+")
 _PREFIX = re.compile(r"[A-Za-z_][\w\-]{0,63}\.(?=.)", re.ASCII)
 # What a function's name can be (OpenAI's `^[a-zA-Z0-9_-]{1,64}$`, namespaces and other
-# scripts allowed): a name matching no tool is delivered as written only when it is one.
-_PLAUSIBLE = re.compile(r"[^\W\d][\w.:/\-]{0,127}")
+# scripts allowed, ending in a letter or digit: `Name:` is a label): a name matching no tool
+# is delivered as written only when it is one, and is not a placeholder that documentation
+# and examples write where a name goes (`NAME`, `function_name`, `example`).
+_PLAUSIBLE = re.compile(r"[^\W\d](?:[\w.:/\-]{0,126}[^\W_])?")
+_PLACEHOLDERS = frozenset({
+    "name", "function", "function_name", "functionname", "func", "fn", "tool", "tool_name",
+    "toolname", "example", "example_function", "example_tool", "your_function", "your_tool",
+    "my_function", "my_tool", "some_function", "some_tool", "placeholder", "foo", "bar",
+    "xxx", "todo", "tbd", "none", "null", "undefined"})
 
 
 def _folded(name: str) -> str:
@@ -48,8 +55,10 @@ class ToolNames:
 
     @staticmethod
     def plausible(written: str) -> bool:
-        """Whether `written` can be a function's name (no spaces, quotes, tags, …)."""
-        return _PLAUSIBLE.fullmatch(written) is not None
+        """Whether `written` can be a function's name (no spaces, quotes, tags, a label's
+        colon, a placeholder, …)."""
+        return (_PLAUSIBLE.fullmatch(written) is not None
+                and written.casefold() not in _PLACEHOLDERS)
 
     def match(self, written: str) -> Match | None:
         """The offered tool `written` names, or None when it matches none or several."""

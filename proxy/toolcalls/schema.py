@@ -29,12 +29,21 @@ from .repair.python_literal import NotLiteral, read_python_literal
 
 _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+# An integer written with leading zeros (`018956` for a zip the schema types an integer):
+# the integer it writes, as vLLM's parsers read it (Python's int; MiniMax-M3's own test).
+_LEADING_ZEROS = re.compile(r"-?0[0-9]+")
 _MISSING = object()
 _IN_PROGRESS = object()  # a subschema whose result for the value is being found
-# Type names seen in tool schemas written from Python (vLLM's own qwen3coder tests use
-# `float`), read as the JSON type they mean.
+# Type names seen in tool schemas written from Python or SQL (vLLM's own qwen3coder tests use
+# `float`; its hy_v4 parser reads the others), read as the JSON type they mean; and what a
+# name that starts so means (`uint32`, `int64`, `number_like`), as vLLM's parsers read them.
 _TYPE_NAMES = {"float": "number", "int": "integer", "bool": "boolean", "dict": "object",
-               "list": "array", "str": "string"}
+               "list": "array", "str": "string", "text": "string", "varchar": "string",
+               "char": "string", "double": "number", "map": "object", "binary": "boolean"}
+_TYPE_PREFIXES = (("int", "integer"), ("uint", "integer"), ("long", "integer"),
+                  ("short", "integer"), ("unsigned", "integer"), ("num", "number"),
+                  ("float", "number"))
+_JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
 _MAX_DEPTH = 32  # nested anyOf/allOf/$ref levels followed, at most
 # An integer written with an exponent is read exactly only this far (10^400 has 401 digits).
 _MAX_EXPONENT = 400
@@ -74,7 +83,18 @@ class _Work:
 
 
 def _type_name(name: Any) -> Any:
-    return _TYPE_NAMES.get(name, name) if isinstance(name, str) else name
+    if not isinstance(name, str) or name in _JSON_TYPES:
+        return name
+    known = _TYPE_NAMES.get(name)
+    if known is not None:
+        return known
+    lowered = name.lower()
+    return next((json for prefix, json in _TYPE_PREFIXES if lowered.startswith(prefix)), name)
+
+
+def type_name(name: Any) -> Any:
+    """The JSON type a schema's `type` names (`int` and `uint32` are `integer`)."""
+    return _type_name(name)
 
 
 def _pointer(root: Any, ref: str, work: _Work) -> Any:
@@ -221,7 +241,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _integer(stripped: str) -> Any:
-    if _INTEGER.fullmatch(stripped):
+    if _INTEGER.fullmatch(stripped) or _LEADING_ZEROS.fullmatch(stripped):
         try:
             return exact_int(int(stripped))
         except ValueError:  # more digits than Python converts
@@ -269,7 +289,7 @@ def _as_type(text: str, type_name: Any) -> Any:
     if type_name == "integer":
         return _integer(stripped)
     if type_name == "number":
-        if _INTEGER.fullmatch(stripped):
+        if _INTEGER.fullmatch(stripped) or _LEADING_ZEROS.fullmatch(stripped):
             return _integer(stripped)
         number = float(stripped) if _NUMBER.fullmatch(stripped) else math.inf
         return number if math.isfinite(number) else _MISSING  # "1e999" stays the text

@@ -8,10 +8,13 @@ a string where the schema has one scalar type and the string is exactly a value 
 (`"3"` for an integer, `"true"` for a boolean), or a string holding the JSON object or array
 the schema asks for; an integer or a boolean where the schema asks for a string, as its JSON
 text (vLLM's parsers do both; a float is not: its text as written is lost in decoding).
-Nothing is coerced where the schema offers alternatives (which one was meant is a guess).
+Nothing is coerced where the schema offers alternatives (which one was meant is a guess), but
+where the one other than `null` is meant by a value that is not null (`"5"` for `["integer",
+"null"]`); a type named as Python or SQL name it (`int`, `uint32`, `double`) is the JSON type
+it means (schema.type_name), as vLLM's parsers read both.
 A required key given an empty string is named too (`/path: required, empty`): a call to
-`delete_file` with `"path": ""` names nothing to act on. Whatever does not fit is delivered as
-the model wrote it and named (`Validity.problems`): the turn counts such a call
+`delete_file` with `"path": ""` names nothing to act on. Whatever else does not fit is
+delivered as the model wrote it and named (`Validity.problems`): the turn counts such a call
 `schema_invalid` (asked again under constraint only where the client demanded the call).
 The work is bounded as the coercion of text values is (schema.py); a schema that costs more
 than that is not judged.
@@ -25,6 +28,7 @@ from typing import Any
 import orjson
 
 from .schema import MAX_STEPS, MISSING, Resolver, Work, alternatives, as_type, same
+from .schema import type_name as json_type_name
 
 SCHEMA_COERCED = "schema_coerced"  # the repair a call records when a value was coerced
 _MAX_PROBLEMS = 8  # named per call (the rest are counted by the first ones' presence)
@@ -77,6 +81,13 @@ class _Checker:
         if value is None and schema.get("nullable") is True:
             return value  # OpenAPI 3.0's null, as Home Assistant's tools allow it
         options = alternatives(schema, self.work)
+        if len(options) > 1 and value is not None:
+            # null is no reading of a value that is not null: the one other type is meant
+            # (`"5"` for `["integer", "null"]`), as vLLM's parsers drop null from the types.
+            kept = [option for option in options
+                    if not (isinstance(option, dict) and option.get("type") == "null")]
+            if len(kept) == 1:
+                options = kept
         if len(options) > 1:
             for option in options:  # valid when one alternative takes it as it is
                 probe = _Checker(self.resolver, self.work, coerce=False)
@@ -88,7 +99,7 @@ class _Checker:
         return self._single(value, options[0], path, depth + 1) if options else value
 
     def _single(self, value: Any, schema: dict[str, Any], path: str, depth: int) -> Any:
-        type_name = schema.get("type")
+        type_name = json_type_name(schema.get("type"))
         enum = schema.get("enum")
         if isinstance(type_name, str) and _is(value, type_name) is False:
             coerced = MISSING

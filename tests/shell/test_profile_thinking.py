@@ -91,3 +91,29 @@ def test_the_first_streamed_turn_flows_when_the_template_opens_no_thinking(start
     assert len(rendered) == 1
     assert rendered[0].json["add_generation_prompt"] is True
     assert len(rendering.chat_requests()) == 2
+
+
+@pytest.mark.parametrize("opens", [True, False])
+def test_a_first_buffered_turn_cut_by_length_is_thinking_when_the_profile_says_so(
+        start_proxy, opens):
+    """Known from the upstream's profile, not from markers: the first answer of a model whose
+    template opens thinking, cut by `length` before any closer, is all reasoning."""
+    fake = RenderingVLLM(opens_thinking=opens)
+    try:
+        proxy = start_proxy(upstream=fake.url)
+        thought = "The user wants the weather, so I should look it up and then"
+        fake.answer(Answer(body=vllm_completion(thought, finish_reason="length")))
+        body = {"model": "qwen", "messages": [{"role": "user", "content": "Weather?"}],
+                "tools": TOOLS}
+        answer = requests.post(proxy.url + "/v1/chat/completions", json=body,
+                               timeout=20).json()
+        choice = answer["choices"][0]
+        assert choice["finish_reason"] == "length"
+        message = choice["message"]
+        if opens:
+            assert not message.get("content")
+            assert thought in (message.get("reasoning_content") or message.get("reasoning"))
+        else:
+            assert message["content"] == thought
+    finally:
+        fake.close()

@@ -147,9 +147,11 @@ class TurnResponse:
         key = affinity_key(config, headers, plan.affinity)
         placement = Placement(services.replicas, config, key, log)
         rule = plan.extraction.thinking
-        if plan.streamed and unseen(rule, plan.model, services.thinking):
-            # the first streamed turn of a model: its profile says whether its template
-            # opens thinking, so its text flows as the hundredth turn's does
+        if (plan.streamed or plan.extraction.tools) and unseen(rule, plan.model,
+                                                               services.thinking):
+            # the first streamed or tool turn of a model: its profile says whether its
+            # template opens thinking, so its text flows as the hundredth turn's does, and
+            # an output cut by `length` before any closer is all thinking in both modes
             profile = services.profiles.get(placement.url, plan.model, config, headers)
             learn_opened(plan.model, profile.thinking_opened, services.thinking)
         self.plan = plan = plan.with_thinking(

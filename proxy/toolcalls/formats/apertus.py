@@ -5,13 +5,17 @@
 (vLLM's `apertus` parser; the suffix may be missing at the end of the output, and so may the
 list's closing `]` when whole objects end it before the suffix or the end, as vLLM reads it:
 a repair.) Each item is turned into a `{"name", "arguments"}` envelope; an item of any other
-shape leaves the frame as text.
+shape leaves the frame as text. A whole list (its `]` written) is a whole frame even when the
+suffix token is missing, an output cut by `length` right there too: the list's close ends
+the calls (`missing_close_tag`); a list missing its `]` cut so stays text (it may have gone
+on).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 
 from ..framing import OpenerMatches, json_frame, json_run, reshaped
 from ..opener_patterns import literals
@@ -67,6 +71,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             frame = _list_without_close(doc, start, body) or frame
         if frame is None:
             continue
+        if frame.complete and not frame.closed and "missing_list_close" not in frame.repairs:
+            frame = replace(frame, closed=True)  # the JSON's own close ends the calls
         openers.taken_to = frame.end
         yield reshaped(frame, _envelopes)
 

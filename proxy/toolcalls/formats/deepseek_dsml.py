@@ -18,6 +18,12 @@ The block tag's spellings the V4 and V4.1 checkpoints are known to write (vLLM's
 parameter tags (SGLang's V4.1 structural tag writes that; the V3.2 parser reads it). Text
 values are coerced by the tool's schema (`string="false"` values are JSON, which the schema
 coercion reads for non-string types).
+
+An invoke written without its block, at the start of a line, is a call all the same, as
+SGLang's V4 detector reads it ("a parsed invoke establishes the protocol boundary even when its
+outer wrapper is damaged"), named `missing_open_tag`: its name must be an offered tool's. The
+text after a call is the answer's, as SGLang keeps it (`Let me check.\n\n<block>\n\nDone.`
+gives `Let me check.` and `Done.`, a line apart as every format's pieces are).
 """
 
 from __future__ import annotations
@@ -36,12 +42,12 @@ _UNSPACED = invoke_grammar(
     _BAR,
     tuple(f"<{_BAR}{block}>" for block in ("function_calls", "tool_calls", "toolcalls", "tool")),
     tuple(f"</{_BAR}{block}>" for block in ("function_calls", "tool_calls", "toolcalls", "tool")),
-    exact=True, json_body=True)
+    exact=True, json_body=True, unwrapped=True)
 _SPACED = invoke_grammar(  # V4.1
     _BAR + " ",
     tuple(f"<{_BAR}{block}>" for block in (" calls", "calls", " call")),
     tuple(f"</{_BAR}{block}>" for block in (" calls", "calls", " call")),
-    exact=True, json_body=True)
+    exact=True, json_body=True, unwrapped=True)
 MARKERS = (_UNSPACED.invoke_open, _SPACED.invoke_open)
 
 

@@ -6,8 +6,10 @@
 arrays `[…]` nest, and numbers, `true`, `false` and `null` are written bare. A bare value that
 is none of those (a word) is not guessed at: the frame stays text. A string is kept exactly as
 written between its quotes (spaces and newlines at its ends included); a bare key may hold
-spaces. Calls follow one another without a separator; `<|tool_response>` after the last
-belongs to the frame.
+spaces. A value may also be a JSON string (`query:"raw \"quoted\""`, its escapes decoded),
+beside `<|"|>` ones in the same call, as Ollama's `gemma4` parser reads it. Calls follow one
+another without a separator; `<|tool_response>` after the last belongs to the frame, and so
+does a stray `<tool_call|>` written again right after the close (Ollama drops it).
 
 Gemma 4 also writes its calls without the special token that opens them, as vLLM's parser
 reads them: `<|tool_call>:call:NAME{…}` (a stray colon), `<call>NAME{…}` (the token written
@@ -20,10 +22,13 @@ model's plain call to a tool not offered; the others must name an offered tool.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from ..framing import OpenerMatches, at_line_start, ends_or_opens, next_or_end
 from ..opener_patterns import Opener, literals, run, seq
@@ -51,13 +56,15 @@ _KEY = re.compile(r"\s*+([^\s:{}\[\],<>\"'](?:[^:{}\[\],<>\"'\n]{0,198}[^\s:{}\[
 _QUOTED_KEY = re.compile(r'\s*+<\|"\|>([^<]{1,200}+)<\|"\|>\s*+:\s*+')
 _BARE_VALUE = re.compile(r"\s*+(-?(?:0|[1-9]\d*+)(?:\.\d++)?(?:[eE][+-]?\d++)?|true|false|null)"
                    r"\s*+(?=[,}\]])")
+# A JSON string value (raw newlines and tabs in it allowed, as models write them).
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _SEPARATOR = re.compile(r"\s*+,?\s*+")
 _SPACE = re.compile(r"\s*+")
 # The close, and the `<|tool_response>` the model writes next to hand over to the tool (its
 # stop token, in the text when special tokens are kept).
 # `<turn|>` closes a call too (the turn ends with it).
-_CLOSE_AFTER = re.compile(r"\s*+(?:" + re.escape(_CLOSE) + r"(?:\s*+<\|tool_response>)?"
-                          r"|<turn\|>)")
+_CLOSE_AFTER = re.compile(r"\s*+(?:" + re.escape(_CLOSE) + r"(?:\s*+" + re.escape(_CLOSE)
+                          + r")*+(?:\s*+<\|tool_response>)?|<turn\|>)")
 _MAX_DEPTH = 64
 
 
@@ -88,6 +95,17 @@ class _Reader:
             if close < 0:
                 return _Unread(end=True)
             return text[pos + len(_STRING):close], close + len(_STRING)
+        if text[pos] == '"':
+            quoted = _JSON_STRING.match(text, pos)
+            if quoted is None:
+                return self._unread(pos)
+            try:
+                decoded = orjson.loads(quoted[0])
+            except orjson.JSONDecodeError:
+                decoded = _json_string_lax(quoted[0])
+            if decoded is None:
+                return self._unread(pos)
+            return decoded, quoted.end()
         if text[pos] == "{":
             return self.object(pos + 1, depth + 1)
         if text[pos] == "[":
@@ -126,6 +144,15 @@ class _Reader:
                 return read
             item, pos = read
             result.append(item)
+
+
+def _json_string_lax(quoted: str) -> str | None:
+    """A JSON string holding raw control characters (a newline), decoded; None if it is none."""
+    try:
+        decoded = json.loads(quoted, strict=False)
+    except ValueError:
+        return None
+    return decoded if isinstance(decoded, str) else None
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:

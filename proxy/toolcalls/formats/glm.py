@@ -15,6 +15,17 @@ or the next call follows that close (a repair, as vLLM's `glm45` reads it). A ca
 `</tool_call>` is missing before the next call is a repair, refused (`ambiguous_value`) when
 the calls after it would leave a close standing: its last value may as well hold those calls,
 quoted.
+
+Poolside v1 (vLLM's `poolside_v1`) writes GLM's frame with tool names that hold spaces
+(`<tool_call>search flights<arg_key>…`): such a name is read only when it is an offered tool's,
+so that a sentence after `<tool_call>` never becomes a name. Two of the malformed frames
+Ollama's GLM parser repairs are read where the repair is certain (`missing_tag`): a key whose
+`</arg_key>` is missing right before its `<arg_value>` (`<arg_key>city<arg_value>Paris…`), and a
+value whose `<arg_value>` is missing after its key (`<arg_key>city</arg_key>Paris</arg_value>`,
+when that value holds no GLM tag and its close is followed by the next key or the call's end);
+and a value whose `</arg_value>` is missing before the next key (`<arg_value>1<arg_key>days…`)
+when that value holds no tag and the key is one the tool declares and the call has not given
+yet. Any other malformed frame stays text: never a value holding the frame's own markup.
 """
 
 from __future__ import annotations
@@ -34,9 +45,15 @@ NAME = "glm"
 _OPEN = "<tool_call>"
 MARKERS = (_OPEN,)
 # The name, then what can follow it in a call: a key, the close tag, or the end of the text.
-_OPENER = re.compile(r"<tool_call>\s*+([^\s<>{}\[\]\"'`]{1,200}+)"
+_WORD = r"[^\s<>{}\[\]\"'`]{1,200}+"
+# A name with spaces inside (Poolside's) is read only when it is an offered tool's.
+_OPENER = re.compile(r"<tool_call>\s*+(" + _WORD + r"(?:[ \t]++" + _WORD + r"){0,8})"
                      r"(?=\s*+(?:<arg_key>|</tool_call>|\Z))")
-_KEY = re.compile(r"\s*+<arg_key>([^<>]{1,200}+)</arg_key>\s*+<arg_value>")
+# A key, and what opens its value; a `</arg_key>` missing right before `<arg_value>` is certain.
+_KEY = re.compile(r"\s*+<arg_key>([^<>]{1,200}+)(</arg_key>)?\s*+<arg_value>")
+# A key whose value's `<arg_value>` is missing (its text follows the key's close).
+_BARE_KEY = re.compile(r"\s*+<arg_key>([^<>]{1,200}+)</arg_key>(?!\s*+<arg_value>)\n?")
+_ANY_TAG = re.compile(r"</?(?:arg_key|arg_value|tool_call)>")
 _VALUE_CLOSE = "</arg_value>"
 _CLOSE = re.compile(r"\s*+</tool_call>")
 # What a naive reading after a repaired call sees: calls and values opened and closed.
@@ -112,6 +129,43 @@ def _unclosed_value_end(doc: Document, pos: int) -> int | None:
     return close if _ends_or_calls(doc, close + len("</tool_call>")) else None
 
 
+def _bare_value(doc: Document, pos: int, tail: Tail) -> tuple[str, str, int] | None:
+    """A key at `pos` whose value's `<arg_value>` is missing: (key, value, where the value's
+    `</arg_value>` ends), when the value holds no GLM tag and its close is followed by the next
+    key or the call's end; else None. The template's newline after the key is not the value's."""
+    text = doc.text
+    key = _BARE_KEY.match(text, pos)
+    if key is None:
+        return None
+    close = text.find(_VALUE_CLOSE, key.end())
+    if close < 0 or _ANY_TAG.search(text, key.end(), close) is not None:
+        return None
+    after = close + len(_VALUE_CLOSE)
+    if (_KEY.match(text, after) is None and _BARE_KEY.match(text, after) is None
+            and tail(after) is None):
+        return None
+    return key[1].strip(), text[key.end():close], after
+
+
+def _cut_before_next_key(doc: Document, pos: int, name: str, given: set[str]) -> int | None:
+    """Where a value from `pos` whose `</arg_value>` is missing ends: right before the next
+    `<arg_key>`, when the text up to it holds no tag and that key is one the tool declares
+    and the call has not given yet (then the value cannot hold it); else None."""
+    text = doc.text
+    found = _ANY_TAG.search(text, pos)
+    if found is None or found[0] != "<arg_key>":
+        return None
+    key = _KEY.match(text, found.start())
+    schema = doc.schemas.get(name)
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if key is None or not isinstance(properties, dict):
+        return None
+    following = key[1].strip()
+    if following in given or following not in properties:
+        return None
+    return found.start()
+
+
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<tool_call>NAME` followed by `<arg_key>`/`<arg_value>` pairs."""
     text = doc.text
@@ -123,16 +177,38 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         args: list[tuple[str, str]] = []
         pos = match.end()
         balanced = complete = True
+        last_unclosed = False  # the last value's close is missing (see _unclosed_value_end)
         repairs: tuple[str, ...] = ()
-        while (key := _KEY.match(text, pos)) is not None:
+        name = match[1]
+        if (" " in name or "\t" in name) and name not in doc.tools:
+            continue  # words after `<tool_call>`, not a name
+        while True:
+            key = _KEY.match(text, pos)
+            if key is None:
+                bare = _bare_value(doc, pos, tail)
+                if bare is None:
+                    break
+                args.append(bare[:2])
+                pos, repairs = bare[2], (*repairs, "missing_tag")
+                continue
             if not doc.spend():
                 return  # out of budget: better no frame than one with parameters missing
+            if key[2] is None:
+                repairs = (*repairs, "missing_tag")
             found = value_end(doc, key.end(), _TAGS, tail)
+            if found is None or not found.balanced:
+                cut = _cut_before_next_key(doc, key.end(), name, {k for k, _ in args} | {
+                    key[1].strip()})
+                if cut is not None:
+                    args.append((key[1].strip(), text[key.end():cut]))
+                    pos, repairs = cut, (*repairs, "missing_value_close")
+                    continue
             unclosed = None if found is not None else _unclosed_value_end(doc, key.end())
             if unclosed is not None:  # the template's newline before the close is not the value's
                 value = text[key.end():unclosed]
                 args.append((key[1].strip(), value[:-1] if value.endswith("\n") else value))
-                pos, repairs = unclosed, ("missing_value_close",)
+                pos, repairs = unclosed, (*repairs, "missing_value_close")
+                last_unclosed = True
                 break
             if found is None:
                 complete = False
@@ -142,19 +218,19 @@ def find_frames(doc: Document) -> Iterator[Frame]:
             pos = found.at + len(_VALUE_CLOSE)
         if not (complete and balanced):
             if not doc.budget.exhausted:
-                yield unsure_frame(doc, NAME, start, match[1], complete)
+                yield unsure_frame(doc, NAME, start, name, complete)
             return
         close = _CLOSE.match(text, pos)
         if close is not None:
-            yield Frame(NAME, start, close.end(), closed=not repairs, name=match[1],
-                        text_args=tuple(args), repairs=repairs)
+            yield Frame(NAME, start, close.end(), closed=not last_unclosed, name=name,
+                        text_args=tuple(args), repairs=tuple(dict.fromkeys(repairs)))
             openers.taken_to = close.end()
         elif _ends_or_calls(doc, pos):
             if _leaves_a_close(text, pos, sure):
-                yield unsure_frame(doc, NAME, start, match[1], True)
+                yield unsure_frame(doc, NAME, start, name, True)
                 return
-            yield Frame(NAME, start, pos, closed=False, name=match[1], text_args=tuple(args),
-                        repairs=("missing_close_tag",))
+            yield Frame(NAME, start, pos, closed=False, name=name, text_args=tuple(args),
+                        repairs=(*dict.fromkeys(repairs), "missing_close_tag"))
             openers.taken_to = pos
         # Anything else after the parameters: not a frame we understand; it stays text.
 

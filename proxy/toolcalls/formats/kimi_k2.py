@@ -5,7 +5,11 @@
     <|tool_calls_section_end|>
 
 The call id is `functions.NAME:INDEX` (the prefix and index are sometimes missing). The
-section markers around the calls are taken with the first and last call.
+section markers around the calls are taken with the first and last call, in either spelling
+(`<|tool_calls_section_begin|>` or the singular `<|tool_call_section_begin|>`), and so are
+stray words the model writes between the section's opening marker and its first call or
+between its last call and the closing marker (vLLM's kimi_k2 tests: `<|tool_calls_section_begin|>
+noise text <|tool_call_begin|>`): its parser never shows them as content, in either mode.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ _NEXT_CALL = re.compile(re.escape(_OPEN))
 _HEAD = re.compile(r"<\|tool_call_begin\|>\s*+(?:functions\.)?([^\s<>:{}\[\]`]{1,200}+)"
                    r"(?::\d{1,6})?\s*+<\|tool_call_argument_begin\|>\s*+(?=[{\[])")
 _CALL_END = re.compile(r"\s*+<\|tool_call_end\|>")
-_SECTION_BEGIN = re.compile(r"<\|tool_calls_section_begin\|>\s*+\Z")
-_SECTION_END = re.compile(r"\s*+<\|tool_calls_section_end\|>")
+# The section's opening marker, and any words (no tag) between it and the first call.
+_SECTION_BEGIN = re.compile(r"<\|tool_calls?_section_begin\|>[^<`]{0,200}+\Z")
+# Space (and stray words, as before the first call) and the section's closing marker.
+_SECTION_END = re.compile(r"\s*+[^<`]{0,200}?<\|tool_calls?_section_end\|>")
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
@@ -36,7 +42,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     openers = OpenerMatches(doc, _HEAD, _OPEN, keep_backticked=True)
     for match in openers:
         start = match.start()
-        section = _SECTION_BEGIN.search(text, max(openers.taken_to, start - 40), start)
+        section = _SECTION_BEGIN.search(text, max(openers.taken_to, start - 240), start)
         if section is not None:
             start = section.start()
         body = match.end()
@@ -57,21 +63,21 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 
 # A tool section that holds no call (empty, or only space and K2's other tokens), or one
 # opened at the very end: markup of no call, not the answer's words.
-_EMPTY_SECTION = re.compile(r"<\|tool_calls_section_begin\|>"
-                            r"(?:\s|<\|(?!tool_call_begin\|)(?!tool_calls_section_end\|)"
-                            r"[a-z_]{1,40}\|>)*+(?:<\|tool_calls_section_end\|>|\Z)")
+_EMPTY_SECTION = re.compile(r"<\|tool_calls?_section_begin\|>"
+                            r"(?:\s|<\|(?!tool_call_begin\|)(?!tool_calls?_section_end\|)"
+                            r"[a-z_]{1,40}\|>)*+(?:<\|tool_calls?_section_end\|>|\Z)")
 
 
 # A section marker left in an answer whose calls were taken (or that holds none): the
 # markers are markup, the words written between them the answer's.
-_STRAY_SECTION = re.compile(r"(?<!`)<\|tool_calls_section_begin\|>((?:(?!<\|tool_call)[^`])*+)"
-                            r"<\|tool_calls_section_end\|>")
+_STRAY_SECTION = re.compile(r"(?<!`)<\|tool_calls?_section_begin\|>((?:(?!<\|tool_call)[^`])*+)"
+                            r"<\|tool_calls?_section_end\|>")
 
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Each tool section that holds no call, and the markers of a section that holds only
     stray words (not in code)."""
-    if "<|tool_calls_section_begin|>" not in text:  # (both patterns start with it)
+    if "_section_begin|>" not in text:  # (both patterns hold it)
         return [], []
     spans = [found.span() for found in _EMPTY_SECTION.finditer(text)]
     for section in _STRAY_SECTION.finditer(text):
@@ -82,7 +88,8 @@ def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
 
 SPEC = FormatSpec(
     name=NAME, find_frames=find_frames, markers=MARKERS,
-    openers=literals("<|tool_call_begin|>", "<|tool_calls_section_begin|>"),
+    openers=literals("<|tool_call_begin|>", "<|tool_calls_section_begin|>",
+                     "<|tool_call_section_begin|>"),
     vllm=("kimi_k2",),
     sglang=("kimi_k2",),
     llama_cpp=("Kimi K2",),

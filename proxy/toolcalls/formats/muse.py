@@ -6,15 +6,20 @@
     </atem:invoke>
     </atem:function_calls><|eom|>
 
-(SGLang's `muse`.) Values are text, coerced by the tool's schema; a string is kept as written
-(the reference parsers keep it). The message's header and
-its `<|eom|>` go with the call.
+(SGLang's `muse`, vLLM's `muse_glimmer`.) Values are text, coerced by the tool's schema; a
+string is kept as written (the reference parsers keep it). The message's header and its
+`<|eom|>` go with the call. The turn is a run of messages, each with its recipient: a
+message `to=self` is the model's reasoning, one `to=user` (or with no recipient) the answer,
+and an invoke written inside either is text, never a call (vLLM's parser selects the tool
+messages' bodies for the same reason). A header counts where a message can start: at the
+start of the text (the template wrote `<|start|>assistant`, the model goes on with
+` to=self<|message|>`), after another message's end token, or led by `<|start|>assistant`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from ..framing import invoke_frames, invoke_grammar
@@ -32,15 +37,85 @@ _HEADER = re.compile(r"(?:<\|start\|>assistant)?[ \t]*+to=[^\s<>]{1,200}+<\|mess
 _EOM = re.compile(r"\s*+<\|(?:eom|eot)\|>")
 
 
+# A message's header where one can start (see the module's docstring): the recipient is
+# group 1 (none: the answer).
+_MESSAGE = re.compile(r"(?:<\|start\|>[ \t]*+assistant)?[ \t]*+(?:to=([A-Za-z0-9_.\-]{1,200}+))?"
+                      r"[ \t]*+<\|message\|>")
+_MESSAGE_END = re.compile(r"<\|(?:eom|eot|end)\|>")
+_NOT_TOOLS = frozenset({"self", "user"})
+
+
+def _message_starts_at(text: str, header: re.Match[str]) -> bool:
+    """Whether `header` stands where a message can start."""
+    before = text[:header.start()].rstrip()
+    return (not before or _MESSAGE_END.search(before, max(0, len(before) - 8)) is not None
+            or text.startswith("<|start|>", header.start()))
+
+
+def _recipient_around(text: str, pos: int) -> str | None:
+    """The recipient of the message whose body holds `pos` ("" for the answer's), or None
+    when no message holds it."""
+    header_end = text.rfind("<|message|>", 0, pos)
+    if header_end < 0 or _MESSAGE_END.search(text, header_end, pos) is not None:
+        return None
+    low = max(0, header_end - 240)
+    header = None
+    for found in _MESSAGE.finditer(text, low, header_end + len("<|message|>")):
+        header = found
+    if header is None or header.end() != header_end + len("<|message|>") or not (
+            _message_starts_at(text, header)):
+        return None
+    return header[1] or ""
+
+
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<atem:invoke>` inside an `<atem:function_calls>` block, with its message's
-    header before the block and its end token after it."""
+    header before the block and its end token after it; one written inside the reasoning's
+    or the answer's message stays text."""
     text = doc.text
     for frame in invoke_frames(doc, NAME, _GRAMMAR):
         header = _HEADER.search(text, max(0, frame.start - 240), frame.start)
         eom = _EOM.match(text, frame.end) if frame.closed else None
-        yield replace(frame, start=frame.start if header is None else header.start(),
-                      end=frame.end if eom is None else eom.end())
+        framed = replace(frame, start=frame.start if header is None else header.start(),
+                         end=frame.end if eom is None else eom.end())
+        recipient = _recipient_around(text, frame.start)
+        if recipient in _NOT_TOOLS or (recipient == "" and header is None):
+            framed = replace(framed, refused="in_reasoning" if recipient == "self"
+                             else "in_answer")
+        yield framed
+
+
+def content_markup(text: str, frames: Sequence[tuple[int, int]],
+                   ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Around the taken `frames`: the other messages' headers and end tokens (markup), and
+    the text of the messages `to=self` (reasoning); the answer's text stays."""
+    gaps = list(zip([0, *(end for _, end in frames)], [*(start for start, _ in frames),
+                                                       len(text)], strict=True))
+    markup: list[tuple[int, int]] = []
+    reasoning: list[tuple[int, int]] = []
+    for low, high in gaps:
+        pos = low
+        while (header := _MESSAGE.search(text, pos, high)) is not None:
+            if not _message_starts_at(text, header):
+                pos = header.end()
+                continue
+            markup.append(header.span())
+            end = _MESSAGE_END.search(text, header.end(), high)
+            next_header = _MESSAGE.search(text, header.end(), high)
+            stop = end.start() if end is not None else high
+            if next_header is not None and next_header.start() < stop and (
+                    text.startswith("<|start|>", next_header.start())):
+                stop, end = next_header.start(), None
+            if header[1] == "self":
+                reasoning.append((header.end(), stop))
+            if end is not None:
+                markup.append(end.span())
+                pos = end.end()
+            else:
+                pos = stop
+            if pos <= header.start():
+                break
+    return markup, reasoning
 
 
 # A plain answer in its message: `<|start|>assistant<|message|>…<|eot|>` (a recipient `to=user`
@@ -51,7 +126,12 @@ _ANSWER_END = re.compile(r"<\|(?:eot|eom|end)\|>\s*+\Z")
 
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """The message's header at the start of the answer and its end token at its end."""
+    """The messages' headers and end tokens, and the reasoning's text (`to=self`); without
+    a header, the end token at the end of the answer (the template wrote the header)."""
+    if "<|message|>" in text:
+        markup, reasoning = content_markup(text, [])
+        if markup:
+            return markup, reasoning
     return edges(text, _ANSWER_HEADER, _ANSWER_END), []
 
 
@@ -66,5 +146,7 @@ SPEC = FormatSpec(
              Opener(lit("<atem:"), lead=opt(seq(_HEADER_TO, "<|message|>", SPACE))),
              *literals("<|start|>assistant", "<|eot|>", "<|eom|>", "<|end|>")),
     sglang=("muse",),
+    aliases=("muse_glimmer",),
+    content_markup=content_markup,
     answer_markup=answer_markup,
 )

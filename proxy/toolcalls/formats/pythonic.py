@@ -12,6 +12,7 @@ recorded as a repair).
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -90,8 +91,8 @@ def _calls_in_list(source: str, strings: dict[str, str] | None = None,
         if item.args or any(keyword.arg is None for keyword in item.keywords):
             return "positional_arguments"
         try:
-            arguments = {kw.arg: literal_value(kw.value, repairs, strings)
-                         for kw in item.keywords}
+            arguments = {_keyword_name(kw.arg): literal_value(kw.value, repairs, strings)
+                         for kw in item.keywords if kw.arg is not None}
         except (NotLiteral, RecursionError):
             return "not_literal_arguments"
         calls.append({"name": name, "arguments": arguments})
@@ -235,6 +236,25 @@ _LONE_STRING_CALL = re.compile(r"\[\s*+([A-Za-z_][\w.]{0,200}+)\(\s*+([A-Za-z_]\
                                r"\s*+(['\"])(.*)\3\s*+\)\s*+\]", re.DOTALL)
 
 
+# An argument named with a Python keyword (`from="SFO"`, `class="economy"`), which Python
+# does not read and vLLM's `pythonic` parser and SGLang's read through their own tokenizers:
+# spelled apart while the list is parsed, then named as written.
+_KEYWORD_PREFIX = "_tc_kw_"
+_KEYWORD_ARGUMENT = re.compile(r"(?<=[(,])(\s*+)(" + "|".join(
+    sorted(keyword.kwlist, key=len, reverse=True)) + r")(?=\s*+=(?!=))")
+
+
+def _keyword_name(name: str) -> str:
+    """An argument's name as the model wrote it (see _KEYWORD_ARGUMENT)."""
+    if name.startswith(_KEYWORD_PREFIX) and keyword.iskeyword(name[len(_KEYWORD_PREFIX):]):
+        return name[len(_KEYWORD_PREFIX):]
+    return name
+
+
+def _keyword_arguments_spelled_apart(code: str) -> str:
+    return _KEYWORD_ARGUMENT.sub(lambda m: m[1] + _KEYWORD_PREFIX + m[2], code)
+
+
 def _escape_control(match: re.Match[str]) -> str:
     return {"\n": "\\n", "\r": "\\r", "\x00": "\\x00"}.get(
         match[0], f"\\x{ord(match[0]):02x}")
@@ -248,6 +268,9 @@ def _rewritten_source(source: str) -> tuple[str, tuple[str, ...]]:
         code = source[pos:literal.start()]
         fixed = _LEADING_ZEROS.sub("", code)
         repairs.update(("leading_zero_ints",) if fixed != code else ())
+        spelled = _keyword_arguments_spelled_apart(fixed)
+        repairs.update(("keyword_argument_names",) if spelled != fixed else ())
+        fixed = spelled
         text = literal[0]
         if not text.startswith(("'''", '"""')):
             if not code.endswith(("r", "R")):  # the model's backslashes, before any added
@@ -260,7 +283,9 @@ def _rewritten_source(source: str) -> tuple[str, tuple[str, ...]]:
     code = source[pos:]
     fixed = _LEADING_ZEROS.sub("", code)
     repairs.update(("leading_zero_ints",) if fixed != code else ())
-    pieces.append(fixed)
+    spelled = _keyword_arguments_spelled_apart(fixed)
+    repairs.update(("keyword_argument_names",) if spelled != fixed else ())
+    pieces.append(spelled)
     return "".join(pieces), tuple(sorted(repairs))
 
 
