@@ -38,9 +38,11 @@ STREAM_EQUAL = "stream_equal"  # the streamed answer says what the buffered one 
 # proxy knows that are tokens or tags (not those that are plain words or punctuation), the
 # special-token shapes and the thinking tags.
 _TOKEN_LIKE = re.compile(r"^[<\[|\]]|[▁｜]")
-MARKERS: tuple[str, ...] = tuple(sorted({
-    marker for spec in SPECS for marker in spec.markers if _TOKEN_LIKE.search(marker)
-} | {"<think>", "</think>", "</tool_call>"}))
+_OPENERS = {marker for spec in SPECS for marker in spec.markers if _TOKEN_LIKE.search(marker)}
+# each tag opener's closer too (`<x>` closes as `</x>`), read from the same specs
+_CLOSERS = {"</" + marker[1:] for marker in _OPENERS
+            if marker.startswith("<") and marker.endswith(">") and marker[1:2].isalpha()}
+MARKERS: tuple[str, ...] = tuple(sorted(_OPENERS | _CLOSERS | {"<think>", "</think>"}))
 _SPECIAL = re.compile(r"<\|[A-Za-z_][\w.:-]{0,40}\|>|<｜[^｜\n]{1,40}｜>")
 
 
