@@ -34,6 +34,7 @@ from ...turn.constrained.profile import (
     REFUSAL_SECONDS,
     Probes,
     UpstreamProfile,
+    context_length_of,
     kind_hint,
     learn,
     refreshed,
@@ -53,6 +54,7 @@ UNREAD_SECONDS = 10.0  # a model list that could not be read is not asked again 
 REFUSALS_SHOWN = 32  # the last refusals seen, for health and the status page
 CHECK_SECONDS = 60.0  # a refused field is checked against a server at most this often
 AUTH_REFUSED = (401, 403)
+_HINTED = ("vllm", "sglang", "llama.cpp")  # the kinds a model list names as its owner
 _PROBE_MESSAGES = [{"role": "user", "content": "hi"}]
 _PROBE_TOOL = {"type": "object", "properties": {}}
 # One tool, so that the rendered prompt shows the template's call wrapper.
@@ -323,6 +325,8 @@ class Profiles:
             since = self._since.get(url, 0.0)
         if base is None:
             kept = self._kept(key)
+            if kept is not None and not self._listed_as(kept, url, model):
+                kept = None  # another server once at this URL left it (a port reused)
             if kept is not None and self._usable(kept, since, now):
                 self._remember(key, kept)
                 if now - kept.learned_at < RECHECK_SECONDS:
@@ -334,6 +338,19 @@ class Profiles:
         profile = refreshed(base, learned)
         self._keep(key, profile)
         return profile.current(self._clock())
+
+    def _listed_as(self, kept: UpstreamProfile, url: str, model: str) -> bool:
+        """Whether the server's model list still tells of the server `kept` describes (its
+        owner, and its window where it gives one)."""
+        with self._lock:
+            listing = self._listings.get(url)
+        entry = (listing.models or {}).get(model) if listing is not None else None
+        models = {"data": [entry]} if entry else None
+        hint = kind_hint(models, model)
+        if (hint or "") != (kept.kind if kept.kind in _HINTED else ""):
+            return False
+        window = context_length_of(kept.kind, Probes(models=models), model)
+        return window is None or kept.context_length in (None, window)
 
     def _remember(self, key: tuple[str, str], profile: UpstreamProfile) -> None:
         with self._lock:
