@@ -161,7 +161,8 @@ def test_a_refused_constraint_gets_today_s_retry_and_is_not_sent_again(start_pro
     assert (refusal["model"], refusal["field"]) == (parserless.model, "structured_outputs")
     assert time.time() + 60 < refusal["until"] <= time.time() + 601  # minutes, not hours
     [check] = _checks_sent(parserless)
-    assert check["max_tokens"] == 1 and "structured_outputs" in check
+    assert check["max_tokens"] == 1
+    assert "structured_outputs" in check
 
     again = requests.post(proxy.url + "/v1/chat/completions", json=body, timeout=15)
     assert again.status_code == 502

@@ -128,7 +128,8 @@ def test_a_template_changed_under_the_same_name_is_noticed_within_a_minute(vllm)
     profiles = Profiles({vllm.url: Upstream(vllm.url)}, clock=lambda: clock[0])
     config = Config(upstream=vllm.url)
     first = profiles.get(vllm.url, vllm.model, config)
-    assert first.call_wrapper == "hermes" and first.template
+    assert first.call_wrapper == "hermes"
+    assert first.template
     vllm.template = ChatTemplate(opens_thinking=True)  # restarted: same URL, name, window
     clock[0] += RECHECK_SECONDS - 1
     assert profiles.get(vllm.url, vllm.model, config) == first  # not due yet

@@ -256,7 +256,8 @@ def test_a_profile_is_kept_until_its_time_and_swept_after(store):
 
 
 def test_profiles_past_the_cap_go_soonest_to_expire_first(store, monkeypatch):
-    from proxy.shell.store import redis as redis_backend, sqlite as sqlite_backend
+    from proxy.shell.store import redis as redis_backend
+    from proxy.shell.store import sqlite as sqlite_backend
 
     for module in (sqlite_backend, redis_backend):
         monkeypatch.setattr(module, "MAX_PROFILES", 3)
