@@ -143,7 +143,7 @@ class Profiled:
 
     def wait(self, timeout: float | None) -> bool:
         """True once the call has something (within `timeout` seconds)."""
-        end = time.monotonic() + (timeout if timeout is not None else self._deadline)
+        end = time.monotonic() + (timeout if timeout is not None else 3600.0)
         if not self._started(end - time.monotonic()):
             return False
         return bool(self._call.wait(max(0.0, end - time.monotonic())))
