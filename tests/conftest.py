@@ -8,6 +8,7 @@ import os
 import pwd
 import secrets
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -67,6 +68,18 @@ class RunningProxy:
         self.server.server_close()
 
 
+@pytest.fixture(autouse=True)
+def own_state_folder(tmp_path_factory: pytest.TempPathFactory,
+                     monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test's proxies keep their state (the SQLite store, its upstream profiles) in a
+    folder of that test's own (0700): a fake reusing another test's port never reads that
+    test's profile. Proxies started as another user get one of theirs (`as_user`)."""
+    folder = tmp_path_factory.mktemp("state")
+    folder.chmod(0o700)
+    monkeypatch.setenv("XDG_STATE_HOME", str(folder))
+    return str(folder)
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeVLLM]:
     server = FakeVLLM()
@@ -117,9 +130,11 @@ def os_users() -> Iterator[tuple[pwd.struct_passwd, pwd.struct_passwd]]:
 
 
 def as_user(user: pwd.struct_passwd, command: list[str]) -> list[str]:
-    """`command` run as `user` alone (its ids, no supplementary groups)."""
+    """`command` run as `user` alone (its ids, no supplementary groups), with a state folder
+    of that user's (the test's own is this user's, 0700: another cannot use it)."""
+    state = os.path.join(tempfile.gettempdir(), f"tcp-state-{user.pw_uid}")
     return ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
-            "--", *command]
+            "--", "env", f"XDG_STATE_HOME={state}", *command]
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ way (`served`), for the tests that attack it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -124,13 +125,22 @@ class Served:
 def served(upstream: str, env: Mapping[str, str] | None = None, *, workers: int = 1,
            seconds: float = 30, healthy: bool = True) -> Iterator[Served]:
     """`python app.py` serving `upstream` with `env` added to this environment (no run
-    directory of the tests' own unless `env` names one), until the block ends; its log then
-    in `.log`. The block begins once /proxy/health answers 200 (`healthy`), or at once."""
+    directory of the tests' own unless `env` names one; a state folder of its own unless
+    `env` names one), until the block ends; its log then in `.log`. The block begins once
+    /proxy/health answers 200 (`healthy`), or at once."""
     port = free_port()
     environ = {**os.environ, "TOOLCALL_PROXY_UPSTREAM": upstream,
                "TOOLCALL_PROXY_PORT": str(port), "GUNICORN_WORKERS": str(workers)}
     environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
     environ.update(env or {})
+    with contextlib.ExitStack() as stack:
+        if "XDG_STATE_HOME" not in (env or {}):  # (its own profiles, its own answers)
+            environ["XDG_STATE_HOME"] = stack.enter_context(tempfile.TemporaryDirectory())
+        yield from _served(environ, port, seconds, healthy)
+
+
+def _served(environ: dict[str, str], port: int, seconds: float,
+            healthy: bool) -> Iterator[Served]:
     with tempfile.TemporaryFile() as log:  # (a pipe no one reads would stall the server)
         process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=environ,
                                    stdout=log, stderr=subprocess.STDOUT)

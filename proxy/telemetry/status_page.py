@@ -84,11 +84,22 @@ function fill(id, rows, empty, span) {
     : [el("tr", {}, el("td", {colspan: span, class: "mute"}, empty))]));
 }
 function profiles(probe) {
-  const span = el("span");
-  for (const [model, p] of Object.entries((probe && probe.profiles) || {}))
-    span.append(el("span", {class: "chip", title: model}, " " + p.kind +
-      (p.version ? " " + p.version : "") + (p.context_length ? " · " + p.context_length : "") +
-      (p.refused && p.refused.length ? " · refused " + p.refused.join(", ") : "")));
+  // one chip per kind of server, naming the models it serves (every listed model's)
+  const span = el("span"), chips = new Map();
+  for (const [model, p] of Object.entries((probe && probe.profiles) || {})) {
+    const text = p.kind + (p.version ? " " + p.version : "") +
+      (p.context_length ? " · " + p.context_length : "") +
+      (p.refused && p.refused.length ? " · refused " + p.refused.join(", ") : "");
+    chips.set(text, [...(chips.get(text) || []), model]);
+  }
+  for (const [text, names] of chips)
+    span.append(el("span", {class: "chip profile", title: names.join(", ")}, " " +
+      (names.length > 3 ? names.slice(0, 3).join(", ") + " +" + (names.length - 3)
+                        : names.join(", ")) + ": " + text));
+  for (const r of (probe && probe.refusals) || [])
+    span.append(el("span", {class: "chip " + (r.blamed === "server" ? "err" : ""),
+      title: "refused at " + clock(r.at) + (r.until ? ", until " + clock(r.until) : "")},
+      " " + r.model + " refused " + r.field + " (" + r.blamed + ")"));
   return span;
 }
 function upstreams(doc) {

@@ -123,6 +123,29 @@ def test_a_named_choice_is_constrained_to_that_tool_on_every_front(start_proxy, 
     assert len(parserless.chat_requests()) == 6  # each front: the answer, then one re-ask
 
 
+def _turns_sent(fake: FakeVLLM) -> list[dict]:
+    """The chat bodies the turns sent, without the proxy's own checks of a refusal (one
+    token, its one empty `probe` tool: no client's schema in it)."""
+    return [r.json for r in fake.chat_requests()
+            if [t["function"]["name"] for t in r.json.get("tools", ())] != ["probe"]]
+
+
+def _checks_sent(fake: FakeVLLM) -> list[dict]:
+    return [r.json for r in fake.chat_requests()
+            if [t["function"]["name"] for t in r.json.get("tools", ())] == ["probe"]]
+
+
+def _refusals(proxy, blamed: str) -> list[dict]:
+    """The refusals /proxy/health shows, once one is blamed on `blamed`."""
+    for _ in range(200):
+        health = requests.get(proxy.url + "/proxy/health?upstream=1", timeout=15).json()
+        refusals = [r for u in health["upstreams"] for r in u["refusals"]]
+        if any(r["blamed"] == blamed for r in refusals):
+            return refusals
+        time.sleep(0.05)
+    raise AssertionError(f"no refusal blamed on the {blamed} in health")
+
+
 def test_a_refused_constraint_gets_today_s_retry_and_is_not_sent_again(start_proxy,
                                                                          parserless):
     parserless.answer(model(PROSE, refuse=True))
@@ -131,12 +154,19 @@ def test_a_refused_constraint_gets_today_s_retry_and_is_not_sent_again(start_pro
     response = requests.post(proxy.url + "/v1/chat/completions", json=body, timeout=15)
     assert response.status_code == 502
     assert response.json()["error"]["code"] == "tool_call_required_unmet"
-    sent = [r.json for r in parserless.chat_requests()]
+    sent = _turns_sent(parserless)
     assert ["structured_outputs" in b for b in sent] == [False, True, False]
+    # the server refuses the field with the proxy's own constraint too: it counts
+    [refusal] = [r for r in _refusals(proxy, "server") if r["blamed"] == "server"]
+    assert (refusal["model"], refusal["field"]) == (parserless.model, "structured_outputs")
+    assert time.time() + 60 < refusal["until"] <= time.time() + 601  # minutes, not hours
+    [check] = _checks_sent(parserless)
+    assert check["max_tokens"] == 1
+    assert "structured_outputs" in check
 
     again = requests.post(proxy.url + "/v1/chat/completions", json=body, timeout=15)
     assert again.status_code == 502
-    later = [r.json for r in parserless.chat_requests()][3:]
+    later = _turns_sent(parserless)[3:]
     # remembered: the field is not sent again, the next dialect (response_format) is tried
     assert all("structured_outputs" not in b for b in later)
     assert later[1]["response_format"]["type"] == "json_schema"
@@ -229,6 +259,7 @@ def test_what_one_worker_learned_of_an_upstream_every_worker_knows(start_proxy, 
     first = _proxy(start_proxy, parserless, **store)
     assert requests.post(first.url + "/v1/chat/completions", json=body,
                          timeout=15).status_code == 502
+    _refusals(first, "server")  # (checked beside the turn, then kept)
     probes = [r.path for r in parserless.received if r.method == "GET"]
     assert "/version" in probes
 

@@ -4,6 +4,7 @@ the upstream comes back (another version may answer), refusals remembered per ve
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import orjson
@@ -13,12 +14,15 @@ from proxy.base.config import Config
 from proxy.shell.store.interface import StoreLimits
 from proxy.shell.store.sqlite import SqliteStore
 from proxy.shell.upstream.client import Upstream
-from proxy.shell.upstream.profiles import Profiles
+from proxy.shell.upstream.profiles import Profiles, store_key
 from proxy.shell.upstream.replicas import Replicas
 from proxy.telemetry.metrics import Metrics
-from proxy.turn.constrained.profile import UpstreamProfile
+from proxy.turn.constrained.profile import RECHECK_SECONDS, VERSION_CHARS, UpstreamProfile
 from tests.fakes.sglang import FakeSGLang
+from tests.fakes.template import ChatTemplate
 from tests.fakes.vllm import FakeVLLM
+from tests.hostile_upstream import BLOAT, DRIP, HostileVLLM
+from tests.serving import wait_for
 
 
 @pytest.fixture
@@ -42,19 +46,12 @@ def test_a_profile_is_learned_once_and_read_again_when_its_upstream_comes_back(v
     asked = _info_asked(vllm)
     assert profiles.get(vllm.url, vllm.model, config) == first
     assert _info_asked(vllm) == asked  # known: nothing asked
-    clock[0] += 1
-    profiles.refused(vllm.url, vllm.model, "response_format")
-    clock[0] += 1
-    # a refusal may mean the profile stopped fitting: read once more, the refusal kept
-    assert profiles.get(vllm.url, vllm.model, config).refused == {"response_format"}
-    assert _info_asked(vllm) > asked
-
     clock[0] += 1  # the server comes back, upgraded
     vllm.version = "0.34.0"
     profiles.recheck(vllm.url)
     upgraded = profiles.get(vllm.url, vllm.model, config)
     assert upgraded.version == "0.34.0"
-    assert upgraded.refused == frozenset()  # a new version may take what the old refused
+    assert _info_asked(vllm) > asked
 
 
 def test_a_profile_kept_in_the_store_is_read_by_another_process_without_asking(vllm,
@@ -90,9 +87,90 @@ def test_a_kept_profile_of_another_server_on_the_same_url_is_read_anew(tmp_path)
         url, model = sglang.url, sglang.model
         left = UpstreamProfile(kind="vllm", version="0.33.0", context_length=32768,
                                learned_at=time.time())
-        store.put_profile(f"{url}|{model}", orjson.dumps(left.record()), 3600)
+        store.put_profile(store_key(url, model), orjson.dumps(left.record()), 3600)
         profile = Profiles({}, store).get(url, model, Config(upstream=url))
         assert profile.kind == "sglang"
         assert any(r.path == "/get_server_info" for r in sglang.received)
     finally:
         sglang.close()
+
+
+def test_only_the_models_an_upstream_lists_are_probed():
+    """On an upstream listing several models, a name it does not list is not probed and
+    not kept; a listed one is, once."""
+    fake = HostileVLLM(listed=("other",))
+    try:
+        profiles = Profiles({fake.url: Upstream(fake.url)})
+        config = Config(upstream=fake.url)
+        for i in range(20):
+            assert profiles.get(fake.url, f"made-up-{i}", config).kind == "openai-compatible"
+        assert "/version" not in fake.info_asked()
+        assert profiles.known() == {}
+        assert profiles.get(fake.url, "other", config).kind == "vllm"
+        assert profiles.get(fake.url, fake.model, config).kind == "vllm"
+        assert set(profiles.known()) == {(fake.url, "other"), (fake.url, fake.model)}
+        assert fake.info_asked().count("/version") == 2
+    finally:
+        fake.close()
+
+
+def test_an_upstream_serving_one_model_is_probed_once_for_any_name(vllm):
+    profiles = Profiles({vllm.url: Upstream(vllm.url)})
+    config = Config(upstream=vllm.url)
+    for i in range(10):
+        assert profiles.get(vllm.url, f"alias-{i}", config).kind == "vllm"
+    assert list(profiles.known()) == [(vllm.url, vllm.model)]
+    assert _info_asked(vllm) == 2  # /version and /tokenize, once
+
+
+def test_a_template_changed_under_the_same_name_is_noticed_within_a_minute(vllm):
+    clock = [1000.0]
+    profiles = Profiles({vllm.url: Upstream(vllm.url)}, clock=lambda: clock[0])
+    config = Config(upstream=vllm.url)
+    first = profiles.get(vllm.url, vllm.model, config)
+    assert first.call_wrapper == "hermes"
+    assert first.template
+    vllm.template = ChatTemplate(opens_thinking=True)  # restarted: same URL, name, window
+    clock[0] += RECHECK_SECONDS - 1
+    assert profiles.get(vllm.url, vllm.model, config) == first  # not due yet
+    clock[0] += 2
+    profiles.get(vllm.url, vllm.model, config)  # due: read again beside the turn
+    wait_for(lambda: profiles.get(vllm.url, vllm.model, config).thinking_opened is True)
+    assert profiles.get(vllm.url, vllm.model, config).template != first.template
+
+
+def test_a_refusal_expires_in_minutes():
+    profile = UpstreamProfile(kind="vllm", version="0.33.0", learned_at=0.0)
+    refused = profile.refusing("structured_outputs", until=600.0)
+    assert refused.current(599.0).refused == {"structured_outputs"}
+    assert refused.current(600.0).refused == frozenset()
+    again = UpstreamProfile.from_record(orjson.loads(orjson.dumps(refused.record())))
+    assert again == refused
+
+
+def test_a_probe_ends_at_its_deadline_whatever_the_server_drips():
+    fake = HostileVLLM(version_mode=DRIP)
+    try:
+        profiles = Profiles({fake.url: Upstream(fake.url)}, deadline=1.0)
+        started = time.monotonic()
+        learning = profiles.learning(fake.url, fake.model, Config(upstream=fake.url))
+        assert not learning.settled  # learned beside the caller, who is not held
+        assert time.monotonic() - started < 0.5
+        learning.wait(5.0)
+        assert learning.settled
+        assert time.monotonic() - started < 4.0  # the deadline, plus one read at most
+    finally:
+        fake.close()
+
+
+def test_every_learned_field_is_capped():
+    fake = HostileVLLM(version_mode=BLOAT)
+    try:
+        profile = Profiles({fake.url: Upstream(fake.url)}).get(
+            fake.url, fake.model, Config(upstream=fake.url))
+        assert len(orjson.dumps(profile.record())) < 2048
+        assert len(profile.version) <= VERSION_CHARS
+        bloated = dataclasses.replace(profile, version="1" * 10_000)
+        assert UpstreamProfile.from_record(bloated.record()) is None  # read as untrusted
+    finally:
+        fake.close()

@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 
+import flask
 import openai
 import orjson
 import pytest
@@ -506,3 +507,47 @@ def test_a_turn_waiting_on_upstream_is_in_flight_there(fake, proxy):
         waiting.join(20)
     [row] = _settled(proxy.url, 1)["upstreams"]
     assert row["in_flight"] == 0
+
+
+def test_rings_of_workers_gone_are_dropped_to_the_newest_few(tmp_path):
+    from proxy.shell.web.recorder import GONE_RINGS_KEPT
+
+    dead = [subprocess.Popen(["true"]) for _ in range(5)]
+    for process in dead:
+        process.wait()  # (their pids are free now)
+    status = tmp_path / "status"
+    status.mkdir(mode=0o700)
+    for i, process in enumerate(dead):
+        ring = status / f"turns-{process.pid}.ring"
+        ring.write_bytes(b"TCPSTAT1")
+        os.utime(ring, (NOW + i, NOW + i))
+    live = status / f"turns-{os.getpid()}.ring"  # a worker still running keeps its ring
+    live.write_bytes(b"TCPSTAT1")
+    os.utime(live, (NOW - 100, NOW - 100))
+    RingFileRecorder(str(status), capacity=16, worker=lambda: 4244).record(_turn())
+    left = {p.name for p in status.glob("*.ring")}
+    kept = {f"turns-{p.pid}.ring" for p in dead[-GONE_RINGS_KEPT:]}
+    assert left == kept | {live.name, "turns-4244.ring"}
+
+
+def test_status_json_is_built_no_more_often_than_its_cost_allows(fake, monkeypatch):
+    """A build that takes 0.3 s is not followed by the next for ten times that: pollers
+    asking back to back get the last build, not a worker busy building."""
+    from proxy.shell.web import handlers
+    from proxy.shell.web.handlers import Proxy
+
+    proxy = Proxy(Config(upstream=fake.url))
+    builds: list[float] = []
+    built = handlers.build
+
+    def slow_build(data):
+        time.sleep(0.3)
+        builds.append(time.monotonic())
+        return built(data)
+    monkeypatch.setattr(handlers, "build", slow_build)
+    deadline = time.monotonic() + 4.0
+    with flask.Flask(__name__).test_request_context("/proxy/status.json"):
+        while time.monotonic() < deadline:
+            proxy.status("-")
+    assert len(builds) == 2  # at 0.3 s, then not before 3.3 s (a second apart before)
+    assert builds[1] - builds[0] >= 3.0

@@ -241,3 +241,42 @@ def test_an_upstream_profile_goes_after_its_ttl(store):
     while store.get_profile("u|m") is not None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert store.get_profile("u|m") is None
+
+
+# -- the profile area ---------------------------------------------------------------------
+
+def test_a_profile_is_kept_until_its_time_and_swept_after(store):
+    assert store.put_profile("p1", b'{"kind": "vllm"}', 0.2)
+    assert store.get_profile("p1") == b'{"kind": "vllm"}'
+    time.sleep(0.3)
+    assert store.get_profile("p1") is None
+    assert store.put_profile("p2", b"{}", 60)  # a write sweeps the expired: p1's row goes
+    assert store.get_profile("p1") is None
+    assert store.get_profile("p2") == b"{}"
+
+
+def test_profiles_past_the_cap_go_soonest_to_expire_first(store, monkeypatch):
+    from proxy.shell.store import redis as redis_backend
+    from proxy.shell.store import sqlite as sqlite_backend
+
+    for module in (sqlite_backend, redis_backend):
+        monkeypatch.setattr(module, "MAX_PROFILES", 3)
+    for i in range(5):
+        assert store.put_profile(f"p{i}", b"{}", 100 + i)
+    assert [store.get_profile(f"p{i}") is not None for i in range(5)] == [
+        False, False, True, True, True]
+
+
+def test_a_profile_larger_than_its_cap_is_not_kept(store):
+    from proxy.shell.store.interface import MAX_PROFILE_BYTES
+
+    assert not store.put_profile("big", b"x" * (MAX_PROFILE_BYTES + 1), 60)
+    assert store.get_profile("big") is None
+
+
+def test_profiles_count_in_the_total(store):
+    before = store.usage(A).total_bytes
+    assert store.put_profile("p", b"x" * 1000, 60)
+    assert store.usage(A).total_bytes == before + 1000
+    assert store.put_profile("p", b"x" * 10, 60)  # replaced, not added
+    assert store.usage(A).total_bytes == before + 10

@@ -66,19 +66,25 @@ def test_other_servers_and_odd_answers(probes, kind):
     assert profile.thinking_opened is None  # nothing rendered: not known
 
 
-def test_refusals_survive_a_refresh_of_the_same_version_only():
-    old = UpstreamProfile(kind="vllm", version="0.33.0").refusing("response_format")
-    same = refreshed(old, UpstreamProfile(kind="vllm", version="0.33.0", learned_at=9.0))
+def test_refusals_survive_a_refresh_of_the_same_server_only():
+    old = UpstreamProfile(kind="vllm", version="0.33.0", template="ab12").refusing(
+        "response_format", until=600.0)
+    same = refreshed(old, UpstreamProfile(kind="vllm", version="0.33.0", template="ab12",
+                                          learned_at=9.0))
     assert same.refused == {"response_format"}
     assert same.learned_at == 9.0
-    upgraded = refreshed(old, UpstreamProfile(kind="vllm", version="0.34.0"))
+    upgraded = refreshed(old, UpstreamProfile(kind="vllm", version="0.34.0", template="ab12"))
     assert upgraded.refused == frozenset()
+    retemplated = refreshed(old, UpstreamProfile(kind="vllm", version="0.33.0",
+                                                 template="cd34"))
+    assert retemplated.refused == frozenset()  # restarted with another template
 
 
 def test_a_profile_round_trips_through_its_record_and_refuses_a_foreign_one():
     profile = UpstreamProfile(kind="llama.cpp", version="b1", context_length=4096,
                               call_wrapper="hermes", thinking_opened=True,
-                              refused=frozenset({"grammar"}), learned_at=5.0)
+                              refusals=(("grammar", 600.0),), learned_at=5.0,
+                              template="0123456789abcdef")
     assert UpstreamProfile.from_record(profile.record()) == profile
     assert UpstreamProfile.from_record({"kind": "vllm"}) is None
     assert UpstreamProfile.from_record({**profile.record(), "kind": "evil"}) is None

@@ -77,7 +77,7 @@ def test_each_server_and_version_takes_its_own_dialects(kind, version, best):
 
 
 def test_a_refused_field_retires_every_dialect_it_carries():
-    profile = VLLM.refusing("response_format")
+    profile = VLLM.refusing("response_format", until=600.0)
     assert [d.name for d in dialects_of(profile)] == ["structured_outputs"]
 
 

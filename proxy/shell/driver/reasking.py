@@ -24,18 +24,23 @@ from ...turn.constrained.dialects import (
 from ...turn.constrained.profile import UpstreamProfile
 from ...turn.core import Answer, Decision
 from ...turn.plan import TurnPlan
-from ..upstream.profiles import Profiles
+from ..upstream.profiles import Learning, Profiles
 
 
 class ReAsking:
     """One turn's re-asks: `body` for each upstream call, `decided` for each decision."""
 
     def __init__(self, plan: TurnPlan, profiles: Profiles, url: Callable[[], str],
-                 headers: dict[str, str], log: RequestLog) -> None:
+                 headers: dict[str, str], log: RequestLog,
+                 learning: Learning | None = None) -> None:
         config = plan.config
         self.plan = plan
         self._profiles = profiles
         self._url = url  # the replica the route chose (it may fail over)
+        # the profile learned beside the turn, for the replica first chosen (the turn's
+        # first call waited for it, within the probe's deadline)
+        self._learning = learning
+        self._learned_url = url()
         self._headers = headers
         self._log = log
         self.state = reask.Asking(config.constrained_reask, config.required_call_retries,
@@ -45,17 +50,27 @@ class ReAsking:
         self._next: reask.ReAsk | None = None
         self._asked: tuple[reask.ReAsk, float] | None = None  # the re-ask under way, since
         self._every_call: Callable[[bytes], bytes] | None = None
-        if config.constrain_every_call and plan.extraction.tools:
-            self._every_call = self._every_call_constraint()
+        # `constrain_every_call`'s tag, made with the first body (once the profile is in)
+        self._every_call_due = bool(config.constrain_every_call and plan.extraction.tools)
 
     def profile(self) -> UpstreamProfile:
-        """The profile of the turn's model on the chosen replica."""
+        """The profile of the turn's model on the chosen replica, never waited for here:
+        what was learned beside the turn, else what is known (the generic profile while
+        another replica's is being learned)."""
         plan = self.plan
-        return self._profiles.get(self._url(), plan.model, plan.config, self._headers)
+        url = self._url()
+        if self._learning is None or url != self._learned_url:
+            self._learning = self._profiles.learning(url, plan.model, plan.config,
+                                                     self._headers)
+            self._learned_url = url
+        return self._learning.result()
 
     def body(self, base: bytes) -> bytes:
         """`base` as the next upstream call sends it: with `constrain_every_call`'s tag, or
         constrained for the re-ask the last decision asked for."""
+        if self._every_call_due:
+            self._every_call_due = False
+            self._every_call = self._every_call_constraint()
         ask, self._next = self._next, None
         self._asked = None if ask is None else (ask, time.monotonic())
         if ask is None or ask.dialect is None:
@@ -95,7 +110,11 @@ class ReAsking:
         self.state, then = reask.step(self.state, decision, self._choose, plan.extraction.tools,
                                       held)
         if then.refused is not None:
-            self._profiles.refused(self._url(), plan.model, then.refused)
+            asked = self._asked[0].dialect if self._asked is not None else None
+            if asked is not None:  # checked without the client's schemas before it counts
+                self._profiles.refused(self._url(), plan.model, asked,
+                                       wrapper_of(plan.config.formats, self.profile()),
+                                       plan.config, self._headers)
             self._log.notes.append(f"constraint_refused:{then.refused}")
         if self._asked is not None:
             self._log.reasks.append(_seen(*self._asked, then))

@@ -17,6 +17,7 @@ from ...base.errors import ProxyError, client_disconnected
 from ...fronts import Front, StreamWriter
 from ...telemetry.request_log import RequestLog
 from ...turn import waiting
+from ...turn.constrained import policy as reask
 from ...turn.context_window import with_max_tokens
 from ...turn.core import Answer, Decision, decide
 from ...turn.live import LiveTurn, as_said, written
@@ -26,7 +27,7 @@ from ...turn.thinking import ThinkingMemory, learn_from, learn_opened, learned_r
 from ..runtime.clients import client_gone
 from ..store.interface import ResponseStore
 from ..upstream.client import StreamEnd, Timeouts, Unreached, UpstreamCall, UpstreamStream
-from ..upstream.profiles import Profiles
+from ..upstream.profiles import Learning, Profiles
 from ..upstream.replicas import RETRY_STATUSES, Placement, Replicas, affinity_key
 from .reasking import ReAsking
 
@@ -57,10 +58,11 @@ class Driver:
                  environ: dict[str, Any], draining: Callable[[], bool],
                  decide: Callable[[Any], Decision] | None = None,
                  on_retry: Callable[[waiting.AskAgain], None] = lambda action: None,
-                 feed: Callable[[list[bytes]], bool] | None = None) -> None:
+                 feed: Callable[[list[bytes]], bool] | None = None,
+                 first_call: Callable[[], Any] | None = None) -> None:
         self.state = state
         self._start_call = start_call
-        self.call = start_call()
+        self.call = (first_call or start_call)()
         self._environ = environ
         self._draining = draining
         self._decide = decide
@@ -116,6 +118,59 @@ class Driver:
         return [*actions, until]
 
 
+class Profiled:
+    """A turn's first upstream call, started once the upstream's profile is learned or its
+    deadline passed (`prepare` first: what the profile decides of the call): waited on like
+    the call itself, so the turn's heartbeats, commit window and checks of the client go on
+    meanwhile."""
+
+    def __init__(self, learning: Learning, deadline: float, prepare: Callable[[], None],
+                 start: Callable[[], Any]) -> None:
+        self._learning = learning
+        self._deadline = deadline
+        self._prepare = prepare
+        self._start = start
+        self._call: Any = None
+
+    def _started(self, timeout: float) -> bool:
+        if self._call is None:
+            left = min(timeout, self._deadline - time.monotonic())
+            if not self._learning.wait(left) and time.monotonic() < self._deadline:
+                return False
+            self._prepare()
+            self._call = self._start()
+        return True
+
+    def wait(self, timeout: float | None) -> bool:
+        """True once the call has something (within `timeout` seconds)."""
+        end = time.monotonic() + (timeout if timeout is not None else 3600.0)
+        if not self._started(end - time.monotonic()):
+            return False
+        return bool(self._call.wait(max(0.0, end - time.monotonic())))
+
+    def take(self) -> list[bytes]:
+        return self._call.take() if self._call is not None else []
+
+    @property
+    def finished(self) -> bool:
+        return self._call is not None and self._call.finished
+
+    def outcome(self) -> Any:
+        return self._call.outcome()
+
+    def cancel(self, why: ProxyError | None = None) -> None:
+        if self._call is not None:
+            self._call.cancel(why)
+
+
+def _may_constrain(plan: TurnPlan) -> bool:
+    """Whether a turn may ask under a constraint (its profile names the dialect): it offers
+    tools, and constrained re-asks or `constrain_every_call` are on."""
+    config = plan.config
+    return bool(plan.extraction.tools) and (config.constrained_reask != reask.OFF
+                                            or config.constrain_every_call)
+
+
 @dataclass(frozen=True)
 class TurnServices:
     """What a turn uses of the app, handed over by name: the replicas it asks, what `auto`
@@ -147,16 +202,18 @@ class TurnResponse:
         key = affinity_key(config, headers, plan.affinity)
         placement = Placement(services.replicas, config, key, log)
         rule = plan.extraction.thinking
-        if (plan.streamed or plan.extraction.tools) and unseen(rule, plan.model,
-                                                               services.thinking):
-            # the first streamed or tool turn of a model: its profile says whether its
-            # template opens thinking, so its text flows as the hundredth turn's does, and
-            # an output cut by `length` before any closer is all thinking in both modes
-            profile = services.profiles.get(placement.url, plan.model, config, headers)
-            learn_opened(plan.model, profile.thinking_opened, services.thinking)
-        self.plan = plan = plan.with_thinking(
-            learned_rule(rule, plan.model, services.thinking))
-        self.reasking = ReAsking(plan, services.profiles, lambda: placement.url, headers, log)
+        # the first streamed or tool turn of a model: its profile says whether its template
+        # opens thinking, so its text flows as the hundredth turn's does, and an output cut
+        # by `length` before any closer is all thinking in both modes
+        opening = ((plan.streamed or bool(plan.extraction.tools))
+                   and unseen(rule, plan.model, services.thinking))
+        # the upstream's profile, when the turn may need it, learned beside it: the first
+        # call waits for it (heartbeats and the commit window go on), within its deadline
+        learning = (services.profiles.learning(placement.url, plan.model, config, headers)
+                    if opening or _may_constrain(plan) else None)
+        self.plan = plan
+        self.reasking = ReAsking(plan, services.profiles, lambda: placement.url, headers, log,
+                                 learning)
         state = waiting.start(
             log.started, config.buffered_timeout_seconds,
             commit_after=config.commit_window_seconds if plan.client_stream else None,
@@ -164,10 +221,22 @@ class TurnResponse:
         self.live: LiveTurn | None = None  # the streamed turn's first generation, which flows
         self.heard: LiveTurn | None = None  # the generation being read (a re-ask's is quiet)
         self.base_body = plan.upstream_body  # the turn's body (its max_tokens fitted)
-        self.upstream_body = self.reasking.body(plan.upstream_body)  # the next call's
+        self.upstream_body = plan.upstream_body  # the next call's
+
+        def prepared() -> None:
+            """What the profile decides before the first call: the thinking rule, the
+            live turn, the first body."""
+            if opening:
+                learn_opened(plan.model, self.reasking.profile().thinking_opened,
+                             services.thinking)
+            self.plan = self.reasking.plan = plan.with_thinking(
+                learned_rule(rule, plan.model, services.thinking))
+            if plan.streamed:
+                self.live = self.heard = LiveTurn(self.plan)
+            self.upstream_body = self.reasking.body(self.base_body)
+
         start_call: Callable[[], Any]
         if plan.streamed:
-            self.live = self.heard = LiveTurn(plan)
             # Between two events upstream may be silent at most read_timeout_seconds.
             timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
             headers = {**headers, "Accept": "text/event-stream"}
@@ -181,9 +250,15 @@ class TurnResponse:
                 placement, path, self.upstream_body, headers, timeouts,
                 config.max_upstream_body_bytes)
             feed = None
+        first_call: Callable[[], Any] | None = None
+        if learning is not None and not learning.settled:
+            deadline = time.monotonic() + services.profiles.deadline
+            first_call = lambda: Profiled(learning, deadline, prepared, start_call)  # noqa: E731
+        else:
+            prepared()
         self.driver = Driver(
             state, start_call, environ, services.draining, self._decide,
-            on_retry=self._asking_again, feed=feed)
+            on_retry=self._asking_again, feed=feed, first_call=first_call)
 
     def _asking_again(self, action: waiting.AskAgain) -> None:
         """Before the next upstream call: what it asks, and the log's word for why."""

@@ -27,6 +27,10 @@ from ...base.errors import ProxyError
 from ...fronts import StoredResponse
 
 NO_KEY_OWNER = "-"  # the one owner of every answer when the proxy has no api_keys
+# Upstream profiles a store keeps at most (those expiring soonest go first), and the bytes
+# of one (a larger one is not kept): the profile area stays a few MB whatever upstreams say.
+MAX_PROFILES = 1024
+MAX_PROFILE_BYTES = 8192
 MAX_CHAIN = 100_000  # links followed back through `previous` before giving up (a cycle)
 
 
@@ -106,9 +110,10 @@ class ResponseStore(Protocol):
         ...
 
     def put_profile(self, key: str, profile: bytes, ttl_seconds: float) -> bool:
-        """Keep what an upstream is (`key`: its URL and model, never a client's key) for
-        every worker and instance, `ttl_seconds` at most; False when it could not be
-        written."""
+        """Keep what an upstream is (`key`: a fixed-size hash of its URL and model) for
+        every worker and instance, `ttl_seconds` at most, letting go of expired profiles
+        and of those past MAX_PROFILES (soonest to expire first); False when it could not
+        be written or is larger than MAX_PROFILE_BYTES."""
         ...
 
     def get_profile(self, key: str) -> bytes | None:

@@ -10,7 +10,10 @@ Keys, under the prefix `toolcall-proxy:`:
   that Redis itself expires `max_age_seconds` after it was kept.
 * `owner:{owner}`: the owner's answers (`{bytes}|{id}`) by the time they were kept, and
   `owner-bytes:{owner}` their bytes: the per-owner count and byte caps trim the oldest.
-* `profile:{key}`: an upstream's profile (its URL and model), expired by Redis itself.
+* `profile:{key}`: an upstream's profile (`key`: a hash of its URL and model), expired by
+  Redis itself; `profiles` their expiry times, `profile-sizes` their bytes, summed in
+  `profile-bytes` (counted in the total cap): the expired and those past MAX_PROFILES
+  are let go of as one is kept.
 * `all`: every answer (`{owner}|{bytes}|{id}`) by time, and `all-bytes`: the total cap's
   count, and the index by which answers past the age limit are let go of (with their entries
   in the owner's set) before any write.
@@ -35,6 +38,8 @@ from ...base.config import mask_url
 from ...fronts import StoredResponse
 from .interface import (
     MAX_CHAIN,
+    MAX_PROFILE_BYTES,
+    MAX_PROFILES,
     NO_KEY_OWNER,
     StoreBackend,
     StoreLimits,
@@ -105,6 +110,7 @@ redis.call('ZADD', owned, ARGV[5], mine)
 redis.call('ZADD', P .. 'all', ARGV[5], owner .. '|' .. mine)
 local held = redis.call('INCRBY', P .. 'owner-bytes:' .. owner, bytes)
 local total = redis.call('INCRBY', P .. 'all-bytes', bytes)
+  + tonumber(redis.call('GET', P .. 'profile-bytes') or '0')
 local cap = key_cap
 if all_cap > 0 then
   local room = math.max(0, all_cap - (total - held))
@@ -173,7 +179,37 @@ local owner, fresh = ARGV[1], tonumber(ARGV[2])
 if fresh > 0 then trim(fresh) end
 return {redis.call('ZCARD', P .. 'owner:' .. owner),
         tonumber(redis.call('GET', P .. 'owner-bytes:' .. owner) or '0'),
-        tonumber(redis.call('GET', P .. 'all-bytes') or '0')}
+        tonumber(redis.call('GET', P .. 'all-bytes') or '0')
+          + tonumber(redis.call('GET', P .. 'profile-bytes') or '0')}
+"""
+
+# KEYS[1]: the prefix; ARGV: key, profile, ttl_ms, now_ms, max_profiles. An upstream's
+# profile, its expiry in `profiles` (by time) and its bytes in `profile-sizes` (summed in
+# `profile-bytes`, which the total cap counts); the expired and those past the cap let go.
+_PROFILE = """
+local P = KEYS[1]
+local index, sizes = P .. 'profiles', P .. 'profile-sizes'
+local function forget(key)
+  local size = redis.call('HGET', sizes, key)
+  if size then
+    redis.call('DECRBY', P .. 'profile-bytes', tonumber(size))
+    redis.call('HDEL', sizes, key)
+  end
+  redis.call('ZREM', index, key)
+  redis.call('DEL', P .. 'profile:' .. key)
+end
+local key, ttl, now = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
+for _, gone in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now)) do forget(gone) end
+forget(key)
+redis.call('SET', P .. 'profile:' .. key, ARGV[2], 'PX', ttl)
+redis.call('ZADD', index, now + ttl, key)
+redis.call('HSET', sizes, key, #ARGV[2])
+redis.call('INCRBY', P .. 'profile-bytes', #ARGV[2])
+local over = redis.call('ZCARD', index) - tonumber(ARGV[5])
+if over > 0 then
+  for _, victim in ipairs(redis.call('ZRANGE', index, 0, over - 1)) do forget(victim) end
+end
+return 1
 """
 
 # ARGV: a new secret. The owners' secret: the one set, else this one, set now.
@@ -232,7 +268,7 @@ class RedisStore:
         self._secret: tuple[bytes, float] | None = None  # and when it was read
         self._scripts = {name: self.client.register_script(source) for name, source in (
             ("put", _PUT), ("recall", _RECALL), ("delete", _DELETE), ("expire", _EXPIRE),
-            ("usage", _USAGE), ("secret", _SECRET))}
+            ("usage", _USAGE), ("secret", _SECRET), ("profile", _PROFILE))}
 
     def _run(self, name: str, *args: Any) -> Any:
         """A script by name; a Redis that fails or is slow is a 503."""
@@ -313,10 +349,14 @@ class RedisStore:
         return Usage(int(count), int(held), int(total))
 
     def put_profile(self, key: str, profile: bytes, ttl_seconds: float) -> bool:
-        """Keep an upstream profile for `ttl_seconds` (SET with its expiry)."""
+        """Keep an upstream profile for `ttl_seconds` (SET with its expiry, indexed: the
+        expired and those past the cap let go, its bytes counted in the total)."""
+        if len(profile) > MAX_PROFILE_BYTES:
+            return False
         try:
-            self.client.set(f"{PREFIX}profile:{key}", profile,
-                            px=max(1, int(ttl_seconds * 1000)))
+            self._scripts["profile"](keys=[PREFIX], args=[
+                key, profile, max(1, int(ttl_seconds * 1000)), int(time.time() * 1000),
+                MAX_PROFILES])
         except self._failed as exc:
             self.logger.warning("upstream profile not kept: %s", type(exc).__name__)
             return False

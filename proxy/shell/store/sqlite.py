@@ -21,6 +21,8 @@ from ...fronts import StoredResponse
 from ..runtime import background
 from .interface import (
     MAX_CHAIN,
+    MAX_PROFILE_BYTES,
+    MAX_PROFILES,
     StoreBackend,
     StoreLimits,
     Usage,
@@ -239,7 +241,8 @@ class SqliteStore:
         """The owner's count and bytes, and every owner's bytes."""
         row = db.execute("SELECT coalesce(sum(CASE WHEN owner = :o THEN count END), 0), "
                          "coalesce(sum(CASE WHEN owner = :o THEN bytes END), 0), "
-                         "coalesce(sum(bytes), 0) FROM owners", {"o": owner}).fetchone()
+                         "coalesce(sum(bytes), 0) + (SELECT coalesce(sum(length(value)), 0) "
+                         "FROM profiles) FROM owners", {"o": owner}).fetchone()
         return row[0], row[1], row[2]
 
     def get(self, owner: str, response_id: str) -> bytes | None:
@@ -268,8 +271,11 @@ class SqliteStore:
             (owner, response_id, self._fresh_after())).rowcount) > 0
 
     def expire(self) -> int:
-        """Let go of the answers past the age limit."""
-        return self._read(self._sweep)
+        """Let go of the answers past the age limit (and of expired profiles)."""
+        def sweep(db: sqlite3.Connection) -> int:
+            db.execute("DELETE FROM profiles WHERE expires <= ?", (time.time(),))
+            return self._sweep(db)
+        return self._read(sweep)
 
     def usage(self, owner: str) -> Usage:
         """The owner's count and bytes, and every owner's bytes (expired answers swept
@@ -280,11 +286,20 @@ class SqliteStore:
         return self._read(read)
 
     def put_profile(self, key: str, profile: bytes, ttl_seconds: float) -> bool:
-        """Keep an upstream profile until `ttl_seconds` from now (replacing the last)."""
+        """Keep an upstream profile until `ttl_seconds` from now (replacing the last), the
+        expired swept and the profiles past the cap let go."""
+        if len(profile) > MAX_PROFILE_BYTES:
+            return False
+
+        def write(db: sqlite3.Connection) -> None:
+            now = time.time()
+            db.execute("DELETE FROM profiles WHERE expires <= ?", (now,))
+            db.execute("INSERT OR REPLACE INTO profiles VALUES (?, ?, ?)",
+                       (key, profile, now + ttl_seconds))
+            db.execute("DELETE FROM profiles WHERE key IN (SELECT key FROM profiles "
+                       "ORDER BY expires DESC LIMIT -1 OFFSET ?)", (MAX_PROFILES,))
         try:
-            self._read(lambda db: db.execute(
-                "INSERT OR REPLACE INTO profiles VALUES (?, ?, ?)",
-                (key, profile, time.time() + ttl_seconds)))
+            self._read(write)
         except ProxyError as exc:
             self.logger.warning("upstream profile not kept: %s", exc.message)
             return False

@@ -30,17 +30,19 @@ from ..store import open_store
 from ..store.interface import StoreLimits, refusal
 from ..upstream.catalog import ContextLengths, model_cards, model_ids
 from ..upstream.client import Timeouts, Unreached, Upstream
-from ..upstream.profiles import Profiles
+from ..upstream.profiles import LISTED_MAX, Profiles
 from ..upstream.replicas import Replicas
 from .addressed import Addressing, local_port
 from .door import Door, read_body
 from .recorder import make_recorder
 from .run_dir import allocate_worker_files
 
-PROFILED_MODELS = 8  # the models of an upstream whose profile the health check shows
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
 HEALTH_PROBE_SECONDS = 5.0  # /proxy/health?upstream=1 asks the upstreams at most this often
 STATUS_SECONDS = 1.0  # status.json is built at most this often (per process)
+# ... and at most this share of the worker's time: the next build waits this many times
+# what the last one took (a build reading many full rings is spaced out, never back to back)
+STATUS_BUILD_SHARE = 0.1
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -98,7 +100,8 @@ class Proxy:
         # What each upstream is (kind, version, dialects, refusals), learned on first need.
         self.profiles = Profiles(self.upstreams, self.store)
         self._probed: tuple[float, list[dict[str, Any]]] | None = None  # when, and reports
-        self._probing = threading.Lock()
+        self._probing = threading.Lock()  # who probes now (never held across the probe)
+        self._probe_under_way = False
         # What a turn and a relayed request use of all this, handed to them by name.
         self.turn_services = TurnServices(self.replicas, self.thinking, self.store,
                                           self.logger, self.emit, self.draining,
@@ -106,7 +109,7 @@ class Proxy:
         self.passthrough_services = PassthroughServices(self.replicas, self.upstreams,
                                                         self.client_watcher, self.emit,
                                                         self.draining)
-        # status.json: when it was built, what, and its JSON by viewer.
+        # status.json: when it is due to be built again, what, and its JSON by viewer.
         self._status_built: tuple[float, StatusBuild, dict[str, bytes]] | None = None
         self._status_building = threading.Lock()
 
@@ -150,20 +153,26 @@ class Proxy:
         """The status document (JSON), the whole server's, with each upstream's health probe
         (asked at most every HEALTH_PROBE_SECONDS), as `viewer` (an owner) sees it: only its
         own turns link their capture. Built at most once every STATUS_SECONDS, for every
-        viewer, and served from then on (reading every worker's ring is what costs)."""
+        viewer, and served from then on (reading every worker's ring is what costs), and
+        no sooner than its last build's cost allows (STATUS_BUILD_SHARE)."""
         kept = self._status_built
-        if kept is None or time.monotonic() - kept[0] >= STATUS_SECONDS:
+        if kept is None or time.monotonic() >= kept[0]:
             probes = {r["url"]: r for r in self._upstream_reports()}
             with self._status_building:  # one build at a time; who waited takes the new one
                 kept = self._status_built
-                if kept is None or time.monotonic() - kept[0] >= STATUS_SECONDS:
+                if kept is None or time.monotonic() >= kept[0]:
                     recorder = self.recorder
-                    kept = self._status_built = (time.monotonic(), build(StatusInput(
+                    started = time.monotonic()
+                    built = build(StatusInput(
                         turns=recorder.turns(), minutes=recorder.minutes(),
                         upstreams=list(self.upstream_labels.values()),
                         in_flight=self.metrics.upstreams_in_flight(), probes=probes,
                         captures=self.config.log_bodies, version=__version__,
-                        kept_per_worker=recorder.capacity)), {})
+                        kept_per_worker=recorder.capacity))
+                    done = time.monotonic()
+                    # kept until the next build is due (its time: what this one cost)
+                    due = done + max(STATUS_SECONDS, (done - started) / STATUS_BUILD_SHARE)
+                    kept = self._status_built = (due, built, {})
         seen = kept[2]  # this build as each viewer asked it (as many as keys, at most)
         if viewer not in seen:
             seen[viewer] = orjson.dumps(seen_by(kept[1], viewer))
@@ -219,12 +228,24 @@ class Proxy:
     def _upstream_reports(self) -> list[dict[str, Any]]:
         """Every upstream's report, asked anew at most every HEALTH_PROBE_SECONDS (a burst
         of health checks costs the upstreams one round of probes)."""
-        with self._probing:
-            if self._probed is None or time.monotonic() - self._probed[0] >= HEALTH_PROBE_SECONDS:
+        with self._probing:  # decides who asks; nobody waits on another's I/O
+            probed = self._probed
+            due = probed is None or time.monotonic() - probed[0] >= HEALTH_PROBE_SECONDS
+            mine = due and (probed is None or not self._probe_under_way)
+            if mine:
+                self._probe_under_way = True
+        if mine:  # (with nothing to show yet, each asks: a slow upstream holds only it)
+            try:
                 reports = [self._upstream_report(url, settings)
                            for url, settings in self.config.upstream_settings().items()]
-                self._probed = (time.monotonic(), reports)
-            reports = self._probed[1]
+                with self._probing:
+                    self._probed = (time.monotonic(), reports)
+            finally:
+                with self._probing:
+                    self._probe_under_way = False
+        else:
+            assert probed is not None
+            reports = probed[1]  # the last round, while another is asking
         # What the probe found, with what the traffic found (both change: asked each time).
         states = {state["url"]: state for state in self.replicas.reports()}
         return [{**report, **{k: v for k, v in states.get(report["url"], {}).items()
@@ -245,18 +266,31 @@ class Proxy:
             # Reachable but refusing (a wrong key, a base URL ending in /v1): not healthy.
             report["ok"] = reply.status == 200 and report["models"] is not None
             if report["ok"]:  # what each model's server is (learned once, then kept)
-                models = [m for m in report["models"] if isinstance(m, str)]
-                report["profiles"] = {
-                    model: self.profiles.get(url, model, settings, headers).record()
-                    for model in models[:PROFILED_MODELS]}
+                report["profiles"] = self._profile_records(url, report["models"], settings,
+                                                           headers)
         except ProxyError as exc:
             report["error"] = exc.message
             self.replicas.failed(url, settings, exc.message,
                                  mark_down=isinstance(exc, Unreached) and exc.connecting)
         if report["ok"]:
             self.replicas.mark_up(url)
+        shown = mask_url(url)
+        report["refusals"] = [r for r in self.profiles.refusals() if r["upstream"] == shown]
         report["latency_ms"] = round((time.monotonic() - started) * 1000, 1)
         return report
+
+    def _profile_records(self, url: str, models: list[Any], settings: Config,
+                         headers: dict[str, str]) -> dict[str, Any]:
+        """Each listed model's profile (every one the proxy profiles), learned side by side
+        within one probe deadline; a model whose profile is not in by then is left out
+        (it is shown once it is)."""
+        learnings = {model: self.profiles.learning(url, model, settings, headers)
+                     for model in [m for m in models if isinstance(m, str)][:LISTED_MAX]}
+        deadline = time.monotonic() + self.profiles.deadline
+        for learning in learnings.values():
+            learning.wait(deadline - time.monotonic())
+        return {model: learning.result().record()
+                for model, learning in learnings.items() if learning.settled}
 
     def model_cards(self, log: RequestLog) -> tuple[ModelCard, ...]:
         """Every upstream's models as cards (each upstream asked with this request's

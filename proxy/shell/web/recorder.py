@@ -36,7 +36,9 @@ from ..store.interface import owner_hash
 RING_TURNS = 2000  # records each worker (or the one process) keeps
 CAPTURES_KEPT = 100  # captures (log_bodies) each worker keeps, the newest
 CAPTURE_MAX_BYTES = 4 * 1024 * 1024  # a larger capture is not kept (the log line has it)
-MAX_RING_FILES = 32  # rings of workers gone (restarts) beyond this are removed, oldest first
+MAX_RING_FILES = 32  # rings in all, at most (the oldest removed first)
+GONE_RINGS_KEPT = 2  # rings of workers gone (restarts, reloads) kept, the newest
+PRUNE_SECONDS = 60.0  # the rings of workers gone are looked for this often
 
 
 class Recorder(Protocol):
@@ -159,6 +161,7 @@ class RingFileRecorder:
         self._seq = 0
         self._decoded: dict[tuple[str, int], tuple[bytes, TurnRecord | None]] = {}
         self._lock = threading.Lock()
+        self._pruned = 0.0
 
     def _ring(self) -> mmap.mmap | None:
         """This process's ring, opened (or made) on first use after a fork; None when it
@@ -209,8 +212,14 @@ class RingFileRecorder:
     def _prune(self) -> None:
         """Remove the oldest rings of workers gone, beyond MAX_RING_FILES, and captures of
         workers gone beyond the newest CAPTURES_KEPT (a reload leaves every worker's)."""
+        self._pruned = time.monotonic()
         rings = sorted(self.directory.glob("*" + _SUFFIX), key=_mtime)
         for old in rings[:max(0, len(rings) - MAX_RING_FILES + 1)]:
+            old.unlink(missing_ok=True)
+        mine = f"turns-{self._worker()}{_SUFFIX}"
+        gone = [path for path in rings[max(0, len(rings) - MAX_RING_FILES + 1):]
+                if path.name != mine and not _alive(_ring_worker(path.name))]
+        for old in gone[:max(0, len(gone) - GONE_RINGS_KEPT)]:  # (oldest first)
             old.unlink(missing_ok=True)
         gone = [path for path in (self.directory / "captures").glob("*" + _CAPTURE_SUFFIX)
                 if not _alive(path.name.split("-", 1)[0])]
@@ -290,6 +299,9 @@ class RingFileRecorder:
     def turns(self) -> list[TurnRecord]:
         with self._lock:
             self._ring()
+            if time.monotonic() - self._pruned >= PRUNE_SECONDS:
+                with contextlib.suppress(OSError):
+                    self._prune()  # a worker gone since: its ring is read no more
             memory = self._memory.turns() if self._memory is not None else []
             decoded: dict[tuple[str, int], tuple[bytes, TurnRecord | None]] = {}
             for name, data in self._files():
@@ -407,6 +419,11 @@ def _alive(worker: str) -> bool:
     except (PermissionError, ValueError, OverflowError):
         return True
     return True
+
+
+def _ring_worker(name: str) -> str:
+    """The worker (pid) a ring file's name `turns-{pid}.ring` names."""
+    return name.removeprefix("turns-").removesuffix(_SUFFIX)
 
 
 def _mtime(path: Path) -> float:

@@ -6,14 +6,25 @@ no generation); kept per upstream URL and model, shared by all workers through t
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# How long a learned profile is trusted before it is read again (a server upgraded in place
-# keeps its URL); a refusal or a changed version on reconnect refreshes it sooner.
+# How long a learned profile is kept (in the store, for every worker) and may still be used
+# while it is read again; it is read again (beside the turns, the old one used meanwhile)
+# once it is RECHECK_SECONDS old: a server restarted in place with another chat template
+# keeps its URL, name and window, and only its template's fingerprint tells.
 PROFILE_TTL_SECONDS = 3600.0
+RECHECK_SECONDS = 60.0
+# How long a field the server refused stays refused: a server restarted with the grammar
+# backend it lacked takes it again, and no refusal retires a dialect for long.
+REFUSAL_SECONDS = 600.0
+# What a learned field may hold at most: whatever a server writes, a profile stays small
+# (it is kept in the store, shown on the status page and in every health answer).
+VERSION_CHARS = 64
+CONTEXT_MAX = 1 << 30
 UNKNOWN = "openai-compatible"  # a server that answered none of the info endpoints
 KINDS = ("vllm", "sglang", "llama.cpp", "ollama", UNKNOWN)
 _VERSION = re.compile(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?")
@@ -23,9 +34,11 @@ _VERSION = re.compile(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 class UpstreamProfile:
     """One upstream (replica) serving one model, as learned. `version` "": unknown;
     `thinking_opened`, `tool_parser`: None where the server does not say; `call_wrapper`: the
-    format whose call markers the chat template writes (None: not seen); `refused`: request
-    fields the server answered 400 to, never sent to it again; `learned_at`: wall-clock
-    seconds (the store outlives a process)."""
+    format whose call markers the chat template writes (None: not seen); `template`: a short
+    fingerprint of the chat template (or of the prompt it rendered; "": not seen);
+    `refusals`: request fields the server answered 400 to, each with the wall-clock time
+    until which it is not sent again; `learned_at`: wall-clock seconds (the store outlives a
+    process)."""
 
     kind: str = UNKNOWN
     version: str = ""
@@ -33,8 +46,14 @@ class UpstreamProfile:
     call_wrapper: str | None = None
     thinking_opened: bool | None = None
     tool_parser: bool | None = None
-    refused: frozenset[str] = frozenset()
+    refusals: tuple[tuple[str, float], ...] = ()
     learned_at: float = 0.0
+    template: str = ""
+
+    @property
+    def refused(self) -> frozenset[str]:
+        """The fields refused (`current` lets go of those whose time is up)."""
+        return frozenset(name for name, _ in self.refusals)
 
     @property
     def version_tuple(self) -> tuple[int, int, int] | None:
@@ -45,26 +64,38 @@ class UpstreamProfile:
         """Whether the profile is due to be read again."""
         return now - self.learned_at >= ttl
 
-    def refusing(self, field: str) -> UpstreamProfile:
-        """The profile once the server refused `field` (remembered, not sent again)."""
-        return dataclasses.replace(self, refused=self.refused | {field})
+    def refusing(self, field: str, until: float) -> UpstreamProfile:
+        """The profile once the server refused `field`: not sent again before `until`."""
+        kept = tuple((name, at) for name, at in self.refusals if name != field)
+        return dataclasses.replace(self, refusals=(*kept, (field, until)))
+
+    def current(self, now: float) -> UpstreamProfile:
+        """The profile without the refusals whose time is up."""
+        kept = tuple((name, at) for name, at in self.refusals if at > now)
+        return self if len(kept) == len(self.refusals) else dataclasses.replace(
+            self, refusals=kept)
 
     def record(self) -> dict[str, Any]:
-        """As JSON-able data, for the store and the status page."""
+        """As JSON-able data, for the store, health and the status page (`refused`: the
+        fields, `refused_until`: until when, each)."""
         record = dataclasses.asdict(self)
+        record["refusals"] = [[name, at] for name, at in sorted(self.refusals)]
         record["refused"] = sorted(self.refused)
+        record["refused_until"] = {name: at for name, at in self.refusals}
         return record
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> UpstreamProfile | None:
-        """A profile read back from the store (None: not one, or of an older shape)."""
+        """A profile read back from the store (None: not one, of an older shape, or with a
+        field past its cap: the store is read as untrusted)."""
         try:
             fields = {f.name: record[f.name] for f in dataclasses.fields(cls)}
-            fields["refused"] = frozenset(fields["refused"])
+            fields["refusals"] = tuple((str(name), float(at))
+                                       for name, at in fields["refusals"])
             profile = cls(**fields)
-        except (KeyError, TypeError):
+        except (KeyError, TypeError, ValueError):
             return None
-        return profile if profile.kind in KINDS else None
+        return profile if profile == capped(profile) else None
 
 
 def version_tuple(text: str) -> tuple[int, int, int] | None:
@@ -179,23 +210,51 @@ def thinking_opened_of(rendered: str | None) -> bool | None:
     return tail.endswith(("<think>", "<|begin_of_thought|>", "<seed:think>"))
 
 
+def fingerprint(text: str) -> str:
+    """A short fingerprint of a chat template (or of the prompt one rendered)."""
+    return hashlib.sha256(text.encode(errors="replace")).hexdigest()[:16] if text else ""
+
+
 def learn(probes: Probes, model: str, wrappers: Mapping[str, str], now: float,
-          tool_parser: bool | None = None, refused: frozenset[str] = frozenset()
-          ) -> UpstreamProfile:
-    """The profile the info endpoints' answers make (`refused` carried over from the last
-    one when the server's version did not change: a new version may take what the old one
-    refused)."""
+          tool_parser: bool | None = None) -> UpstreamProfile:
+    """The profile the info endpoints' answers make, every field within its cap."""
     kind, version = kind_of(probes)
     template = _str(_dict(probes.props).get("chat_template")) or (probes.rendered or "")
-    return UpstreamProfile(
+    return capped(UpstreamProfile(
         kind=kind, version=version, context_length=context_length_of(kind, probes, model),
         call_wrapper=call_wrapper_of(template, wrappers) if template else None,
         thinking_opened=thinking_opened_of(probes.rendered), tool_parser=tool_parser,
-        refused=refused, learned_at=now)
+        learned_at=now, template=fingerprint(template)))
+
+
+_PRINTABLE = re.compile(r"[^\x21-\x7e]+")
+
+
+def capped(profile: UpstreamProfile) -> UpstreamProfile:
+    """`profile` with every field within its cap: a known kind, a version of at most
+    VERSION_CHARS printable characters, a window below CONTEXT_MAX, a format name and a
+    fingerprint of the lengths they have, a few refusals of short field names."""
+    window = profile.context_length
+    return dataclasses.replace(
+        profile, kind=profile.kind if profile.kind in KINDS else UNKNOWN,
+        version=_PRINTABLE.sub(" ", _str(profile.version))[:VERSION_CHARS].strip(),
+        context_length=window if _int(window) and window < CONTEXT_MAX else None,
+        call_wrapper=profile.call_wrapper if isinstance(profile.call_wrapper, str)
+        and len(profile.call_wrapper) <= 32 else None,
+        thinking_opened=profile.thinking_opened
+        if isinstance(profile.thinking_opened, bool) else None,
+        tool_parser=profile.tool_parser if isinstance(profile.tool_parser, bool) else None,
+        refusals=tuple((name, at) for name, at in profile.refusals
+                       if isinstance(name, str) and len(name) <= 32)[:8],
+        learned_at=float(profile.learned_at) if isinstance(profile.learned_at, (int, float))
+        else 0.0,
+        template=_str(profile.template)[:16])
 
 
 def refreshed(old: UpstreamProfile | None, new: UpstreamProfile) -> UpstreamProfile:
-    """`new`, keeping what `old` learned of refusals when the server is the same version."""
-    if old is None or (old.kind, old.version) != (new.kind, new.version):
+    """`new`, keeping what `old` learned of refusals when the server is the same (the same
+    version, and the same chat template where both were seen)."""
+    if old is None or (old.kind, old.version, old.template) != (new.kind, new.version,
+                                                                 new.template):
         return new
-    return dataclasses.replace(new, refused=new.refused | old.refused)
+    return dataclasses.replace(new, refusals=old.refusals)
