@@ -214,6 +214,7 @@ CUT = "The user wants the weather, so I call the tool for the city of"
 def test_auto_learns_from_a_lone_closer_that_the_model_opens_thinking_in_its_template(
         fake, start_proxy):
     messages = [{"role": "user", "content": "Weather?"}]
+    fake.tokenize = None  # a server whose profile does not say: `auto` learns from answers
     fresh = start_proxy().client()
     fake.answer(vllm_answer(vllm_completion(CUT, finish_reason="length")))
     cut = fresh.chat.completions.create(model="m", messages=messages, tools=TOOLS)
@@ -258,6 +259,7 @@ def test_auto_learns_from_a_finished_answer_without_a_closer_that_text_may_flow_
     its text flows live in the streamed mode, and a later lone closer is the answer's text
     (in both modes alike)."""
     messages = [{"role": "user", "content": "Hi?"}]
+    fake.tokenize = None  # a server whose profile does not say: `auto` learns from answers
     streamed = start_proxy(stream_mode="stream").client()
     text = "Hello there, friend. How can I help?"
     fake.answer(vllm_answer(vllm_completion(text)))  # the first: nothing learned yet
