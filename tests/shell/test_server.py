@@ -248,3 +248,26 @@ def test_the_ollama_port_serves_the_same_app(fake, server):
     finally:
         log = stop(process)
     assert f"http://127.0.0.1:{port} and http://127.0.0.1:{second}" in log
+
+
+def test_a_booted_worker_keeps_the_collector_off_what_it_loaded():
+    import gc
+
+    from proxy.shell.web.server import settle_collector
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    loaded = Cycle()  # a cycle that exists at boot: frozen, never walked again
+    gc.unfreeze()
+    try:
+        settle_collector()
+        assert gc.get_freeze_count() > 0
+        assert not any(obj is loaded for obj in gc.get_objects())
+        later = Cycle()  # what a request allocates afterwards is still collected
+        assert any(obj is later for obj in gc.get_objects())
+        del later
+        assert gc.collect() >= 1
+    finally:
+        gc.unfreeze()
