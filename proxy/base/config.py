@@ -68,6 +68,8 @@ class Config:
     log_format: str = "json"
     log_level: str = "info"
     log_bodies: bool = False
+    # Each answer tells the client the proxy's own time and its wait on upstream.
+    server_timing: bool = True
     body_timeout_seconds: float = 30.0
     cors_allow_origins: tuple[str, ...] = ()
     # The Responses API front (POST /v1/responses): translated onto the turn, or relayed; its

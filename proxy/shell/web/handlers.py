@@ -263,12 +263,16 @@ class Proxy:
         headers = self.upstream_headers(config, buffered=True)
         timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
         upstream = self.upstreams[self.replicas.choose(config, None)]
-        if asked.body is None:
-            reply = upstream.complete_get(asked.path, headers, timeouts,
-                                          config.max_upstream_body_bytes)
-        else:
-            reply = upstream.complete(asked.path, asked.body, headers, timeouts,
-                                      max_bytes=config.max_upstream_body_bytes)
+        log.upstream_clock.begin(time.monotonic())
+        try:
+            if asked.body is None:
+                reply = upstream.complete_get(asked.path, headers, timeouts,
+                                              config.max_upstream_body_bytes)
+            else:
+                reply = upstream.complete(asked.path, asked.body, headers, timeouts,
+                                          max_bytes=config.max_upstream_body_bytes)
+        finally:
+            log.upstream_clock.end(time.monotonic())
         log.upstream_status = reply.status
         return asked.then(reply.status, reply.body)
 
