@@ -434,8 +434,11 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
         # not once it has all been read.
         decoder = SseDecoder(max_event=self._max_bytes)
         size = 0
+        # Read as sent when nothing encodes it (the usual stream): urllib3's decoding path
+        # queues and copies each piece through a buffer even with no decoder to run.
+        decode = response.headers.get("Content-Encoding", "").lower() not in ("", "identity")
         try:
-            while data := response.read1(_PIECE, decode_content=True):
+            while data := response.read1(_PIECE, decode_content=decode):
                 size += len(data)
                 try:
                     events = decoder.feed(data)
