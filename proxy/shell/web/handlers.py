@@ -5,6 +5,7 @@ the door, the store, logger and metrics, the server's stopping)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import threading
 import time
@@ -40,6 +41,10 @@ PROFILED_MODELS = 8  # the models of an upstream whose profile the health check 
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
 HEALTH_PROBE_SECONDS = 5.0  # /proxy/health?upstream=1 asks the upstreams at most this often
 STATUS_SECONDS = 1.0  # status.json is built at most this often (per process)
+MODELS_SECONDS = 5.0  # a model list answered is kept this long for the same headers
+MODELS_KEPT = 64  # model lists kept (one per distinct set of request headers), at most
+# What differs between two requests for the same model list, not the upstreams' answer.
+_NOT_IN_MODELS_KEY = frozenset({"x-request-id", "content-length", "content-type"})
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -102,6 +107,8 @@ class Proxy:
         # status.json: when it was built, what, and its JSON by viewer.
         self._status_built: tuple[float, StatusBuild, dict[str, bytes]] | None = None
         self._status_building = threading.Lock()
+        # model lists by a hash of the request's headers: when, and the cards
+        self._cards: dict[bytes, tuple[float, tuple[ModelCard, ...]]] = {}
 
     def _run_dir_allocated(self) -> bool:
         """Whether this worker's Prometheus files are allocated in the run directory (or
@@ -242,9 +249,26 @@ class Proxy:
 
     def model_cards(self, log: RequestLog) -> tuple[ModelCard, ...]:
         """Every upstream's models as cards (each upstream asked with this request's
-        headers and its own key); what they say of context lengths is remembered."""
-        cards = model_cards(self.upstreams, self.replicas, self.config, log,
-                            lambda settings: self.upstream_headers(settings, buffered=True))
+        headers and its own key); what they say of context lengths is remembered. A request
+        with the same headers as one answered in the last MODELS_SECONDS gets that answer
+        (a client polling `/api/tags`, `/api/show`, `/api/ps` asked every upstream's
+        `/v1/models` each time); a list some upstream failed to give is not kept."""
+        key = hashlib.sha256(orjson.dumps(sorted(
+            (name.lower(), value) for name, value in request.headers.items()
+            if name.lower() not in _NOT_IN_MODELS_KEY))).digest()
+        now = time.monotonic()
+        kept = self._cards.get(key)
+        if kept is not None and now - kept[0] < MODELS_SECONDS:
+            cards = kept[1]
+        else:
+            notes = len(log.notes)
+            cards = model_cards(self.upstreams, self.replicas, self.config, log,
+                                lambda settings: self.upstream_headers(settings, buffered=True))
+            if len(log.notes) == notes:  # every upstream answered
+                self._cards.pop(key, None)
+                self._cards[key] = (now, cards)
+                while len(self._cards) > MODELS_KEPT:  # the oldest go first
+                    del self._cards[next(iter(self._cards))]
         self.contexts.learn(cards)
         return tuple(dataclasses.replace(card, reasons=True) if self._reasons(card.id)
                      else card for card in cards)
