@@ -126,7 +126,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def summarize(batch: Batch) -> dict[str, float]:
-    """requests/s, ttfb/total/gap p50 and p99 (seconds), errors, client CPU share."""
+    """requests/s, ttfb/total/gap p50 and p99 (and total/gap p99.9) in seconds, errors,
+    client CPU share."""
     ok = [r for r in batch.results if r.ok]
     ttfb = [r.ttfb for r in ok if r.ttfb is not None]
     total = [r.total for r in ok if r.total is not None]
@@ -140,7 +141,9 @@ def summarize(batch: Batch) -> dict[str, float]:
         "rps": len(ok) / batch.wall if batch.wall > 0 else math.nan,
         "ttfb_p50": percentile(ttfb, 50), "ttfb_p99": percentile(ttfb, 99),
         "total_p50": percentile(total, 50), "total_p99": percentile(total, 99),
+        "total_p999": percentile(total, 99.9),
         "gap_p50": percentile(gaps, 50), "gap_p99": percentile(gaps, 99),
+        "gap_p999": percentile(gaps, 99.9),
         "gap_max": max(gaps) if gaps else math.nan,
         "client_cpu_share": batch.client_cpu / batch.wall if batch.wall > 0 else math.nan,
     }

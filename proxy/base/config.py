@@ -76,6 +76,8 @@ class Config:
     log_format: str = "json"
     log_level: str = "info"
     log_bodies: bool = False
+    # Each answer tells the client the proxy's own time and its wait on upstream.
+    server_timing: bool = True
     body_timeout_seconds: float = 30.0
     # Who may address the proxy: `Host` names beyond loopback, this machine's own names and
     # addresses; browser pages' origins beyond the proxy's own (none by default).

@@ -43,7 +43,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 _BOOL_AS_CHOICE = frozenset({"thinking_opened_by_template"})
 # Settings that only make sense for the whole process, never per model.
 _PROCESS_ONLY = frozenset({"host", "port", "ollama_port", "models", "max_body_bytes",
-                           "log_format", "log_level", "log_bodies", "api_keys",
+                           "log_format", "log_level", "log_bodies", "server_timing", "api_keys",
                            "ollama_api_keys", "protect_proxy_endpoints",
                            "body_timeout_seconds", "allowed_hosts", "allowed_origins",
                            "responses_mode", "responses_store_url", "responses_store_path",

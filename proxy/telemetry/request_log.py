@@ -141,6 +141,29 @@ class ReAskSeen:
 
 
 @dataclass
+class UpstreamClock:
+    """The time a request spends waiting on its upstream calls (one at a time: a re-ask
+    follows the first call): the calls that ended, summed, and the one under way."""
+
+    waited: float = 0.0  # seconds, of the calls that ended
+    since: float | None = None  # when the call under way began (monotonic)
+
+    def begin(self, now: float) -> None:
+        """A call begins."""
+        self.since = now
+
+    def end(self, now: float) -> None:
+        """The call under way has ended."""
+        if self.since is not None:
+            self.waited += now - self.since
+            self.since = None
+
+    def so_far(self, now: float) -> float:
+        """Seconds waited on upstream until `now`."""
+        return self.waited + (now - self.since if self.since is not None else 0.0)
+
+
+@dataclass
 class RequestLog:
     """The facts of one request, filled in as it is handled and emitted once at its end."""
 
@@ -171,9 +194,25 @@ class RequestLog:
     # did): the owner of its capture. Never logged.
     owner: str | None = None
     reasks: list[ReAskSeen] = field(default_factory=list)  # demanded calls, unreadable frames
+    upstream_clock: UpstreamClock = field(default_factory=UpstreamClock)
+
+    def timing(self, now: float | None = None) -> tuple[float, float]:
+        """(the proxy's own milliseconds, those waited on upstream) from the request's start
+        to `now`: its time while no upstream call was under way, and the rest."""
+        now = time.monotonic() if now is None else now
+        upstream = min(self.upstream_clock.so_far(now), now - self.started)
+        return round((now - self.started - upstream) * 1000, 2), round(upstream * 1000, 2)
+
+    def server_timing(self) -> str:
+        """The `Server-Timing` header's value (W3C Server Timing) until now: `proxy;dur=…,
+        upstream;dur=…`, in milliseconds."""
+        proxy, upstream = self.timing()
+        return f"proxy;dur={proxy}, upstream;dur={upstream}"
 
     def as_dict(self) -> dict[str, Any]:
         """The log record's fields."""
+        now = time.monotonic()
+        proxy_ms, upstream_wait_ms = self.timing(now)
         record: dict[str, Any] = {
             "ts": round(time.time(), 3),
             "request_id": self.request_id,
@@ -187,7 +226,9 @@ class RequestLog:
             "upstream": self.upstream,
             "upstream_status": self.upstream_status,
             "upstream_ms": self.upstream_ms,
-            "total_ms": round((time.monotonic() - self.started) * 1000, 1),
+            "total_ms": round((now - self.started) * 1000, 1),
+            "proxy_ms": proxy_ms,
+            "upstream_wait_ms": upstream_wait_ms,
             "bytes_out": self.bytes_out,
         }
         if self.mode in ("buffered", "streamed"):

@@ -148,8 +148,14 @@ class UnknownFormat(ValueError):
 def resolve(names: Sequence[str]) -> list[tuple[str, FrameFinder]]:
     """The parsers for `names`, in that order; "auto" stands for every format, default order.
 
-    Names may be ours or vLLM's parser names (see ALIASES); repeats are dropped.
+    Names may be ours or vLLM's parser names (see ALIASES); repeats are dropped. Resolved
+    once per list of names (every turn asks for its model's, several times).
     """
+    return list(_resolved(tuple(names)))
+
+
+@lru_cache(maxsize=64)
+def _resolved(names: tuple[str, ...]) -> tuple[tuple[str, FrameFinder], ...]:
     chosen: dict[str, FrameFinder] = {}
     for name in names:
         alias = ALIASES.get(name, name)
@@ -159,7 +165,7 @@ def resolve(names: Sequence[str]) -> list[tuple[str, FrameFinder]]:
                 raise UnknownFormat(f"unknown tool-call format {item!r}; known: "
                                     f"{', '.join(FORMATS)}, auto")
             chosen.setdefault(item, finder)
-    return list(chosen.items())
+    return tuple(chosen.items())
 
 
 def formats_for_model(model: str, by_glob: Mapping[str, Sequence[str]],

@@ -54,7 +54,12 @@ class HoldRule:
     # (an opener, what may stand before it): the longest such lead before a whole opener
     # goes with it (two formats may share an opener, each with a header of its own)
     leads: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...]
-    unfinished: re.Pattern[str] | None  # a proper prefix of an opener (with its lead) ending
+    # a proper prefix of an opener (with its lead) ending the text: where one may begin (its
+    # first characters), then for each one a regex of the prefixes that begin with it (one
+    # regex of them all tried at every such character of the last _UNFINISHED_REACH cost
+    # ~0.5 ms a token in prose, where leads begin with common letters)
+    unfinished_first: re.Pattern[str] | None
+    unfinished: dict[str, re.Pattern[str]]
     line: re.Pattern[str] | None
     start: re.Pattern[str] | None
 
@@ -78,9 +83,11 @@ def hold_rule(formats: tuple[str, ...]) -> HoldRule | None:
         for char in opener.pattern.first:
             by_char.setdefault(char, []).append(f"(?P<o{i}>{opener.pattern.full})")
     whole = [seq(o.lead, o.pattern) if o.lead else o.pattern for o in anywhere]
-    unfinished = [pattern.prefix for pattern in whole]
     assert all(pattern.first is not None for pattern in whole), "openers begin with literals"
-    starts = sorted({char for pattern in whole for char in pattern.first or ()})
+    unfinished: dict[str, list[str]] = {}
+    for pattern in whole:
+        for char in pattern.first or ():
+            unfinished.setdefault(char, []).append(pattern.prefix)
     line, start = ([o.pattern for o in by_where[where]] for where in ("line", "start"))
     return HoldRule(
         re.compile("[" + "".join(re.escape(char) for char in sorted(by_char)) + "]")
@@ -88,8 +95,10 @@ def hold_rule(formats: tuple[str, ...]) -> HoldRule | None:
         {char: re.compile("|".join(groups)) for char, groups in by_char.items()},
         tuple((re.compile(o.pattern.full), re.compile(f"(?:{o.lead.full})\\Z"))
               for o in anywhere if o.lead),
-        re.compile("(?=[" + "".join(map(re.escape, starts)) + "])(?:" + "|".join(unfinished)
-                   + ")\\Z") if unfinished else None,
+        re.compile("[" + "".join(re.escape(char) for char in sorted(unfinished)) + "]")
+        if unfinished else None,
+        {char: re.compile("(?:" + "|".join(prefixes) + ")\\Z")
+         for char, prefixes in unfinished.items()},
         _either(line) if line else None,
         _either(start) if start else None)
 
@@ -116,11 +125,21 @@ def _anywhere(text: str, rule: HoldRule, pos: int) -> Candidate | None:
             found = (begins, True)
             break
         search = at + 1
-    unfinished = (rule.unfinished.search(text, max(pos, len(text) - _UNFINISHED_REACH))
-                  if rule.unfinished is not None else None)
-    if unfinished is not None and (found is None or unfinished.start() < found[0]):
-        return unfinished.start(), False
-    return found
+    unfinished = _unfinished(text, rule, max(pos, len(text) - _UNFINISHED_REACH),
+                             len(text) if found is None else found[0])
+    return found if unfinished is None else (unfinished, False)
+
+
+def _unfinished(text: str, rule: HoldRule, pos: int, before: int) -> int | None:
+    """Where the first proper prefix of an opener that ends the text begins, from `pos` and
+    before `before` (None: none)."""
+    first = rule.unfinished_first
+    while first is not None and (hit := first.search(text, pos, before)) is not None:
+        at = hit.start()
+        if rule.unfinished[text[at]].match(text, at) is not None:
+            return at
+        pos = at + 1
+    return None
 
 
 def _at_line_start(text: str, rule: HoldRule, pos: int) -> tuple[Candidate | None, int]:

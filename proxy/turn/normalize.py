@@ -19,6 +19,7 @@ import orjson
 
 from ..base.ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
+from ..toolcalls.exact_json import has_long_digit_run
 from ..toolcalls.exact_json import loads as exact_loads
 from ..toolcalls.names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
 from ..toolcalls.prose.answer import plain_answer
@@ -110,34 +111,35 @@ def _object_text(value: Any, repair: str) -> tuple[str | None, str | None]:
         return None, "unserialisable_arguments"
 
 
-def _native_arguments(raw: Any) -> tuple[str | None, str | None]:
+def _native_arguments(raw: Any) -> tuple[str | None, str | None, Any]:
     """A parsed call's arguments as a JSON-object string, and the repair applied (if any);
-    no string when they are not an object, and then (if known) why."""
+    no string when they are not an object, and then (if known) why. Third: the object that
+    string was read as, when it came as it was written (None: to be read)."""
     if isinstance(raw, dict):
-        return _object_text(raw, "arguments_as_object")
+        return (*_object_text(raw, "arguments_as_object"), None)
     if raw is None or (isinstance(raw, str) and raw.strip() in ("", "null")):
-        return "{}", "empty_arguments"
+        return "{}", "empty_arguments", None
     if not isinstance(raw, str):
-        return None, None
+        return None, None, None
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
         try:
             value, _ = loads_repaired(raw)
         except NotJson:
-            return None, None
+            return None, None, None
         if isinstance(value, dict):
-            return _object_text(value, "invalid_json_arguments")
+            return (*_object_text(value, "invalid_json_arguments"), None)
     if isinstance(value, dict):
-        return raw, None
+        return raw, None, value
     if isinstance(value, str):  # double-encoded: a JSON string holding the object
         try:
             inner, _ = loads_repaired(value)  # big integers kept exact, as everywhere
         except NotJson:
-            return None, None
+            return None, None, None
         if isinstance(inner, dict):
-            return _object_text(inner, "double_encoded_arguments")
-    return None, None
+            return (*_object_text(inner, "double_encoded_arguments"), None)
+    return None, None, None
 
 
 def _native_name(name: str, settings: ExtractionSettings, names: ToolNames,
@@ -178,7 +180,7 @@ def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
         name = _native_name(name, settings, names, outcome)
         if name is None:
             continue
-        arguments, repair = _native_arguments(function.get("arguments"))
+        arguments, repair, value = _native_arguments(function.get("arguments"))
         if arguments is None:
             reason = ("cut_by_length" if finish == "length"
                       else repair or "arguments_not_object")
@@ -186,7 +188,7 @@ def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
             continue
         if repair:
             outcome.repairs.append(Repair("native", repair, name))
-        arguments, problems = _schema_checked(name, arguments, settings, outcome)
+        arguments, problems = _schema_checked(name, arguments, settings, outcome, value)
         call_id = call.get("id")
         if isinstance(call_id, str) and call_id and call_id[-9:] not in taken_ids:
             taken_ids.add(call_id[-9:])
@@ -199,17 +201,22 @@ def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
 
 
 def _schema_checked(name: str, arguments: str, settings: ExtractionSettings,
-                    outcome: Outcome) -> tuple[str, tuple[str, ...]]:
-    """A parsed call's arguments (a JSON object's text) checked against its tool's schema
-    (toolcalls.validity): coerced where that is without doubt (then written again, the
-    repair recorded in `outcome`), and what still does not fit."""
+                    outcome: Outcome, read: Any = None) -> tuple[str, tuple[str, ...]]:
+    """A parsed call's arguments (a JSON object's text; `read`: what it was read as, if it
+    was) checked against its tool's schema (toolcalls.validity): coerced where that is
+    without doubt (then written again, the repair recorded in `outcome`), and what still
+    does not fit. The text is read once: again only when it holds an integer orjson may
+    have read as a float (`exact_loads` keeps it exact)."""
     parameters = settings.tools.get(name)
     if not parameters:
         return arguments, ()
-    try:
-        value = exact_loads(arguments)
-    except orjson.JSONDecodeError:
-        return arguments, ()
+    if read is not None and not has_long_digit_run(arguments):
+        value = read
+    else:
+        try:
+            value = exact_loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments, ()
     validity = check(value, parameters)
     if not validity.coerced:
         return arguments, validity.problems

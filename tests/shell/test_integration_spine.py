@@ -362,3 +362,15 @@ def test_health(proxy):
     response = requests.get(proxy.url + "/proxy/health", timeout=5)
     assert response.status_code == 200
     assert response.json()["status"] == "ok"
+
+
+def test_an_answer_the_upstream_compresses_is_read_as_the_plain_one(fake, client):
+    import gzip
+
+    body = gzip.compress(json.dumps(vllm_completion(HERMES_TWO)).encode())
+    fake.answer(Answer(body=body, headers={"Content-Type": "application/json",
+                                           "Content-Encoding": "gzip"}))
+    answer = client.chat.completions.create(model="qwen", messages=MESSAGES, tools=TOOLS)
+    message = answer.choices[0].message
+    assert [c.function.name for c in message.tool_calls] == ["get_weather", "read"]
+    assert message.content == "Let me check both."

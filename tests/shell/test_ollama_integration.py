@@ -63,6 +63,34 @@ def test_list_show_and_ps_are_the_upstreams_models(fake, proxy):
     assert fake.chat_requests() == []
 
 
+def test_a_client_polling_the_models_asks_upstream_once_a_moment(fake, proxy):
+    def listings() -> int:
+        return sum(r.path == "/v1/models" for r in fake.received)
+
+    polling = client(proxy, authorization="Bearer one")
+    for _ in range(3):  # Home Assistant's list, show, ps: one model list read upstream
+        (listed,) = polling.list().models
+        assert listed.model == MODEL
+        polling.show(MODEL)
+        polling.ps()
+    assert listings() == 1
+    (listed,) = client(proxy, authorization="Bearer two").list().models  # another key's:
+    assert listed.model == MODEL                                        # asked on its own
+    assert listings() == 2
+
+
+def test_a_model_list_older_than_its_moment_is_asked_again(fake, proxy, monkeypatch):
+    from proxy.shell.web import handlers
+
+    monkeypatch.setattr(handlers, "MODELS_SECONDS", 0.0)
+    polling = client(proxy)
+    polling.list()
+    fake.model = "qwen3-next"  # the upstream now serves another model: the next poll says so
+    (listed,) = polling.list().models
+    assert listed.model == "qwen3-next"
+    assert sum(r.path == "/v1/models" for r in fake.received) == 2
+
+
 def test_a_tool_call_written_as_text_arrives_whole_streamed_and_not(fake, proxy):
     fake.answer(Answer(body=vllm_completion(TEXT_CALL, reasoning="The user wants weather.")))
     ollama_client = client(proxy)

@@ -262,3 +262,26 @@ def test_a_keyless_ollama_port_beyond_loopback_is_warned(host, ollama_keys, warn
     said: list[str] = []
     _announce(config, said.append)
     assert any("Ollama port 11434" in line and "no keys" in line for line in said) is warned
+
+
+def test_a_booted_worker_keeps_the_collector_off_what_it_loaded():
+    import gc
+
+    from proxy.shell.web.server import settle_collector
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    loaded = Cycle()  # a cycle that exists at boot: frozen, never walked again
+    gc.unfreeze()
+    try:
+        settle_collector()
+        assert gc.get_freeze_count() > 0
+        assert not any(obj is loaded for obj in gc.get_objects())
+        later = Cycle()  # what a request allocates afterwards is still collected
+        assert any(obj is later for obj in gc.get_objects())
+        del later
+        assert gc.collect() >= 1
+    finally:
+        gc.unfreeze()

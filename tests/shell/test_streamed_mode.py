@@ -324,3 +324,23 @@ def test_a_streamed_turn_captured_in_the_log_replays_to_what_the_client_got(
     assert replay.diagnostics["mode"] == "streamed"
     assert assembled(replay.output) == got
     assert "tool calls  1: get_weather" in format_report(replay)
+
+
+def test_a_stream_the_upstream_compresses_reads_as_the_plain_one(fake, start_proxy):
+    """A gzip-encoded event stream is decoded (a plain one is read as sent)."""
+    import zlib
+
+    proxy = start_proxy(**LIVE)
+    events = vllm_stream_of(vllm_completion(PROSE + CALL), size=6)
+    packer = zlib.compressobj(wbits=31)  # gzip
+    packed = [packer.compress(event) + packer.flush(zlib.Z_SYNC_FLUSH) for event in events]
+    packed[-1] += packer.flush()
+    fake.answer(Answer(chunks=packed, headers={"Content-Type": "text/event-stream",
+                                               "Content-Encoding": "gzip"}))
+    raw = requests.post(proxy.url + "/v1/chat/completions", json=_request(),
+                        timeout=LIMIT).content
+    choice = assembled(raw)["choices"][0]
+    assert choice["message"]["content"] == PROSE.strip()
+    assert [call["function"]["name"] for call in choice["message"]["tool_calls"]] == [
+        "get_weather"]
+    assert choice["finish_reason"] == "tool_calls"

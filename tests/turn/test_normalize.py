@@ -323,3 +323,17 @@ def test_an_answer_without_an_id_gets_one_from_the_chat_front():
     upstream["id"], upstream["created"] = "chatcmpl-up", 5
     assert [chat.completion_of(normalize(upstream, SETTINGS))[k] for k in ("id", "created")] == [
         "chatcmpl-up", 5]
+
+
+@pytest.mark.parametrize("raw", ['{"limit": "5", "path": "a"}',
+                                 '{"limit": "5", "path": "a", "n": 123456789012345678901234}'])
+def test_a_parsed_calls_arguments_are_checked_against_its_schema_as_read(raw):
+    schema = {"type": "object", "properties": {
+        "path": {"type": "string"}, "limit": {"type": "integer"}, "n": {"type": "integer"}}}
+    settings = ExtractionSettings(tools={"read": schema})
+    upstream = vllm_completion(None, tool_calls=[vllm_tool_call("read", raw)])
+    result = normalize(upstream, settings)
+    (call,) = result.choices[0].calls
+    assert json.loads(call.arguments) == {**json.loads(raw), "limit": 5}  # big ints exact
+    assert [r.repair for r in result.outcome.repairs] == ["schema_coerced"]
+    assert result.outcome.schema_invalid == []

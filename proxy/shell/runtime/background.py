@@ -26,10 +26,18 @@ def readable_now(sock: Any) -> bool:
     return bool(poller.poll(0))
 
 
+_patched: list[bool] = []  # once seen patched, a process stays so (it is never undone)
+
+
 def _gevent_patched() -> bool:
     """True in a process gevent has monkey-patched (gunicorn's gevent worker)."""
+    if _patched:
+        return True
     monkey = sys.modules.get("gevent.monkey")
-    return monkey is not None and bool(monkey.is_module_patched("threading"))
+    if monkey is not None and monkey.is_module_patched("threading"):
+        _patched.append(True)
+        return True
+    return False
 
 
 def new_event() -> Any:
@@ -54,11 +62,16 @@ def run_beside(work: Callable[[], None], name: str) -> None:
 
 def call_later(seconds: float, work: Callable[[], None]) -> Callable[[], None]:
     """Run `work` in `seconds` unless the returned function is called first (it cancels)."""
-    if _gevent_patched():
+    if _gevent_patched():  # a timer of the hub's loop: no greenlet until it fires
         import gevent
 
-        later = gevent.spawn_later(seconds, work)
-        return lambda: later.kill(block=False)
+        timer = gevent.get_hub().loop.timer(max(0.0, seconds))
+        timer.start(lambda: gevent.spawn(work))
+
+        def cancel() -> None:
+            timer.stop()
+            timer.close()
+        return cancel
     timer = threading.Timer(seconds, work)
     timer.daemon = True
     timer.start()

@@ -246,8 +246,9 @@ class Upstream:
         that never pauses would otherwise hold the worker), refused past `max_bytes`."""
         pieces = []
         size = 0
+        decode = _encoded(response)
         try:
-            while data := response.read(_PIECE, decode_content=True):
+            while data := response.read(_PIECE, decode_content=decode):
                 size += len(data)
                 if max_bytes and size > max_bytes:
                     raise ProxyError(502, f"The upstream's answer is larger than "
@@ -302,6 +303,13 @@ class Upstream:
 
 
 _PIECE = 256 * 1024
+
+
+def _encoded(response: urllib3.BaseHTTPResponse) -> bool:
+    """Whether the body is content-encoded (gzip, …); one that is not is read as sent:
+    urllib3's decoding path queues and copies each piece through a buffer even with no
+    decoder to run."""
+    return response.headers.get("Content-Encoding", "").strip().lower() not in ("", "identity")
 
 # What a failed exchange raises: urllib3's errors, socket errors, and http.client's refusal
 # of a header value it cannot send.
@@ -434,8 +442,9 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
         # not once it has all been read.
         decoder = SseDecoder(max_event=self._max_bytes)
         size = 0
+        decode = _encoded(response)
         try:
-            while data := response.read1(_PIECE, decode_content=True):
+            while data := response.read1(_PIECE, decode_content=decode):
                 size += len(data)
                 try:
                     events = decoder.feed(data)

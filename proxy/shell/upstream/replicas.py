@@ -239,7 +239,17 @@ class Placement:
             ) -> T:
         """`attempt` on the chosen replica, and once more on another when its outcome is
         worth another (and the client has not left); the last outcome returned or raised.
-        `hold`: a good outcome is a response still to be relayed (see `done`)."""
+        `hold`: a good outcome is a response still to be relayed (see `done`). The time it
+        takes is the request's wait on upstream (its log's `upstream_clock`)."""
+        clock = self._log.upstream_clock
+        clock.begin(time.monotonic())
+        try:
+            return self._run(attempt, worth_another, cancelled, discard, hold)
+        finally:
+            clock.end(time.monotonic())
+
+    def _run(self, attempt: Callable[[Upstream], T], worth_another: Callable[[Any], bool],
+             cancelled: Callable[[], bool], discard: Callable[[Any], None], hold: bool) -> T:
         outcome = self._once(self.url, attempt, hold)
         if (worth_another(outcome) and len(self._config.replicas()) > 1
                 and not self._failed_over and not cancelled()):

@@ -78,6 +78,8 @@ class Views:
         """The response on its way out: its body settled, its id, its log line at close."""
         response = self.settled(response, front, log)
         response.headers["X-Request-Id"] = log.request_id
+        if self.config.server_timing:  # measured as the head goes out (a stream's too)
+            response.headers.add("Server-Timing", log.server_timing())
         # Streams log at their end; this covers the rest, and a stream the client left
         # before it began (WSGI servers always close the response).
         response.call_on_close(lambda: self.proxy.emit(log))

@@ -5,6 +5,7 @@ the door, the store, logger and metrics, the server's stopping)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import threading
 import time
@@ -43,6 +44,10 @@ STATUS_SECONDS = 1.0  # status.json is built at most this often (per process)
 # ... and at most this share of the worker's time: the next build waits this many times
 # what the last one took (a build reading many full rings is spaced out, never back to back)
 STATUS_BUILD_SHARE = 0.1
+MODELS_SECONDS = 5.0  # a model list answered is kept this long for the same headers
+MODELS_KEPT = 64  # model lists kept (one per distinct set of request headers), at most
+# What differs between two requests for the same model list, not the upstreams' answer.
+_NOT_IN_MODELS_KEY = frozenset({"x-request-id", "content-length", "content-type"})
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -112,6 +117,8 @@ class Proxy:
         # status.json: when it is due to be built again, what, and its JSON by viewer.
         self._status_built: tuple[float, StatusBuild, dict[str, bytes]] | None = None
         self._status_building = threading.Lock()
+        # model lists by a hash of the request's headers: when, and the cards
+        self._cards: dict[bytes, tuple[float, tuple[ModelCard, ...]]] = {}
 
     def _run_dir_allocated(self) -> bool:
         """Whether this worker's Prometheus files are allocated in the run directory (or
@@ -294,9 +301,26 @@ class Proxy:
 
     def model_cards(self, log: RequestLog) -> tuple[ModelCard, ...]:
         """Every upstream's models as cards (each upstream asked with this request's
-        headers and its own key); what they say of context lengths is remembered."""
-        cards = model_cards(self.upstreams, self.replicas, self.config, log,
-                            lambda settings: self.upstream_headers(settings, buffered=True))
+        headers and its own key); what they say of context lengths is remembered. A request
+        with the same headers as one answered in the last MODELS_SECONDS gets that answer
+        (a client polling `/api/tags`, `/api/show`, `/api/ps` asked every upstream's
+        `/v1/models` each time); a list some upstream failed to give is not kept."""
+        key = hashlib.sha256(orjson.dumps(sorted(
+            (name.lower(), value) for name, value in request.headers.items()
+            if name.lower() not in _NOT_IN_MODELS_KEY))).digest()
+        now = time.monotonic()
+        kept = self._cards.get(key)
+        if kept is not None and now - kept[0] < MODELS_SECONDS:
+            cards = kept[1]
+        else:
+            notes = len(log.notes)
+            cards = model_cards(self.upstreams, self.replicas, self.config, log,
+                                lambda settings: self.upstream_headers(settings, buffered=True))
+            if len(log.notes) == notes:  # every upstream answered
+                self._cards.pop(key, None)
+                self._cards[key] = (now, cards)
+                while len(self._cards) > MODELS_KEPT:  # the oldest go first
+                    del self._cards[next(iter(self._cards))]
         self.contexts.learn(cards)
         return tuple(dataclasses.replace(card, reasons=True) if self._reasons(card.id)
                      else card for card in cards)
@@ -315,12 +339,16 @@ class Proxy:
         headers = self.upstream_headers(config, buffered=True)
         timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
         upstream = self.upstreams[self.replicas.choose(config, None)]
-        if asked.body is None:
-            reply = upstream.complete_get(asked.path, headers, timeouts,
-                                          config.max_upstream_body_bytes)
-        else:
-            reply = upstream.complete(asked.path, asked.body, headers, timeouts,
-                                      max_bytes=config.max_upstream_body_bytes)
+        log.upstream_clock.begin(time.monotonic())
+        try:
+            if asked.body is None:
+                reply = upstream.complete_get(asked.path, headers, timeouts,
+                                              config.max_upstream_body_bytes)
+            else:
+                reply = upstream.complete(asked.path, asked.body, headers, timeouts,
+                                          max_bytes=config.max_upstream_body_bytes)
+        finally:
+            log.upstream_clock.end(time.monotonic())
         log.upstream_status = reply.status
         return asked.then(reply.status, reply.body)
 

@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from re import _constants as _c  # type: ignore[attr-defined]
+from re import _parser  # type: ignore[attr-defined]
+from typing import Any
 
 Span = tuple[int, int]
 
@@ -15,8 +19,59 @@ TAIL = 512
 def at_end(closing: re.Pattern[str], text: str, low: int = 0) -> re.Match[str] | None:
     """`closing`, a pattern anchored with `\\Z`, searched near the end of `text` only: a
     search from `low` would try it at every position of a long answer (a megabyte of text
-    took tens of milliseconds per format)."""
-    return closing.search(text, max(low, len(text.rstrip()) - TAIL))
+    took tens of milliseconds per format). A match runs to the end, so it cannot begin
+    before the last character it cannot hold (`_alphabet`): in prose, that is the end's
+    last word, and the search tries one or two places instead of 512 (25 µs a format)."""
+    low = max(low, len(text.rstrip()) - TAIL)
+    alphabet = _alphabet(closing)
+    if alphabet is not None:
+        chars, spaces = alphabet
+        end = len(text)
+        while end > low and (text[end - 1] in chars or (spaces and text[end - 1].isspace())):
+            end -= 1
+        low = end
+    return closing.search(text, low)
+
+
+@lru_cache(maxsize=256)
+def _alphabet(pattern: re.Pattern[str]) -> tuple[frozenset[str], bool] | None:
+    """The characters a match of `pattern` can hold (its literals, and whether `\\s` space),
+    or None when it can hold others (a class or an item this does not read)."""
+    if pattern.flags & re.IGNORECASE:
+        return None
+    chars: set[str] = set()
+    spaces = False
+
+    def walk(items: Any) -> bool:
+        nonlocal spaces
+        for op, arg in items:
+            if op is _c.LITERAL:
+                chars.add(chr(arg))
+            elif op is _c.IN:
+                for kind, value in arg:
+                    if kind is _c.LITERAL:
+                        chars.add(chr(value))
+                    elif kind is _c.CATEGORY and value is _c.CATEGORY_SPACE:
+                        spaces = True
+                    else:
+                        return False
+            elif op is _c.SUBPATTERN:
+                if not walk(arg[3]):
+                    return False
+            elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+                if not walk(arg[2]):
+                    return False
+            elif op is _c.BRANCH:
+                if not all(walk(branch) for branch in arg[1]):
+                    return False
+            elif op is _c.ATOMIC_GROUP:
+                if not walk(arg):
+                    return False
+            elif op is not _c.AT:
+                return False
+        return True
+
+    return (frozenset(chars), spaces) if walk(_parser.parse(pattern.pattern)) else None
 
 
 def edges(text: str, opening: re.Pattern[str] | None, closing: re.Pattern[str] | None,
