@@ -104,8 +104,12 @@ def _listening(listener: Any) -> bool:
 
 def open_listeners(worker: Any) -> bool:
     """In a worker that has loaded the app (`post_worker_init`), just before it accepts:
-    listen on the sockets the master bound, if no worker has yet. The first to open them
-    tells systemd the proxy is ready; True for it."""
+    listen on the sockets the master bound, if no worker has yet; True for the worker that
+    opened them. Every worker that can serve tells systemd the proxy is ready (the master no
+    longer does, `take_notify_socket`): listeners gunicorn took already listening (socket
+    activation, `reuse_port`, a descriptor among the binds, a re-exec) are opened by no
+    worker, and systemd would wait for READY=1 until it gave up on the unit. A second
+    READY=1 changes nothing."""
     opened = False
     for listener in worker.sockets:
         if not _listening(listener):
@@ -113,5 +117,5 @@ def open_listeners(worker: Any) -> bool:
             opened = True
     if opened:
         worker.log.info("toolcall-proxy ready: worker %s opened the port", os.getpid())
-        notify(f"READY=1\nSTATUS=serving (worker {os.getpid()} opened the port)")
+    notify(f"READY=1\nSTATUS=serving (worker {os.getpid()} ready)")
     return opened
