@@ -259,3 +259,22 @@ def test_integers_past_64_bits_reach_upstream_exactly(fake, proxy, extra):
     assert response.status_code == 200
     assert b'"seed":%d' % BIG in fake.received[-1].raw.replace(b" ", b"")
     assert json.loads(fake.received[-1].raw)["seed"] == BIG
+
+
+def test_an_app_origin_let_in_by_its_preflight_may_read_the_answer(fake, start_proxy):
+    """A desktop app's own origin (Tauri, Electron, VS Code's webviews) comes in without a
+    listing: the answer it is let in for carries the CORS header its preflight promised, or
+    the app's webview could send the request and never read it."""
+    proxy = start_proxy()
+    origin = {"Origin": "tauri://localhost"}
+    preflight = requests.options(proxy.url + "/v1/models", timeout=5, headers={
+        **origin, "Access-Control-Request-Method": "GET"})
+    assert preflight.status_code == 204
+    assert preflight.headers["Access-Control-Allow-Origin"] == "tauri://localhost"
+    reply = requests.get(proxy.url + "/v1/models", headers=origin, timeout=5)
+    assert reply.status_code == 200
+    assert reply.headers["Access-Control-Allow-Origin"] == "tauri://localhost"
+    foreign = requests.get(proxy.url + "/v1/models", timeout=5,
+                           headers={"Origin": "http://evil.example"})
+    assert foreign.status_code == 403
+    assert "Access-Control-Allow-Origin" not in foreign.headers

@@ -20,7 +20,7 @@ from ...telemetry.request_log import RequestLog
 from ...telemetry.status_page import CONTENT_SECURITY_POLICY, page
 from ..driver.turns import error_response
 from ..runtime.clients import client_socket
-from .addressed import cors_headers, is_preflight, listed, local_address, preflight
+from .addressed import cors_headers, is_preflight, local_address, preflight
 from .count_tokens import count_tokens
 from .door import body_unread, plain_path, read_body, request_target, shut_reading
 from .exchange import catalog, exchange
@@ -170,9 +170,12 @@ class Views:
         return self.finished(Response(status=204, headers=answer), log)
 
     def allow_origin(self, response: Response) -> Response:
-        """An answer a page from an allowed origin may read (`allowed_origins`)."""
+        """An answer a page from an allowed origin may read: one `admit` let in (listed in
+        `allowed_origins`, or a desktop app's own), as its preflight was told. (A refused
+        one's answer is `admit`'s 403, read by no page.)"""
         origin = request.headers.get("Origin")
-        if origin and listed(origin, self.config.allowed_origins):
+        if origin and self.proxy.addressing.origin_allowed(
+                origin, request.headers.get("Host", "")):
             for name, value in cors_headers(origin).items():
                 response.headers.setdefault(name, value)
         return response
