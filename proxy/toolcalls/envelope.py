@@ -82,17 +82,24 @@ def calls_of(value: Any, names: ToolNames, tools: ToolSchemas, repairs: list[str
 
 def _double_encoded(value: Any) -> Any:
     """The JSON value a string (or an answer object's one text field) holds, else None."""
+    text = answer_text(value)
+    return None if text is None else _decoded_string(text)
+
+
+def answer_text(value: Any) -> str | None:
+    """The text a decoded JSON answer holds: the answer itself when it is a string, or the
+    one text field (`content`, `response`, …, with an assistant's `role` beside it) of an
+    answer object; None for any other value."""
     if isinstance(value, str):
-        return _decoded_string(value)
+        return value
     if not isinstance(value, dict) or not value:
         return None
     texts = [key for key in value if key in _TEXT_KEYS]
-    rest = set(value) - {*texts, "role"}
-    if len(texts) != 1 or rest or not isinstance(value[texts[0]], str):
+    if len(texts) != 1 or set(value) - {*texts, "role"} or not isinstance(value[texts[0]], str):
         return None
     if "role" in value and value["role"] not in _ROLES:
         return None
-    return _decoded_string(value[texts[0]])
+    return str(value[texts[0]])
 
 
 def call_of(item: Any, names: ToolNames, tools: ToolSchemas, repairs: list[str],
