@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from . import envelope, schema
+from . import schema
 from .context import Context
 from .exact_json import ORJSON_INTS
 from .names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
@@ -23,7 +23,7 @@ from .registry import (
     markers_of,
     resolve,
 )
-from .repair import NotJson, loads_repaired
+from .repair import NotJson, envelope, loads_repaired
 from .scan import Document, Spans
 from .types import Extraction, Frame, LeftAsText, Refusal, ToolCall, ToolSchemas
 from .validity import SCHEMA_COERCED, check
@@ -56,7 +56,7 @@ def _arguments_object(value: Any, repairs: list[str]) -> dict[str, Any] | Refusa
 def _calls_from_json(value: Any, repairs: list[str], frame: Frame, reading: Reading,
                      ) -> list[Call | Refusal]:
     """The call, or the refusal, of each envelope in a decoded JSON frame, under any of the
-    spellings envelope.py reads (one bad sibling does not drop the good calls of a list)."""
+    spellings repair/envelope.py reads (one bad sibling does not drop the good calls of a list)."""
     found = envelope.calls_of(value, reading.names, reading.tools, repairs, frame.arguments_key)
     if len(found) > 1 and not frame.listed:
         repairs.append("several_calls_in_frame")

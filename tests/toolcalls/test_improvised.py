@@ -1,5 +1,5 @@
 """Issue 41, item 1: the calls small models improvise without a trained format, anchored on the
-offered tools (envelope.py, formats/improvised.py, context.py), each class beside the texts
+offered tools (repair/envelope.py, formats/improvised.py, context.py), each class beside the texts
 that must stay text. Every text here is also in the streamed-equals-buffered property
 (tests/streamed_cases.corpus reads this module), where the tools are named alike."""
 

@@ -88,7 +88,7 @@ def test_an_unknown_name_is_never_delivered_beside_a_named_tool_choice_or_in_pro
 ])
 def test_the_envelope_spellings_of_issue_41_are_read(text):
     """Issue 41 (item 1): `function` as the name's key, and the OpenAI call object nested
-    under `function`, are envelopes (these stayed text before; see envelope.py)."""
+    under `function`, are envelopes (these stayed text before; see repair/envelope.py)."""
     found = extract(text, TOOLS, deliver_unknown=False)
     assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [("read", {"path": "/a"})]
 

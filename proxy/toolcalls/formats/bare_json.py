@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..envelope import answer_text
 from ..opener_patterns import CALL_LIST, CALL_OBJECT
 from ..repair import NotJson, loads_repaired
+from ..repair.envelope import answer_text
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec

@@ -8,7 +8,7 @@ not parse) still answers with a call, in a shape of its own:
     get_weather{city: 'Paris', metric: True,}       NAME then a JS/Python object literal
     <tool_code>get_weather(city="Paris")</tool_code>
     ```tool_code / ```python / ```json fence holding one of these
-    {"tool": "get_weather", "args": {"city": "Paris"}}   any envelope spelling (envelope.py)
+    {"tool": "get_weather", "args": {"city": "Paris"}}   any envelope spelling (repair/envelope.py)
     "{\\"name\\": …}", {"content": "get_weather(…)"}     double-encoded: JSON holding one
 
 It is a call only when it stands as the answer: after at most a closed (or empty) thinking
@@ -31,10 +31,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..envelope import answer_text
 from ..names import ToolNames
 from ..opener_patterns import SPACE, Opener, alt, literals, run, seq
 from ..repair import NotJson
+from ..repair.envelope import answer_text
 from ..repair.js_literal import read_object
 from ..repair.python_literal import NotLiteral, literal_value, parse_expression
 from ..scan import Document
@@ -260,7 +260,7 @@ class _Reader:
 
     def unwrapped(self, value: Any, end: int) -> tuple[Any, int]:
         """A JSON answer that holds a call expression as its text (`{"content": "f(…)"}`):
-        the calls of that expression; any other JSON value as it is (envelope.py reads it,
+        the calls of that expression; any other JSON value as it is (repair/envelope.py reads it,
         double-encoded JSON included)."""
         inner = answer_text(value)
         if inner is not None and not inner.lstrip().startswith(("{", "[", '"')):
@@ -272,7 +272,7 @@ class _Reader:
         return value, end
 
     def double_encoded_string(self, pos: int) -> tuple[Any, int] | None:
-        """A whole answer that is one JSON string: its value (envelope.py reads it)."""
+        """A whole answer that is one JSON string: its value (repair/envelope.py reads it)."""
         end = _string_end(self.doc.text, pos)
         if end is None:
             return None

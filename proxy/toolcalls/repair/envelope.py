@@ -1,4 +1,5 @@
-"""A call's JSON envelope, under any of the spellings models write it in.
+"""A call's JSON envelope, under any of the spellings models write it in (a named repair
+where the spelling is not the format's own: `args_as_arguments`, `tool_name_as_key`).
 
 A trained format writes `{"name": …, "arguments": …}`; a model that improvises writes the
 same call under other keys, and every one of them reads it the same way:
@@ -24,9 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .names import ToolNames
-from .repair import NotJson, loads_repaired
-from .types import Refusal, ToolSchemas
+from ..names import ToolNames
+from ..types import Refusal, ToolSchemas
+from . import NotJson, loads_repaired
 
 NAME_KEYS = ("name", "tool", "tool_name", "function", "function_name", "action", "tool_call")
 ARGUMENT_KEYS = ("arguments", "parameters", "params", "args", "input", "action_input",
