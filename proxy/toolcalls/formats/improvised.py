@@ -340,7 +340,7 @@ SPEC = FormatSpec(
     name=NAME, find_frames=find_frames, markers=MARKERS,
     openers=(Opener(seq(_IDENT, alt("(", "{")), "line"),
              Opener(seq('"', SPACE, alt("{", "[")), "start"),
-             Opener(seq(alt("```", "~~~"), alt("tool_code", "tool_call", "python", "py"),
+             Opener(seq(alt("```", "~~~"), alt("tool_code", "tool_call", "python", "py", "json"),
                         run(r"[ \t\r]", 0, 64), "\n"), "line"),
              # after a lead-in on the same line ("Sure, deleting that now: {…}")
              Opener(seq(alt(":", ".", "!"), run(r"[ \t]", 1, 16),
