@@ -12,8 +12,12 @@ not parse) still answers with a call, in a shape of its own:
     "{\\"name\\": …}", {"content": "get_weather(…)"}     double-encoded: JSON holding one
 
 It is a call only when it stands as the answer: after at most a closed (or empty) thinking
-block and a short lead-in (`_LEAD_MAX`: "Sure, deleting that now:"), and before at most a
-short sign-off (`_SIGN_OFF_MAX`, no question, no code, no second structure). The first
+block and a short lead-in (`_LEAD_MAX`: "Sure, deleting that now:"; it ends with a colon when
+it is on the call's own line, or when the call is a bare `NAME(…)`/`NAME{…}`), and before at
+most a
+short sign-off (`_SIGN_OFF_MAX`, no question, no code, no second structure, nothing about the
+structure itself: "That block shows the shape"); a fenced block closes the answer, as
+code_fence's do (a fence followed by prose was shown). The first
 structure of the answer decides: a program (`result = get_weather(…)`, `print(get_weather(…))`)
 starts with something that is no call of an offered tool and stays text; so does a NAME that
 no offered tool has (`get_forecast(…)` when only `get_weather` is offered: never renamed).
@@ -60,8 +64,10 @@ _NAME_AT = re.compile(r"([A-Za-z_][\w.\-]{0,127}+)(?=[({])")
 # structure, or words that make the structure something shown (an example, a template).
 _NOT_SIGN_OFF = re.compile(
     r"[?`{}\[\]<>]|\w\(|\b(?:examples?|e\.g\.|for instance|formats?|syntax|schemas?|templates?|"
-    r"replace|usage|would|could|instead|looks? like|how to|you can|means?)\b", re.IGNORECASE)
-_CODE_IN_LEAD_IN = re.compile(r"[`=;{}$]|\b(?:await|return|const|let|var|def|lambda)\s")
+    r"replace|usage|would|could|instead|looks? like|how to|you can|means?|shows?|shown|shape|"
+    r"(?:not|never|n't) (?:be )?(?:run|ran|called|executed|sent))\b"
+    r"|\A(?:this|that|these|those|here|above|it|its|such|which|where)\b", re.IGNORECASE)
+_CODE_IN_LEAD_IN = re.compile(r"[`=;{}$<>]|\b(?:await|return|const|let|var|def|lambda)\s")
 POSITIONAL = "positional_argument_named"  # the repair: the one required parameter's value
 
 
@@ -246,8 +252,10 @@ class _Reader:
             if close < 0:
                 return Refusal("incomplete_frame")
             found = self.code(fence.end(), close, json=fence[2] not in ("python", "py"))
-            return found if isinstance(found, Refusal) or found is None else (
-                found, close + 1 + len(fence[1]))
+            end = close + 1 + len(fence[1])
+            if self.doc.skip_space(end) < len(text):
+                return None  # a fence that prose follows was shown (code_fence's rule too)
+            return found if isinstance(found, Refusal) or found is None else (found, end)
         if text[pos] in "{[":
             read = self.json(pos)
             if isinstance(read, tuple):
@@ -298,6 +306,12 @@ class _Reader:
             start = first.start()
         if start > body and not _lead_in_ok(text[body:start]):
             return None
+        line = text[max(body, text.rfind("\n", body, start) + 1):start]
+        if line.strip() and not line.rstrip().endswith(":"):
+            return None  # a lead-in on the call's own line ends with a colon
+        named = _NAME_AT.match(text, start) is not None
+        if named and start > body and not text[body:start].rstrip().endswith(":"):
+            return None  # a bare NAME(…) after prose: only after a lead-in ending with ":"
         if start > body and (text[start - 1].isalnum() or text[start - 1] == "_"):
             return None  # `os.functools[…]`, `x{…}`: glued to a word, part of an expression
         if text.startswith(("```", "~~~"), start) and start > body and text[start - 1] != "\n":
@@ -338,12 +352,18 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 _IDENT = seq(run("[A-Za-z_]", 1, 1), run(r"[\w.\-]", 0, 127))
 SPEC = FormatSpec(
     name=NAME, find_frames=find_frames, markers=MARKERS,
-    openers=(Opener(seq(_IDENT, alt("(", "{")), "line"),
+    openers=(Opener(seq(_IDENT, alt("(", "{")), "start"),
              Opener(seq('"', SPACE, alt("{", "[")), "start"),
-             Opener(seq(alt("```", "~~~"), alt("tool_code", "tool_call", "python", "py", "json"),
+             Opener(seq(alt("```", "~~~"), alt("tool_code", "tool_call", "json"),
                         run(r"[ \t\r]", 0, 64), "\n"), "line"),
-             # after a lead-in on the same line ("Sure, deleting that now: {…}")
-             Opener(seq(alt(":", ".", "!"), run(r"[ \t]", 1, 16),
-                        alt("{", "[", "<tool_code>", seq(_IDENT, alt("(", "{"))))),
+             # a Python block that opens with a call expression (one that does not flows)
+             Opener(seq(alt("```", "~~~"), alt("python", "py"), run(r"[ \t\r]", 0, 64), "\n",
+                        SPACE, _IDENT, "("), "line"),
+             # after a lead-in on the same line, which ends with a colon ("Sure, deleting
+             # that now: {…}")
+             Opener(seq(":", run(r"[ \t]", 1, 16), alt("{", "[", seq(_IDENT, alt("(", "{"))))),
+             # a bare NAME(…) on the line after one (`{`, `[` at a line's start are held
+             # by bare_json's and pythonic's openers)
+             Opener(seq(":", run(r"[ \t]", 0, 16), "\n", SPACE, _IDENT, alt("(", "{"))),
              *literals("<tool_code>")),
 )
