@@ -68,7 +68,7 @@ POSITIVE = [
     ("bare_json", '{"name": "read", "arguments": {"path": "/a"}}', [("read", READ_A)], ""),
     # improvised (issue 41; the whole class is tests/toolcalls/test_improvised.py)
     ("improvised", 'get_weather(city="Paris")', [("get_weather", PARIS)], ""),
-    ("improvised", "Checking.\nread{path: '/a'}", [("read", READ_A)], "Checking."),
+    ("improvised", "Checking:\nread{path: '/a'}", [("read", READ_A)], "Checking:"),
     ("improvised", '<tool_code>read(path="/a")</tool_code>', [("read", READ_A)], ""),
     # llama 3
     ("llama3", '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}',

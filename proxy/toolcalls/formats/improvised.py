@@ -21,7 +21,8 @@ code_fence's do (a fence followed by prose was shown). The first
 structure of the answer decides: a program (`result = get_weather(…)`, `print(get_weather(…))`)
 starts with something that is no call of an offered tool and stays text; so does a NAME that
 no offered tool has (`get_forecast(…)` when only `get_weather` is offered: never renamed).
-Keyword arguments are read as they are; one positional argument only where the tool has
+A bare name is a word (dashes allowed, no dots: `Think.` ending a reasoning must not wait
+for a `(`). Keyword arguments are read as they are; one positional argument only where the tool has
 exactly one required parameter (it is that parameter's value), anything else positional
 stays text. What the prose around it says (an example, a hypothetical, a quote, a question)
 is judged by context.py, as for every format. docs/formats.md lists which way each
@@ -54,12 +55,12 @@ _SIGN_OFF_MAX = 160  # one line
 _THINK = re.compile(r"\s*+<(think|thinking|seed:think)>(?:[^<]++|<(?!/\1>))*+</\1>")
 # The first structure of the answer: a code block, JSON, or an identifier right before `(`/`{`.
 _STRUCTURE = re.compile(r"<tool_code>|```|~~~|[{\[]"
-                        r"|(?<![\w.\-$])([A-Za-z_][\w.\-]{0,127}+)(?=[({])")
+                        r"|(?<![\w.\-$])([A-Za-z_][\w\-]{0,127}+)(?=[({])")
 _FENCE_OPEN = re.compile(r"(```|~~~)[ \t]*+(tool_code|tool_call|tool_calls|python|py|json)"
                          r"[ \t]*+\r?\n")
 _CODE_OPEN, _CODE_CLOSE = "<tool_code>", "</tool_code>"
 _SEPARATORS = re.compile(r"[\s;,]*+")
-_NAME_AT = re.compile(r"([A-Za-z_][\w.\-]{0,127}+)(?=[({])")
+_NAME_AT = re.compile(r"([A-Za-z_][\w\-]{0,127}+)(?=[({])")
 # What a sign-off does not hold: a question (the model asks before it acts), code or another
 # structure, or words that make the structure something shown (an example, a template).
 _NOT_SIGN_OFF = re.compile(
@@ -349,7 +350,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
                 repairs=tuple(dict.fromkeys(reader.repairs)))
 
 
-_IDENT = seq(run("[A-Za-z_]", 1, 1), run(r"[\w.\-]", 0, 127))
+_IDENT = seq(run("[A-Za-z_]", 1, 1), run(r"[\w\-]", 0, 127))
 SPEC = FormatSpec(
     name=NAME, find_frames=find_frames, markers=MARKERS,
     openers=(Opener(seq(_IDENT, alt("(", "{")), "start"),
