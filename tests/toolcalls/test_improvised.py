@@ -114,6 +114,8 @@ LITERALS = [
     ('get_weather(\n    city="Paris",\n    days=2,\n)', {"city": "Paris", "days": 2}),
     ('get_weather("Paris")', {"city": "Paris"}),
     ('get_weather("Paris", days=3)', {"city": "Paris", "days": 3}),
+    ('get_weather({"city": "Paris", "days": 2})', {"city": "Paris", "days": 2}),
+    ("get_weather({city: 'Paris', metric: true,})", {"city": "Paris", "metric": True}),
 ]
 
 
@@ -137,6 +139,8 @@ CODE_BLOCKS = [
     '```json\n{"tool": "get_weather", "args": {"city": "Paris"}}\n```',
     '<tool_code>{"tool": "get_weather", "args": {"city": "Paris"}}</tool_code>',
     "```tool_code\nget_weather{'city': 'Paris'}\n```",
+    '```tool_code\nprint(default_api.get_weather(city="Paris"))\n```',  # Gemma 3's own
+    '<tool_code>print(get_weather(city="Paris"))</tool_code>',
 ]
 
 
@@ -223,6 +227,9 @@ def test_inside_a_trained_frame_a_call_to_an_unknown_name_is_delivered_as_today(
     'get_weather("Paris", city="Lyon")',  # the positional and its keyword both
     'get_weather(city=town)',  # a variable, not a literal
     'get_weather(city="Paris").result',
+    'get_weather({"calls": 3})',  # an object of keys the tool does not declare: data
+    "get_weather({city: 'Paris'}, 3)",
+    'get_weather({"city": "Paris"}, days=2)',
 ])
 def test_positional_or_non_literal_arguments_the_tool_leaves_open_stay_text(text):
     stays_text(text)
@@ -241,6 +248,8 @@ LISTINGS = [
     "it in your own script, and you can loop over several cities the same way.",
     "def get_weather(city):\n    return fetch(city)",
     '```python\nget_weather(city="Paris")\nget_weather(city=input())\n```',
+    '```python\nprint(get_weather(city="Paris"))\n```',  # printing is a tool_code block's way
+    '```tool_code\nprint(get_weather(city="Paris")); cleanup()\n```',
 ]
 
 DOCUMENTATION = [

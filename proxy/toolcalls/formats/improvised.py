@@ -39,7 +39,7 @@ from typing import Any
 from ..names import ToolNames
 from ..opener_patterns import SPACE, Opener, alt, literals, run, seq
 from ..repair import NotJson
-from ..repair.envelope import answer_text
+from ..repair.envelope import answer_text, declared_only
 from ..repair.js_literal import read_object
 from ..repair.python_literal import NotLiteral, literal_value, parse_expression
 from ..scan import Document
@@ -61,6 +61,7 @@ _FENCE_OPEN = re.compile(r"(```|~~~)[ \t]*+(tool_code|tool_call|tool_calls|pytho
 _CODE_OPEN, _CODE_CLOSE = "<tool_code>", "</tool_code>"
 _SEPARATORS = re.compile(r"[\s;,]*+")
 _NAME_AT = re.compile(r"([A-Za-z_][\w\-]{0,127}+)(?=[({])")
+_CODE_NAME_AT = re.compile(r"([A-Za-z_][\w.\-]{0,127}+)(?=[({])")  # in a block: `default_api.f`
 # What a sign-off does not hold: a question (the model asks before it acts), code or another
 # structure, or words that make the structure something shown (an example, a template).
 _NOT_SIGN_OFF = re.compile(
@@ -70,6 +71,7 @@ _NOT_SIGN_OFF = re.compile(
     r"|\A(?:this|that|these|those|here|above|it|its|such|which|where)\b", re.IGNORECASE)
 _CODE_IN_LEAD_IN = re.compile(r"[`=;{}$<>]|\b(?:await|return|const|let|var|def|lambda)\s")
 POSITIONAL = "positional_argument_named"  # the repair: the one required parameter's value
+OBJECT_ARGUMENT = "object_argument_as_arguments"  # the repair: `NAME({…})`
 
 
 def _body_start(text: str) -> int:
@@ -122,6 +124,10 @@ def _positional(doc: Document, names: ToolNames, source: str,
     written = pythonic.dotted(call.func)
     match = names.match(written) if written is not None else None
     parameters = doc.schemas.get(match.name) if match is not None else None
+    if isinstance(call.args[0], ast.Dict):  # the arguments object, never one value
+        if call.keywords:
+            return Refusal("positional_arguments")
+        return _object_argument(written, call.args[0], parameters)
     required = parameters.get("required") if isinstance(parameters, dict) else None
     if not (isinstance(required, list) and len(required) == 1 and isinstance(required[0], str)):
         return Refusal("positional_arguments")
@@ -137,6 +143,21 @@ def _positional(doc: Document, names: ToolNames, source: str,
     return [{"name": written, "arguments": arguments}], (POSITIONAL, *sorted(repairs))
 
 
+def _object_argument(written: str | None, node: ast.Dict, parameters: Any,
+                     ) -> tuple[list[dict[str, Any]], tuple[str, ...]] | Refusal:
+    """`NAME({"city": "Paris"})` (a JavaScript-style call): the one object is the arguments
+    when every key is a parameter the tool declares; never the value of one parameter."""
+    repairs: set[str] = set()
+    try:
+        arguments = literal_value(node, repairs)
+    except (NotLiteral, RecursionError):
+        return Refusal("not_literal_arguments")
+    if written is None or not isinstance(arguments, dict) or not declared_only(arguments,
+                                                                               parameters):
+        return Refusal("positional_arguments")
+    return [{"name": written, "arguments": arguments}], (OBJECT_ARGUMENT, *sorted(repairs))
+
+
 class _Reader:
     """The structures of one answer, read from where they start."""
 
@@ -148,7 +169,8 @@ class _Reader:
     def named(self, pos: int, name: str) -> tuple[list[dict[str, Any]], int] | Refusal | None:
         """The call of an offered tool `name` written at `pos` as `NAME(…)` or `NAME{…}`;
         None when `name` is no offered tool's (the answer is no call)."""
-        if self.names.match(name) is None:
+        match = self.names.match(name)
+        if match is None:
             return None
         text = self.doc.text
         brace = pos + len(name)
@@ -159,6 +181,15 @@ class _Reader:
             arguments, end, repairs = read
             self.repairs.extend(repairs)
             return [{"name": name, "arguments": arguments}], end
+        inner = self.doc.skip_space(brace + 1)
+        if text.startswith("{", inner):  # `NAME({city: 'Paris'})`, JavaScript's way
+            read = read_object(text, inner)
+            if read is not None and text.startswith(")", self.doc.skip_space(read[1])):
+                arguments, end, repairs = read
+                if not declared_only(arguments, self.doc.schemas.get(match.name)):
+                    return Refusal("undeclared_parameters")
+                self.repairs.extend((*repairs, OBJECT_ARGUMENT))
+                return [{"name": name, "arguments": arguments}], self.doc.skip_space(end) + 1
         end = pythonic.list_end(self.doc, brace)
         if end is None:
             return Refusal("incomplete_frame")
@@ -199,10 +230,13 @@ class _Reader:
                 return read[0], read[1]
         return Refusal("invalid_json")
 
-    def code(self, source_start: int, source_end: int, json: bool = True) -> Any | Refusal:
+    def code(self, source_start: int, source_end: int, json: bool = True,
+             printing: bool = False) -> Any | Refusal:
         """The calls a code block holds as all of its code: one JSON value (unless the block
         is Python's: a dict there is a program's literal), or calls of offered tools one
-        after another (`NAME(…)` / `NAME{…}`, by lines or `;`)."""
+        after another (`NAME(…)` / `NAME{…}`, by lines or `;`; the name may have a module
+        prefix, `default_api.NAME`). `printing`: a tool_code block, where Gemma writes
+        `print(NAME(…))` for the call itself."""
         doc, text = self.doc, self.doc.text
         pos = doc.skip_space(source_start, source_end)
         if pos >= source_end:
@@ -219,13 +253,20 @@ class _Reader:
             return value
         calls: list[dict[str, Any]] = []
         while pos < source_end:
-            head = _NAME_AT.match(text, pos)
+            printed = printing and text.startswith("print(", pos)
+            at = doc.skip_space(pos + len("print("), source_end) if printed else pos
+            head = _CODE_NAME_AT.match(text, at)
             if head is None or not doc.spend():
                 return Refusal("unrecognised_shape")  # code that is not only calls: a program
-            found = self.named(pos, head[1])
+            found = self.named(at, head[1])
             if found is None or isinstance(found, Refusal):
                 return found or Refusal("unrecognised_shape")
             more, end = found
+            if printed:  # Gemma's `print(default_api.NAME(…))`: the call it prints
+                close = doc.skip_space(end, source_end)
+                if not text.startswith(")", close):
+                    return Refusal("unrecognised_shape")
+                end = close + 1
             if end > source_end:
                 return Refusal("unrecognised_shape")
             calls.extend(more)
@@ -242,7 +283,7 @@ class _Reader:
             close = text.find(_CODE_CLOSE, body)
             if close < 0:
                 return Refusal("incomplete_frame")
-            found = self.code(body, close)
+            found = self.code(body, close, printing=True)
             return found if isinstance(found, Refusal) or found is None else (
                 found, close + len(_CODE_CLOSE))
         if text.startswith(("```", "~~~"), pos):
@@ -252,7 +293,8 @@ class _Reader:
             close = text.find("\n" + fence[1], fence.end() - 1)
             if close < 0:
                 return Refusal("incomplete_frame")
-            found = self.code(fence.end(), close, json=fence[2] not in ("python", "py"))
+            found = self.code(fence.end(), close, json=fence[2] not in ("python", "py"),
+                              printing=fence[2] == "tool_code")
             end = close + 1 + len(fence[1])
             if self.doc.skip_space(end) < len(text):
                 return None  # a fence that prose follows was shown (code_fence's rule too)
