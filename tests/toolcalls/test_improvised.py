@@ -228,6 +228,7 @@ def test_inside_a_trained_frame_a_call_to_an_unknown_name_is_delivered_as_today(
     'get_weather(city=town)',  # a variable, not a literal
     'get_weather(city="Paris").result',
     'get_weather({"calls": 3})',  # an object of keys the tool does not declare: data
+    "get_weather{calls: 3, errors: 0}",
     "get_weather({city: 'Paris'}, 3)",
     'get_weather({"city": "Paris"}, days=2)',
 ])

@@ -39,7 +39,7 @@ from typing import Any
 from ..names import ToolNames
 from ..opener_patterns import SPACE, Opener, alt, literals, run, seq
 from ..repair import NotJson
-from ..repair.envelope import answer_text, declared_only
+from ..repair.envelope import DOUBLE_ENCODED, answer_text, declared_only
 from ..repair.js_literal import read_object
 from ..repair.python_literal import NotLiteral, literal_value, parse_expression
 from ..scan import Document
@@ -179,6 +179,8 @@ class _Reader:
             if read is None:
                 return Refusal("not_literal_arguments")
             arguments, end, repairs = read
+            if not declared_only(arguments, self.doc.schemas.get(match.name)):
+                return Refusal("undeclared_parameters")
             self.repairs.extend(repairs)
             return [{"name": name, "arguments": arguments}], end
         inner = self.doc.skip_space(brace + 1)
@@ -315,10 +317,10 @@ class _Reader:
         double-encoded JSON included)."""
         inner = answer_text(value)
         if inner is not None and not inner.lstrip().startswith(("{", "[", '"')):
-            sub = Document(inner, tools=self.doc.tools, schemas=self.doc.schemas)
-            found = _Reader(sub).answer()
-            if found is not None and not isinstance(found[0], Refusal):
-                self.repairs.append("double_encoded_call")
+            reader = _Reader(Document(inner, tools=self.doc.tools, schemas=self.doc.schemas))
+            found = reader.answer()
+            if found is not None:
+                self.repairs.extend((DOUBLE_ENCODED, *reader.repairs))
                 return found[0], end
         return value, end
 
