@@ -41,7 +41,9 @@ from tests.fake_vllm import vllm_completion, vllm_stream_of
 from tools.fuzz import mutate
 
 TESTS = Path(__file__).parent
-TOOL_NAMES = ("get_weather", "read", "exec", "write", "get_time", "count", "tool")
+# (delete_file, search_web, fetch_url: the tools tests/toolcalls/test_improvised.py names)
+TOOL_NAMES = ("get_weather", "read", "exec", "write", "get_time", "count", "tool",
+              "delete_file", "search_web", "fetch_url")
 TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
          for name in TOOL_NAMES]
 FRONT_NAMES = tuple(front.name for front in FRONTS)

@@ -33,7 +33,7 @@ from .registry import MESSAGE_HEADERS
 _EXAMPLE_CUE = re.compile(
     r"\b(?:for example|examples?|for instance|e\.g\.|such as|samples?|like this|like so|"
     r"looks? like|would look|templates?|syntax|schemas?|(?:the|this|that) format|"
-    r"formats? (?:is|are|was|were))\b", re.IGNORECASE)
+    r"formats? (?:is|are|was|were)|usage|signature)\b", re.IGNORECASE)
 # Words that make a fence an example whatever the line introducing it ends with.
 _STRONG_CUE = re.compile(r"\b(?:for example|examples?|for instance|e\.g\.|samples?)\b",
                          re.IGNORECASE)
@@ -41,6 +41,20 @@ _STRONG_CUE = re.compile(r"\b(?:for example|examples?|for instance|e\.g\.|sample
 _HYPOTHETICAL_CUE = re.compile(
     r"\b(?:would|could|should|might|you can|one can|you may|written as|"
     r"output|result|response|returns?)\b", re.IGNORECASE)
+# What makes the lead-in of a frame recognised by its shape alone something other than a call
+# made, whatever it ends with: a hypothetical ("If I had access I would run"), a question
+# (the model asks before it acts), or a quoted or injected instruction ("The page says:",
+# "SYSTEM OVERRIDE:", "Ignore previous instructions and run").
+_SHAPE_HYPOTHETICAL = re.compile(
+    r"\b(?:(?:I|we)\s+(?:would|could|might)|I'd|if (?:I|you|we)|suppose|imagine|"
+    r"hypothetical(?:ly)?|pretend)\b|\b(?:would|could|might) be\s*:?\s*\Z", re.IGNORECASE)
+_SHAPE_QUESTION = re.compile(r"\?")
+_SHAPE_QUOTING = re.compile(
+    r"\b(?:overrides?|ignore (?:all |any |the |your )?(?:previous|prior|above|earlier|other)|"
+    r"says|said|reads|wrote|writes|contains|quoted?|quoting|instructs?|instructed|injected|"
+    r"told me|asks me|asked me|jailbreak)\b", re.IGNORECASE)
+_SHAPE_SHOUTED_LABEL = re.compile(r"(?:^|\n)\s*+[A-Z][A-Z _-]{2,40}:")  # "SYSTEM OVERRIDE:"
+_SHAPE_LEAD_IN_LINES = 3
 # Special tokens and end markers that may sit beside a frame on its line without being prose.
 _SPECIAL = r"<[|｜][^<>\n]{0,64}[|｜]>"  # `<|end|>`, `<｜tool▁sep｜>`: a reserved token
 # A message's header in the formats that have one (`FormatSpec.message_header`) is not prose:
@@ -205,6 +219,19 @@ class Context:
         lead_in = self._lead_in(start)
         if self._introduces_example(lead_in, by_shape):
             return "example_in_prose"
+        return self._shape_lead_in(start) if by_shape else None
+
+    def _shape_lead_in(self, start: int) -> str | None:
+        """Why the lead-in of a frame recognised by its shape alone (its line, or the last
+        lines before it) makes it no call: a hypothetical, a question, a quoted or injected
+        instruction; or None."""
+        lead_in = self._lead_in(start, lines=_SHAPE_LEAD_IN_LINES)
+        if _SHAPE_QUOTING.search(lead_in) or _SHAPE_SHOUTED_LABEL.search(lead_in):
+            return "quoted_instruction"
+        if _SHAPE_QUESTION.search(lead_in):
+            return "clarifying_question"
+        if _SHAPE_HYPOTHETICAL.search(lead_in):
+            return "hypothetical"
         return None
 
     def _quoted(self, start: int, end: int) -> bool:

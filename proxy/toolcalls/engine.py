@@ -23,12 +23,11 @@ from .registry import (
     markers_of,
     resolve,
 )
-from .repair import NotJson, loads_repaired
+from .repair import NotJson, envelope, loads_repaired
 from .scan import Document, Spans
 from .types import Extraction, Frame, LeftAsText, Refusal, ToolCall, ToolSchemas
 from .validity import SCHEMA_COERCED, check
 
-_CALL_KEYS = {"name", "arguments", "parameters", "id", "type"}
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
@@ -54,33 +53,26 @@ def _arguments_object(value: Any, repairs: list[str]) -> dict[str, Any] | Refusa
     return value
 
 
-def _call_from_item(item: Any, repairs: list[str], frame: Frame) -> Call | Refusal:
-    """The call one decoded envelope `{"name", "arguments"}` holds, or why it holds none."""
-    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-        return Refusal("unrecognised_shape")
-    name = item["name"]
-    if not set(item) <= _CALL_KEYS or item.get("type", "function") != "function":
-        return Refusal("unrecognised_shape", name)
-    keys = [key for key in ("arguments", "parameters") if key in item]
-    if len(keys) > 1:
-        return Refusal("unrecognised_shape", name)
-    if not keys:
-        return name, None  # no arguments written: {} only for a tool that needs none
-    if keys[0] != frame.arguments_key:
-        repairs.append(f"{keys[0]}_as_{frame.arguments_key}")
-    arguments = _arguments_object(item[keys[0]], repairs)
-    return Refusal(arguments.reason, name) if isinstance(arguments, Refusal) else (name, arguments)
-
-
-def _calls_from_json(value: Any, repairs: list[str], frame: Frame) -> list[Call | Refusal]:
-    """The call, or the refusal, of each envelope in a decoded JSON frame (one bad sibling
-    does not drop the good calls of a list)."""
-    items = value if isinstance(value, list) else [value]
-    if not items:
-        return [Refusal("empty_call_list")]
-    if isinstance(value, list) and len(items) > 1 and not frame.listed:
+def _calls_from_json(value: Any, repairs: list[str], frame: Frame, reading: Reading,
+                     ) -> list[Call | Refusal]:
+    """The call, or the refusal, of each envelope in a decoded JSON frame, under any of the
+    spellings repair/envelope.py reads (one bad sibling does not drop the good calls of a list)."""
+    found = envelope.calls_of(value, reading.names, reading.tools, repairs, frame.arguments_key)
+    if len(found) > 1 and not frame.listed:
         repairs.append("several_calls_in_frame")
-    return [_call_from_item(item, repairs, frame) for item in items]
+    calls: list[Call | Refusal] = []
+    for item in found:
+        if isinstance(item, Refusal):
+            calls.append(item)
+            continue
+        name, written = item
+        if written is None:
+            calls.append((name, None))
+            continue
+        arguments = _arguments_object(written, repairs)
+        calls.append(Refusal(arguments.reason, name) if isinstance(arguments, Refusal)
+                     else (name, arguments))
+    return calls
 
 
 def _decoded_calls(frame: Frame, reading: Reading, decode: Decode,
@@ -92,14 +84,14 @@ def _decoded_calls(frame: Frame, reading: Reading, decode: Decode,
     if reading.truncated and not (frame.closed and frame.complete):
         if frame.head:  # the whole calls before the cut one
             repairs = list(frame.repairs)
-            return [*_calls_from_json(frame.head, repairs, frame),
+            return [*_calls_from_json(frame.head, repairs, frame, reading),
                     Refusal("cut_by_length", frame.name)], repairs
         return [Refusal("cut_by_length", frame.name)], []
     if not frame.complete:
         return [Refusal("incomplete_frame", frame.name)], []
     repairs = list(frame.repairs)
     if frame.value is not None:
-        return _calls_from_json(frame.value, repairs, frame), repairs
+        return _calls_from_json(frame.value, repairs, frame, reading), repairs
     if frame.json_text is not None:
         try:
             value, applied = decode(frame.json_text)
@@ -107,7 +99,7 @@ def _decoded_calls(frame: Frame, reading: Reading, decode: Decode,
             return [Refusal("invalid_json", frame.name)], []
         repairs.extend(applied)
         if frame.name is None:
-            return _calls_from_json(value, repairs, frame), repairs
+            return _calls_from_json(value, repairs, frame, reading), repairs
         arguments = _arguments_object(value, repairs)
         return [arguments if isinstance(arguments, Refusal) else (frame.name, arguments)], repairs
     name = frame.name or ""

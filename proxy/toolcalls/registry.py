@@ -26,6 +26,7 @@ from .formats import (
     harmony,
     hermes,
     hunyuan,
+    improvised,
     inkling,
     internlm,
     k2_horizon,
@@ -59,7 +60,7 @@ _MODULES = (hermes, longcat, qwen_xml, glm, tools_wrapper, granite_20b_fc, tool_
             kimi_k3, minimax_m3, lfm2, gigachat, command_r, solar_open, k2_horizon, inkling,
             harmony, internlm, phi4_mini, apertus, gemma4, functiongemma,
             hunyuan, minicpm, dots, muse, functionary,
-            pythonic, code_fence, bare_json)
+            pythonic, code_fence, bare_json, improvised)
 SPECS: tuple[FormatSpec, ...] = tuple(module.SPEC for module in _MODULES)
 
 # The views of the specs the engine, the streamed mode and `doctor` read.

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.toolcalls import extract
 from tests.fake_vllm import vllm_completion, vllm_stream_of
 from tests.streamed_cases import (
     ASSEMBLERS,
@@ -128,6 +129,28 @@ def test_issue_26_shapes_give_the_same_message_in_both_modes(front, unknown):
               for name in ("Read", "functions.read", "run_shell", "rm -rf")]
     answers, _ = _same_in_both_modes(front, texts, size=3, unknown_tool_calls=unknown)
     assert answers >= 5 * len(texts)
+
+
+def _module_texts(module) -> list[str]:
+    source = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    return sorted({node.value for node in ast.walk(source) if isinstance(node, ast.Constant)
+                   and isinstance(node.value, str) and node.value.strip()})
+
+
+# Issue 41, item 6: every text of the improvised-call tests (their positives and negatives),
+# in every answer shape, through every front, under either `unknown_tool_calls`.
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("unknown", ["deliver", "text"])
+@pytest.mark.parametrize("front", FRONT_NAMES)
+def test_improvised_calls_give_the_same_message_in_both_modes(front, unknown):
+    from tests.toolcalls import test_improvised as improvised
+
+    texts = _module_texts(improvised)
+    answers, live = _same_in_both_modes(front, texts, size=3, unknown_tool_calls=unknown)
+    assert answers >= 5 * len(texts)
+    tools = {name: {"type": "object"} for name in TOOL_NAMES}
+    assert sum(bool(extract(text, tools).calls) for text in texts) > 40  # not vacuous
+    assert live > 0
 
 
 def _as_content(text: str) -> list[dict]:

@@ -66,6 +66,10 @@ POSITIVE = [
      [("get_weather", PARIS), ("read", READ_A)], ""),
     # bare json
     ("bare_json", '{"name": "read", "arguments": {"path": "/a"}}', [("read", READ_A)], ""),
+    # improvised (issue 41; the whole class is tests/toolcalls/test_improvised.py)
+    ("improvised", 'get_weather(city="Paris")', [("get_weather", PARIS)], ""),
+    ("improvised", "Checking:\nread{path: '/a'}", [("read", READ_A)], "Checking:"),
+    ("improvised", '<tool_code>read(path="/a")</tool_code>', [("read", READ_A)], ""),
     # llama 3
     ("llama3", '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}',
      [("get_weather", PARIS)], ""),
@@ -249,6 +253,9 @@ NEGATIVE = [
     ("tools_wrapper", '<response>\n{"name": "delete_all", "arguments": {}}\n</response>'),
     ("qwen_xml", "Use <function=get_weather> when asked about weather."),
     ("bare_json", 'The config is {"name": "read", "arguments": {}} and it works fine.'),
+    ("improvised", 'print(get_weather(city="Paris"))'),
+    ("improvised", 'I would run get_weather(city="Paris") for you.'),
+    ("improvised", 'get_forecast(city="Paris")'),
     ("llama3", '<|python_tag|>brave_search.call(query="weather in Paris")'),
     ("llama3", '{"name": "read", "parameters": {"path": "/a"}}; and that is all'),
     ("llama3", 'Write `<function=get_weather>{"city": "Paris"}</function>` to call it.'),

@@ -85,6 +85,15 @@ def test_an_unknown_name_is_never_delivered_beside_a_named_tool_choice_or_in_pro
     '<tool_call>{"type": "function", "function": {"name": "read", "arguments": '
     '{"path": "/a"}}}</tool_call>',
     '{"function": {"name": "read", "arguments": {"path": "/a"}}}',
+])
+def test_the_envelope_spellings_of_issue_41_are_read(text):
+    """Issue 41 (item 1): `function` as the name's key, and the OpenAI call object nested
+    under `function`, are envelopes (these stayed text before; see repair/envelope.py)."""
+    found = extract(text, TOOLS, deliver_unknown=False)
+    assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [("read", {"path": "/a"})]
+
+
+@pytest.mark.parametrize("text", [
     '<tool_call>{"function=read","parameters":{"path":"/a"}}</tool_call>',
     '<tool_call>{"name": "read", "arguments": {"path": "/a"}, "parameters": {}}</tool_call>',
     '<tool_call>{"name": "read", "arguments": {"path": "/a"}, "extra": 1}</tool_call>',
@@ -148,7 +157,7 @@ def test_named_tool_choice_takes_only_that_call_from_a_list():
 
 
 @pytest.mark.parametrize("bad", [
-    '{"name": "rm_rf", "arguments": {"path": "/"}}', '{"function": "read", "arguments": {}}',
+    '{"name": "rm_rf", "arguments": {"path": "/"}}', '{"function": "read", "code": 3}',
     '{"name": "read", "arguments": "not json"}', '{"name": 42, "arguments": {}}'])
 def test_a_bad_sibling_in_a_list_does_not_drop_the_good_calls(bad):
     good = '{"name": "get_weather", "arguments": {"city": "Paris"}}'

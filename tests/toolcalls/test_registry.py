@@ -18,7 +18,7 @@ def test_auto_is_every_format_once_in_default_order():
 
 
 def test_shape_formats_come_last_in_the_default_order():
-    assert list(FORMATS)[-3:] == ["pythonic", "code_fence", "bare_json"]
+    assert list(FORMATS)[-4:] == ["pythonic", "code_fence", "bare_json", "improvised"]
 
 
 @pytest.mark.parametrize(("alias", "name"), [

@@ -25,7 +25,7 @@ def sent(text: str, rule=ALL) -> str:
     'A JSON object such as {"a": 1} can sit inside a sentence.',
     "Use list[int] or [1, 2, 3] in the middle of a line.",
     "Markdown links stay: see\n[the docs](https://example.com) and [here](x).",
-    "A Python fence flows:\n```python\nprint('hi')\n```\nDone.",
+    "A Python fence flows:\n```python\nx = 1\nprint(x)\n```\nDone.",
     "Generics like Map<String, List<Integer>> are prose.",
     "The function returns true; the caller checks it; done.",
     "HTML like <b>bold</b> and <div class='x'> flows.",

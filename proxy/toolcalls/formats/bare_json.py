@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from ..opener_patterns import CALL_LIST, CALL_OBJECT
 from ..repair import NotJson, loads_repaired
+from ..repair.envelope import answer_text
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec
@@ -22,6 +23,17 @@ MARKERS = ()  # none: recognised by shape, at the start and end of the content
 # What can start a JSON call or list of calls: `{"`, `{'`, `{}`, `[{`, `[]`.
 _CALL_START = re.compile(r"\{\s*+[\"'}]|\[\s*+[{\]]")
 _ENVELOPE = re.compile(r'\{\s*+"tool_calls?"\s*+:')
+_ANSWER = re.compile(r'\{\s*+"(?:role|content|response|answer|text|output|message)"\s*+:')
+
+
+def _holds_text(payload: str) -> bool:
+    """An answer object whose one text field holds no JSON (see envelope.answer_text)."""
+    try:
+        value = loads_repaired(payload)[0]
+    except NotJson:
+        return False
+    text = answer_text(value)
+    return text is not None and not text.lstrip().startswith(("{", "[", '"'))
 
 
 def _envelope(text: str, start: int, end: int) -> Frame | None:
@@ -48,6 +60,8 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     if _CALL_START.match(text, first):
         end = doc.json_end(first)
         if end is not None and doc.skip_space(end) == len(text):
+            if _ANSWER.match(text, first) and _holds_text(text[first:end]):
+                return  # an answer object holding prose (or a call expression: improvised's)
             envelope = _envelope(text, first, end) if _ENVELOPE.match(text, first) else None
             yield envelope or Frame(NAME, first, end, json_text=text[first:end])
             return

@@ -40,10 +40,12 @@ _ACTION_KEYS = {"tool_call_id", "tool_name", "parameters"}
 
 
 def _call(item: Any) -> Any:
-    """An action as a call envelope; anything else as it is (the engine refuses it), and so
-    is Cohere's `directly_answer`, which says the model answers without a tool."""
-    if (isinstance(item, dict) and "tool_name" in item and set(item) <= _ACTION_KEYS
-            and item["tool_name"] != "directly_answer"):
+    """An action as a call envelope; anything else as it is (the engine refuses what no
+    envelope spelling reads), and Cohere's `directly_answer`, which says the model answers
+    without a tool, as None (which the engine refuses)."""
+    if isinstance(item, dict) and item.get("tool_name") == "directly_answer":
+        return None
+    if isinstance(item, dict) and "tool_name" in item and set(item) <= _ACTION_KEYS:
         call = {"name": item["tool_name"]}
         if "parameters" in item:
             call["arguments"] = item["parameters"]

@@ -63,11 +63,12 @@ _PLACEHOLDER = "_tc_literal_"
 _RAW_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted(node: ast.AST) -> str | None:
+    """The dotted name a call's function node writes (`a.b.c`), or None."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        head = _dotted(node.value)
+        head = dotted(node.value)
         return None if head is None else f"{head}.{node.attr}"
     return None
 
@@ -85,7 +86,7 @@ def _calls_in_list(source: str, strings: dict[str, str] | None = None,
     repairs: set[str] = set()
     calls = []
     for item in tree.body.elts:
-        name = _dotted(item.func) if isinstance(item, ast.Call) else None
+        name = dotted(item.func) if isinstance(item, ast.Call) else None
         if name is None or not isinstance(item, ast.Call):
             return "unrecognised_shape"
         if item.args or any(keyword.arg is None for keyword in item.keywords):
@@ -320,7 +321,7 @@ def _rewritten_list(source: str) -> tuple[list[dict[str, Any]], tuple[str, ...]]
     return None
 
 
-def _list_end(doc: Document, pos: int, items: list[int] | None = None) -> int | None:
+def list_end(doc: Document, pos: int, items: list[int] | None = None) -> int | None:
     """Where the Python list whose `[` stands at `pos` ends (after its `]`), by Python's own
     syntax: brackets outside string literals and comments. None when it never ends (cut, an
     unterminated string) or the document's budget ran out. `items` collects where each of
@@ -372,7 +373,7 @@ def wrapped_list(doc: Document, start: int, body: int, close: str, fmt: str = NA
     incomplete frame (its text stays), one followed by anything else is not a list we read."""
     text = doc.text
     items: list[int] = []
-    end = _list_end(doc, body, items)
+    end = list_end(doc, body, items)
     if end is None:
         return Frame(fmt, start, len(text), closed=False, complete=False,
                      head=_cut_list_head(doc, body, items))
