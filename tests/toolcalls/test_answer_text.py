@@ -143,6 +143,10 @@ FRAMED = [
     ("<|open|>response<|sep|>It is sunny.<|close|>response<|sep|><|close|>message<|sep|>",
      (None, "It is sunny.")),
     ("It is sunny.<|close|>response<|sep|><|close|>message<|sep|>", (None, "It is sunny.")),
+    # the same as vLLM detokenizes it with spaces_between_special_tokens on
+    ("<|open|> response <|sep|> It is sunny. <|close|> response <|sep|> <|close|> message <|sep|>",
+     (None, "It is sunny.")),
+    ("It is sunny. <|close|> response <|sep|> <|close|> message <|sep|>", (None, "It is sunny.")),
     ("<|open|>think<|sep|>Sky check.<|close|>think<|sep|><|open|>response<|sep|>It is sunny."
      "<|close|>response<|sep|>", ("Sky check.", "It is sunny.")),
     ("<role>ASSISTANT</role>It is sunny.<|role_end|>", (None, "It is sunny.")),
@@ -162,6 +166,7 @@ FRAMING_MENTIONED = [
     "Harmony answers start with <|channel|>final<|message|> and the text.",
     "Say <|START_RESPONSE|> first, then the answer.",
     "Kimi K3 opens it with <|open|>response<|sep|> and closes it later.",
+    "Spaced, Kimi K3 opens it with <|open|> response <|sep|> and closes it later.",
     "Ling writes <role>ASSISTANT</role> before its answer.",
     "End the message with <|eot|> please.",
     "The section starts with `<|tool_calls_section_begin|>` in Kimi K2.",

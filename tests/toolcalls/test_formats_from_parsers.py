@@ -10,6 +10,8 @@ does not offer, a frame cut by length, or a fenced example.
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import pytest
 
@@ -439,3 +441,59 @@ def test_the_docs_coverage_table_names_parsers_the_setting_accepts():
         for parser in [n.strip(" `") for n in f"{vllm},{sglang}".split(",") if n.strip()]:
             assert [name for name, _ in resolve([parser])] == formats, parser
     assert named == set(FORMATS)
+
+
+def k3_spaced(text: str) -> str:
+    """`text` as vLLM's detokenizer writes it with `spaces_between_special_tokens` on: the
+    special tokens and the runs of text between them joined by one space
+    (`_convert_tokens_to_string_with_added_encoders`: `" ".join(sub_texts)`)."""
+    pieces = [piece for piece in re.split(r"(<\|(?:open|close|sep)\|>)", text) if piece]
+    return " ".join(pieces)
+
+
+K3_WEATHER = (K3_OPEN + "\n" + k3_call("get_weather", ("city", "Paris", "string"),
+                                       ("days", "3", "number")) + "\n" + K3_CLOSE)
+
+
+def test_kimi_k3_spaced_tokens_are_read_as_vllm_reads_them():
+    # vLLM's kimi_k3 parser takes `<|open|> tools <|sep|>` (its `\s*` inside the markers)
+    spaced = k3_spaced("Checking.<|close|>response<|sep|>" + K3_WEATHER
+                       + "<|close|>message<|sep|>")
+    assert spaced.startswith("Checking. <|close|> response <|sep|> <|open|> tools <|sep|>")
+    found = extract(spaced, TOOLS)
+    assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [
+        ("get_weather", {"city": "Paris", "days": 3})]
+    assert found.content.strip() == "Checking."
+
+
+def test_kimi_k3_spaced_value_keeps_the_spaces_the_model_wrote():
+    # the join adds exactly one space each side; a second is the model's own
+    written = K3_OPEN + k3_call("read", ("path", " /a b ", "string")) + K3_CLOSE
+    assert orjson.loads(extract(k3_spaced(written), TOOLS).calls[0].arguments) == {
+        "path": " /a b "}
+    # an argument whose tokens are spaced but whose value is not: the spaces are not
+    # certainly the detokenizer's, so the value stays as written, as vLLM keeps it
+    mixed = (K3_OPEN + '<|open|> argument key="path" type="string" <|sep|>/a <|close|> '
+             "argument <|sep|>")
+    mixed = (K3_OPEN + '<|open|> call tool="read" index="1" <|sep|>' + mixed[len(K3_OPEN):]
+             + "<|close|> call <|sep|>" + K3_CLOSE)
+    assert orjson.loads(extract(mixed, TOOLS).calls[0].arguments) == {"path": "/a "}
+
+
+def test_kimi_k3_spaced_json_block_is_read():
+    text = (K3_OPEN + '<|open|>call tool="search" index="1"<|sep|><|open|>json type="object"'
+            "<|sep|>" + NESTED_JSON + "<|close|>json<|sep|><|close|>call<|sep|>" + K3_CLOSE)
+    assert orjson.loads(extract(k3_spaced(text), TOOLS).calls[0].arguments) == NESTED
+
+
+@pytest.mark.parametrize("text", [
+    # the spaced frame's negative twins: a mention, an inline example, a fenced example,
+    # a quoted frame, a spaced call outside any tools section
+    k3_spaced('K3 writes <|open|>call tool="read" index="1"<|sep|> inside a tools section.'),
+    "Write `" + k3_spaced(K3_WEATHER) + "` to call it.",
+    "An example:\n```\n" + k3_spaced(K3_WEATHER) + "\n```\nThat is the shape.",
+    '> The docs say: "' + k3_spaced(K3_WEATHER) + '"',
+    k3_spaced(k3_call("read", ("path", "/a", "string"))),
+])
+def test_kimi_k3_spaced_mentions_stay_text(text):
+    assert extract(text, TOOLS).calls == []

@@ -11,7 +11,13 @@
 `<|close|>argument<|sep|>` the frame's structure shows to be its own (see text_values); any
 other type is JSON (a value that is not stays the text written, as the reference parsers
 keep it). A call may instead hold one `<|open|>json type="object"<|sep|>{…}<|close|>json
-<|sep|>` block of arguments. Attribute values undo the template's `&quot;`/`&amp;`. Calls are
+<|sep|>` block of arguments. Attribute values undo the template's `&quot;`/`&amp;`. The same frame
+as vLLM detokenizes it with `spaces_between_special_tokens` on (`<|open|> call tool="…"
+index="1" <|sep|>`: one space between each special token and the text beside it) is read
+too, as vLLM's parser reads it; a `string` value there loses the one space on each side only
+when the argument's own opener and closer are spaced (the detokenizer's join puts exactly
+one there; a value the model began or ended with a space keeps it), else it stays as written,
+spaces and all, as vLLM keeps it. Calls are
 read inside a tools section only; the section's tokens (with an empty response channel before
 it, or the close of the response channel that the template opened, and the message's close
 after it) go with the first and last call.
@@ -35,24 +41,31 @@ from .spec import FormatSpec
 
 NAME = "kimi_k3"
 _SEP = "<|sep|>"
-MARKERS = ("|open|>call",)  # not `<`-anchored: that group is the one every text is searched for
-_CALL = re.compile(r'<\|open\|>call\s++([^<>]{0,400}?)<\|sep\|>')
+# not `<`-anchored: that group is the one every text is searched for
+MARKERS = ("|open|>call", "|open|> call")
+# ` ?`: the one space vLLM's detokenizer puts beside a special token when
+# `spaces_between_special_tokens` is on (never more: a second is the model's own).
+_CALL = re.compile(r'<\|open\|> ?call\s++([^<>]{0,400}?)<\|sep\|>')
 _ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
-_ARGUMENT = re.compile(r'\s*+<\|open\|>argument\s++([^<>]{0,400}?)<\|sep\|>')
+_ARGUMENT = re.compile(r'\s*+<\|open\|>( ?)argument\s++([^<>]{0,400}?)<\|sep\|>')
 _ARGUMENT_CLOSE = "<|close|>argument" + _SEP
-_JSON = re.compile(r'\s*+<\|open\|>json\b[^<>]{0,100}?<\|sep\|>\s*+(?=\{)')
-_JSON_CLOSE = re.compile(r"\s*+<\|close\|>json<\|sep\|>")
-_CALL_CLOSE = re.compile(r"\s*+<\|close\|>call<\|sep\|>")
+_SPACED = ("<|close|> argument <|sep|>", "<|close|> call <|sep|>", "<|close|> tools <|sep|>")
+_JSON = re.compile(r'\s*+<\|open\|> ?json\b[^<>]{0,100}?<\|sep\|>\s*+(?=\{)')
+_JSON_CLOSE = re.compile(r"\s*+<\|close\|> ?json ?<\|sep\|>")
+_CALL_CLOSE = re.compile(r"\s*+<\|close\|> ?call ?<\|sep\|>")
 # The response channel's close before the tools (the template opens the channel; an empty
 # one is taken whole) and the message's close after them go with the section.
-_SECTION_OPEN = re.compile(r"(?:<\|open\|>response<\|sep\|>\s*+)?"
-                           r"(?:<\|close\|>response<\|sep\|>\s*+)?<\|open\|>tools<\|sep\|>\s*+\Z")
-_SECTION_CLOSE = re.compile(r"\s*+<\|close\|>tools<\|sep\|>(?:\s*+<\|close\|>message<\|sep\|>)?")
+_SECTION_OPEN = re.compile(r"(?:<\|open\|> ?response ?<\|sep\|>\s*+)?"
+                           r"(?:<\|close\|> ?response ?<\|sep\|>\s*+)?"
+                           r"<\|open\|> ?tools ?<\|sep\|>\s*+\Z")
+_SECTION_CLOSE = re.compile(r"\s*+<\|close\|> ?tools ?<\|sep\|>"
+                            r"(?:\s*+<\|close\|> ?message ?<\|sep\|>)?")
 _TAGS = ValueTags(
-    tokens=re.compile(r"<\|(?:(open\|>argument\s)|close\|>argument<\|sep\|>)"),
+    tokens=re.compile(r"<\|(?:(open\|> ?argument\s)|close\|> ?argument ?<\|sep\|>)"),
     next_item=_ARGUMENT,
-    stray=stray_tags((_ARGUMENT_CLOSE, "<|close|>call" + _SEP, "<|close|>tools" + _SEP),
-                     ("<|open|>tools" + _SEP, "<|open|>call")),
+    stray=stray_tags((_ARGUMENT_CLOSE, "<|close|>call" + _SEP, "<|close|>tools" + _SEP, *_SPACED),
+                     ("<|open|>tools" + _SEP, "<|open|>call", "<|open|> tools <|sep|>",
+                      "<|open|> call ")),
 )
 
 
@@ -111,8 +124,11 @@ def _arguments(doc: Document, pos: int, tail: Tail,
         found = value_end(doc, argument.end(), _TAGS, tail)
         if found is None:
             return (None if doc.budget.exhausted else arguments), len(text), False, balanced
-        attributes = _attributes(argument[1])
+        attributes = _attributes(argument[2])
         raw = text[argument.end():found.at]
+        if (argument[1] and argument[2].endswith(" ") and text.startswith("<|close|> ", found.at)
+                and len(raw) >= 2 and raw[0] == raw[-1] == " "):
+            raw = raw[1:-1]  # the detokenizer's spaces beside the tokens, not the model's
         arguments[attributes.get("key", "")] = _typed(raw, attributes.get("type", "string"))
         balanced = balanced and found.balanced
         pos = found.end
@@ -124,7 +140,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
     text = doc.text
     in_section = False
     tail = _tail(doc)
-    openers = OpenerMatches(doc, _CALL, MARKERS[0], offset=1, keep_backticked=True)
+    openers = OpenerMatches(doc, _CALL, MARKERS, offset=1, keep_backticked=True)
     for match in openers:
         start = section_start(doc, _SECTION_OPEN, match.start(), openers.taken_to, in_section)
         if start is None:
@@ -155,9 +171,9 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 # A plain answer in its response section: `<|open|>response<|sep|>…<|close|>response<|sep|>`
 # and the message's close; the template may open the section itself (then only its close is
 # written, at the end of the answer).
-_RESPONSE_OPEN = re.compile(r"\s*+<\|open\|>response<\|sep\|>")
-_RESPONSE_CLOSE = re.compile(r"(?:<\|close\|>response<\|sep\|>\s*+)?"
-                             r"(?:<\|close\|>message<\|sep\|>\s*+)?\Z")
+_RESPONSE_OPEN = re.compile(r"\s*+<\|open\|> ?response ?<\|sep\|> ?")
+_RESPONSE_CLOSE = re.compile(r"(?: ?<\|close\|> ?response ?<\|sep\|>\s*+)?"
+                             r"(?: ?<\|close\|> ?message ?<\|sep\|>\s*+)?\Z")
 
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -167,7 +183,9 @@ def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
 
 SPEC = FormatSpec(
     name=NAME, find_frames=find_frames, markers=MARKERS,
-    openers=literals("<|open|>tools", "<|open|>response", "<|close|>response", "<|close|>message"),
+    openers=literals("<|open|>tools", "<|open|>response", "<|close|>response", "<|close|>message",
+                     "<|open|> tools", "<|open|> response", "<|close|> response",
+                     "<|close|> message"),
     vllm=("kimi_k3",),
     sglang=("kimi_k3",),
     doctor_parser="kimi_k3",
