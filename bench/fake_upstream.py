@@ -311,11 +311,16 @@ def error_body(status: int) -> bytes:
                                    "type": "server_error", "param": None, "code": status}})
 
 
+# What the proxy asks a server of itself (its upstream profile), not a client's request.
+_INFO = frozenset({("GET", "/v1/models"), ("GET", "/version"), ("POST", "/tokenize")})
+
+
 class _Stats:
     """Counters exposed on GET /fake/stats (benchmark diagnostics and disconnect tests)."""
 
     def __init__(self) -> None:
         self.requests = 0
+        self.info = 0  # of which: what a server is asked of itself (models, version, tokenize)
         self.open_streams = 0
         self.open_connections = 0
         self.peak_connections = 0
@@ -393,6 +398,8 @@ class FakeUpstream:
         path = split.path
         if method == "POST" and path == "/v1/chat/completions":
             return await self._chat(split.query, headers, body, reader, writer)
+        if (method, path) in _INFO:
+            self.stats.info += 1
         if method == "GET" and path == "/v1/models":
             payload = orjson.dumps({"object": "list", "data": [
                 {"id": "bench", "object": "model", "created": _CREATED, "owned_by": "vllm",

@@ -662,9 +662,12 @@ def metric_values(text: bytes, name: str) -> float:
 
 
 async def fake_requests(soak: Soak) -> int:
-    """The fake's request counter (this request included), -1 when it does not answer."""
+    """The fake's request counter (this request included; the proxy's own profile reads
+    not), -1 when it does not answer."""
     _, stats = await _get_json(soak.fake_url + "/fake/stats")
-    return int(stats.get("requests", -1)) if isinstance(stats, dict) else -1
+    if not isinstance(stats, dict):
+        return -1
+    return int(stats.get("requests", -1)) - int(stats.get("info", 0))
 
 
 async def settle(soak: Soak, limit: float, fake_before: int) -> dict[str, Any]:
@@ -685,7 +688,9 @@ async def settle(soak: Soak, limit: float, fake_before: int) -> dict[str, Any]:
                  "proxy_in_flight": in_flight,
                  "proxy_requests_counted": metric_values(metrics.body or b"",
                                                          "toolcall_proxy_requests_total"),
-                 "upstream_requests_seen": stats.get("requests", 0) - fake_before - polls,
+                 # the clients' requests: not the polls, nor the proxy's own profile reads
+                 "upstream_requests_seen": (stats.get("requests", 0) - stats.get("info", 0)
+                                            - fake_before - polls),
                  "upstream_disconnects_seen": stats.get("disconnects"),
                  "upstream_faults_served": stats.get("faults")}
         if (state["fake_open_streams"] == 0 and state["fake_held_connections"] == 0

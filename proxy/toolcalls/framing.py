@@ -1,7 +1,6 @@
 """Shared frame-building steps, so that each format stays one small module and adding one
 touches no other: the "JSON after an opening marker, then a close marker or not" decision,
-and the `<invoke name=…><parameter name=…>` grammar that several model families share.
-"""
+and the `<invoke name=…><parameter name=…>` grammar that several model families share."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ from typing import Any
 
 from .repair import NotJson, loads_repaired
 from .scan import Document
+from .scan.spans import outermost as outermost  # (the formats' shared step, read here)
 from .text_values import Tail, ValueTags, stray_tags, value_end
 from .types import Frame
 
@@ -106,13 +106,11 @@ def json_frame(doc: Document, fmt: str, start: int, body: int, *,
                listed: bool = False, arguments_key: str = "arguments",
                repairs: tuple[str, ...] = ()) -> Frame | None:
     """The frame whose JSON payload opens at `body`, or None when it is not one we read.
-
     `close` (matched right after the JSON, leading space included) is the format's closing
     marker; None means the format has none and a complete JSON value ends the frame. A missing
     close is forgiven only when the JSON is complete and nothing but space or the next
     `opener` follows. Unbalanced JSON becomes an incomplete frame up to the next `opener`, so
-    that its text stays text and no other format reads inside it.
-    """
+    that its text stays text and no other format reads inside it."""
     text = doc.text
     if body >= len(text) or text[body] not in "{[":
         return None
@@ -236,10 +234,7 @@ class InvokeGrammar:
     tags: ValueTags
     value: Callable[[str], str]  # a value as the dialect's own parser reads it
     json_body: bool = False  # an invoke may hold its arguments as one JSON object instead
-    # an invoke outside a block, at the start of a line and after none of the dialect's tags,
-    # is a call whose block's opening tag was left out (`missing_open_tag`): its name must
-    # then be an offered tool's (a self-closing one stays text)
-    unwrapped: bool = False
+    unwrapped: bool = False  # an invoke alone at a line's start: a call missing its block's opener
 
 
 def _one_of(spellings: tuple[str, ...]) -> str:
@@ -349,8 +344,9 @@ def invoke_frames(doc: Document, fmt: str, grammar: InvokeGrammar) -> Iterator[F
     """Frames of the `<invoke name="N"><parameter name="K">V</parameter></invoke>` grammar
     (MiniMax-M2, DeepSeek-V3.2 DSML). One frame per invoke: the block's markers go with the
     first and last one. An invoke outside a block is a mention, not a call, unless the
-    grammar reads `unwrapped` invokes and it begins a line.
-    """
+    grammar reads `unwrapped` invokes and it begins a line (after none of the dialect's
+    tags): its block's opening tag left out (`missing_open_tag`), its name must be an offered
+    tool's, a self-closing one stays text."""
     text = doc.text
     invoke_open, invoke_close = grammar.invoke_open, grammar.invoke_close
     opened, closed_block = grammar.block_opened, grammar.block_closed
@@ -493,15 +489,3 @@ def pair_frames(doc: Document, fmt: str, grammar: PairGrammar) -> Iterator[Frame
         yield Frame(fmt, start, pos, name=name, text_args=tuple(args),
                     refused="repeated_parameter" if twice else None)
         openers.taken_to = pos
-
-
-def outermost(*finds: Iterator[Frame]) -> Iterator[Frame]:
-    """The frames of a format's several spellings, in order, without those that stand inside
-    another one's frame: they are text of its payload (a value that quotes a call)."""
-    frames = sorted((frame for find in finds for frame in find),
-                    key=lambda frame: (frame.start, -frame.end))
-    reach = -1
-    for frame in frames:
-        if frame.end > reach:
-            yield frame
-            reach = frame.end

@@ -24,6 +24,7 @@ from tests.fakes.helpers import TOOLS, USER
 from tests.fakes.llamacpp import NEWEST_BUILD, PEG_BUILD, FakeLlamaCpp
 from tests.fakes.models import says
 from tests.fakes.ollama import FakeOllama
+from tests.serving import wait_for
 
 PROSE = "Let me read the hosts file."
 # A call the template's wrapper holds in another family's markup: llama.cpp's parser for the
@@ -159,7 +160,8 @@ def test_a_call_llama_cpp_s_parser_threw_on_is_delivered(running, front, mode, c
     streamed = mode == "stream" and client_streams
     assert text.strip() == (PROSE if streamed else "")
     assert len(_chats(proxy)) == 1  # no re-ask: the output was read
-    assert _rescued(proxy) == {"llama.cpp": 1}
+    # (a turn is counted as its answer ends, just after the client read its last byte)
+    wait_for(lambda: _rescued(proxy) == {"llama.cpp": 1})
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
@@ -169,7 +171,8 @@ def test_a_whole_output_without_a_call_is_delivered_as_its_text(running, mode):
     proxy = running(FakeLlamaCpp(build=PEG_BUILD), answer, **MODES[mode])
     text, calls = _chat(proxy, stream=mode == "stream")
     assert (text, calls) == (answer, [])
-    assert _rescued(proxy) == {"llama.cpp": 1}
+    # (a turn is counted as its answer ends, just after the client read its last byte)
+    wait_for(lambda: _rescued(proxy) == {"llama.cpp": 1})
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))

@@ -125,11 +125,12 @@ class Profiled:
     meanwhile."""
 
     def __init__(self, learning: Learning, deadline: float, prepare: Callable[[], None],
-                 start: Callable[[], Any]) -> None:
+                 start: Callable[[], Any], silent: Callable[[ProxyError], None]) -> None:
         self._learning = learning
         self._deadline = deadline
         self._prepare = prepare
         self._start = start
+        self._silent = silent  # told when the turn's time ran out on the profile alone
         self._call: Any = None
 
     def _started(self, timeout: float) -> bool:
@@ -161,6 +162,8 @@ class Profiled:
     def cancel(self, why: ProxyError | None = None) -> None:
         if self._call is not None:
             self._call.cancel(why)
+        elif why is not None and why.code == "upstream_timeout":
+            self._silent(why)  # its replica answered not even its info endpoints in time
 
 
 def _may_constrain(plan: TurnPlan) -> bool:
@@ -253,7 +256,9 @@ class TurnResponse:
         first_call: Callable[[], Any] | None = None
         if learning is not None and not learning.settled:
             deadline = time.monotonic() + services.profiles.deadline
-            first_call = lambda: Profiled(learning, deadline, prepared, start_call)  # noqa: E731
+            first_call = lambda: Profiled(  # noqa: E731
+                learning, deadline, prepared, start_call,
+                lambda why: services.replicas.suspect(placement.url, config, why.message))
         else:
             prepared()
         self.driver = Driver(

@@ -3,8 +3,8 @@ the models the upstream lists, beside the turn that first needs one and within o
 kept per upstream URL and listed model in this process (bounded) and in the store (for every
 worker), read again beside the turns once RECHECK_SECONDS old. A constraint the server
 refuses is checked with one the proxy builds without any client's schema before it counts
-against the server. What to make of the answers is `turn.constrained.profile`'s; this
-module only asks. No lock is held across I/O."""
+against the server. What to make of the answers is `turn.constrained.profile`'s; the asking
+itself is `info`'s. No lock is held across I/O."""
 
 from __future__ import annotations
 
@@ -19,14 +19,12 @@ from typing import Any, Protocol
 import orjson
 
 from ...base.config import Config, mask_url
-from ...base.errors import ProxyError
 from ...toolcalls.formats.spec import FormatSpec
 from ...turn.constrained.dialects import (
     Constraint,
     Dialect,
     constrained_body,
     refused_field,
-    wrappers,
 )
 from ...turn.constrained.profile import (
     PROFILE_TTL_SECONDS,
@@ -36,30 +34,21 @@ from ...turn.constrained.profile import (
     UpstreamProfile,
     context_length_of,
     kind_hint,
-    learn,
     refreshed,
 )
-from ..runtime.background import call_later, new_event, run_beside
-from .client import _FAILURES, Timeouts, Upstream, _ConnectionTracker
+from ..runtime.background import new_event, run_beside
+from .client import Upstream
+from .info import AUTH_REFUSED, PROBE_MESSAGES, PROBE_TOOL, PROBE_TOOLS, fetch, fetch_any, probe
 
 PROBE_DEADLINE_SECONDS = 5.0  # the whole probe (every endpoint asked), and a turn's wait
-PROBE_READ_SECONDS = 3.0  # an info endpoint answers at once, or is not worth waiting for
-INFO_BYTES = 64 * 1024  # an info endpoint's answer, at most (more is not read)
 LIST_BYTES = 1 << 20  # a model list, at most
-RENDERED_BYTES = 1 << 20  # a rendered probe prompt (`/tokenize`, `/apply-template`)
 LISTED_MAX = 256  # models of one upstream profiled at most (the list's first)
 MODEL_ID_CHARS = 256  # a listed model id longer than this is not profiled
 KNOWN_MAX = 1024  # profiles this process holds at most (the least used go first)
 UNREAD_SECONDS = 10.0  # a model list that could not be read is not asked again before
 REFUSALS_SHOWN = 32  # the last refusals seen, for health and the status page
 CHECK_SECONDS = 60.0  # a refused field is checked against a server at most this often
-AUTH_REFUSED = (401, 403)
 _HINTED = ("vllm", "sglang", "llama.cpp")  # the kinds a model list names as its owner
-_PROBE_MESSAGES = [{"role": "user", "content": "hi"}]
-_PROBE_TOOL = {"type": "object", "properties": {}}
-# One tool, so that the rendered prompt shows the template's call wrapper.
-_PROBE_TOOLS = [{"type": "function", "function": {
-    "name": "probe", "description": "", "parameters": _PROBE_TOOL}}]
 
 
 class ProfileKeeper(Protocol):
@@ -289,8 +278,8 @@ class Profiles:
     def _listed(self, url: str, config: Config, auth: dict[str, str]) -> Listing | None:
         """`/v1/models` of `url`, read and remembered (None: refused for this key, 401 or
         403: not remembered, another key may read it)."""
-        status, models = self._fetch(url, "GET", "/v1/models", None, auth, config,
-                                     time.monotonic() + self.deadline, LIST_BYTES)
+        status, models = fetch(self._client(url), "GET", "/v1/models", None, auth, config,
+                               time.monotonic() + self.deadline, LIST_BYTES)
         if status in AUTH_REFUSED:
             return None
         now = time.monotonic()
@@ -378,114 +367,18 @@ class Profiles:
             return None
         return UpstreamProfile.from_record(record) if isinstance(record, dict) else None
 
-    # -- asking the server ---------------------------------------------------------------
-
-    def _fetch(self, url: str, method: str, path: str, body: bytes | None,
-               auth: dict[str, str], config: Config, deadline: float,
-               max_bytes: int) -> tuple[int | None, Any]:
-        """One request of a probe, ended at `deadline` whatever the server does (its
-        connection cut then: a server that drips a byte a second holds nothing past it):
-        its status (None: no answer in time) and the JSON object of a 200 answer within
-        `max_bytes` (else None)."""
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None, None
-        client = self._clients.get(url) or Upstream(url)
-        timeouts = Timeouts(min(config.connect_timeout_seconds, left),
-                            min(PROBE_READ_SECONDS, left))
-        tracker = _ConnectionTracker()
-        cut = call_later(left, tracker.cancel)
-        headers = {**auth, "Content-Type": "application/json"} if body is not None else auth
-        try:
-            response = client.open(method, path, body or b"", headers, timeouts, tracker)
-        except ProxyError:
-            cut()
-            return None, None
-        status = response.status
-        try:
-            pieces, size = [], 0
-            while data := response.read1(INFO_BYTES, decode_content=True):
-                size += len(data)
-                if size > max_bytes or time.monotonic() > deadline:
-                    response.close()
-                    return status, None
-                pieces.append(data)
-            response.release_conn()
-        except _FAILURES:
-            response.close()
-            return (status if status != 200 else None), None
-        finally:
-            cut()
-            tracker.detach()
-        if status != 200:
-            return status, None
-        try:
-            value = orjson.loads(b"".join(pieces))
-        except orjson.JSONDecodeError:
-            return status, None
-        return status, value if isinstance(value, dict) else None
+    def _client(self, url: str) -> Upstream:
+        return self._clients.get(url) or Upstream(url)
 
     def _probe(self, url: str, model: str, config: Config,
                auth: dict[str, str]) -> tuple[UpstreamProfile, bool]:
-        """Ask the info endpoints, all within one deadline; the profile what answered
-        makes, and whether the server refused the key (401/403: the profile is not kept)."""
-        deadline = time.monotonic() + self.deadline
-        statuses: list[int | None] = []
+        """The profile the info endpoints make, all asked within one deadline, and whether
+        the server refused the key (401/403: the profile is not kept)."""
         with self._lock:
             listing = self._listings.get(url)
         entry = (listing.models or {}).get(model) if listing is not None else None
-        models = {"data": [entry]} if entry else None
-
-        def get(path: str) -> Any:
-            if any(s in AUTH_REFUSED for s in statuses):
-                return None
-            status, value = self._fetch(url, "GET", path, None, auth, config, deadline,
-                                        INFO_BYTES)
-            statuses.append(status)
-            return value
-
-        hint = kind_hint(models, model)  # only the named server's own endpoints, then
-
-        def ask(path: str, *kinds: str) -> Any:
-            return get(path) if hint is None or hint in kinds else None
-
-        version = ask("/version", "vllm", "sglang")
-        server_info = ask("/get_server_info", "sglang")
-        props = ask("/props", "llama.cpp")
-        ollama = ask("/api/version")
-        kind_probes = Probes(models=models, version=version, server_info=server_info,
-                             props=props, ollama=ollama)
-        rendered = None
-        if not any(s in AUTH_REFUSED for s in statuses):
-            rendered = self._rendered(url, model, auth, config, deadline, kind_probes,
-                                      statuses)
-        probes = Probes(models, version, server_info, props, ollama, rendered)
-        profile = learn(probes, model, wrappers(), self._clock(),
-                        tool_parser=config.upstream_tool_parser)
-        return profile, any(s in AUTH_REFUSED for s in statuses)
-
-    def _rendered(self, url: str, model: str, auth: dict[str, str], config: Config,
-                  deadline: float, probes: Probes, statuses: list[int | None]) -> str | None:
-        """The generation prompt for one user message, rendered without generating:
-        llama.cpp's `/apply-template` (`prompt`), vLLM's `/tokenize` with `messages` and
-        `return_token_strs` (the tokens' text, joined)."""
-        body = {"model": model, "messages": _PROBE_MESSAGES, "tools": _PROBE_TOOLS,
-                "add_generation_prompt": True}
-        if isinstance(probes.props, dict):
-            status, answer = self._fetch(url, "POST", "/apply-template", orjson.dumps(body),
-                                         auth, config, deadline, RENDERED_BYTES)
-            statuses.append(status)
-            prompt = answer.get("prompt") if isinstance(answer, dict) else None
-            return prompt if isinstance(prompt, str) else None
-        if isinstance(probes.version, dict) and probes.version.get("version"):
-            status, answer = self._fetch(
-                url, "POST", "/tokenize", orjson.dumps({**body, "return_token_strs": True}),
-                auth, config, deadline, RENDERED_BYTES)
-            statuses.append(status)
-            strs = answer.get("token_strs") if isinstance(answer, dict) else None
-            if isinstance(strs, list) and all(isinstance(s, str) for s in strs):
-                return "".join(strs).replace("Ġ", " ").replace("Ċ", "\n")
-        return None
+        return probe(self._client(url), model, entry, config, auth,
+                     time.monotonic() + self.deadline, self._clock())
 
     # -- refusals -----------------------------------------------------------------------
 
@@ -524,15 +417,15 @@ class Profiles:
                config: Config, auth: dict[str, str], kind: str) -> None:
         """Ask `dialect` with the proxy's own constraint (one token); retire the field for
         the server only if that is refused too."""
-        base = orjson.dumps({"model": model, "messages": _PROBE_MESSAGES,
-                             "tools": _PROBE_TOOLS, "max_tokens": 1, "stream": False})
+        base = orjson.dumps({"model": model, "messages": PROBE_MESSAGES,
+                             "tools": PROBE_TOOLS, "max_tokens": 1, "stream": False})
         try:
             body = constrained_body(base, dialect,
-                                    Constraint({"probe": _PROBE_TOOL}, True, False),
+                                    Constraint({"probe": PROBE_TOOL}, True, False),
                                     wrapper, kind)
         except ValueError:
             return
-        status, answer = self._fetch_any(url, body, auth, config)
+        status, answer = fetch_any(self._client(url), body, auth, config, self.deadline)
         server = status is not None and refused_field(status, answer, dialect)
         now = self._clock()
         until = now + REFUSAL_SECONDS if server else 0.0
@@ -546,28 +439,6 @@ class Profiles:
         with self._lock:
             self._refusals.append(Refusal(mask_url(url), model, dialect.field,
                                           "server" if server else "request", now, until))
-
-    def _fetch_any(self, url: str, body: bytes, auth: dict[str, str],
-                   config: Config) -> tuple[int | None, Any]:
-        """The check's POST: its status and its JSON body (an error's too, which names the
-        field), within the probe's deadline."""
-        client = self._clients.get(url) or Upstream(url)
-        timeouts = Timeouts(config.connect_timeout_seconds, self.deadline)
-        tracker = _ConnectionTracker()
-        cut = call_later(self.deadline, tracker.cancel)
-        try:
-            reply = client.complete("/v1/chat/completions", body,
-                                    {**auth, "Content-Type": "application/json"}, timeouts,
-                                    tracker, INFO_BYTES)
-        except ProxyError:
-            return None, None
-        finally:
-            cut()
-        try:
-            return reply.status, orjson.loads(reply.body)
-        except orjson.JSONDecodeError:
-            return reply.status, reply.body.decode(errors="replace")
-
 
 def store_key(url: str, model: str) -> str:
     """The store's key of a profile: a fixed-size hash of its upstream and listed model

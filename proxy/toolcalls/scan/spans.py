@@ -1,8 +1,23 @@
-"""Spans of the text that frames have taken."""
+"""Spans of the text that frames have taken, and the outermost of frames that overlap."""
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterator
+from typing import Protocol, TypeVar
+
+
+class Spanned(Protocol):
+    """What stands somewhere in the text: a frame."""
+
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def end(self) -> int: ...
+
+
+S = TypeVar("S", bound=Spanned)
 
 
 class Spans:
@@ -54,3 +69,15 @@ class Spans:
         """Add spans that overlap none already held (nor each other)."""
         for start, end in spans:
             self.add(start, end)
+
+
+def outermost(*finds: Iterator[S]) -> Iterator[S]:
+    """The frames of a format's several spellings, in order, without those that stand inside
+    another one's frame: they are text of its payload (a value that quotes a call)."""
+    frames = sorted((frame for find in finds for frame in find),
+                    key=lambda frame: (frame.start, -frame.end))
+    reach = -1
+    for frame in frames:
+        if frame.end > reach:
+            yield frame
+            reach = frame.end
