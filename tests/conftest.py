@@ -22,6 +22,7 @@ from proxy.base.config import Config
 from proxy.shell.config_load import build_config
 from proxy.shell.web.app import create_app
 from tests.fake_vllm import FakeVLLM
+from tests.fakes.base import FakeServer
 
 pytest_plugins = ["tests.redis_server"]  # a real redis-server for the Redis store's tests
 
@@ -157,3 +158,18 @@ def log_lines(caplog):
 
     yield lines
     logger.removeHandler(caplog.handler)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Any]]:
+    """`serve(FakeX, **options)`: a started fake, closed after the test."""
+    started: list[FakeServer] = []
+
+    def start(kind: Callable[..., FakeServer], **options: Any) -> Any:
+        server = kind(**options)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()

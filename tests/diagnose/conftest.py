@@ -1,10 +1,10 @@
-"""Fixtures of the score's tests: a fake server started and closed, and the score run on it
-in this process (its JSON report)."""
+"""Fixtures of the score's tests: the score run in this process on a fake the root conftest's
+`serve` started (its JSON report)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,21 +12,6 @@ import pytest
 
 from proxy.diagnose.score import main as score_main
 from tests.fakes.base import FakeServer
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[..., Any]]:
-    """`serve(FakeX, **options)`: a started fake, closed after the test."""
-    started: list[FakeServer] = []
-
-    def start(kind: Callable[..., FakeServer], **options: Any) -> Any:
-        server = kind(**options)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.close()
 
 
 @pytest.fixture
