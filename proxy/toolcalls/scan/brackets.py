@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 from json.decoder import scanstring  # type: ignore[attr-defined]
+from typing import overload
 
 from .budget import Budget
-from .decode import UNKNOWN, Decoders
+from .decode import UNKNOWN, Decoders, Unknown
 
 
 # One scanning step: skip text and whole strings (raw newlines allowed: models emit them) up to
@@ -63,8 +64,16 @@ class BracketScanner:
         self._budget = budget
         self._decoders = decoders  # for the copy of the text with its quotes swapped
 
+    @overload
     def scan(self, start: int, python: bool, memo: dict[int, int | None],
-             limit: int | None = None) -> int | object | None:
+             limit: None = None) -> int | None: ...
+
+    @overload
+    def scan(self, start: int, python: bool, memo: dict[int, int | None],
+             limit: int) -> int | Unknown | None: ...
+
+    def scan(self, start: int, python: bool, memo: dict[int, int | None],
+             limit: int | None = None) -> int | Unknown | None:
         """The end of the value opening at `start` (see _step_pattern), memoising in `memo`
         every group it closes and, unless the budget ran out, every bracket it leaves open.
         With `limit`, a probe: UNKNOWN when the value takes more steps than that (charged to
@@ -88,6 +97,7 @@ class BracketScanner:
                 self._budget.exhausted = True
                 break
             step = step_at(text, pos)
+            assert step is not None  # every part of a step is optional: it always matches
             char = step.group(1)
             end = step.end()
             steps -= 1 if step_at is not grouped else 1 + ((end - pos) >> 6)  # by groups

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from enum import Enum
+from typing import Final, TypeVar
 
 import orjson
 
@@ -43,7 +45,13 @@ def _local_fix(text: str, start: int, error_at: int) -> tuple[int, int, str] | N
     return None
 
 
-UNKNOWN = object()  # what the decoders could not tell
+class Unknown(Enum):
+    """What the decoders could not tell (its one member, UNKNOWN)."""
+
+    UNKNOWN = "unknown"
+
+
+UNKNOWN: Final = Unknown.UNKNOWN
 _WINDOW = 4_096
 # Up to this window the stdlib decoder reads (no exception when a value is followed by text,
 # and raw control characters allowed); past it, orjson (eight times faster on a long value of
@@ -59,13 +67,20 @@ _DECODER = json.JSONDecoder(strict=False)
 # What a window's reader returns to the window loop instead of a result: read the next window,
 # eight times wider (the window ended inside the value); read the same window again with the
 # stdlib decoder (orjson refused a raw control character, which the stdlib decoder reads).
-_GROW = object()
-_STDLIB = object()
-WindowReader = Callable[[str, bool, int, bool], object]
+class _Signal(Enum):
+    GROW = "grow"
+    STDLIB = "stdlib"
 
 
-def _read_growing(text: str, start: int, width: int, read: WindowReader, *,
-                  to_last_bracket: bool = False) -> tuple[object, int]:
+_GROW: Final = _Signal.GROW
+_STDLIB: Final = _Signal.STDLIB
+_Read = TypeVar("_Read")
+# (window, partial, slack, stdlib) -> a result, or _GROW / _STDLIB
+WindowReader = Callable[[str, bool, int, bool], _Read | _Signal]
+
+
+def _read_growing(text: str, start: int, width: int, read: WindowReader[_Read], *,
+                  to_last_bracket: bool = False) -> tuple[_Read, int]:
     """The one window-growing loop: `read(window, partial, slack, stdlib)` on windows of
     `text` from `start`, `width` wide and growing eightfold while it returns _GROW, until it
     returns a result; that result and the last window's width. `partial`: the window holds
@@ -93,7 +108,8 @@ def _read_growing(text: str, start: int, width: int, read: WindowReader, *,
             return outcome, width
 
 
-def _end_in(window: str, partial: bool, slack: int, stdlib: bool) -> object:
+def _end_in(window: str, partial: bool, slack: int, stdlib: bool,
+            ) -> tuple[int | None, int | None] | _Signal:
     """value_end's reader: (end, None) or (None, error position) in the window's positions,
     (None, None) when the whole text ends inside a valid prefix, or _GROW / _STDLIB."""
     if stdlib:
@@ -127,12 +143,12 @@ def value_end(text: str, start: int) -> tuple[int | None, int | None]:
     _STDLIB_WINDOW the stdlib decoder reads, past it orjson (the stdlib decoder again for raw
     control characters). Raises RecursionError on a value nested deeper than the stdlib
     decoder reads."""
-    (end, at), _ = _read_growing(text, start, _WINDOW, _end_in)  # type: ignore[misc]
+    (end, at), _ = _read_growing(text, start, _WINDOW, _end_in)
     return (None if end is None else start + end), (None if at is None else start + at)
 
 
 def _strict_in(window: str, partial: bool, slack: int, stdlib: bool,
-               ) -> object:
+               ) -> tuple[int | None, object, tuple[int, str] | None] | _Signal:
     """strict_read's reader (orjson whatever the width): (end, value, error) in the window's
     positions, or _GROW."""
     try:
@@ -157,7 +173,7 @@ def strict_read(text: str, start: int, width: int = _WINDOW,
     the text ends inside a valid prefix. `width` is the last window's, for the next read of
     the same value."""
     outcome, width = _read_growing(text, start, width, _strict_in, to_last_bracket=True)
-    end, value, error = outcome  # type: ignore[misc]
+    end, value, error = outcome
     return ((None if end is None else start + end), value,
             (None if error is None else (start + error[0], error[1])), width)
 
@@ -176,7 +192,7 @@ class Decoders:
         self._py_copy: str | None = None  # see python_copy
         self._swapped: str | None = None  # see quotes_swapped
 
-    def decode(self, text: str, start: int) -> tuple[int | None, int | None] | object:
+    def decode(self, text: str, start: int) -> tuple[int | None, int | None] | Unknown:
         """value_end, or UNKNOWN. Failures are capped per document: each one may have read
         a long valid prefix, which a call from another opener would read again."""
         budget = self._budget
@@ -192,20 +208,20 @@ class Decoders:
         return end, error_at
 
     def decoded_end(self, text: str, start: int, shift: int, patches: int,
-                    ) -> int | object | None:
+                    ) -> int | Unknown | None:
         """The end of the value opening at `start` in `text` (a copy of the document with
         `patches` patches, which added `shift` characters before the end) by the C decoders:
         an end in the document's positions, None when the value never closes, or UNKNOWN."""
         decoded = self.decode(text, start)
         if decoded is UNKNOWN:
             return UNKNOWN
-        end, error_at = decoded  # type: ignore[misc]
+        end, error_at = decoded
         if error_at is None:
             return end if end is None else end - shift
         return self.patched_end(text, start, error_at, shift, patches)
 
     def patched_end(self, text: str, start: int, error_at: int, shift: int, patches: int,
-                    ) -> int | object | None:
+                    ) -> int | Unknown | None:
         """The end JsonSpans.end seeks, found by the C decoders on a copy of the text patched where
         they failed, when the failure is one the repairs make without moving a bracket or a
         string's end (Python's True/False/None, a trailing comma, a backslash that starts no

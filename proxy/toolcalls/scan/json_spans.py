@@ -6,7 +6,7 @@ import re
 
 from .brackets import BracketScanner
 from .budget import Budget
-from .decode import UNKNOWN, Decoders
+from .decode import UNKNOWN, Decoders, Unknown
 from .repaired import RepairedSpans
 
 # A payload in Python-literal style: brackets, then a single quote.
@@ -57,17 +57,17 @@ class JsonSpans:
         if not python:  # valid JSON: read by the decoder at once
             decoded = self._decoders.decode(text, start)
             if decoded is not UNKNOWN:
-                end, error_at = decoded  # type: ignore[misc]
+                decoded_end, error_at = decoded
                 if error_at is None:
-                    memo[start] = end
-                    return end
+                    memo[start] = decoded_end
+                    return decoded_end
                 self._budget.credit(start, error_at)
         # A value the scanner crosses in a few steps (a list of numbers, a long string) costs
         # less scanned than decoded again; a value of many small groups is decoded.
         found = self._scanner.scan(start, python, memo, self.PROBE_STEPS)
         if found is not UNKNOWN:
-            return found  # type: ignore[return-value]
-        end: object = UNKNOWN
+            return found
+        end: int | Unknown | None = UNKNOWN
         if python or error_at is not None:  # repaired where the decoder fails, and kept
             end = self.repaired.end(start, python)
         if end is UNKNOWN and python:
@@ -75,6 +75,6 @@ class JsonSpans:
         elif end is UNKNOWN and error_at is not None:
             end = self._decoders.patched_end(text, start, error_at, 0, 0)
         if end is not UNKNOWN:
-            memo[start] = end  # type: ignore[assignment]
-            return end  # type: ignore[return-value]
-        return self._scanner.scan(start, python, memo)  # type: ignore[return-value]
+            memo[start] = end
+            return end
+        return self._scanner.scan(start, python, memo)

@@ -156,13 +156,13 @@ class MarkerIndex:
             self._hits[char] = None  # common in the first 64 KB: not worth listing
             return None
         find = text.find
-        hits: list[int] | None = []
+        hits: list[int] = []
         pos = find(char)
         while pos >= 0:
-            if len(hits) >= limit:  # type: ignore[arg-type]
-                hits = None
-                break
-            hits.append(pos)  # type: ignore[union-attr]
+            if len(hits) >= limit:
+                self._hits[char] = None
+                return None
+            hits.append(pos)
             pos = find(char, pos + 1)
         self._hits[char] = hits
         return hits

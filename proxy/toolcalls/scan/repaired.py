@@ -15,7 +15,7 @@ from ..exact_json import has_long_digit_run, loads
 from ..repair.at_errors import MARK, RepairedText
 from ..repair.python_literal import single_quotes_as_json
 from .budget import Budget
-from .decode import UNKNOWN, strict_read
+from .decode import UNKNOWN, Unknown, strict_read
 
 
 class _Copy:
@@ -121,7 +121,7 @@ class RepairedSpans:
         self._reads: dict[int, _Read] = {}  # by the value's start in the document
         self._by_length: dict[int, list[int]] = {}  # the starts of the values read, by length
 
-    def end(self, start: int, python: bool) -> int | object | None:
+    def end(self, start: int, python: bool) -> int | Unknown | None:
         """End (exclusive) of the value opening at `start`, read in the repaired copy; None when
         the repaired value never closes; UNKNOWN when the repairs do not read it (an error
         they do not make, a document they cannot copy, the budget spent)."""
