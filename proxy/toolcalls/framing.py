@@ -63,6 +63,7 @@ def section_call_end(doc: Document, pos: int, call_end: re.Pattern[str],
     None when anything else follows (not a call we read)."""
     text = doc.text
     closing = call_end.match(text, pos)
+    repairs: tuple[str, ...]
     if closing is not None:
         pos, closed, repairs = closing.end(), True, ()
     elif (doc.skip_space(pos) >= len(text) or next_call.match(text, doc.skip_space(pos))

@@ -147,7 +147,9 @@ def _at_line_start(text: str, rule: HoldRule, pos: int) -> tuple[Candidate | Non
     next look must begin: at that line's start (a line begun with only space so far may
     still get an opener; one with an unfinished opener may still turn to prose)."""
     while (begins := _line_start(text, pos)) >= 0:
-        at = _SPACES.match(text, begins).end()
+        spaces = _SPACES.match(text, begins)
+        assert spaces is not None  # it matches the empty string
+        at = spaces.end()
         if at == len(text):
             return None, begins
         before = begins

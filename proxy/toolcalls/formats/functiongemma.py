@@ -46,13 +46,20 @@ def _bare_literal(word: str) -> Any:
     return word
 
 
+def _separated(text: str, pos: int) -> int:
+    """Where the separator (space, a comma, space) from `pos` ends."""
+    separator = _SEPARATOR.match(text, pos)
+    assert separator is not None  # it matches the empty string
+    return separator.end()
+
+
 def _nested(doc: Document, pos: int, depth: int) -> tuple[Any, int] | None:
     """The value at `pos` (an escaped string, a bare word, an array or an object) and where it
     ends; None when it is not this syntax or the budget ran out."""
     text = doc.text
     if depth > _MAX_DEPTH or not doc.spend():
         return None
-    pos = _SEPARATOR.match(text, pos).end() if text.startswith(",", pos) else pos
+    pos = _separated(text, pos) if text.startswith(",", pos) else pos
     while pos < len(text) and text[pos].isspace():
         pos += 1
     if text.startswith(_ESCAPE, pos):
@@ -62,7 +69,7 @@ def _nested(doc: Document, pos: int, depth: int) -> tuple[Any, int] | None:
         items: list[Any] = []
         pos += 1
         while True:
-            pos = _SEPARATOR.match(text, pos).end()
+            pos = _separated(text, pos)
             if text.startswith("]", pos):
                 return items, pos + 1
             read = _nested(doc, pos, depth + 1)
@@ -74,7 +81,7 @@ def _nested(doc: Document, pos: int, depth: int) -> tuple[Any, int] | None:
         members: dict[str, Any] = {}
         pos += 1
         while True:
-            pos = _SEPARATOR.match(text, pos).end()
+            pos = _separated(text, pos)
             if text.startswith("}", pos):
                 return members, pos + 1
             key = _KEY.match(text, pos)

@@ -87,7 +87,9 @@ class _Reader:
 
     def value(self, pos: int, depth: int) -> tuple[Any, int] | _Unread:
         text = self.text
-        pos = _SPACE.match(text, pos).end()
+        space = _SPACE.match(text, pos)
+        assert space is not None  # it matches the empty string
+        pos = space.end()
         if depth > _MAX_DEPTH or pos >= len(text):
             return self._unread(pos)
         if text.startswith(_STRING, pos):
@@ -120,9 +122,12 @@ class _Reader:
         return literal, bare.end()
 
     def object(self, pos: int, depth: int) -> tuple[dict[str, Any], int] | _Unread:
-        text, result = self.text, {}
+        text = self.text
+        result: dict[str, Any] = {}
         while True:
-            pos = _SEPARATOR.match(text, pos).end()
+            separator = _SEPARATOR.match(text, pos)
+            assert separator is not None  # it matches the empty string
+            pos = separator.end()
             if text.startswith("}", pos):
                 return result, pos + 1
             key = _QUOTED_KEY.match(text, pos) or _KEY.match(text, pos)
@@ -134,9 +139,12 @@ class _Reader:
             result[key[1]], pos = read
 
     def array(self, pos: int, depth: int) -> tuple[list[Any], int] | _Unread:
-        text, result = self.text, []
+        text = self.text
+        result: list[Any] = []
         while True:
-            pos = _SEPARATOR.match(text, pos).end()
+            separator = _SEPARATOR.match(text, pos)
+            assert separator is not None  # it matches the empty string
+            pos = separator.end()
             if text.startswith("]", pos):
                 return result, pos + 1
             read = self.value(pos, depth)

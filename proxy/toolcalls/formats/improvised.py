@@ -192,17 +192,17 @@ class _Reader:
                     return Refusal("undeclared_parameters")
                 self.repairs.extend((*repairs, OBJECT_ARGUMENT))
                 return [{"name": name, "arguments": arguments}], self.doc.skip_space(end) + 1
-        end = pythonic.list_end(self.doc, brace)
-        if end is None:
+        list_end = pythonic.list_end(self.doc, brace)
+        if list_end is None:
             return Refusal("incomplete_frame")
-        read = _call_expression(self.doc, self.names, pos, end)
-        if isinstance(read, Refusal):
-            return read
-        calls, repairs = read
-        self.repairs.extend(repairs)
+        expression = _call_expression(self.doc, self.names, pos, list_end)
+        if isinstance(expression, Refusal):
+            return expression
+        calls, call_repairs = expression
+        self.repairs.extend(call_repairs)
         if len(calls) != 1 or calls[0]["name"] != name:
             return Refusal("unrecognised_shape")  # `f(…)(…)`, `f(…).g(…)`: an expression, no call
-        return calls, end
+        return calls, list_end
 
     def json(self, pos: int) -> tuple[Any, int] | Refusal | None:
         """The JSON value (or JS-style object literal) at `pos`, decoded."""
@@ -272,7 +272,9 @@ class _Reader:
             if end > source_end:
                 return Refusal("unrecognised_shape")
             calls.extend(more)
-            pos = _SEPARATORS.match(text, end, source_end).end()  # type: ignore[union-attr]
+            separators = _SEPARATORS.match(text, end, source_end)
+            assert separators is not None  # it matches the empty string
+            pos = separators.end()
         return calls
 
     def structure(self, pos: int) -> tuple[Any, int] | Refusal | None:

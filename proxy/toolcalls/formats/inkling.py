@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from ..framing import OpenerMatches, json_frame, reshaped
@@ -47,7 +48,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         if frame is None:
             continue
         openers.taken_to = frame.end
-        yield reshaped(frame, lambda value, header=header: _call(value, header))
+        yield reshaped(frame, partial(_call, header=header))
 
 
 SPEC = FormatSpec(

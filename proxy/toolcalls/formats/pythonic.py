@@ -264,7 +264,9 @@ def _escape_control(match: re.Match[str]) -> str:
 def _rewritten_source(source: str) -> tuple[str, tuple[str, ...]]:
     """`source` with raw control characters escaped inside its string literals and leading
     zeros dropped from the integers outside them; and the repairs that took."""
-    pieces, pos, repairs = [], 0, set()
+    pieces: list[str] = []
+    pos = 0
+    repairs: set[str] = set()
     for literal in _ANY_LITERAL.finditer(source):
         code = source[pos:literal.start()]
         fixed = _LEADING_ZEROS.sub("", code)

@@ -150,7 +150,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
         start = match.start()
         wrapper = _WRAP_OPEN.search(text, max(openers.taken_to, start - 64), start)
         wrapped = wrapper is not None
-        if wrapped:
+        if wrapper is not None:
             start = wrapper.start()
         elif start > 0 and text[start - 1] == "`":
             continue  # an inline-code mention

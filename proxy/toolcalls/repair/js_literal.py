@@ -41,7 +41,9 @@ class _Reader:
         self.loose = False  # something JSON does not allow was read
 
     def space(self) -> None:
-        self.pos = _SPACE.match(self.text, self.pos).end()  # type: ignore[union-attr]
+        space = _SPACE.match(self.text, self.pos)
+        assert space is not None  # it matches the empty string
+        self.pos = space.end()
 
     def peek(self) -> str:
         self.space()

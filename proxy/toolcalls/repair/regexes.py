@@ -133,8 +133,8 @@ _SURROGATE_PAIR = re.compile(r"[\ud800-\udbff][\udc00-\udfff]")
 
 
 def _pair_to_char(match: re.Match[str]) -> str:
-    high, low = match[0]
-    return chr(0x10000 + ((ord(high) - 0xD800) << 10) + (ord(low) - 0xDC00))
+    pair = match[0]
+    return chr(0x10000 + ((ord(pair[0]) - 0xD800) << 10) + (ord(pair[1]) - 0xDC00))
 
 
 def join_surrogate_pairs(value: str) -> str:
