@@ -104,7 +104,7 @@ def parse_exchanges(data: bytes, label: str) -> list[Exchange]:
     try:
         whole = orjson.loads(data)
     except orjson.JSONDecodeError as whole_error:
-        exchanges = []
+        exchanges: list[Exchange] = []
         for number, line in enumerate(data.splitlines(), 1):
             if not line.strip():
                 continue

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol
+from typing import Any, Generic, Protocol, overload
 
 from ..base.config import Config
 from ..base.errors import ProxyError
@@ -76,6 +76,19 @@ class ErrorResponse:
     headers: Mapping[str, str]
 
 
+class HeaderLookup(Protocol):
+    """A request's headers, read by name: the server's (werkzeug's `Headers`, whose names
+    match whatever their case), or a dict in tests and for `replay`."""
+
+    @overload
+    def get(self, key: str, /) -> str | None: ...
+
+    @overload
+    def get(self, key: str, default: str, /) -> str: ...
+
+    def __contains__(self, key: str, /) -> bool: ...
+
+
 Recall = Callable[[str], list[dict[str, Any]] | None]
 """The conversation items a kept answer continues (its own and those of every answer it
 continued from, oldest first), by the answer's id; None when it is not kept (never was,
@@ -97,7 +110,7 @@ class Incoming:
     path: str
     body: bytes
     query: str = ""
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: HeaderLookup = field(default_factory=dict[str, str])
     params: Mapping[str, str] = field(default_factory=dict)
     recall: Recall = recall_nothing
 

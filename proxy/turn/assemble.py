@@ -88,11 +88,13 @@ class _Choice:
         (servers that give every call index 0), unless that call had no id yet; without an
         id, the call at the delta's index continues, and without either the last call does,
         unless the delta names another function."""
-        index = piece.get("index") if isinstance(piece.get("index"), int) else None
+        index = piece.get("index")
+        index = index if isinstance(index, int) else None
         call_id = piece.get("id") if isinstance(piece.get("id"), str) and piece["id"] else None
         current = self.by_index.get(index) if index is not None else (
             self.calls[-1] if self.calls else None)
-        function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+        function = piece.get("function")
+        function = function if isinstance(function, dict) else {}
         name = function.get("name")
         if (index is None and call_id is None and current is not None and current.name
                 and isinstance(name, str) and name and not current.name.startswith(name)
@@ -161,7 +163,8 @@ class StreamAssembler:
         return pieces
 
     def _take(self, part: dict[str, Any], pieces: list[Piece]) -> None:
-        index = part.get("index") if isinstance(part.get("index"), int) else 0
+        index = part.get("index")
+        index = index if isinstance(index, int) else 0
         choice = self._choices.get(index)
         if choice is None:
             choice = self._choices[index] = _Choice(index)

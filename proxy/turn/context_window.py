@@ -109,7 +109,7 @@ def refit(overflow: Overflow) -> Refit | None:
     fits (the prompt alone overflows, or fewer than MIN_ROOM tokens are left). A prompt
     counted whole leaves its room less one (SGLang refuses a window filled exactly); one
     counted only to a floor leaves an unknown room, which the upstream fills itself."""
-    if overflow.leaves_no_room:
+    if overflow.leaves_no_room or overflow.asked is None:  # (no room when asked is None)
         return None
     if not overflow.exact:
         return Refit(None)

@@ -174,7 +174,7 @@ def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
     for call in calls if isinstance(calls, list) else []:
         function = call.get("function") if isinstance(call, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
-        if not isinstance(name, str) or not name:
+        if not isinstance(function, dict) or not isinstance(name, str) or not name:
             outcome.left_as_text.append(TextLeft("native", "call_without_name", None))
             continue
         name = _native_name(name, settings, names, outcome)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Generic, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import orjson
 
@@ -46,7 +46,8 @@ class TurnPlan(Generic[FrontData]):
     rewrites: tuple[str, ...] = ()
     parallel_tool_calls: bool = True
     tool_call_required: bool = False
-    front_data: FrontData | None = None  # what its front needs to render (chat: nothing)
+    # What its front needs to render (chat: nothing, a TurnPlan[None]).
+    front_data: FrontData = field(kw_only=True)
     streamed: bool = False  # `stream_mode: stream`: upstream streams, the turn flows live
     affinity: str | None = None  # the conversation's key for the choice of a replica
     # The context window the client believes it set (Ollama's `num_ctx`): the upstream's is
@@ -119,7 +120,7 @@ def _tool_schemas(tools: list[Any]) -> dict[str, dict[str, Any]]:
     for i, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
-        if not isinstance(name, str) or not name:
+        if not isinstance(function, dict) or not isinstance(name, str) or not name:
             raise bad_request(f"tools[{i}] must be a function tool with a name.",
                                f"tools[{i}].function.name")
         parameters = function.get("parameters", {})
@@ -184,10 +185,11 @@ def _structured_output(response_format: Any) -> bool:
         "json_object", "json_schema")
 
 
-def plan_chat(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
+def plan_chat(raw: bytes, config: Config) -> TurnPlan[None] | PassthroughPlan:
     """The plan for a POST to /v1/chat/completions; raises ProxyError for bad requests."""
     body = parse_body(raw)
-    model = body.get("model") if isinstance(body.get("model"), str) else ""
+    model = body.get("model")
+    model = model if isinstance(model, str) else ""
     config = config.for_model(model)
     stream = body.get("stream") is True
     if "tools" in body and body["tools"] is not None and not isinstance(body["tools"], list):
@@ -202,18 +204,29 @@ def plan_chat(raw: bytes, config: Config) -> TurnPlan | PassthroughPlan:
     return plan_turn(body, config, client_stream=stream, include_usage=include_usage)
 
 
+@overload
 def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
-              include_usage: bool, front_data: FrontData | None = None,
-              ) -> TurnPlan[FrontData]:
+              include_usage: bool, front_data: None = None) -> TurnPlan[None]: ...
+
+
+@overload
+def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
+              include_usage: bool, front_data: FrontData) -> TurnPlan[FrontData]: ...
+
+
+def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
+              include_usage: bool, front_data: Any = None) -> TurnPlan[Any]:
     """The turn for a chat completion body (the client's, or one a front translated to):
     tools checked, the loop guard applied, the upstream body built. `config` is the one in
     force for the body's model. Raises ProxyError for bad requests."""
-    model = body.get("model") if isinstance(body.get("model"), str) else ""
+    model = body.get("model")
+    model = model if isinstance(model, str) else ""
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise bad_request("messages must be a list.", "messages")
     _check_messages(messages)
-    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    tools = body.get("tools")
+    tools = tools if isinstance(tools, list) else []
     schemas = _tool_schemas(tools)
     tool_choice = body.get("tool_choice") if schemas else None
     only = _chosen_function(tool_choice, schemas)

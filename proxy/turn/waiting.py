@@ -264,7 +264,9 @@ def _flow(state: Waiting, event: Arrived) -> tuple[Waiting, list[Action]]:
 
 def _fit(state: Waiting, event: Decided) -> tuple[Waiting, list[Action]]:
     state = dataclasses.replace(state, fitted=True)
-    return state, [AskAgain(event.decision.fit), _wait(state, event.now)]
+    decision = event.decision
+    assert not isinstance(decision, Answer)  # the row's guard (_to_fit): a failure with a fit
+    return state, [AskAgain(decision.fit), _wait(state, event.now)]
 
 
 def _retry(state: Waiting, event: Decided) -> tuple[Waiting, list[Action]]:

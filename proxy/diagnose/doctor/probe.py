@@ -159,7 +159,7 @@ def read_answer(probe: Probe, plan: TurnPlan, status: int, body: bytes) -> None:
     choices = answer.get("choices") if isinstance(answer, dict) else None
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict):
+    if not isinstance(choice, dict) or not isinstance(message, dict):
         probe.error = "the answer is not a chat completion"
         return
     probe.finish_reason = choice.get("finish_reason")
@@ -179,8 +179,8 @@ def read_answer(probe: Probe, plan: TurnPlan, status: int, body: bytes) -> None:
             "lone" if thinking[2] == LONE else "block")
         probe.reasoning_in_content = (thinking is not None or "<think>" in probe.content
                                       or "</think>" in probe.content)
-        _, thinking, visible = split_thinking(probe.content)
-        reasoning.append(probe.content[thinking[0]:thinking[1]] if thinking else "")
+        _, thought, visible = split_thinking(probe.content)
+        reasoning.append(probe.content[thought[0]:thought[1]] if thought else "")
         probe.text_formats = text_formats(visible)
         probe.foreign_markers = [m for m in FOREIGN_MARKERS if m in probe.content]
     if not probe.text_formats and not probe.native_calls:

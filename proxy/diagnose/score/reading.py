@@ -106,7 +106,7 @@ def _from_completion(status: int, answer: Any, cost: dict[str, Any]) -> Reading:
     choices = answer.get("choices") if isinstance(answer, dict) else None
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict):
+    if not isinstance(choice, dict) or not isinstance(message, dict):
         return Reading(status, "the answer is not a chat completion", **cost)
     calls = []
     for call in message.get("tool_calls") or ():

@@ -78,7 +78,7 @@ def message_shell(message_id: str, model: str) -> dict[str, Any]:
 
 def message_of(plan: TurnPlan[MessagesData], result: TurnResult) -> dict[str, Any]:
     """The Anthropic `message` for the turn's result (its first choice: no `n` here)."""
-    front: MessagesData = plan.front_data
+    front = plan.front_data
     choice = result.first
     out = message_shell("msg_" + random_alnum(24), front.model)
     out["content"] = [as_json(block) for block in content_blocks(choice)]

@@ -102,7 +102,8 @@ class _System:
 def _image_part(block: dict[str, Any], where: str) -> dict[str, Any]:
     """An `image` block as a chat image part (base64 → a data URL)."""
     source = block.get("source")
-    kind = source.get("type") if isinstance(source, dict) else None
+    source = source if isinstance(source, dict) else {}
+    kind = source.get("type")
     if kind == "base64":
         media = _string(source.get("media_type"), f"{where}.source.media_type", empty=False)
         data = _string(source.get("data"), f"{where}.source.data", empty=False)

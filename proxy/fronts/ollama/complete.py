@@ -38,12 +38,14 @@ def _result(status: int, raw: bytes) -> TurnResult:
     if not isinstance(text, str):
         raise ProxyError(502, "The upstream's completion holds no text.",
                          type_="upstream_error", code="upstream_bad_shape")
-    usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
-    counts = {key: value for key in ("prompt_tokens", "completion_tokens", "total_tokens")
-              if isinstance(value := usage.get(key), int)}
+    usage = answer.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    prompt, completion, total = (
+        value if isinstance(value := usage.get(key), int) else None
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens"))
     finish = LENGTH if choice.get("finish_reason") == LENGTH else STOP
     return TurnResult(answer.get("id"), answer.get("created"), answer.get("model", ""),
-                      (Choice(0, text, finish=finish),), Usage(**counts))
+                      (Choice(0, text, finish=finish),), Usage(prompt, completion, total))
 
 
 def _rendered(data: OllamaData, result: TurnResult, stream: bool) -> Reply:

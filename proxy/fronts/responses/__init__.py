@@ -77,7 +77,8 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan[ResponsesData] | Passt
     store for `previous_response_id`. Raises ProxyError for bad requests."""
     raw = incoming.body
     body = parse_body(raw)
-    model = body.get("model") if isinstance(body.get("model"), str) else ""
+    model = body.get("model")
+    model = model if isinstance(model, str) else ""
     stream = body.get("stream") is True
     if config.responses_mode == "relay":
         return PassthroughPlan(raw, config.for_model(model), model=model, client_stream=stream)
@@ -100,7 +101,7 @@ def render_json(plan: TurnPlan[ResponsesData], result: TurnResult) -> bytes:
 
 def keep(plan: TurnPlan[ResponsesData], result: TurnResult) -> StoredResponse | None:
     """What the store keeps of a delivered answer (nothing with `store: false`)."""
-    turn: ResponsesData = plan.front_data
+    turn = plan.front_data
     if not turn.store:
         return None
     output = output_items(turn, result)
@@ -110,7 +111,7 @@ def keep(plan: TurnPlan[ResponsesData], result: TurnResult) -> StoredResponse | 
 
 def keeping(plan: TurnPlan[ResponsesData]) -> int | None:
     """The bytes of input items the turn will keep (None with `store: false`)."""
-    turn: ResponsesData = plan.front_data
+    turn = plan.front_data
     return len(orjson.dumps(kept_items(list(turn.items)))) if turn.store else None
 
 

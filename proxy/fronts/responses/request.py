@@ -123,9 +123,10 @@ class _Conversation:
             arguments = custom_arguments(_field(item, "input", where, empty=True))
         else:
             raw = item.get("arguments")
-            arguments = orjson.dumps(raw).decode() if isinstance(raw, dict) else raw
-            if not isinstance(arguments, str):
+            raw = orjson.dumps(raw).decode() if isinstance(raw, dict) else raw
+            if not isinstance(raw, str):
                 raise bad_request(f"{where}.arguments must be a string.", f"{where}.arguments")
+            arguments = raw
         call = {"id": call_id, "type": "function",
                 "function": {"name": flat_name(name, namespace), "arguments": arguments}}
         last = self.messages[-1] if self.messages else None

@@ -243,7 +243,7 @@ class ResponsesStream:
 
 def _skeleton(item: dict[str, Any]) -> dict[str, Any]:
     """An item as `response.output_item.added` announces it: in progress, nothing in it."""
-    empty: dict[str, Any] = {"reasoning": {"summary": []}, "message": {"content": []},
-                             "function_call": {"arguments": ""},
-                             "custom_tool_call": {"input": ""}}[item["type"]]
-    return {**item, **empty, "status": "in_progress"}
+    empties: dict[str, dict[str, Any]] = {
+        "reasoning": {"summary": []}, "message": {"content": []},
+        "function_call": {"arguments": ""}, "custom_tool_call": {"input": ""}}
+    return {**item, **empties[item["type"]], "status": "in_progress"}

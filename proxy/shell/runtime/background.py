@@ -72,10 +72,10 @@ def call_later(seconds: float, work: Callable[[], None]) -> Callable[[], None]:
             timer.stop()
             timer.close()
         return cancel
-    timer = threading.Timer(seconds, work)
-    timer.daemon = True
-    timer.start()
-    return timer.cancel
+    thread_timer = threading.Timer(seconds, work)
+    thread_timer.daemon = True
+    thread_timer.start()
+    return thread_timer.cancel
 
 
 T = TypeVar("T")

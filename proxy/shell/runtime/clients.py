@@ -15,14 +15,14 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...turn.waiting import CHECK_SECONDS
 from .background import original_poll, readable_now, run_beside
 
 
-def client_socket(environ: dict[str, Any]) -> Any:
+def client_socket(environ: Mapping[str, Any]) -> Any:
     """The client's socket, where the server exposes it (gunicorn, werkzeug), else None."""
     return environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
 
@@ -151,8 +151,8 @@ class ClientWatcher:
         gone = [watch for watch in watched if watch.fired]
         if by_fd:
             for fd, _events in poller.poll(0):
-                watch = by_fd.get(fd)
-                if watch is not None and _closed(watch.sock):
-                    watch.fired = True
-                    gone.append(watch)
+                polled = by_fd.get(fd)
+                if polled is not None and _closed(polled.sock):
+                    polled.fired = True
+                    gone.append(polled)
         return gone

@@ -43,9 +43,9 @@ def model_entries(upstreams: Mapping[str, Upstream], replicas: Replicas, config:
                   log: RequestLog, target: str, headers_for: HeadersFor,
                   ) -> list[dict[str, Any]]:
     """The entries of every upstream's model list (`target`: its path, `/v1/models`), each
-    model once; one upstream that fails leaves its models out, not the others' (all failing:
-    the first failure). Of the replicas of one model, one is asked (one that is up first; the
-    next if it fails)."""
+    model once (an entry without a string id names none: left out); one upstream that fails
+    leaves its models out, not the others' (all failing: the first failure). Of the replicas
+    of one model, one is asked (one that is up first; the next if it fails)."""
     models: list[dict[str, Any]] = []
     seen: set[str] = set()
     failures: list[ProxyError] = []
@@ -56,8 +56,9 @@ def model_entries(upstreams: Mapping[str, Upstream], replicas: Replicas, config:
             failures.append(reply)
             continue
         for model in orjson.loads(reply.body)["data"]:
-            if isinstance(model, dict) and model.get("id") not in seen:
-                seen.add(model.get("id"))
+            model_id = model.get("id") if isinstance(model, dict) else None
+            if isinstance(model_id, str) and model_id not in seen:  # (else: names no model)
+                seen.add(model_id)
                 models.append(model)
     if failures and not models:
         raise failures[0]

@@ -142,6 +142,8 @@ class Upstream:
         self.base = base.rstrip("/")
         self._local = threading.local()
         parsed = parse_url(self.base)
+        if parsed.host is None:  # (the settings' check refuses such a URL before)
+            raise ValueError("an upstream base URL names a host")
         self._prefix = parsed.path or ""  # a base URL may carry a path: /prefix/v1/...
         self._auth: dict[str, str] = {}
         if parsed.auth:  # `user:password@` in the URL, percent-decoded as `requests` did
@@ -162,7 +164,8 @@ class Upstream:
         local = self._local
 
         def tracked(base: type) -> type:
-            class Connection(base):  # type: ignore[misc, valid-type]
+            # (a base class given at run time, which mypy does not follow)
+            class Connection(base):  # type: ignore[misc]
                 def request(self, *args: Any, **kwargs: Any) -> Any:
                     tracker = getattr(local, "tracker", None)
                     if tracker is not None:
@@ -191,11 +194,11 @@ class Upstream:
     def _failure(self, exc: Exception, timeouts: Timeouts) -> ProxyError:
         host = parse_url(self.base).netloc
         if isinstance(exc, ConnectTimeoutError) and not isinstance(exc, NewConnectionError):
-            failure = Unreached(504, f"The upstream at {host} did not accept a connection "
-                                f"within {timeouts.connect:g} s.",
-                                type_="upstream_error", code="upstream_timeout")
-            failure.connecting = True
-            return failure
+            unreached = Unreached(504, f"The upstream at {host} did not accept a connection "
+                                  f"within {timeouts.connect:g} s.",
+                                  type_="upstream_error", code="upstream_timeout")
+            unreached.connecting = True
+            return unreached
         if isinstance(exc, (ReadTimeoutError, socket.timeout)):
             return ProxyError(504, f"The upstream at {host} did not answer within "
                                    f"{timeouts.read:g} s.",

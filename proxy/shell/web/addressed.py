@@ -20,10 +20,11 @@ import fnmatch
 import ipaddress
 import re
 import socket
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ...base.errors import ProxyError
+from ...fronts import HeaderLookup
 
 # A Host header: a name or an IPv4 literal, or an IPv6 literal in brackets; then a port.
 _HOST = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+(?:%[\w.~-]+)?)\]|(?P<name>[^\s:\[\]/@?#]+))"
@@ -113,7 +114,7 @@ class Addressing:
             return True
         return listed(origin, self.origins) or listed(origin, APP_ORIGINS)
 
-    def refusal(self, headers: Mapping[str, str], local_address: str = "") -> ProxyError | None:
+    def refusal(self, headers: HeaderLookup, local_address: str = "") -> ProxyError | None:
         """The 403 for a request not addressed to this proxy, or None: its Host first, then
         its Origin."""
         host = headers.get("Host", "")
@@ -161,13 +162,13 @@ _CORS_METHODS = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
 _CORS_MAX_AGE = "600"
 
 
-def is_preflight(method: str, headers: Mapping[str, str]) -> bool:
+def is_preflight(method: str, headers: HeaderLookup) -> bool:
     """A CORS preflight: OPTIONS asking for a method (a browser's, before a cross-origin
     request)."""
     return method == "OPTIONS" and "Access-Control-Request-Method" in headers
 
 
-def preflight(headers: Mapping[str, str]) -> ProxyError | dict[str, str]:
+def preflight(headers: HeaderLookup) -> ProxyError | dict[str, str]:
     """The proxy's answer to a preflight whose origin is allowed (`Addressing.refusal`
     refused the others): the CORS headers that let the browser go on. Never relayed
     upstream. One without an Origin is no browser's: 403."""

@@ -16,6 +16,7 @@ from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
 from ...base.config import Config
 from ...base.errors import ProxyError
+from ...fronts import HeaderLookup
 from ..runtime.background import call_later
 from ..runtime.clients import client_socket
 from ..upstream.client import request_headers
@@ -40,7 +41,7 @@ class Door:
         """Whether requests need a key."""
         return bool(self._keys)
 
-    def authorize(self, method: str, headers: Mapping[str, str]) -> str | None:
+    def authorize(self, method: str, headers: HeaderLookup) -> str | None:
         """With `api_keys` set, the request must carry one of them (compared in constant
         time, every key tried): `Authorization: Bearer KEY`, `api-key`/`x-api-key`, or
         Basic auth with the key as its password (what a browser asked for one sends).

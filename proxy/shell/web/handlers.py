@@ -22,7 +22,7 @@ from ...fronts.registry import Routed, key_headers
 from ...telemetry.metrics import Metrics
 from ...telemetry.request_log import RequestLog, make_logger
 from ...telemetry.status import StatusBuild, StatusInput, build, seen_by, turn_record
-from ...turn.plan import TurnPlan
+from ...turn.plan import PassthroughPlan, TurnPlan
 from ...turn.thinking import ThinkingMemory
 from ..driver.passthrough import PassthroughServices, all_models, passthrough
 from ..driver.turns import TurnResponse, TurnServices
@@ -404,7 +404,8 @@ class Proxy:
                                   lambda settings: self.upstream_headers(settings,
                                                                          buffered=True))
             config = self.config.for_model(_model_of(raw))
-        affinity = None if routed is None else plan.affinity
+        affinity = plan.affinity if routed is not None and isinstance(plan, PassthroughPlan) \
+            else None
         return passthrough(self.passthrough_services, request.method, raw, log, target, config,
                            self.upstream_headers(config, buffered=False), environ, affinity)
 

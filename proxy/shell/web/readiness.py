@@ -83,7 +83,8 @@ def bind_unopened(server: Any) -> None:
         return  # (an int: a descriptor given on the command line, gunicorn's to take)
     listeners = []
     for address in addresses:
-        kind = _unopened(gunicorn_sock._sock_type(address))
+        # (gunicorn's own choice of socket class, private: its stubs lack it)
+        kind = _unopened(gunicorn_sock._sock_type(address))  # type: ignore[attr-defined]
         for attempt in range(5):
             try:
                 listeners.append(kind(address, server.cfg, server.log))

@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gunicorn import util as gunicorn_util
 from gunicorn.app.base import BaseApplication
@@ -289,30 +289,38 @@ def error_response(status: int, reason: str, detail: str = "") -> bytes:
     return head.encode("latin-1") + body
 
 
-class EnvelopeErrors:
+if TYPE_CHECKING:  # what it is mixed into: the methods it extends are a worker's
+    from types import FrameType
+
+    from gunicorn._types import _AddressType
+    from gunicorn.http import Request
+    from gunicorn.workers.base import Worker as _Worker
+else:
+    _Worker = object
+
+
+class EnvelopeErrors(_Worker):
     """Mixed into a gunicorn worker class: gunicorn's own refusals (a bad request line, a
     request line too long, header fields too large or too many) are answered with OpenAI's
     error envelope instead of an HTML page; the first Ctrl-C (SIGINT) stops the worker
     gracefully, as SIGTERM does, so the app drains; a second one quits at once."""
-
-    alive: bool
-    log: Any
 
     def init_signals(self) -> None:
         super().init_signals()
         signal.signal(signal.SIGINT, self._interrupted)
         signal.siginterrupt(signal.SIGINT, False)
 
-    def _interrupted(self, sig: int, frame: object) -> None:
+    def _interrupted(self, sig: int, frame: FrameType | None) -> None:
         if self.alive:
             self.handle_exit(sig, frame)
         else:
             self.handle_quit(sig, frame)
 
-    def handle_error(self, req: object, client: Any, addr: object,
+    def handle_error(self, req: Request | None, client: Any, addr: _AddressType,
                      exc: BaseException) -> None:
         page = _ErrorPage()
-        super().handle_error(req, page, addr, exc)
+        # (gunicorn writes its page with the socket's sendall alone; its stubs ask a socket)
+        super().handle_error(req, page, addr, exc)  # type: ignore[arg-type]
         status, reason = page.status()
         try:
             gunicorn_util.write_nonblock(client, error_response(status, reason, str(exc)))

@@ -140,7 +140,7 @@ def unreadable_tool(answer: Answer, tools: Mapping[str, Any]) -> str | bool:
     for left in outcome.left_as_text:
         if left.reason not in UNREADABLE_REASONS:
             continue
-        if left.tool in tools:
+        if left.tool is not None and left.tool in tools:
             return left.tool
         if left.tool is None and left.format in MARKED:
             return True

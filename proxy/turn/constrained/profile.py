@@ -234,11 +234,11 @@ def capped(profile: UpstreamProfile) -> UpstreamProfile:
     """`profile` with every field within its cap: a known kind, a version of at most
     VERSION_CHARS printable characters, a window below CONTEXT_MAX, a format name and a
     fingerprint of the lengths they have, a few refusals of short field names."""
-    window = profile.context_length
+    window = _int(profile.context_length)
     return dataclasses.replace(
         profile, kind=profile.kind if profile.kind in KINDS else UNKNOWN,
         version=_PRINTABLE.sub(" ", _str(profile.version))[:VERSION_CHARS].strip(),
-        context_length=window if _int(window) and window < CONTEXT_MAX else None,
+        context_length=window if window is not None and window < CONTEXT_MAX else None,
         call_wrapper=profile.call_wrapper if isinstance(profile.call_wrapper, str)
         and len(profile.call_wrapper) <= 32 else None,
         thinking_opened=profile.thinking_opened
