@@ -35,9 +35,11 @@ run: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test: $(STAMP) $(WHEELS_STAMP) services
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The services some tests run for real, from Debian's packages where missing (each test
@@ -133,4 +135,4 @@ soak: $(STAMP)
 	$(PY) -m tools.soak $(ARGS)
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .hypothesis tests/e2e/node_modules
+	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .mypy_cache .hypothesis tests/e2e/node_modules

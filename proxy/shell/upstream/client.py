@@ -378,6 +378,7 @@ class UpstreamCall(Generic[T]):
         """The value, or the ProxyError the call ended with (once it has finished)."""
         if self._error is not None:
             return self._error
+        # (set by _run before the call finished, as it finished without an error)
         return self._value  # type: ignore[return-value]
 
     def cancel(self, why: ProxyError | None = None) -> None:

@@ -22,6 +22,7 @@ import re
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ...base.errors import ProxyError
 from ...fronts import HeaderLookup
@@ -141,18 +142,18 @@ def listed(origin: str, allowed: Iterable[str]) -> bool:
         for entry in allowed)
 
 
-def local_address(sock: object) -> str:
+def local_address(sock: Any) -> str:
     """The address a client reached on this machine, as its socket says ("" unknown)."""
     with contextlib.suppress(AttributeError, OSError, TypeError, IndexError):
-        address = sock.getsockname()  # type: ignore[attr-defined]
+        address = sock.getsockname()
         return str(address[0]) if isinstance(address, tuple) else ""
     return ""
 
 
-def local_port(sock: object) -> int | None:
+def local_port(sock: Any) -> int | None:
     """The port a client reached on this machine, as its socket says (None unknown)."""
     with contextlib.suppress(AttributeError, OSError, TypeError, IndexError):
-        address = sock.getsockname()  # type: ignore[attr-defined]
+        address = sock.getsockname()
         return int(address[1]) if isinstance(address, tuple) else None
     return None
 

@@ -22,9 +22,14 @@ connections), so that the stop does not last the graceful timeout.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..runtime.background import readable_now
+
+if TYPE_CHECKING:  # what it is mixed into: the methods it extends are that worker's
+    from gunicorn.workers.ggevent import GeventWorker as _Worker
+else:
+    _Worker = object
 
 HEAD_SECONDS = 10  # seconds
 
@@ -111,7 +116,7 @@ class HeadWait:
             return False
 
 
-class HeadTimeouts:
+class HeadTimeouts(_Worker):
     """Mixed into gunicorn's gevent worker: the waits above, in place of its one keep-alive
     timeout, and `close_idle` for a stopping worker (and, of kept-alive connections, a full
     one)."""
@@ -119,10 +124,6 @@ class HeadTimeouts:
     HEAD_SECONDS = HEAD_SECONDS
     # A connection accepted while the worker stops has sent its request within this long.
     STOPPING_WAIT_SECONDS = 2.0
-
-    alive: bool
-    cfg: Any
-    worker_connections: int
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:
         import gevent
@@ -132,7 +133,7 @@ class HeadTimeouts:
         if len(connections) >= self.worker_connections:  # the last slot: none left to accept
             self.close_idle(between_only=True)
         try:
-            super().handle(listener, client, addr)  # type: ignore[misc]
+            super().handle(listener, client, addr)
         finally:
             connections.pop(gevent.getcurrent(), None)
 
@@ -142,9 +143,11 @@ class HeadTimeouts:
         connection = self.__dict__.get("_connections", {}).get(gevent.getcurrent())
         if connection is not None:
             connection[1] = getattr(req, "unreader", None)  # read ahead of the next head
-        return super().handle_request(listener_name, req, sock, addr)  # type: ignore[misc]
+        return super().handle_request(listener_name, req, sock, addr)
 
-    def timeout_ctx(self) -> HeadWait:
+    # (gunicorn's stubs type it None; the worker reads each head inside what it returns,
+    # gevent's Timeout in its own)
+    def timeout_ctx(self) -> HeadWait:  # type: ignore[override]
         import gevent
 
         waits: set[HeadWait] = self.__dict__.setdefault("_head_waits", set())

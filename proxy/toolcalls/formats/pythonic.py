@@ -16,7 +16,7 @@ import keyword
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from json.decoder import scanstring  # type: ignore[attr-defined]
+from json.decoder import scanstring  # type: ignore[attr-defined]  # C, not in typeshed
 from typing import Any
 
 from ..framing import OpenerMatches

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from re import _constants as _c  # type: ignore[attr-defined]
-from re import _parser  # type: ignore[attr-defined]
+from re import _constants as _c  # type: ignore[attr-defined]  # private: not in typeshed
+from re import _parser  # type: ignore[attr-defined]  # private: not in typeshed
 from typing import Any
 
 Span = tuple[int, int]

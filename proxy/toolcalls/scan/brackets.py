@@ -5,7 +5,7 @@ value nested deeper than they read), at Python speed, on the document's budget."
 from __future__ import annotations
 
 import re
-from json.decoder import scanstring  # type: ignore[attr-defined]
+from json.decoder import scanstring  # type: ignore[attr-defined]  # C, not in typeshed
 from typing import overload
 
 from .budget import Budget
