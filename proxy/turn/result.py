@@ -144,7 +144,8 @@ class TurnResult:
         `log_bodies`, which redaction walks like any body)."""
         data = dataclasses.asdict(self)
         del data["outcome"]
-        return orjson.loads(orjson.dumps(data))
+        record: dict[str, Any] = orjson.loads(orjson.dumps(data))
+        return record
 
 
 def first_calls_only(result: TurnResult) -> tuple[TurnResult, int]:

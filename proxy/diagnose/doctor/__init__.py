@@ -26,7 +26,8 @@ import orjson
 from ...base.config import mask_url
 from ...shell.config_load import ConfigError, load_config
 from ...telemetry.request_log import printable
-from .live import DoctorError, run_doctor
+from .live import run_doctor
+from .probe import DoctorError
 from .render import failure_line, render
 
 EXIT_OK = 0

@@ -205,6 +205,6 @@ def error_message(answer: Any, body: bytes) -> str:
         detail = inner if isinstance(inner, dict) else answer
         if isinstance(inner, str):
             return inner
-        if isinstance(detail.get("message"), str):
-            return detail["message"]
+        if isinstance(message := detail.get("message"), str):
+            return message
     return body[:200].decode("utf-8", "replace").strip() or "no message"

@@ -22,7 +22,8 @@ from ...base.config import Config, mask_url
 from ...shell.config_load import ConfigError, load_config
 from ...shell.upstream.client import Timeouts, Upstream
 from ...telemetry.request_log import printable
-from ..doctor.live import DoctorError, list_models, proxy_health
+from ..doctor.live import list_models, proxy_health
+from ..doctor.probe import DoctorError
 from .fronts import CHAT, WAYS
 from .jobs import MODES, STRAIGHT, Job
 from .report import build, render

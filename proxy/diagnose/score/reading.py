@@ -133,6 +133,6 @@ def error_text(answer: Any, body: bytes) -> str:
             return inner
         detail = inner if isinstance(inner, dict) else answer
         for key in ("message", "detail"):
-            if isinstance(detail.get(key), str):
-                return detail[key]
+            if isinstance(message := detail.get(key), str):
+                return message
     return body[:200].decode("utf-8", "replace").strip() or "no message"

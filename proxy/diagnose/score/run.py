@@ -166,7 +166,9 @@ class Runner:
         """What the proxy learned of the upstream (kind, version, dialects...), no generation."""
         assert self._app is not None
         proxy = self._app.extensions["toolcall_proxy"]
-        return proxy.profiles.get(self.url, self.model, self.config, self.headers).record()
+        learned: dict[str, Any] = proxy.profiles.get(self.url, self.model, self.config,
+                                                     self.headers).record()
+        return learned
 
     def ask_turn(self, jobs: list[Job]) -> list[Asked]:
         """One turn's asks, within the budget (all or none of those its fronts can say)."""

@@ -96,13 +96,13 @@ def _image_part(data: Any, where: str) -> dict[str, Any]:
 def _content(text: Any, images: Any, where: str, images_where: str,
              ) -> str | list[dict[str, Any]]:
     """A text, with its images as parts before it when there are any."""
-    text = "" if text is None else _string(text, where)
+    said = "" if text is None else _string(text, where)
     if images is None or images == []:
-        return text
+        return said
     if not isinstance(images, list):
         raise bad_request(f"{images_where}: expected a list of base64 images.", images_where)
     parts = [_image_part(image, f"{images_where}.{i}") for i, image in enumerate(images)]
-    return [*parts, {"type": "text", "text": text}] if text else parts
+    return [*parts, {"type": "text", "text": said}] if said else parts
 
 
 def _message_content(message: dict[str, Any], where: str) -> str | list[dict[str, Any]]:

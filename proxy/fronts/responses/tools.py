@@ -208,8 +208,8 @@ def custom_input(arguments: str) -> str:
     except orjson.JSONDecodeError:
         return arguments
     if isinstance(value, dict):
-        if isinstance(value.get(_CUSTOM_PARAMETER), str):
-            return value[_CUSTOM_PARAMETER]
+        if isinstance(text := value.get(_CUSTOM_PARAMETER), str):
+            return text
         strings = [v for v in value.values() if isinstance(v, str)]
         if len(value) == 1 and strings:
             return strings[0]

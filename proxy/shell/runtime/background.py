@@ -8,7 +8,7 @@ import select
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 try:  # the OS's poll(2): gevent's patched one starts watchers and switches to the hub
     from gevent.monkey import get_original
@@ -40,13 +40,29 @@ def _gevent_patched() -> bool:
     return False
 
 
-def new_event() -> Any:
+class Event(Protocol):
+    """What threading's Event and gevent's have in common: set, cleared, waited on."""
+
+    def set(self) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def is_set(self) -> bool: ...
+
+    @overload
+    def wait(self, timeout: None = None) -> bool: ...
+
+    @overload
+    def wait(self, timeout: float) -> bool: ...
+
+
+def new_event() -> Event:
     """An Event that waits the way this process runs: gevent's in a patched process (a
     patched threading.Event is a greenlet behind a Thread's locks), else threading's."""
     if _gevent_patched():
-        from gevent.event import Event
+        from gevent.event import Event as GeventEvent
 
-        return Event()
+        return GeventEvent()
     return threading.Event()
 
 
@@ -79,17 +95,19 @@ def call_later(seconds: float, work: Callable[[], None]) -> Callable[[], None]:
 
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
-def off_the_hub(work: Callable[..., T], *args: Any) -> T:
+def off_the_hub(work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """`work(*args)`, where blocking I/O it does (SQLite's, which gevent cannot patch) keeps
     the worker's other greenlets running: in gevent's native thread pool under gevent
     (its exception raised here), plainly otherwise."""
     if _gevent_patched():
         import gevent
 
-        return gevent.get_hub().threadpool.apply(work, args)
-    return work(*args)
+        done: T = gevent.get_hub().threadpool.apply(work, args, kwargs)
+        return done
+    return work(*args, **kwargs)
 
 
 def native_lock() -> Any:

@@ -27,7 +27,7 @@ def client_socket(environ: Mapping[str, Any]) -> Any:
     return environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
 
 
-def _closed(sock: Any) -> bool:
+def _closed(sock: socket.socket) -> bool:
     """True when a readable socket is readable because the peer closed it (EOF, or an error)."""
     try:
         return sock.recv(1, socket.MSG_PEEK) == b""

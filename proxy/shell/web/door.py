@@ -13,6 +13,7 @@ from urllib.parse import unquote
 
 from gunicorn.http.errors import ParseException
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
+from werkzeug.wrappers import Request
 
 from ...base.config import Config
 from ...base.errors import ProxyError
@@ -136,7 +137,7 @@ def shut_reading(environ: Mapping[str, Any]) -> None:
             sock.shutdown(socket.SHUT_RD)
 
 
-def read_body(request: Any, max_bytes: int, timeout: float, *, keep: bool = True) -> bytes:
+def read_body(request: Request, max_bytes: int, timeout: float, *, keep: bool = True) -> bytes:
     """The request body, whole, within `timeout` seconds (0: no limit); with `keep` false it
     is read and dropped (a refused request's, so that the connection can go on).
 
@@ -172,7 +173,7 @@ def read_body(request: Any, max_bytes: int, timeout: float, *, keep: bool = True
     return data
 
 
-def _read(request: Any, max_bytes: int, keep: bool) -> bytes:
+def _read(request: Request, max_bytes: int, keep: bool) -> bytes:
     environ = request.environ
     length = request.content_length
     if keep and (length is not None or "wsgi.input_terminated" not in environ):

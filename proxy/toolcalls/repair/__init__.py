@@ -17,6 +17,8 @@ from .at_errors import NotJson, _repaired_at_errors, _repaired_at_once
 from .python_literal import NotLiteral, _python_dict
 from .regexes import REPAIRS
 
+__all__ = ["NotJson", "loads_repaired"]  # (NotJson: what loads_repaired raises)
+
 # repair can make that JSON; it goes to the Python-literal reader at once.
 _PY_STYLE = re.compile(r"\s*+[\[{][\s\[{]{0,32}+'")
 

@@ -144,7 +144,7 @@ def _object_schema(parameters: Mapping[str, Any]) -> dict[str, Any]:
     """A tool's parameters as the schema of an arguments object (an empty schema: any), in
     the JSON Schema grammar engines compile (OpenAPI's `nullable` said as a type, the
     assertions they compile unevenly left to the check after: `grammar_schema`)."""
-    schema = for_grammar(dict(parameters))
+    schema: dict[str, Any] = for_grammar(dict(parameters))  # (a dict's is a dict)
     if not schema or "type" not in schema:
         schema.setdefault("type", "object")
     return schema

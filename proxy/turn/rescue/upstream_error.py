@@ -76,8 +76,8 @@ def _message(error: Any) -> str | None:
     inner = error.get("error", error)
     if isinstance(inner, str):
         return inner
-    if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-        return inner["message"]
+    if isinstance(inner, dict) and isinstance(message := inner.get("message"), str):
+        return message
     return None
 
 
