@@ -164,8 +164,7 @@ class Upstream:
         local = self._local
 
         def tracked(base: type) -> type:
-            # (a base class given at run time, which mypy does not follow)
-            class Connection(base):  # type: ignore[misc]
+            class Connection(base):  # type: ignore[misc]  # a base mypy cannot follow
                 def request(self, *args: Any, **kwargs: Any) -> Any:
                     tracker = getattr(local, "tracker", None)
                     if tracker is not None:
@@ -378,8 +377,7 @@ class UpstreamCall(Generic[T]):
         """The value, or the ProxyError the call ended with (once it has finished)."""
         if self._error is not None:
             return self._error
-        # (set by _run before the call finished, as it finished without an error)
-        return self._value  # type: ignore[return-value]
+        return self._value  # type: ignore[return-value]  # set: it ended without error
 
     def cancel(self, why: ProxyError | None = None) -> None:
         """Cut the upstream connection, so that the server stops generating; `why`: what
