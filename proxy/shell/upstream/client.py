@@ -143,7 +143,7 @@ class Upstream:
         self._local = threading.local()
         parsed = parse_url(self.base)
         if parsed.host is None:  # (the settings' check refuses such a URL before)
-            raise ValueError("an upstream base URL names a host")
+            raise ValueError("an upstream base URL must name a host")
         self._prefix = parsed.path or ""  # a base URL may carry a path: /prefix/v1/...
         self._auth: dict[str, str] = {}
         if parsed.auth:  # `user:password@` in the URL, percent-decoded as `requests` did
