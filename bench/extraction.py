@@ -1,6 +1,6 @@
 """Cost benchmark for the extraction engine: realistic and pathological 1 MB inputs.
 
-Run `python -m proxy.toolcalls.bench` (add `--size N` for another size in bytes). The bench/
+Run `python -m bench.extraction` (add `--size N` for another size in bytes). The bench/
 suite can call `measure()` for the same numbers. Timings are printed, never asserted in tests.
 """
 
@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 import orjson
 
-from .engine import extract
-from .types import ToolSchemas
+from proxy.toolcalls.engine import extract
+from proxy.toolcalls.types import ToolSchemas
 
 TOOLS: ToolSchemas = {
     "read": {"type": "object", "properties": {"path": {"type": "string"},

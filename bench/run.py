@@ -46,7 +46,7 @@ Scenarios (issue 8):
   Assistant (a minute apart; two satellites) and of Claude Code share as a prefix, without
   and with `stable_prefix`.
 * extraction alone: `proxy.toolcalls.extract` on the fake's 1 MB answer and on 1 MB
-  pathological inputs (`proxy.toolcalls.bench.cases`).
+  pathological inputs (`bench.extraction.cases`).
 
 Run `python -m bench.run --help` for the flags (`--quick`, worker-class overrides, `--markdown`).
 """
@@ -838,7 +838,7 @@ class Bench:
                                     statistics.median(timings), 0.020,
                                     "" if calls else " (no call found!)"))
         try:
-            from proxy.toolcalls import bench as engine_bench
+            from bench import extraction as engine_bench
         except Exception as exc:
             self.rows.append(Row("extract: pathological inputs", "", f"skipped: {exc!r}"))
             return
@@ -853,7 +853,7 @@ class Bench:
         for label, t in worst:
             self.rows.append(_limit_row(f"extract: 1 MB case {label}", t / 1000, 0.020))
         n = len(timings_by_case)
-        self.notes.append(f"extraction: {n} inputs of 1 MB from proxy.toolcalls.bench.cases "
+        self.notes.append(f"extraction: {n} inputs of 1 MB from bench.extraction.cases "
                           f"({spent:.1f} s: pathological text and single 1 MB calls); the "
                           f"table shows the 3 slowest; median of {repeat} runs each")
 

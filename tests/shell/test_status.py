@@ -21,7 +21,7 @@ import requests
 
 from proxy.base.config import Config
 from proxy.diagnose.replay import parse_exchanges, replay_exchange
-from proxy.shell.web.recorder import (
+from proxy.shell.recorder.rings import (
     CAPTURES_KEPT,
     MAX_RING_FILES,
     RING_TURNS,
@@ -510,7 +510,7 @@ def test_a_turn_waiting_on_upstream_is_in_flight_there(fake, proxy):
 
 
 def test_rings_of_workers_gone_are_dropped_to_the_newest_few(tmp_path):
-    from proxy.shell.web.recorder import GONE_RINGS_KEPT
+    from proxy.shell.recorder.rings import GONE_RINGS_KEPT
 
     dead = [subprocess.Popen(["true"]) for _ in range(5)]
     for process in dead:

@@ -22,8 +22,6 @@ FORMATS_PAGE = page("formats.md")
 FORMATS_DIR = "proxy/toolcalls/formats/"
 # Modules outside the formats that may spell a format's name or marker, and why.
 ALLOWED = {
-    # the extraction bench's inputs are texts written in the formats
-    ("proxy/toolcalls/bench.py", None),
     # a model family's name (GLM), for the reasoning parser doctor recommends
     ("proxy/diagnose/doctor/findings.py", "glm"),
 }

@@ -26,6 +26,7 @@ from ...turn.plan import TurnPlan
 from ...turn.thinking import ThinkingMemory
 from ..driver.passthrough import PassthroughServices, all_models, passthrough
 from ..driver.turns import TurnResponse, TurnServices
+from ..recorder.rings import make_recorder
 from ..runtime.clients import ClientWatcher, client_socket
 from ..store import open_store
 from ..store.interface import StoreLimits, refusal
@@ -35,7 +36,6 @@ from ..upstream.profiles import LISTED_MAX, Profiles
 from ..upstream.replicas import Replicas
 from .addressed import Addressing, local_port
 from .door import Door, read_body
-from .recorder import make_recorder
 from .run_dir import allocate_worker_files
 
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
