@@ -534,7 +534,7 @@ def test_status_json_is_built_no_more_often_than_its_cost_allows(fake, monkeypat
     """A build that takes 0.3 s is not followed by the next for ten times that: pollers
     asking back to back get the last build, not a worker busy building."""
     from proxy.shell.web import handlers
-    from proxy.shell.web.handlers import Proxy
+    from proxy.shell.web.wiring import Proxy
 
     proxy = Proxy(Config(upstream=fake.url))
     builds: list[float] = []
@@ -548,6 +548,6 @@ def test_status_json_is_built_no_more_often_than_its_cost_allows(fake, monkeypat
     deadline = time.monotonic() + 4.0
     with flask.Flask(__name__).test_request_context("/proxy/status.json"):
         while time.monotonic() < deadline:
-            proxy.status("-")
+            handlers.status(proxy, "-")
     assert len(builds) == 2  # at 0.3 s, then not before 3.3 s (a second apart before)
     assert builds[1] - builds[0] >= 3.0
