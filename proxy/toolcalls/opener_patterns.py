@@ -23,7 +23,7 @@ from dataclasses import dataclass
 _NEVER = "(?!)"
 _SAMPLES = 8  # texts a pattern keeps as its samples, at most
 # What a run of characters is sampled as: the first of these its class matches (a tool's
-# name, a fence's language, space), cut to the run's length.
+# name, a fence's language, space), cut to the run's length; none that fits, no sample.
 _RUN_SAMPLES = ("read", "json", " ", "")
 
 
@@ -52,8 +52,8 @@ def lit(text: str) -> Pattern:
 def run(chars: str, least: int, most: int) -> Pattern:
     """`least` to `most` characters of the regex class `chars` (such as `\\w`)."""
     full = f"{chars}{{{least},{most}}}"
-    sample = next((text[:most] for text in _RUN_SAMPLES if re.fullmatch(full, text[:most])), "")
-    return Pattern(full, f"{chars}{{0,{most - 1}}}", None, least == 0, (sample,))
+    sample = [text[:most] for text in _RUN_SAMPLES if re.fullmatch(full, text[:most])][:1]
+    return Pattern(full, f"{chars}{{0,{most - 1}}}", None, least == 0, tuple(sample))
 
 
 def seq(*parts: Pattern | str) -> Pattern:
