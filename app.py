@@ -17,7 +17,7 @@ from proxy.cli import main
 if __name__ == "__main__":
     sys.exit(main())
 else:
+    from proxy.shell.server.serve import config_or_exit
     from proxy.shell.web.app import create_app
-    from proxy.shell.web.server import config_or_exit
 
     app = create_app(config_or_exit(()))

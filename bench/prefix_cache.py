@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from bench.harness import Bench
 from proxy.base.config import Config
 from proxy.turn.compat import rewrite_request
 from tests.fakes.template import ChatTemplate
 from tests.home_assistant import TURN_ON, prompt_2025, prompt_2026, shared
-
-if TYPE_CHECKING:
-    from bench.run import Bench
 
 _TOKEN = re.compile(r"\w+|[^\w\s]|\s+")
 _CLAUDE_CODE = ("You are Claude Code, Anthropic's official CLI for Claude.\n"

@@ -26,6 +26,9 @@ import sys
 from pathlib import Path
 
 from bench import load, run, streamed
+from bench.harness import CHAT, MESSAGES, TOOLS, chat_body
+from bench.stack import Stack
+from bench.table import ms
 
 SCENARIOS: dict[str, tuple[str, bool, bool, int]] = {
     # name: (fake spec, client streams, with tools, concurrency)
@@ -91,9 +94,9 @@ def main(argv: list[str] | None = None) -> int:
                                                   if args.worker_class else [])
                           + (["--threads", str(args.threads)] if args.threads else []))
     spec, stream, tools, concurrency = SCENARIOS[args.scenario]
-    body = (streamed.request_body(spec, run.TOOLS, run.MESSAGES) if args.scenario == "streamed"
-            else run.chat_body(spec, stream=stream, tools=tools))
-    stack = run.Stack(opts)
+    body = (streamed.request_body(spec, TOOLS, MESSAGES) if args.scenario == "streamed"
+            else chat_body(spec, stream=stream, tools=tools))
+    stack = Stack(opts, run.models_env())
     out_dir = Path(args.out) if args.out else stack.tmp
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -106,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             os.sched_setaffinity(pid, {1})
         os.sched_setaffinity(stack.fake.pid, {0})
         os.sched_setaffinity(0, {0})
-        url = stack.proxy_url + run.CHAT
+        url = stack.proxy_url + CHAT
         raw = load.build_request("POST", url, body)
         asyncio.run(load.closed_loop(url, lambda _i: raw, concurrency=concurrency,
                                      duration=1.0))  # warm-up
@@ -128,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                 proc.kill()
         s = load.summarize(batch)
         print(f"{args.scenario}: {s['ok']:.0f} ok, {s['errors']:.0f} errors, "
-              f"{s['rps']:.0f} req/s, total p50 {run.ms(s['total_p50'])} "
-              f"p99 {run.ms(s['total_p99'])}, server CPU {run.ms(used / max(1, s['ok']))}/req "
+              f"{s['rps']:.0f} req/s, total p50 {ms(s['total_p50'])} "
+              f"p99 {ms(s['total_p99'])}, server CPU {ms(used / max(1, s['ok']))}/req "
               f"({stack.worker_desc}, pinned to CPU 1)")
         print(summarize_raw([p for p in outputs if p.exists()], args.top))
         if args.out:

@@ -14,14 +14,13 @@ learned: one (no info endpoint is asked per turn).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from bench import load
-
-if TYPE_CHECKING:
-    from bench.run import Bench
+from bench.harness import Bench
+from bench.table import Row, ms
 
 # The proxy's setting for the bench model of today's behaviour without a retry.
 MODELS = {"reaskoff@*": {"constrained_reask": "off", "required_call_retries": 0}}
@@ -64,7 +63,6 @@ async def _upstream_requests(bench: Bench) -> int:
 async def section(bench: Bench, tools: list[dict[str, Any]],
                   messages: list[dict[str, Any]]) -> None:
     """The re-asks' rows: calls recovered, what a recovery costs, what the profile costs."""
-    from bench.run import Row, ms
 
     count = 10 if bench.opts.quick else 50
     bench.section(f"constrained re-asks (a model that never calls, or botches, unless "

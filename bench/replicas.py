@@ -23,14 +23,15 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
+from bench import load
 from bench.fake_replica import READY
-
-if TYPE_CHECKING:
-    from bench.run import Bench, Proc
+from bench.harness import Bench
+from bench.stack import ROOT, Proc, free_port
+from bench.table import Row, ms, ratio_of
 
 SYSTEM = ("You are a coding agent working in a large repository. Read files before you "
           "change them, run the tests after every change, and explain what you did. ") * 40
@@ -91,7 +92,6 @@ def _call(url: str, path: str, body: Any = None) -> Any:
 
 
 def _start_replica(bench: Bench, name: str) -> tuple[Proc, str]:
-    from bench.run import ROOT, Proc
 
     log_path = bench.stack.tmp / f"{name}.log"
     with open(log_path, "wb") as err:
@@ -106,8 +106,6 @@ def _start_replica(bench: Bench, name: str) -> tuple[Proc, str]:
 
 
 def _start_proxy(bench: Bench, replicas: list[str]) -> tuple[Proc, str]:
-    from bench import load
-    from bench.run import ROOT, Proc, free_port
 
     port = free_port()
     cmd = bench.stack.gunicorn_cmd(port)
@@ -195,7 +193,6 @@ def _section(bench: Bench, tools: list[dict[str, Any]]) -> None:
 
 def _rows(bench: Bench, room: str, aware: dict[str, Any], rr: dict[str, Any]) -> None:
     """Turn p50 and p90, and the prefill work: round robin, cache-aware, the ratio."""
-    from bench.run import Row, ms, ratio_of
 
     for pct in ("p50", "p90"):
         r = ratio_of(rr[pct], aware[pct])

@@ -13,15 +13,12 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from proxy.shell.web.recorder import RING_TURNS, MemoryRecorder, Recorder, RingFileRecorder
+from bench.harness import Bench
+from proxy.shell.recorder.rings import RING_TURNS, MemoryRecorder, Recorder, RingFileRecorder
 from proxy.telemetry.request_log import RequestLog
 from proxy.telemetry.status import StatusInput, document, turn_record
 from proxy.turn.result import Outcome, Repair, TextLeft
-
-if TYPE_CHECKING:
-    from bench.run import Bench
 
 TARGET_SECONDS = 0.00005
 

@@ -21,14 +21,14 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from bench import load
-
-if TYPE_CHECKING:
-    from bench.run import Bench, Proc
+from bench.harness import Bench
+from bench.stack import Proc, free_port
+from bench.table import Row, ms
 
 RESPONSES = "/v1/responses"
 SPEC = "delay_ms=0,size=1k,kind=text,chunks=1,gap_ms=0"
@@ -65,7 +65,6 @@ def redis_server(folder: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
 def start_proxy(bench: Bench, name: str, store_url: str) -> tuple[Proc, str]:
     """Another gunicorn proxy (one worker) before the bench's fake, keeping answers at
     `store_url`; waits until its store answers on /proxy/health."""
-    from bench.run import Proc, free_port
 
     stack = bench.stack
     port = free_port()
@@ -132,7 +131,6 @@ async def measure(bench: Bench, urls: dict[str, str]) -> dict[str, load.Batch]:
 
 async def section(bench: Bench) -> None:
     """The store rows: a stored turn on SQLite and on Redis, p50 and what Redis adds."""
-    from bench.run import Row, free_port, ms
 
     bench.section("Responses store: a stored turn (store: true, previous_response_id; c1, 0 ms)")
     if shutil.which("redis-server") is None or importlib.util.find_spec("redis") is None:

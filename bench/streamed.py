@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from bench import load
-
-if TYPE_CHECKING:
-    from bench.run import Bench
+from bench.harness import Bench
+from bench.table import Row, ms, ratio_of
 
 # The proxy's setting for the bench model of this section (the others stay buffered).
 MODELS_ENV = ("TOOLCALL_PROXY_MODELS", orjson.dumps({"streamed@*": {"stream_mode": "stream"}})
@@ -86,7 +85,6 @@ async def measure(bench: Bench, body: bytes, streams: int, side: str) -> tuple[l
 async def section(bench: Bench, tools: list[dict[str, Any]], messages: list[dict[str, Any]],
                   ) -> None:
     """The streamed mode's rows: TTFT, content gaps, CPU per streamed token."""
-    from bench.run import Row, ms, ratio_of
 
     bench.section(f"streamed mode (stream_mode: stream; tools, {CHUNKS} content chunks then "
                   "a Hermes call)")

@@ -18,9 +18,11 @@ FLOORS = (
     "proxy.shell.runtime",  # work beside a request, the client's socket
     "proxy.shell.upstream",  # the model servers: client, replicas, the choice of one
     "proxy.shell.store",  # kept answers: the interface, one module per backend
+    "proxy.shell.recorder",  # the status page's records: bounded rings, a store of its own
     "proxy.shell.config_load",  # the settings read from file, environment and flags
     "proxy.shell.driver",  # a request's trip upstream: the turn, the passthrough
-    "proxy.shell.web",  # the HTTP app, its views and endpoints, the server
+    "proxy.shell.web",  # the HTTP app: its objects, views, handlers and endpoints
+    "proxy.shell.server",  # the server process: gunicorn (or Werkzeug), readiness, the check
     "proxy.diagnose",  # the operator's tools: doctor, replay
     "proxy.cli",  # the command line
 )

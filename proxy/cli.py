@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from .shell.config_load import load_config
-from .shell.web.server import config_or_exit, healthcheck, serve
+from .shell.server.serve import config_or_exit, healthcheck, serve
 
 SERVER_HELP = """
 server (python app.py, toolcall-proxy.pyz):

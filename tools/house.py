@@ -1,12 +1,13 @@
-"""`python -m tools.house`: the shape of `proxy/` in figures, to compare two versions of it.
+"""`python -m tools.house`: the shape of the repository's code in figures, to compare two
+versions of it: `proxy/`, `bench/`, `tools/` and `app.py` (`REPO`), measured as one graph.
 
 Rooms (folders of modules), floors (the levels of the import graph: its longest chain of
-arrows, once circles are folded; of the whole package, of the shell alone, and of the graph
-of rooms), import arrows between modules (every import: at the top,
-inside a function, or only for type checking), circles, the longest module and function, and
-the hops of a buffered tool turn: the calls from one module of `proxy/` into another while
-the app answers one chat completion whose model called a tool (the fake vLLM of the tests
-answers it on loopback; `--no-turn` skips that part).
+arrows, once circles are folded; of the whole code, of the shell alone, and of the graph
+of rooms), import arrows between modules (every import: at the top, inside a function, or
+only for type checking), circles, the longest module, class and function, and the hops of a
+buffered tool turn: the calls from one module of `proxy/` into another while the app answers
+one chat completion whose model called a tool (the fake vLLM of the tests answers it on
+loopback; `--no-turn` skips that part).
 
     python -m tools.house [--root DIR] [--no-turn] [--json]
 
@@ -28,6 +29,9 @@ from pathlib import Path
 from types import FrameType
 
 PACKAGE = "proxy"
+# What the figures measure: the packages and top-level modules of the repository's code (the
+# tests aside: they are measured by their own guards).
+REPO = ("proxy", "bench", "tools", "app")
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -39,10 +43,17 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
-def modules(root: Path, package: str = PACKAGE) -> dict[str, Path]:
-    """Every module of `package` under `root` (the repository), by dotted name."""
-    return {module_name(path, root): path
-            for path in sorted((root / package).rglob("*.py")) if "__pycache__" not in path.parts}
+def modules(root: Path, package: str | Sequence[str] = PACKAGE) -> dict[str, Path]:
+    """Every module of `package` under `root` (the repository), by dotted name; `package`
+    may be several, each a package (a folder) or a top-level module (`app` for `app.py`)."""
+    found: dict[str, Path] = {}
+    for name in (package,) if isinstance(package, str) else package:
+        if (root / f"{name}.py").is_file():
+            found[name] = root / f"{name}.py"
+            continue
+        found.update({module_name(path, root): path for path in sorted((root / name).rglob("*.py"))
+                      if "__pycache__" not in path.parts})
+    return found
 
 
 def _imported(node: ast.Import | ast.ImportFrom, name: str, is_package: bool,
@@ -65,9 +76,9 @@ def _imported(node: ast.Import | ast.ImportFrom, name: str, is_package: bool,
     return {target for target in targets if target in known}
 
 
-def import_graph(root: Path, package: str = PACKAGE) -> dict[str, set[str]]:
-    """Module → the modules of the package it imports: every import statement, wherever it
-    stands (module level, in a function, under `if TYPE_CHECKING`)."""
+def import_graph(root: Path, package: str | Sequence[str] = PACKAGE) -> dict[str, set[str]]:
+    """Module → the modules of the package (or packages) it imports: every import statement,
+    wherever it stands (module level, in a function, under `if TYPE_CHECKING`)."""
     known = modules(root, package)
     graph: dict[str, set[str]] = {}
     for name, path in known.items():
@@ -170,37 +181,51 @@ def floors(graph: Mapping[str, Iterable[str]]) -> int:
 
 @dataclass(frozen=True)
 class Figures:
-    """The shape of the package."""
+    """The shape of the code (`proxy_floors`: of `proxy/` alone, as earlier rounds measured)."""
 
     modules: int
     rooms: int
     most_modules_in_a_room: str
     floors: int
+    proxy_floors: int
     shell_floors: int
     room_floors: int
     arrows: int
     circles: list[list[str]]
     longest_module: str
+    longest_class: str
     longest_function: str
 
 
 def _room(name: str, known: Mapping[str, Path]) -> str:
-    """The folder a module lives in, as a dotted name."""
-    return name if known[name].name == "__init__.py" else name.rpartition(".")[0]
+    """The folder a module lives in, as a dotted name (a top-level module is its own)."""
+    if known[name].name == "__init__.py" or "." not in name:
+        return name
+    return name.rpartition(".")[0]
 
 
-def _longest_function(known: Mapping[str, Path]) -> tuple[int, str]:
+def _longest(known: Mapping[str, Path], kinds: tuple[type[ast.AST], ...]) -> tuple[int, str]:
+    """The most lines a definition of `kinds` (functions, or classes) spans, and its name."""
     best = (0, "")
     for name, path in known.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(node, kinds):
+                assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                 lines = (node.end_lineno or node.lineno) - node.lineno + 1
                 best = max(best, (lines, f"{name}.{node.name}"))
     return best
 
 
-def figures(root: Path, package: str = PACKAGE) -> Figures:
-    """Measure the package under `root`."""
+def _floors_within(graph: Mapping[str, Iterable[str]], package: str) -> int:
+    """The floors of the graph's part inside `package`."""
+    def inside(name: str) -> bool:
+        return name == package or name.startswith(package + ".")
+    return floors({name: {target for target in targets if inside(target)}
+                   for name, targets in graph.items() if inside(name)})
+
+
+def figures(root: Path, package: str | Sequence[str] = REPO) -> Figures:
+    """Measure the code under `root` (the repository's, by default)."""
     known = modules(root, package)
     graph = import_graph(root, package)
     rooms: dict[str, int] = {}
@@ -218,19 +243,20 @@ def figures(root: Path, package: str = PACKAGE) -> Figures:
     sizes = {name: len(path.read_text(encoding="utf-8").splitlines())
              for name, path in known.items()}
     longest = max(sizes, key=lambda name: sizes[name])
-    function_lines, function = _longest_function(known)
+    function_lines, function = _longest(known, (ast.FunctionDef, ast.AsyncFunctionDef))
+    class_lines, class_name = _longest(known, (ast.ClassDef,))
     return Figures(
         modules=len(known),
         rooms=len({_room(name, known) for name in known}),
         most_modules_in_a_room=f"{crowded[1]} ({crowded[0]}, formats aside)",
         floors=floors(graph),
-        shell_floors=floors({name: {t for t in targets if t.startswith(f"{package}.shell")}
-                             for name, targets in graph.items()
-                             if name.startswith(f"{package}.shell")}),
+        proxy_floors=_floors_within(graph, PACKAGE),
+        shell_floors=_floors_within(graph, f"{PACKAGE}.shell"),
         room_floors=floors(room_graph),
         arrows=sum(len(targets) for targets in graph.values()),
         circles=circles(graph),
         longest_module=f"{longest} ({sizes[longest]} lines)",
+        longest_class=f"{class_name} ({class_lines} lines)",
         longest_function=f"{function} ({function_lines} lines)",
     )
 

@@ -72,7 +72,8 @@ from bench.fake_upstream import (
     stream_body,
     stream_events,
 )
-from bench.run import TOOLS, Stack, log
+from bench.harness import TOOLS
+from bench.stack import Stack, log
 
 CHAT = "/v1/chat/completions"
 PATHS = ("buffered_stream", "buffered_json", "passthrough_stream", "passthrough_json")
@@ -996,7 +997,7 @@ def main(argv: list[str] | None = None) -> int:
     """Start the fake and gunicorn, drive the load, check, report, stop."""
     args_list = sys.argv[1:] if argv is None else argv
     opts = parse_args(args_list)
-    from bench.run import terminate_as_interrupt
+    from bench.stack import terminate_as_interrupt
 
     raise_fd_limit()
     stack = Stack(argparse.Namespace(conf=opts.conf, app="app:app", worker_class="",

@@ -1,7 +1,7 @@
 """What `/proxy/status` shows: one small record per finished request (`TurnRecord`, built from
 its `RequestLog`), and the status document summed from the records of every worker.
 
-Pure: the shell's recorder (`proxy/shell/web/recorder.py`) keeps the records in bounded rings
+Pure: the shell's recorder (`proxy/shell/recorder/rings.py`) keeps the records in bounded rings
 and hands them here; the page itself (`proxy/telemetry/status_page.py`) draws this document.
 """
 

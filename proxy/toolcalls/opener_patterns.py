@@ -10,26 +10,34 @@ lists are complete (tests/turn/test_holdback.py).
 
 Patterns are built from a few combinators that compile to two regexes: one for a whole
 opener, one for any proper prefix of an opener (matched against the end of a text still being
-written: `<tool_ca` may yet become `<tool_call>`).
+written: `<tool_ca` may yet become `<tool_call>`), and carry a few texts they match
+(`samples`: what the extraction bench, bench/extraction.py, writes as each format's openers).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
 _NEVER = "(?!)"
+_SAMPLES = 8  # texts a pattern keeps as its samples, at most
+# What a run of characters is sampled as: the first of these its class matches (a tool's
+# name, a fence's language, space), cut to the run's length; none that fits, no sample.
+_RUN_SAMPLES = ("read", "json", " ", "")
 
 
 @dataclass(frozen=True)
 class Pattern:
     """A regex for whole openers, one for their proper prefixes (possibly empty), and the
-    characters an opener can begin with (`first`: None when that is a class, not literals)."""
+    characters an opener can begin with (`first`: None when that is a class, not literals);
+    `samples`: a few texts `full` matches (each alternative's, a run as a tool's name)."""
 
     full: str
     prefix: str
     first: frozenset[str] | None
     nullable: bool = False
+    samples: tuple[str, ...] = ()
 
 
 def lit(text: str) -> Pattern:
@@ -37,27 +45,32 @@ def lit(text: str) -> Pattern:
     prefix = ""
     for char in reversed(text[:-1]):
         prefix = re.escape(char) + (f"(?:{prefix})?" if prefix else "")
-    return Pattern(re.escape(text), f"(?:{prefix})?" if prefix else "", frozenset(text[:1]))
+    return Pattern(re.escape(text), f"(?:{prefix})?" if prefix else "", frozenset(text[:1]),
+                   samples=(text,))
 
 
 def run(chars: str, least: int, most: int) -> Pattern:
     """`least` to `most` characters of the regex class `chars` (such as `\\w`)."""
-    return Pattern(f"{chars}{{{least},{most}}}", f"{chars}{{0,{most - 1}}}", None, least == 0)
+    full = f"{chars}{{{least},{most}}}"
+    sample = [text[:most] for text in _RUN_SAMPLES if re.fullmatch(full, text[:most])][:1]
+    return Pattern(full, f"{chars}{{0,{most - 1}}}", None, least == 0, tuple(sample))
 
 
 def seq(*parts: Pattern | str) -> Pattern:
     """One pattern after the other (strings are exact)."""
     items = [lit(p) if isinstance(p, str) else p for p in parts]
     if not items:
-        return Pattern("", _NEVER, frozenset(), True)
+        return Pattern("", _NEVER, frozenset(), True, ("",))
     prefixes = ["".join(p.full for p in items[:i]) + items[i].prefix for i in range(len(items))]
     first: frozenset[str] | None = frozenset()
     for item in items:
         first = None if first is None or item.first is None else first | item.first
         if not item.nullable:
             break
+    samples = itertools.islice(("".join(texts) for texts in
+                                itertools.product(*(p.samples for p in items))), _SAMPLES)
     return Pattern("".join(p.full for p in items), "(?:" + "|".join(prefixes) + ")", first,
-                   all(p.nullable for p in items))
+                   all(p.nullable for p in items), tuple(samples))
 
 
 def alt(*parts: Pattern | str) -> Pattern:
@@ -66,9 +79,10 @@ def alt(*parts: Pattern | str) -> Pattern:
     first: frozenset[str] | None = frozenset()
     for item in items:
         first = None if first is None or item.first is None else first | item.first
+    samples = tuple(dict.fromkeys(text for p in items for text in p.samples))[:_SAMPLES]
     return Pattern("(?:" + "|".join(p.full for p in items) + ")",
                    "(?:" + "|".join(p.prefix for p in items) + ")", first,
-                   any(p.nullable for p in items))
+                   any(p.nullable for p in items), samples)
 
 
 def opt(part: Pattern | str) -> Pattern:

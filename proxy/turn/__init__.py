@@ -3,4 +3,5 @@ error, as functions from data to data. `plan` (request → plan), `compat` (rewr
 upstream), `normalize` (upstream completion → the typed `result`, calls extracted), `core`
 (the decisions: policies, errors, retry), `waiting` (the wait as a state machine); for the
 streamed mode `live` (a turn fed upstream's events), `assemble` (stream chunks → the completion
-they add up to), `holdback` and `openers` (what of the text may flow before the end)."""
+they add up to), `holdback` (what of the text may flow before the end, held at the openers the
+formats' specs declare)."""

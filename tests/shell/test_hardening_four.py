@@ -22,7 +22,7 @@ import orjson
 import pytest
 import requests
 
-from proxy.shell.web.recorder import RING_HEADER, SLOT_BYTES, SLOT_HEAD, SLOTS_AT
+from proxy.shell.recorder.rings import RING_HEADER, SLOT_BYTES, SLOT_HEAD, SLOTS_AT
 from proxy.telemetry.status import TurnRecord
 from tests.conftest import TOOLS
 from tests.serving import (

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.shell.web import readiness
+from proxy.shell.server import readiness
 
 
 def _worker(listener: socket.socket) -> SimpleNamespace:

@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from proxy.shell.config_load import ConfigError, build_config
-from proxy.shell.web.server import _announce, gunicorn_settings
+from proxy.shell.server.serve import _announce, gunicorn_settings
 from tests.clients import exchange
 from tests.fake_vllm import MODEL, Answer, vllm_completion, vllm_tool_call
 from tests.serving import free_port, stop, wait_healthy
@@ -267,7 +267,7 @@ def test_a_keyless_ollama_port_beyond_loopback_is_warned(host, ollama_keys, warn
 def test_a_booted_worker_keeps_the_collector_off_what_it_loaded():
     import gc
 
-    from proxy.shell.web.server import settle_collector
+    from proxy.shell.server.serve import settle_collector
 
     class Cycle:
         def __init__(self) -> None:

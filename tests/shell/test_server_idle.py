@@ -10,7 +10,7 @@ from typing import Any
 import gevent
 import gevent.socket
 
-from proxy.shell.web.head_wait import HeadTimeouts
+from proxy.shell.server.head_wait import HeadTimeouts
 
 
 class _Base:

@@ -27,7 +27,7 @@ from bench.fake_upstream import (
     serve,
     stream_body,
 )
-from bench.run import Stack
+from bench.stack import Stack
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

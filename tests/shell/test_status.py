@@ -21,7 +21,7 @@ import requests
 
 from proxy.base.config import Config
 from proxy.diagnose.replay import parse_exchanges, replay_exchange
-from proxy.shell.web.recorder import (
+from proxy.shell.recorder.rings import (
     CAPTURES_KEPT,
     MAX_RING_FILES,
     RING_TURNS,
@@ -510,7 +510,7 @@ def test_a_turn_waiting_on_upstream_is_in_flight_there(fake, proxy):
 
 
 def test_rings_of_workers_gone_are_dropped_to_the_newest_few(tmp_path):
-    from proxy.shell.web.recorder import GONE_RINGS_KEPT
+    from proxy.shell.recorder.rings import GONE_RINGS_KEPT
 
     dead = [subprocess.Popen(["true"]) for _ in range(5)]
     for process in dead:
@@ -534,7 +534,7 @@ def test_status_json_is_built_no_more_often_than_its_cost_allows(fake, monkeypat
     """A build that takes 0.3 s is not followed by the next for ten times that: pollers
     asking back to back get the last build, not a worker busy building."""
     from proxy.shell.web import handlers
-    from proxy.shell.web.handlers import Proxy
+    from proxy.shell.web.wiring import Proxy
 
     proxy = Proxy(Config(upstream=fake.url))
     builds: list[float] = []
@@ -548,6 +548,6 @@ def test_status_json_is_built_no_more_often_than_its_cost_allows(fake, monkeypat
     deadline = time.monotonic() + 4.0
     with flask.Flask(__name__).test_request_context("/proxy/status.json"):
         while time.monotonic() < deadline:
-            proxy.status("-")
+            handlers.status(proxy, "-")
     assert len(builds) == 2  # at 0.3 s, then not before 3.3 s (a second apart before)
     assert builds[1] - builds[0] >= 3.0

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from proxy.shell.config_load import ConfigError, build_config
-from proxy.shell.web.server import gunicorn_settings
+from proxy.shell.server.serve import gunicorn_settings
 from tests.fake_vllm import Answer, vllm_completion
 from tests.serving import ROOT, free_port, stop, wait_healthy
 

@@ -1,5 +1,5 @@
 """Large inputs of the shapes a review found slow or refused: their results, never their time
-(the cost of each shape is shown by `python -m proxy.toolcalls.bench`)."""
+(the cost of each shape is shown by `python -m bench.extraction`)."""
 
 from __future__ import annotations
 

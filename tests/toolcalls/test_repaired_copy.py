@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.toolcalls import bench, exact_json, extract
+from bench import extraction
+from proxy.toolcalls import exact_json, extract
 from proxy.toolcalls import repair as repair_module
 from proxy.toolcalls.repair import NotJson, loads_repaired
 from proxy.toolcalls.repair import regexes as regex_repairs
@@ -88,7 +89,7 @@ def bench_inputs() -> list[tuple[str, str]]:
     """The bench's inputs at 16 KB, (label, text). Not a module-level list: the streamed
     mode's tests read every text this module holds (tests/streamed_cases.corpus), and push
     each one character at a time."""
-    return list(bench.cases(16_384))
+    return list(extraction.cases(16_384))
 
 
 @pytest.mark.parametrize("index", range(len(bench_inputs())),
@@ -101,7 +102,7 @@ def test_every_bench_input_is_read_as_without_the_repaired_copy(index):
 def test_a_large_call_needing_repairs_is_decoded_from_the_repaired_copy(label):
     text = dict(bench_inputs())[label]
     with counting_reads() as reads:
-        found = extract(text, bench.TOOLS)
+        found = extract(text, extraction.TOOLS)
     assert [call.name for call in found.calls] == ["read"]
     assert reads == [True]  # the engine repaired and decoded nothing itself
     rows = orjson.loads(found.calls[0].arguments)["path"]

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from bench import extraction
 from proxy.diagnose.doctor.probe import FOREIGN_MARKERS, VLLM_TOOL_PARSERS
 from proxy.toolcalls import registry
 from proxy.toolcalls.engine import extract
 from proxy.toolcalls.formats.spec import FormatSpec, StructuralTag
+from proxy.toolcalls.opener_patterns import alt, lit, opt, run, seq
 from proxy.toolcalls.registry import ALIASES, OPENERS, SPECS, resolve
 from tests.docs_pages import page, section, table
 
@@ -22,8 +24,6 @@ FORMATS_PAGE = page("formats.md")
 FORMATS_DIR = "proxy/toolcalls/formats/"
 # Modules outside the formats that may spell a format's name or marker, and why.
 ALLOWED = {
-    # the extraction bench's inputs are texts written in the formats
-    ("proxy/toolcalls/bench.py", None),
     # a model family's name (GLM), for the reasoning parser doctor recommends
     ("proxy/diagnose/doctor/findings.py", "glm"),
 }
@@ -154,3 +154,34 @@ def test_a_call_written_to_a_format_s_structural_tag_is_read_back_by_that_format
 def test_a_tool_name_goes_into_a_tag_escaped_as_json_string_content():
     tag = StructuralTag("<t>", '<t>{"name": "{name}", "arguments": ', "}</t>")
     assert tag.begin_for('say"hi\\') == '<t>{"name": "say\\"hi\\\\", "arguments": '
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)
+def test_the_extraction_bench_writes_every_opener_and_marker_of_a_spec(spec):
+    """The bench's pathological openers are the specs' own: a new format is benched with
+    no edit to bench/extraction.py."""
+    openers = set(extraction.OPENERS)
+    samples = {text for opener in spec.openers for text in opener.pattern.samples}
+    assert samples
+    assert samples <= openers
+    assert set(spec.markers) <= openers
+    if spec.structural_tag is not None:
+        assert spec.structural_tag.begin_for("read") in openers
+    labels = {label for label, _ in extraction.cases(256)}
+    assert {f"{text!r}+{suffix!r}" for text in samples
+            for suffix in extraction.SUFFIXES} <= labels
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)
+def test_every_sample_of_an_opener_is_an_opener_whole(spec):
+    for opener in spec.openers:
+        for text in opener.pattern.samples:
+            assert re.fullmatch(opener.pattern.full, text, re.S), (spec.name, text)
+
+
+def test_a_pattern_samples_each_alternative_and_a_run_as_a_name():
+    pattern = seq(alt("<a>", "<b>"), opt(" "), run(r"\w", 1, 200), "(")
+    assert pattern.samples == ("<a> read(", "<a>read(", "<b> read(", "<b>read(")
+    assert lit("x").samples == ("x",)
+    assert run(r"\d", 2, 3).samples == ()  # none fits: nothing sampled, never a wrong one
+    assert seq("<", run(r"\d", 2, 3)).samples == ()

@@ -94,7 +94,7 @@ def _image_tree(workdir: Path) -> None:
 def test_dockerignore_keeps_the_context_to_what_the_image_needs():
     patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
-    for kept in ("app.py", "proxy/shell/web/server.py", "proxy/toolcalls/formats/hermes.py",
+    for kept in ("app.py", "proxy/shell/server/serve.py", "proxy/toolcalls/formats/hermes.py",
                  "requirements.lock", "requirements-redis.lock", "deploy/gunicorn.conf.py"):
         assert not _dockerignored(kept, patterns), kept
     for left in (".venv/bin/python", ".git/config", "tests/shell/test_server.py", "config.json",

@@ -20,12 +20,13 @@ from ...telemetry.request_log import RequestLog
 from ...telemetry.status_page import CONTENT_SECURITY_POLICY, page
 from ..driver.turns import error_response
 from ..runtime.clients import client_socket
+from . import handlers
 from .addressed import cors_headers, is_preflight, local_address, preflight
 from .count_tokens import count_tokens
 from .door import body_unread, plain_path, read_body, request_target, shut_reading
 from .exchange import catalog, exchange
-from .handlers import REQUEST_ID, Proxy
 from .stored import stored
+from .wiring import REQUEST_ID, Proxy
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 _CAPTURE_KEY = re.compile(r"\d{1,10}-\d{1,19}")  # a recorder's key: worker, sequence
@@ -116,7 +117,7 @@ class Views:
         only the asking key's own turns link their capture."""
         def render(api_key: str | None) -> Response:
             viewer = self.proxy.recorder.owner(api_key)
-            return Response(self.proxy.status(viewer), content_type="application/json",
+            return Response(handlers.status(self.proxy, viewer), content_type="application/json",
                             headers={"Cache-Control": "no-store",
                                      "X-Content-Type-Options": "nosniff"})
         return self.own_endpoint(render, keyed=True, browser=True)
@@ -142,7 +143,7 @@ class Views:
         """`/proxy/health`; `?upstream=1` calls the upstreams, so it needs a key when keys
         are set."""
         check = request.args.get("upstream", "") not in ("", "0", "false")
-        return self.own_endpoint(lambda _key: self.proxy.health(check), keyed=check)
+        return self.own_endpoint(lambda _key: handlers.health(self.proxy, check), keyed=check)
 
     def metrics(self) -> Response:
         """`/proxy/metrics`: Prometheus text."""
@@ -195,9 +196,9 @@ class Views:
                 raise ProxyError(400, "The request path must be a plain absolute path.",
                                  param="path", code="invalid_path")
             if routed is None:
-                response = proxy.handle(None, log, target)
+                response = handlers.handle(proxy, None, log, target)
             elif routed.route.action == TURN:
-                response = proxy.handle(routed, log, target, api_key)
+                response = handlers.handle(proxy, routed, log, target, api_key)
             elif routed.route.action == COUNT:
                 response = count_tokens(proxy, routed, log, read_body(
                     request, config.max_body_bytes, config.body_timeout_seconds))

@@ -15,7 +15,7 @@ from ..upstream.client import Timeouts
 from .handlers import incoming_of
 
 if TYPE_CHECKING:
-    from .handlers import Proxy
+    from .wiring import Proxy
 
 TOKENIZE_PATH = "/tokenize"
 _TOKENIZE_READ_SECONDS = 30.0  # a tokenizer answers in milliseconds; a stuck one is estimated

@@ -12,10 +12,10 @@ from flask import Response
 from ...fronts import Ask, Reply
 from ...fronts.registry import Routed
 from ...telemetry.request_log import RequestLog
-from .handlers import incoming_of
+from .handlers import ask, incoming_of, model_cards
 
 if TYPE_CHECKING:
-    from .handlers import Proxy
+    from .wiring import Proxy
 
 
 def _response(reply: Reply, log: RequestLog) -> Response:
@@ -27,7 +27,7 @@ def catalog(app: Proxy, routed: Routed, log: RequestLog, raw: bytes) -> Response
     """A `CATALOG` route's answer, made of the upstream's models."""
     assert routed.route.serve is not None
     log.front, log.mode = routed.front.name, "catalog"
-    cards = app.model_cards(log)
+    cards = model_cards(app, log)
     log.upstream_status = 200
     return _response(routed.route.serve(incoming_of(routed, raw), cards), log)
 
@@ -41,4 +41,4 @@ def exchange(app: Proxy, routed: Routed, log: RequestLog, raw: bytes) -> Respons
     if isinstance(asked, Reply):
         return _response(asked, log)
     assert isinstance(asked, Ask)
-    return _response(app.ask(asked, log), log)
+    return _response(ask(app, asked, log), log)

@@ -12,7 +12,7 @@ from ...fronts.registry import Routed
 from ...telemetry.request_log import RequestLog
 
 if TYPE_CHECKING:
-    from .handlers import Proxy
+    from .wiring import Proxy
 
 
 def stored(app: Proxy, routed: Routed, log: RequestLog, api_key: str | None = None) -> Response:

@@ -17,7 +17,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import OpenerMatches, json_frame, json_run, reshaped
+from ..framing.json_payload import json_frame, json_run, reshaped
+from ..framing.steps import OpenerMatches
 from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame

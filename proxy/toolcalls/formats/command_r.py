@@ -20,7 +20,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import OpenerMatches, at_line_start, json_frame, reshaped
+from ..framing.json_payload import json_frame, reshaped
+from ..framing.steps import OpenerMatches, at_line_start
 from ..opener_patterns import Opener, literals, seq
 from ..prose.markup import at_end
 from ..scan import Document

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import OpenerMatches, section_call_end
+from ..framing.steps import OpenerMatches, section_call_end
 from ..opener_patterns import Opener, alt, seq
 from ..scan import Document
 from ..types import Frame

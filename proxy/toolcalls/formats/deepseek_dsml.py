@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..framing import invoke_frames, invoke_grammar, outermost
+from ..framing.invoke import invoke_frames, invoke_grammar
+from ..framing.steps import outermost
 from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame

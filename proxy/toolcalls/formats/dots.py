@@ -16,7 +16,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import invoke_frames, invoke_grammar, json_frames, outermost
+from ..framing.invoke import invoke_frames, invoke_grammar
+from ..framing.json_payload import json_frames
+from ..framing.steps import outermost
 from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame

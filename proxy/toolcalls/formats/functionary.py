@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import orjson
 
-from ..framing import OpenerMatches, at_line_start, next_or_end
+from ..framing.steps import OpenerMatches, at_line_start, next_or_end
 from ..opener_patterns import WORD, Opener, opt, seq
 from ..scan import Document
 from ..types import Frame

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import OpenerMatches
+from ..framing.steps import OpenerMatches
 from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame

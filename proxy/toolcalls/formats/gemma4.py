@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from ..framing import OpenerMatches, at_line_start, ends_or_opens, next_or_end
+from ..framing.steps import OpenerMatches, at_line_start, ends_or_opens, next_or_end
 from ..opener_patterns import Opener, literals, run, seq
 from ..scan import Document
 from ..types import Frame

@@ -21,7 +21,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import OpenerMatches, invoke_frames, invoke_grammar, json_frame, outermost
+from ..framing.invoke import invoke_frames, invoke_grammar
+from ..framing.json_payload import json_frame
+from ..framing.steps import OpenerMatches, outermost
 from ..opener_patterns import SPACE, Opener, literals, seq
 from ..scan import Document
 from ..types import Frame

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import OpenerMatches, unsure_frame
+from ..framing.steps import OpenerMatches, unsure_frame
 from ..opener_patterns import literals
 from ..prose.markup import edges
 from ..scan import Document

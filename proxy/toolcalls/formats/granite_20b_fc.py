@@ -15,7 +15,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..framing import OpenerMatches, at_line_start, json_frame
+from ..framing.json_payload import json_frame
+from ..framing.steps import OpenerMatches, at_line_start
 from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame

@@ -24,7 +24,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
-from ..framing import OpenerMatches, next_or_end
+from ..framing.steps import OpenerMatches, next_or_end
 from ..opener_patterns import SPACE, Opener, alt, lit, literals, opt, seq
 from ..scan import Document
 from ..types import Frame

@@ -13,7 +13,8 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
-from ..framing import OpenerMatches, cut_list_head, joined, json_run, next_or_end, whole_values
+from ..framing.json_payload import cut_list_head, joined, json_run, whole_values
+from ..framing.steps import OpenerMatches, next_or_end
 from ..opener_patterns import CALL_OBJECT, literals
 from ..scan import Document
 from ..types import Frame

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import PairGrammar, pair_frames
+from ..framing.pair import PairGrammar, pair_frames
 from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import ValueTags

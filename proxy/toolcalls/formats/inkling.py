@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-from ..framing import OpenerMatches, json_frame, reshaped
+from ..framing.json_payload import json_frame, reshaped
+from ..framing.steps import OpenerMatches
 from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame

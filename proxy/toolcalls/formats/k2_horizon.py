@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import PairGrammar, json_frames, outermost, pair_frames
+from ..framing.json_payload import json_frames
+from ..framing.pair import PairGrammar, pair_frames
+from ..framing.steps import outermost
 from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import ValueTags, stray_tags

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import OpenerMatches, next_or_end, section_call_end
+from ..framing.steps import OpenerMatches, next_or_end, section_call_end
 from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame

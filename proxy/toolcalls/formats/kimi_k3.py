@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from ..framing import OpenerMatches, section_start, unsure_frame
+from ..framing.steps import OpenerMatches, section_start, unsure_frame
 from ..opener_patterns import literals
 from ..prose.markup import edges
 from ..scan import Document

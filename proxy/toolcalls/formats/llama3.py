@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import OpenerMatches, next_or_end, outermost, whole_values
+from ..framing.json_payload import whole_values
+from ..framing.steps import OpenerMatches, next_or_end, outermost
 from ..opener_patterns import CALL_OBJECT, Opener, literals
 from ..scan import Document
 from ..types import Frame

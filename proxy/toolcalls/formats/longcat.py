@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import json_frames
+from ..framing.json_payload import json_frames
 from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..framing import OpenerMatches, section_start, unsure_frame
+from ..framing.steps import OpenerMatches, section_start, unsure_frame
 from ..opener_patterns import literals
 from ..scan import Document
 from ..schema import coerce

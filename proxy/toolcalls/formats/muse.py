@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from ..framing import invoke_frames, invoke_grammar
+from ..framing.invoke import invoke_frames, invoke_grammar
 from ..opener_patterns import SPACE, Opener, lit, literals, opt, run, seq
 from ..prose.markup import edges
 from ..scan import Document

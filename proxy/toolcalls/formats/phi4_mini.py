@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import OpenerMatches, json_frame
+from ..framing.json_payload import json_frame
+from ..framing.steps import OpenerMatches
 from ..opener_patterns import literals
 from ..scan import Document
 from ..types import Frame

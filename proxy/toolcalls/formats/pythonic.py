@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]  # C, not in typeshed
 from typing import Any
 
-from ..framing import OpenerMatches
+from ..framing.steps import OpenerMatches
 from ..opener_patterns import SPACE, Opener, literals, opt, run, seq
 from ..repair.escapes import python_body_as_written
 from ..repair.python_literal import NotLiteral, literal_value, parse_expression

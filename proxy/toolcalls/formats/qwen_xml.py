@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import OpenerMatches, at_line_start, template_value, unsure_frame
+from ..framing.steps import OpenerMatches, at_line_start, template_value, unsure_frame
 from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end

@@ -18,7 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import OpenerMatches, PairGrammar, json_frame, outermost, pair_frames
+from ..framing.json_payload import json_frame
+from ..framing.pair import PairGrammar, pair_frames
+from ..framing.steps import OpenerMatches, outermost
 from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import ValueTags, stray_tags

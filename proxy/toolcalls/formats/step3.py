@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import OpenerMatches, invoke_grammar, invoke_parameters, unsure_frame
+from ..framing.invoke import invoke_grammar, invoke_parameters
+from ..framing.steps import OpenerMatches, unsure_frame
 from ..opener_patterns import literals
 from ..scan import Document
 from ..text_values import Tail

@@ -18,15 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import (
-    OpenerMatches,
-    cut_list_head,
-    ends_or_opens,
-    joined,
-    json_run,
-    next_or_end,
-    whole_values,
-)
+from ..framing.json_payload import cut_list_head, joined, json_run, whole_values
+from ..framing.steps import OpenerMatches, ends_or_opens, next_or_end
 from ..opener_patterns import literals
 from ..prose.markup import at_end
 from ..scan import Document

@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..framing import OpenerMatches, at_line_start, joined, json_run
+from ..framing.json_payload import joined, json_run
+from ..framing.steps import OpenerMatches, at_line_start
 from ..opener_patterns import FENCE, literals
 from ..scan import Document
 from ..types import Frame

@@ -30,9 +30,9 @@ from werkzeug.serving import WSGIRequestHandler
 from ...base.config import Config, mask_url
 from ...base.errors import ProxyError
 from ..config_load import ConfigError, load_config
+from ..web.run_dir import fresh_run_dir, unsafe_run_dir
 from .head_wait import HEAD_SECONDS, HeadTimeouts
 from .readiness import bind_unopened, open_listeners, take_notify_socket
-from .run_dir import fresh_run_dir, unsafe_run_dir
 
 _PROM_DIR_PREFIX = "toolcall-proxy-prom-"
 
@@ -369,7 +369,7 @@ class ProxyServer(BaseApplication):
     def load(self) -> Callable[..., Any]:
         # Imported here, in the worker: prometheus_client must first see the metrics
         # directory `_on_starting` sets up.
-        from .app import create_app
+        from ..web.app import create_app
 
         return create_app(self._proxy_config)
 
@@ -408,7 +408,7 @@ def serve(config: Config, dev: bool = False) -> int:
         return 0
     from werkzeug.serving import run_simple
 
-    from .app import create_app
+    from ..web.app import create_app
 
     _announce(config, lambda line: print(line, file=sys.stderr))
     app = create_app(config)

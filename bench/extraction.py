@@ -1,7 +1,11 @@
-"""Cost benchmark for the extraction engine: realistic and pathological 1 MB inputs.
+"""Cost benchmark for the extraction engine: realistic and pathological 1 MB inputs, each
+format's openers among them, read from the formats' specs (`openers`), so a new format is
+benched without an edit here.
 
-Run `python -m proxy.toolcalls.bench` (add `--size N` for another size in bytes). The bench/
-suite can call `measure()` for the same numbers. Timings are printed, never asserted in tests.
+Run `python -m bench.extraction` (add `--size N` for another size in bytes). `bench.run`'s
+extract section calls `measure()` for the same numbers; tests/toolcalls/test_repaired_copy.py
+reads `cases()`. Timings are printed, never asserted in tests. (Not shipped: the package and
+the single file hold `proxy/` only.)
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from typing import NamedTuple
 
 import orjson
 
-from .engine import extract
-from .types import ToolSchemas
+from proxy.toolcalls.engine import extract
+from proxy.toolcalls.registry import SPECS
+from proxy.toolcalls.types import ToolSchemas
+from proxy.turn.closers import FAMILIES as THINKING_FAMILIES
 
 TOOLS: ToolSchemas = {
     "read": {"type": "object", "properties": {"path": {"type": "string"},
@@ -25,37 +31,32 @@ TOOLS: ToolSchemas = {
     "get_weather": {"type": "object", "properties": {"city": {"type": "string"}}},
 }
 
-# Every opener a format reacts to; each is repeated, and repeated with JSON-ish starts after it.
-OPENERS = (
-    "<tool_call>", "<tools>", "<function=read>", "<parameter=path>", "<tool_call>read",
-    "<arg_key>", "<|python_tag|>", "[TOOL_CALLS]", "[TOOL_CALLS]read[ARGS]", "[ARGS]",
-    "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
-    "to=functions.read", "<|channel|>commentary to=functions.read json<|message|>",
-    "<|tool_call|>", "<tool_calls>", "<|action_start|><|plugin|>",
-    "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
-    "```json\n", "```", "[read(", "read(", "<think>", "\n{", "{", "[", '{"', '"',
-    "<minimax:tool_call>", '<invoke name="read">', '<parameter name="path">',
-    "<｜DSML｜function_calls>", '<｜DSML｜invoke name="read">', "functools", "<seed:tool_call>",
-    "</tool_call>", '{"name":"read","arguments":{}}</tool_call>\n', "<longcat_tool_call>",
-    "<|tools_prefix|>", "<function_call>", "<response>", "<json>", '<function name="read">',
-    "<｜tool▁calls｜>", "function<｜tool▁sep｜>read\n```json\n", "<｜tool▁call▁end｜>",
-    "<｜tool_calls_begin｜><｜tool_call_begin｜>", '<steptml:invoke name="read">',
-    '<steptml:parameter name="path">', "<|tool_call>call:read{", 'path:<|"|>', ">>>read\n",
-    "read\n{", "all\n",
-    # this year's families
-    "<｜DSML｜tool_calls>", '<｜DSML｜ invoke name="read">', '<｜DSML｜ parameter name="path">',
-    '<|open|>tools<|sep|><|open|>call tool="read" index="1"<|sep|>',
-    '<|open|>argument key="path" type="string"<|sep|>', "<|open|>json<|sep|>",
-    "]<]minimax[>[", ']<]minimax[>[<invoke name="read">', "]<]minimax[>[<path>",
-    "<|tool_call_start|>", "<|tool_call_start|>[read(", "function call<|role_sep|>",
-    "<|function_call|>", '<｜GCML｜invoke name="read">', "<|START_ACTION|>", "Action: ```json\n",
-    "<|tool_call:begin|>0<|tool_call:name|>read<|tool_call:args|>", "<|tool_call:start|>read\n",
-    "<|tool_arg:start|>path<|tool_arg:value|>", "<ifm|tool_call>read", "<ifm|arg_key>path",
-    "<|message_model|>read<|content_invoke_tool_json|>", "<start_function_call>call:read{",
-    "path:<escape>", "<tool_call>read<tool_sep>", "<arg_key:opensource>path", "<TOOLCALL>",
-    '<function name="read"><param name="path">', "<dots_function_call>",
-    ' to=read<|message|><atem:function_calls><atem:invoke name="read">', '{"tool_calls":[',
-)
+
+
+def openers() -> tuple[str, ...]:
+    """Every opener a format reacts to, read from the formats' specs (none listed here): each
+    hold-back opener's samples (after its lead's, when it has one), the markers, the
+    structural tag's begin and end for the tool `read`, the wrapper tags open and closed, the
+    markers `doctor` looks for; and the thinking tags around them (the turn's table). Nothing
+    (`""`) is one too: the suffixes alone."""
+    found: dict[str, None] = {"": None}
+    for spec in SPECS:
+        for opener in spec.openers:
+            leads = ("",) if opener.lead is None else ("", *opener.lead.samples)
+            found.update(dict.fromkeys(lead + text for lead in leads
+                                       for text in opener.pattern.samples))
+        found.update(dict.fromkeys(spec.markers))
+        found.update(dict.fromkeys(marker for marker, _ in spec.doctor_markers))
+        found.update(dict.fromkeys(text for tag in spec.wrapper_tags
+                                   for text in (f"<{tag}>", f"</{tag}>")))
+        if spec.structural_tag is not None:
+            tag = spec.structural_tag
+            found.update(dict.fromkeys((tag.trigger, tag.begin_for("read"), tag.end)))
+    found.update(dict.fromkeys(tag for pair in THINKING_FAMILIES for tag in pair))
+    return tuple(found)
+
+
+OPENERS = openers()
 SUFFIXES = ("", "{", '{"', '{"name":"read","arguments":{', "[", "[{", "\n", "x")
 
 
