@@ -89,10 +89,11 @@ $(HA_STAMP):
 ha-e2e-env: $(HA_STAMP)
 
 # Open WebUI for tests/e2e/test_open_webui.py, in a venv of its own under the user's cache,
-# installed once (2.9 GB, about 2 minutes). It pulls in PyTorch (through sentence-transformers
-# and accelerate), whose PyPI wheel is a CUDA build of several GB: PyTorch goes in first, and
-# only as the CPU build that pip's find-links hold on this machine (`--no-index`); without
-# it, or without a Python 3.11 or 3.12 (open-webui's range), the test is skipped, saying so.
+# installed once (2.9 GB; 2 minutes on a quiet machine, 11 on a busy one). It pulls in PyTorch
+# (through sentence-transformers and accelerate), whose PyPI wheel is a CUDA build of several
+# GB: PyTorch goes in first, and only as the CPU build that pip's find-links hold on this
+# machine (`--no-index`); without it, or without a Python 3.11 or 3.12 (open-webui's range),
+# the test is skipped, saying so.
 WEBUI_PY ?= $(shell command -v python3.11 || command -v python3.12 || echo python3.11)
 WEBUI_VERSION := 0.12.4
 WEBUI_TORCH := 2.13.0

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import requests
 
@@ -197,3 +198,14 @@ def streamed_message(answer: requests.Response) -> dict[str, Any]:
             finish = choice.get("finish_reason") or finish
     return {"content": "".join(content), "tool_calls": [calls[i] for i in sorted(calls)],
             "finish_reason": finish}
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's, as the status page's browser test drives it
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def chat_page_url(webui: OpenWebUI, model: str, tool_id: str, question: str) -> str:
+    """The chat page with a model and a tool chosen and the question typed, as its own links
+    set them (`models`, `tools`, `q`)."""
+    return f"{webui.url}/?{urlencode({'models': model, 'tools': tool_id, 'q': question})}"

@@ -16,30 +16,37 @@ stands for both) and the OpenAI API at its `/v1`. Driven through the HTTP API it
 - a workspace tool with native function calling (Open WebUI's default since 0.10; it runs
   tools on its streaming path, which its chat page always takes): in a new chat, Open WebUI
   runs the call the model wrote as text, sends the result back, and saves the model's final
-  words as the answer, in both of the proxy's stream modes; two calls in one answer both run.
+  words as the answer, in both of the proxy's stream modes; two calls in one answer both run;
+- and once in headless Chromium (Debian's, playwright): the chat page, the tool chosen, the
+  question sent, the tool's result listed and the final words shown.
 
 `make e2e` installs it (`make webui-e2e-env`: a venv under ~/.cache/toolcall-proxy-e2e,
-once, 2.9 GB, about 2 minutes); skipped, saying so, without it. One Open WebUI serves the
+once, 2.9 GB, 2 to 11 minutes); skipped, saying so, without it. One Open WebUI serves the
 module (it starts in 30 to 60 s); each test points its connections at a proxy of its own."""
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import WEATHER_TOOL
 from tests.e2e.open_webui import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
     INSTALLED,
     OPENAI_PREFIX,
     WEBUI_HOME,
     WEBUI_VERSION,
     OpenWebUI,
+    chat_page_url,
     streamed_message,
 )
 from tests.fake_vllm import MODEL, Answer, Received, vllm_answer, vllm_completion
@@ -271,3 +278,42 @@ def test_two_calls_in_one_turn_both_run(fake, start_proxy, open_webui, log_lines
         f"{AFTER_TOOL} MARKER: sunny in Paris; MARKER: sunny in Oslo")
     (first, _) = _turns(log_lines, 4)
     assert first["tool_calls"] == 2
+
+
+def test_in_chromium_the_tool_runs_and_its_answer_shows(fake, start_proxy, open_webui,
+                                                       tmp_path: Path):
+    """Once as a person sees it: the chat page in headless Chromium (Debian's, driven by
+    playwright), signed in as the admin, the model on the Ollama connection and the
+    workspace tool chosen, the question sent with Enter. The call the model wrote as text
+    runs (its result is listed under the answer) and the final words show."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is not installed (Debian's chromium package)")
+    playwright = pytest.importorskip("playwright.sync_api")
+    proxy = start_proxy(stream_mode="stream")
+    open_webui.connect(proxy.url)
+    open_webui.models()
+    tool_id = f"weather_{secrets.token_hex(3)}"
+    open_webui.add_tool(tool_id, "Weather (e2e)", WEATHER_SOURCE)
+    fake.answer(_fake_model)
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context()
+            context.add_init_script(  # signed in: the token where its sign-in page puts it
+                f"localStorage.setItem('token', {json.dumps(open_webui.token)})")
+            page = context.new_page()
+            page.goto(chat_page_url(open_webui, CONNECTIONS["ollama"], tool_id,
+                                    "What is the weather in Paris?"))
+            page.get_by_text("Okay, Let's Go!").click(timeout=60_000)  # What's new, once
+            page.locator("#chat-input").click()
+            page.keyboard.press("Enter")
+            answer = page.get_by_text(f"{AFTER_TOOL} MARKER: sunny in Paris")
+            playwright.expect(answer).to_be_visible(timeout=60_000)
+            playwright.expect(page.get_by_text("View Result from get_weather")).to_be_visible()
+            assert "<tool_call>" not in page.content()
+            page.screenshot(path=str(tmp_path / "open-webui-chat.png"))
+        finally:
+            browser.close()
+    results = [m for r in fake.chat_requests() if r.json.get("tools")
+               for m in r.json["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in results] == ["MARKER: sunny in Paris"]
