@@ -12,7 +12,7 @@ STAGE ?= build/pyz
 PYZ := $(DIST)/toolcall-proxy.pyz
 PYVER = $(shell $(PY) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
 
-.PHONY: run test services lint bench fuzz soak e2e ha-e2e-env score dist pyz wheels lock clean
+.PHONY: run test services lint bench fuzz soak e2e ha-e2e-env webui-e2e-env score dist pyz wheels lock clean
 
 # The runtime exactly as locked (what production installs), then the test and build tools.
 $(STAMP): requirements.txt requirements.lock requirements-dev.txt
@@ -90,7 +90,36 @@ $(HA_STAMP):
 
 ha-e2e-env: $(HA_STAMP)
 
-e2e: $(STAMP) $(E2E_STAMP) $(HA_STAMP)
+# Open WebUI for tests/e2e/test_open_webui.py, in a venv of its own under the user's cache,
+# installed once (2.9 GB; 2 minutes on a quiet machine, 11 on a busy one). It pulls in PyTorch
+# (through sentence-transformers and accelerate), whose PyPI wheel is a CUDA build of several
+# GB: PyTorch goes in first, and only as the CPU build that pip's find-links hold on this
+# machine (`--no-index`); without it, or without a Python 3.11 or 3.12 (open-webui's range),
+# the test is skipped, saying so.
+WEBUI_PY ?= $(shell command -v python3.11 || command -v python3.12 || echo python3.11)
+WEBUI_VERSION := 0.12.4
+WEBUI_TORCH := 2.13.0
+WEBUI_HOME := $(HOME)/.cache/toolcall-proxy-e2e/open-webui-$(WEBUI_VERSION)
+WEBUI_STAMP := $(WEBUI_HOME)/.installed
+
+$(WEBUI_STAMP):
+	@if ! "$(WEBUI_PY)" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info < (3, 13))' \
+	    2>/dev/null; then \
+	  echo "no Python 3.11 or 3.12 ($(WEBUI_PY)): the Open WebUI e2e is skipped"; \
+	elif ! "$(WEBUI_PY)" -m venv $(WEBUI_HOME) || \
+	    ! $(WEBUI_HOME)/bin/pip install -q --no-index --no-deps torch==$(WEBUI_TORCH); then \
+	  rm -rf $(WEBUI_HOME); \
+	  echo "no CPU build of torch $(WEBUI_TORCH) in pip's find-links: the Open WebUI e2e is" \
+	    "skipped (PyPI's torch is a CUDA build of several GB)"; \
+	elif $(WEBUI_HOME)/bin/pip install -q torch==$(WEBUI_TORCH) open-webui==$(WEBUI_VERSION); then \
+	  touch $@; \
+	else rm -rf $(WEBUI_HOME); \
+	  echo "open-webui $(WEBUI_VERSION) did not install (above): the Open WebUI e2e is skipped"; \
+	fi
+
+webui-e2e-env: $(WEBUI_STAMP)
+
+e2e: $(STAMP) $(E2E_STAMP) $(HA_STAMP) $(WEBUI_STAMP)
 	$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
 
 # dist/toolcall-proxy.pyz: the proxy and its locked runtime for this platform, in one file.
