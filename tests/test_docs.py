@@ -269,6 +269,28 @@ def test_the_chat_agents_page_shows_the_setups_make_e2e_runs(tmp_path):
                                                                 key="anything")]
 
 
+def test_the_cline_and_kilo_code_pages_show_the_setups_make_e2e_runs(tmp_path):
+    """docs/clients/cline.md's providers.json and global settings, and kilo-code.md's
+    kilo.json, are the files `make e2e` writes (its key where the page says `anything`); each
+    page's command shows every switch and variable the test runs the agent with."""
+    from tests.e2e.chat_agents import KEY
+    from tests.e2e.cline_kilo import CLINE, KILO
+
+    for agent, name, files in ((CLINE, "cline.md", [".cline/data/settings/providers.json",
+                                                     ".cline/data/settings/global-settings.json"]),
+                               (KILO, "kilo-code.md", ["kilo.json"])):
+        home = tmp_path / agent.binary
+        home.mkdir()
+        argv, env = agent.setup(home, PROXY, "hi")
+        text = page(f"clients/{name}")
+        shown = [json.loads(block.replace('"anything"', json.dumps(KEY)))
+                 for block in code_blocks(text, "json")]
+        assert shown == [json.loads((home / file).read_text()) for file in files]
+        commands = "".join(code_blocks(text, "sh"))
+        assert all(flag in commands for flag in argv if flag.startswith("-")), argv
+        assert all(f"{variable}=" in commands for variable in env), env
+
+
 def test_the_codex_pages_show_the_setup_make_e2e_runs():
     """docs/clients/codex.md's config.toml, pointed at the proxy, is the one `make e2e` gives
     Codex (with `--strict-config`: tests/e2e/test_codex.py reads it from the page), and the
