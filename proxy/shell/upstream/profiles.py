@@ -447,6 +447,7 @@ class Profiles:
             self._refusals.append(Refusal(mask_url(url), model, dialect.field,
                                           "server" if server else "request", now, until))
 
+
 def credential(auth: dict[str, str]) -> str:
     """A fixed-size hash of the credential a request carries upstream ("" without one): the
     key itself is never held in a map's key."""
