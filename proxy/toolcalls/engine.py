@@ -280,7 +280,9 @@ def _without(text: str, spans: Sequence[tuple[int, int]],
              joined: Sequence[tuple[int, int]] = ()) -> str:
     """`text` without `spans` (they may overlap); whitespace at each seam is trimmed and the
     pieces are a line apart, but at a seam where a frame of a format whose parser joins the
-    text around its calls as written stood (`joined`, see FormatSpec.text_joined)."""
+    text around its calls as written stood (`joined`, see FormatSpec.text_joined): there the
+    pieces are kept as written and joined, but for space alone between two such frames (the
+    calls of one section: the section's)."""
     if not spans:
         return text
     merged: list[list[int]] = []
@@ -300,12 +302,23 @@ def _without(text: str, spans: Sequence[tuple[int, int]],
     for i, piece in enumerate(pieces[1:]):
         last = i + 1 == len(merged)
         if glued[i]:
+            if not last and glued[i + 1] and not piece.strip():
+                continue
             out += piece if last or glued[i + 1] else piece.rstrip()
             continue
         piece = piece.lstrip() if last or glued[i + 1] else piece.strip()
         if piece:
             out = f"{out.rstrip()}\n{piece}" if out.strip() else piece
     return out if out.strip() else ""  # space alone is no content
+
+
+def _with_separator(text: str, span: tuple[int, int], separator: str) -> tuple[int, int]:
+    """A joined frame's span with the separator its template writes before a call, where the
+    text before it ends with one (FormatSpec.call_separator)."""
+    start, end = span
+    if separator and text.endswith(separator, 0, start):
+        start -= len(separator)
+    return start, end
 
 
 def _drop_enclosed(frame: Frame, claims: Spans, doc: Document,
@@ -387,10 +400,12 @@ def extract(
             left_out += [(start, end, "markup") for start, end in markup]
             left_out += [(start, end, "reasoning") for start, end in reasoning]
     left_out.sort()
+    joined = [_with_separator(text, span, TEXT_JOINED[frame.format])
+              for span, (frame, _) in zip(frames, taken, strict=True)
+              if frame.format in TEXT_JOINED]
     return Extraction(
-        content=_without(text, frames + [(start, end) for start, end, _ in left_out],
-                         [span for span, (frame, _) in zip(frames, taken, strict=True)
-                          if frame.format in TEXT_JOINED]),
+        content=_without(text, frames + joined + [(start, end) for start, end, _ in left_out],
+                         joined),
         calls=[call for _, calls in taken for call in calls],
         left_as_text=left,
         text=text,

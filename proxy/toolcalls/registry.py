@@ -109,8 +109,9 @@ def _aliases(specs: Sequence[FormatSpec]) -> dict[str, str | tuple[str, ...]]:
 
 
 ALIASES: dict[str, str | tuple[str, ...]] = _aliases(SPECS)
-# The formats whose parsers join the text around a taken call as written (FormatSpec).
-TEXT_JOINED: frozenset[str] = frozenset(spec.name for spec in SPECS if spec.text_joined)
+# The formats whose parsers join the text around a taken call as written (FormatSpec), each
+# with the separator its template writes before a call, dropped from the text before it.
+TEXT_JOINED: dict[str, str] = {spec.name: spec.call_separator for spec in SPECS if spec.text_joined}
 # The names in `formats` that say the model's template opens its thinking block.
 _THINKING_OPENED = frozenset(name for spec in SPECS for name in spec.thinking_opened)
 

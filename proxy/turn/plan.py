@@ -174,9 +174,31 @@ def count_tool_calls(messages: list[Any]) -> int:
 
 
 def is_buffered(body: dict[str, Any]) -> bool:
-    """Tools present (a non-empty list) and `tool_choice` not "none"."""
+    """Tools present (a non-empty list, or tools a system message declares) and
+    `tool_choice` not "none"."""
     tools = body.get("tools")
-    return isinstance(tools, list) and bool(tools) and body.get("tool_choice") != "none"
+    offered = (isinstance(tools, list) and bool(tools)) or bool(declared_in_messages(body))
+    return offered and body.get("tool_choice") != "none"
+
+
+def declared_in_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The function tools a `system` or `developer` message declares in a `tools` list of its
+    own, in OpenAI's shape or flat (`{"name", "parameters"}`), each as an OpenAI tool. Kimi
+    K3's prompt has them (ai-dynamo/dynamo's native K3 renderer, a port of the checkpoint's
+    `encoding_k3.py`: such a message renders its tools as "New Tools Available", where it
+    stands); entries without a name are not tools anyone can call."""
+    messages = body.get("messages")
+    found: list[dict[str, Any]] = []
+    for message in messages if isinstance(messages, list) else ():
+        tools = message.get("tools") if isinstance(message, dict) and message.get(
+            "role") in ("system", "developer") else None
+        for tool in tools if isinstance(tools, list) else ():
+            function = tool.get("function", tool) if isinstance(tool, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str) and (
+                    function["name"]) and isinstance(function.get("parameters", {}),
+                                                     dict | None):
+                found.append({"type": "function", "function": function})
+    return found
 
 
 def _structured_output(response_format: Any) -> bool:
@@ -227,7 +249,10 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
     _check_messages(messages)
     tools = body.get("tools")
     tools = tools if isinstance(tools, list) else []
-    schemas = _tool_schemas(tools)
+    listed = _tool_schemas(tools)
+    schemas = dict(listed)  # and the tools a system message declares (Kimi K3), after them
+    for name, parameters in _tool_schemas(declared_in_messages(body)).items():
+        schemas.setdefault(name, parameters)
     tool_choice = body.get("tool_choice") if schemas else None
     only = _chosen_function(tool_choice, schemas)
     history = count_tool_calls(messages)
@@ -250,7 +275,7 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
         upstream["stream_options"] = {"include_usage": True}
     else:
         upstream.pop("stream_options", None)
-    if schemas and tool_choice != "none" and not config.upstream_tool_parser:
+    if listed and tool_choice != "none" and not config.upstream_tool_parser:
         # vLLM without --enable-auto-tool-choice refuses any other tool_choice; the tools stay
         # in the prompt, special tokens stay in the text, and the proxy applies the choice.
         upstream["tool_choice"] = "none"

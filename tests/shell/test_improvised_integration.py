@@ -8,6 +8,7 @@ import json
 
 import anthropic
 import pytest
+import requests
 
 from tests.fake_vllm import Answer, vllm_completion
 
@@ -99,3 +100,27 @@ def test_the_messages_front_delivers_an_improvised_call_as_a_tool_use(fake, star
         assert message.stop_reason == stop
         if not uses:
             assert [block.text for block in message.content if block.type == "text"] == [text]
+
+
+# Issue 41, item 3: Kimi K3's tools declared inside messages[] (ai-dynamo/dynamo's native K3
+# renderer, a port of the checkpoint's encoding_k3.py, renders a system message's own `tools`
+# as "New Tools Available"): no top-level `tools`, and the call is delivered all the same.
+K3_CALL = ('<|open|>tools<|sep|><|open|>call tool="delete_file" index="1"<|sep|><|open|>'
+           'argument key="path" type="string"<|sep|>/tmp/a<|close|>argument<|sep|>'
+           '<|close|>call<|sep|><|close|>tools<|sep|>')
+
+
+@pytest.mark.parametrize("mode", ["buffer", "stream"])
+def test_tools_a_system_message_declares_are_offered_end_to_end(fake, start_proxy, mode):
+    proxy = start_proxy(stream_mode=mode, formats=["kimi_k3"])
+    messages = [{"role": "system", "content": "Tools were loaded.", "tools": CHAT_TOOLS}, *ASK]
+    for text, calls in ((K3_CALL, [("delete_file", {"path": "/tmp/a"})]),
+                        ('remove_file(path="/tmp/a")', [])):
+        fake.answer(Answer(body=vllm_completion(text)))
+        answer = requests.post(proxy.url + "/v1/chat/completions", timeout=20,
+                               json={"model": "q", "messages": messages})
+        message = answer.json()["choices"][0]["message"]
+        assert [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+                for c in message.get("tool_calls") or []] == calls
+        assert message["content"] == (None if calls else text)
+    assert fake.chat_requests()[-1].json["messages"][0]["tools"] == CHAT_TOOLS

@@ -14,10 +14,18 @@ from proxy.base.config import Config
 from proxy.shell.store.interface import StoreLimits
 from proxy.shell.store.sqlite import SqliteStore
 from proxy.shell.upstream.client import Upstream
-from proxy.shell.upstream.profiles import Profiles, store_key
+from proxy.shell.upstream.profiles import Profiles, credential, store_key
 from proxy.shell.upstream.replicas import Replicas
 from proxy.telemetry.metrics import Metrics
-from proxy.turn.constrained.profile import RECHECK_SECONDS, VERSION_CHARS, UpstreamProfile
+from proxy.turn.constrained.dialects import DIALECTS
+from proxy.turn.constrained.profile import (
+    RECHECK_SECONDS,
+    REFUSAL_SECONDS,
+    VERSION_CHARS,
+    UpstreamProfile,
+    refreshed,
+)
+from tests.fake_vllm import Answer, Received, vllm_completion, vllm_error
 from tests.fakes.sglang import FakeSGLang
 from tests.fakes.template import ChatTemplate
 from tests.fakes.vllm import FakeVLLM
@@ -174,3 +182,85 @@ def test_every_learned_field_is_capped():
         assert UpstreamProfile.from_record(bloated.record()) is None  # read as untrusted
     finally:
         fake.close()
+
+
+def _refusing(field: str):
+    """A vLLM whose grammar backend refuses `field`, whoever builds the constraint (400
+    naming it, as vLLM's refusal does)."""
+    def answer(received: Received) -> Answer:
+        if field in received.json:
+            return vllm_error(400, f"Invalid {field}: no grammar backend")
+        return Answer(body=vllm_completion("Done."))
+    return answer
+
+
+def test_a_refusal_one_worker_blamed_on_the_server_survives_another_worker_s_re_read(tmp_path):
+    """Issue 42's review: a worker's re-read of a profile (a minute old) wrote its own copy
+    over the store's, losing the field another worker had found the server refusing."""
+    fake = FakeVLLM(tool_parser=None)
+    fake.answer(_refusing("structured_outputs"))
+    clock = [1000.0]
+    path = str(tmp_path / "store.sqlite3")
+    limits = StoreLimits(3600.0, 100, 0, 0)
+    config = Config(upstream=fake.url)
+    first, second = (Profiles({fake.url: Upstream(fake.url)}, SqliteStore(path, limits),
+                              clock=lambda: clock[0]) for _ in range(2))
+    key = (fake.url, fake.model)
+    try:
+        first.get(fake.url, fake.model, config)
+        assert second.get(fake.url, fake.model, config).refused == frozenset()  # from the store
+        first.refused(fake.url, fake.model, DIALECTS["structured_outputs"], None, config)
+        wait_for(lambda: "structured_outputs" in first.known()[key].refused)
+        clock[0] += RECHECK_SECONDS + 1  # due: the second worker reads its profile again
+        second.get(fake.url, fake.model, config)
+        wait_for(lambda: "structured_outputs" in second.known()[key].refused)
+        third = Profiles({}, SqliteStore(path, limits), clock=lambda: clock[0])
+        assert "structured_outputs" in third.get(fake.url, fake.model, config).refused
+        clock[0] += REFUSAL_SECONDS  # and a refusal whose time is up is not brought back
+        fourth = Profiles({fake.url: Upstream(fake.url)}, SqliteStore(path, limits),
+                          clock=lambda: clock[0])
+        assert fourth.get(fake.url, fake.model, config).refused == frozenset()
+    finally:
+        fake.close()
+
+
+def test_refreshed_keeps_the_refusals_of_both_each_until_its_later_time():
+    old = UpstreamProfile(kind="vllm", version="0.33.0", refusals=(("a", 50.0), ("b", 900.0)))
+    new = UpstreamProfile(kind="vllm", version="0.33.0", refusals=(("b", 700.0), ("c", 800.0)))
+    assert refreshed(old, new, now=100.0).refusals == (("b", 900.0), ("c", 800.0))
+    other = dataclasses.replace(new, version="0.34.0")  # another server: nothing carried
+    assert refreshed(old, other, now=100.0) == other
+
+
+class _SlowToRefuse(HostileVLLM):
+    """A gateway that takes a second to refuse a wrong key (and answers a right one at once)."""
+
+    def _route(self, received: Received) -> Answer:
+        if received.headers.get("Authorization") != f"Bearer {self.key}":
+            return Answer(status=401, chunks=[b'{"error": ', b'{"message": "Unauthorized"}}'],
+                          chunk_gap=1.0)
+        return super()._route(received)
+
+
+def test_a_right_key_never_gets_the_profile_of_a_wrong_key_s_learning_in_flight():
+    """Issue 42's review: pending learnings were keyed by URL and model, so a right key that
+    asked while a wrong key's probe was in flight got its generic profile for one turn."""
+    fake = _SlowToRefuse(key="right")
+    config = Config(upstream=fake.url)
+    profiles = Profiles({fake.url: Upstream(fake.url)})
+    try:
+        wrong = profiles.learning(fake.url, fake.model, config, {"Authorization": "Bearer no"})
+        right = profiles.get(fake.url, fake.model, config, {"Authorization": "Bearer right"})
+        assert (right.kind, right.call_wrapper) == ("vllm", "hermes")
+        assert wrong.wait(profiles.deadline + 2)
+        assert list(profiles.known()) == [(fake.url, fake.model)]  # the right key's, kept
+    finally:
+        fake.close()
+
+
+def test_the_credential_is_hashed_never_held():
+    assert credential({}) == ""
+    hashed = credential({"Authorization": "Bearer secret-key"})
+    assert "secret" not in hashed
+    assert len(hashed) == 32
+    assert hashed != credential({"Authorization": "Bearer other-key"})

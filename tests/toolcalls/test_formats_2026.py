@@ -267,14 +267,16 @@ def test_a_muse_glimmer_answer_loses_its_channel_tokens_and_keeps_its_words():
 
 @pytest.mark.parametrize(("text", "content"), [
     ("Let me check.\n\n" + _DSML_INVOKE, "Let me check."),
-    (_DSML_INVOKE + "\nDone.", "Done."),
+    (_DSML_INVOKE + "\nDone.", "\nDone."),
     (f"Let me check.\n\n<{D}tool_calls>\n{_DSML_INVOKE}\n</{D}tool_calls>\n\nIt is quick.",
-     "Let me check.\nIt is quick."),
+     "Let me check.\n\nIt is quick."),
     (_DSML_INVOKE + f"\n</{D}tool_calls>", ""),
 ])
 def test_deepseek_v4_reads_an_invoke_without_its_block_and_keeps_the_text_after(text, content):
     """SGLang deepseekv4_detector.py: a parsed invoke establishes the protocol boundary even
-    when its outer wrapper is damaged; the text after the block is the answer's."""
+    when its outer wrapper is damaged; the text after the block is the answer's, joined to the
+    text before it as written (`_extract_preamble`: `text[:start].removesuffix("\\n\\n")`,
+    then `finish`'s remaining text after the block)."""
     found = extract(text, TOOLS)
     assert [(call.name, orjson.loads(call.arguments)) for call in found.calls] == [
         ("get_weather", {"city": "Paris"})]
@@ -414,14 +416,87 @@ def test_what_looks_like_a_minimax_m3_call_stays_text(text):
      "</tool_call> I will report back.", "I will report back."),
     ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
      "</tool_call>I will report back.", "I will report back."),
-    # Hunyuan's text after a call: kept (vLLM's hy_v3/hy_v4 keep the text before the block and
-    # drop the rest; we keep both, a line apart, as for every format)
+    # Hunyuan's text after a call: kept, and joined to the text before as written, as
+    # SGLang's hunyuan streams both (see test_text_after_a_call_is_joined_as_the_engine_joins_it)
     ("Checking.<tool_calls>\n<tool_call>get_weather<tool_sep>\n<arg_key>city</arg_key>\n"
-     "<arg_value>Paris</arg_value>\n</tool_call>\n</tool_calls>Done.", "Checking.\nDone."),
-    ("sure!" + _hy_block(_hy("get_weather", "city", "Paris")) + " Done.", "sure!\nDone."),
+     "<arg_value>Paris</arg_value>\n</tool_call>\n</tool_calls>Done.", "Checking.Done."),
+    ("sure!" + _hy_block(_hy("get_weather", "city", "Paris")) + " Done.", "sure! Done."),
 ])
 def test_a_call_between_prose_leaves_the_prose(text, content):
     found = extract(text, TOOLS)
+    assert [(call.name, orjson.loads(call.arguments)) for call in found.calls] == [
+        ("get_weather", {"city": "Paris"})]
+    assert found.content == content
+
+
+# Text after a Hunyuan or DeepSeek call, joined as the engines join it (issue 41, item 5).
+# vLLM's hy_v3/hy_v4, deepseek_v3/v31 and deepseek_v32/v4 parsers answer
+# `content = model_output[:start]`: the text before the call section as written (its
+# test_deepseekv4_tool_parser asserts "Let me check. ", the space kept), the rest dropped.
+# SGLang keeps the text after: its hunyuan and deepseekv3 detectors stream it as written once
+# the section ends, and its deepseekv4 detector, in both modes, answers the text before the
+# block without the blank line the template writes there (`_extract_preamble`:
+# `text[:start].removesuffix("\n\n")`) followed by what `finish` leaves after the block, as
+# written. Here: the text before as written (DSML's blank line dropped), then the text
+# after as written; space alone between two calls of one section is the section's.
+_HY3 = ("<tool_calls>\n<tool_call>get_weather<tool_sep>\n<arg_key>city</arg_key>\n"
+        "<arg_value>{}</arg_value>\n</tool_call>\n</tool_calls>")
+_DS3 = ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+        '{{"city": "{}"}}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>')
+_DS31 = ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+         '{{"city": "{}"}}<｜tool▁call▁end｜><｜tool▁calls▁end｜>')
+
+
+def _dsml(block: str, *cities: str) -> str:
+    invokes = "".join(_DSML_INVOKE.replace("Paris", city) + "\n" for city in cities)
+    return f"<{D}{block}>\n{invokes}</{D}{block}>"
+
+
+@pytest.mark.parametrize(("text", "content", "cities"), [
+    # Hunyuan 3 (vLLM hy_v3: "I'll check.\n"; SGLang hunyuan streamed: then "\nDone.")
+    ("I'll check.\n" + _HY3.format("Paris") + "\nDone.", "I'll check.\n\nDone.", ["Paris"]),
+    # Hunyuan 4, suffixed tokens, two calls: the newline between them is the section's
+    ("sure! " + _hy_block(_hy("get_weather", "city", "Paris") + "\n"
+                          + _hy("get_weather", "city", "Rome")) + " Done.",
+     "sure!  Done.", ["Paris", "Rome"]),
+    # DeepSeek V3 / R1 (SGLang deepseekv3 streamed: the text after the section as written)
+    ("Let me look." + _DS3.format("Paris") + "\n\nDone.", "Let me look.\n\nDone.", ["Paris"]),
+    # DeepSeek V3.1 (vLLM test_deepseekv31_tool_parser: "normal text" + the section)
+    ("normal text" + _DS31.format("Paris"), "normal text", ["Paris"]),
+    ("Checking: " + _DS31.format("Paris") + "\nI will report back.",
+     "Checking: \nI will report back.", ["Paris"]),
+    # DeepSeek V4 and V3.2 DSML, parallel calls: the template's blank line before the block
+    # is dropped (SGLang deepseekv4 `_extract_preamble`), the text after kept as written
+    ("Let me check.\n\n" + _dsml("tool_calls", "Paris", "Rome") + "\n\nDone.",
+     "Let me check.\n\nDone.", ["Paris", "Rome"]),
+    ("Let me check.\n\n" + _dsml("function_calls", "Paris") + "\nDone.",
+     "Let me check.\nDone.", ["Paris"]),
+    # vLLM deepseek_v4 (test_extract_tool_calls): the text before, its space kept
+    ("Let me check. " + _dsml("tool_calls", "Paris"), "Let me check. ", ["Paris"]),
+])
+def test_text_after_a_call_is_joined_as_the_engine_joins_it(text, content, cities):
+    found = extract(text, TOOLS)
+    assert [(call.name, orjson.loads(call.arguments)) for call in found.calls] == [
+        ("get_weather", {"city": city}) for city in cities]
+    assert found.content == content
+
+
+@pytest.mark.parametrize(("text", "content"), [
+    # only DSML's template writes the blank line before its block: Hunyuan's stays
+    ("I'll check.\n\n" + _HY3.format("Paris") + "\nDone.", "I'll check.\n\n\nDone."),
+    # a blank line the DSML block does not follow is the text's
+    ("Let me check.\n\nSee.\n" + _dsml("tool_calls", "Paris"), "Let me check.\n\nSee.\n"),
+    # other formats' pieces are still trimmed at each seam and a line apart (Hermes)
+    ("Checking. <tool_call>\n" + '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+     + "\n</tool_call> Done.", "Checking.\nDone."),
+    # a DSML call quoted inline is a mention: the text stays whole, nothing joined
+    ("Earlier I called " + _DS31.format("Paris") + " and it said sunny.", None),
+])
+def test_the_engines_join_is_only_for_their_formats(text, content):
+    found = extract(text, TOOLS)
+    if content is None:
+        assert (found.calls, found.content) == ([], text)
+        return
     assert [(call.name, orjson.loads(call.arguments)) for call in found.calls] == [
         ("get_weather", {"city": "Paris"})]
     assert found.content == content

@@ -64,7 +64,7 @@ POSITIVE = [
     # DeepSeek V4 (vLLM test_deepseekv4_tool_parser: test_extract_tool_calls)
     ("deepseek_dsml", f"Let me check. <{D}tool_calls>\n"
      + dsml("get_weather", ("city", "Beijing", True)) + f"</{D}tool_calls>",
-     [("get_weather", {"city": "Beijing"})], "Let me check."),
+     [("get_weather", {"city": "Beijing"})], "Let me check. "),  # as vLLM's test asserts it
     # DeepSeek V4.1 (vLLM's deepseek_v41 adapter test: parallel calls, typed parameters)
     ("deepseek_dsml", f"Checking.\n\n<{D} calls>\n"
      + dsml("get_weather", ("city", "杭州", True), ("days", "42", False), space=" ")

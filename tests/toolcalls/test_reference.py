@@ -97,8 +97,9 @@ def test_the_complete_calls_before_a_parallel_call_cut_by_length_are_read(fmt):
     found = extract(text, TOOLS, truncated=True)
     assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [
         ("read", {"path": "/a"})]
-    # the cut call is left out, never half-read (Kimi K2's text around its calls as written)
-    assert found.content == ("Reading both.\n" if fmt == "kimi_k2" else "Reading both.")
+    # the cut call is left out, never half-read (Kimi K2's and DSML's text around their calls
+    # as written)
+    assert found.content == ("Reading both.\n" if fmt in {"kimi_k2", "dsml"} else "Reading both.")
     assert "cut_by_length" in {left.reason for left in found.left_as_text}
 
 
@@ -231,7 +232,7 @@ def test_dsml_a_self_closing_invoke_is_a_call_without_arguments(block):
     found = extract(text, TOOLS)
     assert [(c.name, orjson.loads(c.arguments)) for c in found.calls] == [
         ("get_time", {}), ("read", {"path": "/a"})]
-    assert found.content == "Checking."
+    assert found.content == "Checking.\n"  # as vLLM's deepseek_v32 keeps it
 
 
 @pytest.mark.parametrize("text", ['Write <｜DSML｜invoke name="get_time"/> to call it.',

@@ -7,6 +7,7 @@ import pytest
 
 from proxy.base.config import Config
 from proxy.base.errors import ProxyError
+from proxy.toolcalls import extract
 from proxy.turn.plan import plan_chat
 from tests.conftest import TOOLS
 
@@ -89,3 +90,64 @@ def test_loop_guard_zero_disables_it():
     config = Config(loop_guard_max_tool_calls=0)
     raw = orjson.dumps({"messages": _history(5000), "tools": TOOLS})
     assert plan_chat(raw, config).mode == "buffered"
+
+
+# Kimi K3: tools declared inside messages[] (issue 41, item 3). ai-dynamo/dynamo's native K3
+# renderer (lib/renderer, a port of the checkpoint's encoding_k3.py; K3 ships no Jinja
+# template) renders a `system` or `developer` message's own non-empty `tools` as "New Tools
+# Available", where the message stands: those tools are offered as `tools` are.
+_K3_CALL = ('<|open|>tools<|sep|><|open|>call tool="search_docs" index="1"<|sep|><|open|>'
+            'argument key="query" type="string"<|sep|>xtml<|close|>argument<|sep|>'
+            '<|close|>call<|sep|><|close|>tools<|sep|>')
+_SEARCH = {"name": "search_docs", "description": "Search the docs.",
+           "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                          "required": ["query"]}}
+
+
+@pytest.mark.parametrize("declared", [
+    {"role": "system", "content": "Tools were loaded.", "tools": [
+        {"type": "function", "function": _SEARCH}]},
+    {"role": "developer", "content": None, "tools": [_SEARCH]},  # flat, as K3's renderer reads
+])
+def test_tools_a_system_message_declares_are_offered(declared):
+    plan = _plan(messages=[{"role": "user", "content": "Find xtml."}, declared])
+    assert plan.mode == "buffered"
+    assert set(plan.extraction.tools) == {"search_docs"}
+    assert plan.extraction.tools["search_docs"] == _SEARCH["parameters"]
+    upstream = orjson.loads(plan.upstream_body)
+    assert upstream["messages"][1]["tools"] == declared["tools"]  # the upstream renders them
+    assert "tools" not in upstream
+    assert "tool_choice" not in upstream
+    found = extract(_K3_CALL, plan.extraction.tools, formats=("kimi_k3",))
+    assert [(call.name, orjson.loads(call.arguments)) for call in found.calls] == [
+        ("search_docs", {"query": "xtml"})]
+
+
+def test_tools_of_the_request_and_of_its_messages_are_offered_together():
+    other = {**_SEARCH, "parameters": {"type": "object"}}
+    plan = _plan(tools=TOOLS, messages=[
+        {"role": "system", "content": "", "tools": [_SEARCH, {"function": {"name": "read",
+                                                                         **other}}]},
+        {"role": "user", "content": "hi"}])
+    assert list(plan.extraction.tools) == ["get_weather", "read", "search_docs"]
+    assert plan.extraction.tools["read"] == TOOLS[1]["function"]["parameters"]  # `tools` first
+
+
+@pytest.mark.parametrize("messages", [
+    [{"role": "user", "content": "hi", "tools": [_SEARCH]}],  # a user's message declares none
+    [{"role": "tool", "content": "{}", "tools": [_SEARCH]}],
+    [{"role": "system", "content": "hi", "tools": []}],
+    [{"role": "system", "content": "hi", "tools": [{"description": "no name"}, "search_docs",
+                                                   {"name": ""}]}],
+    [{"role": "system", "content": "hi", "tools": {"name": "search_docs"}}],  # not a list
+])
+def test_what_no_message_declares_as_tools_is_no_tool(messages):
+    plan = _plan(messages=messages)
+    assert plan.mode == "passthrough"
+
+
+def test_tool_choice_none_leaves_message_declared_tools_unasked():
+    plan = _plan(tool_choice="none", messages=[
+        {"role": "system", "content": "", "tools": [_SEARCH]},
+        {"role": "user", "content": "hi"}])
+    assert plan.mode == "passthrough"

@@ -251,6 +251,34 @@ def test_an_unreadable_frame_is_not_asked_again_where_the_setting_or_the_stream_
     assert then.ask is None
 
 
+BESIDE = vllm_completion('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}'
+                         '</tool_call>\n<tool_call>{"name": "read", "arguments": "{path: /a"}'
+                         '</tool_call>')
+
+
+@pytest.mark.parametrize("state", [reask.Asking(), _demanded()])
+def test_an_unreadable_frame_beside_good_calls_is_left_as_text_and_not_asked_again(state):
+    """Decided (issue 41): the good calls are delivered, the unreadable frame stays text
+    (counted: its reason in `left_as_text`, on the log line and in the metrics), and nothing
+    is asked again. A re-ask is a new generation from the same prompt, blind to the calls
+    already taken: constrained to the frame's tool it may well write one of them again (a
+    second get_weather for Paris, not the one the frame held), and nothing shows that the
+    call it writes is the frame's. Alone, an unreadable frame's re-ask replaces the whole
+    answer, so nothing is doubled; beside calls, it would be merged into them. See
+    docs/constrained-reasks.md."""
+    first = decide(_plan(), _reply(BESIDE))
+    assert isinstance(first, Answer)
+    assert [(c.name, orjson.loads(c.arguments)) for c in first.result.first.calls] == [
+        ("get_weather", {"city": "Paris"})]
+    assert '"{path: /a"' in first.result.first.content
+    assert {(t.reason, t.tool) for t in first.outcome.left_as_text} == {
+        ("arguments_not_json", "read")}
+    assert reask.unreadable_tool(first, TOOL_SCHEMAS) is False
+    _, then = _step(state, first)
+    assert then.decision is first
+    assert then.ask is None
+
+
 def test_a_call_cut_by_length_is_not_unreadable():
     cut = vllm_completion('<tool_call>{"name": "read", "arguments": {"path": "/a',
                           finish_reason="length")

@@ -145,7 +145,9 @@ class Profiles:
         self._known: OrderedDict[tuple[str, str], UpstreamProfile] = OrderedDict()
         self._listings: dict[str, Listing] = {}
         self._since: dict[str, float] = {}  # an upstream back from down: profiles older re-read
-        self._pending: dict[tuple[str, str], Learning] = {}  # one learning at a time per key
+        # One learning at a time per (URL, listed model or list, credential): a wrong key's
+        # learning (its probes refused: the generic profile) is never shared with another key.
+        self._pending: dict[tuple[str, str, str], Learning] = {}
         self._checked: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self._refusals: deque[Refusal] = deque(maxlen=REFUSALS_SHOWN)
         self._lock = threading.Lock()  # guards the maps above; never held across I/O
@@ -190,7 +192,7 @@ class Profiles:
             listing = self._listings.get(url)
         if listing is not None and now - listing.read_at >= (
                 UNREAD_SECONDS if listing.unread else RECHECK_SECONDS):
-            self._shared((url, "\0list"), lambda: self._listed(url, config, auth))
+            self._shared((url, "\0list"), auth, lambda: self._listed(url, config, auth))
             listing = None if listing.unread else listing  # (the old list serves meanwhile)
         if listing is not None:
             return self._of(url, listing.served(model), config, auth)
@@ -199,7 +201,7 @@ class Profiles:
             learning = self._of(url, self.served(url, model), config, auth)
             learning.wait(self.deadline)
             return learning.result()
-        return self._shared((url, "\0list"), lambda: self._listed(url, config, auth),
+        return self._shared((url, "\0list"), auth, lambda: self._listed(url, config, auth),
                             then=both)
 
     def recheck(self, url: str) -> None:
@@ -223,9 +225,9 @@ class Profiles:
                 self._known.move_to_end(key)
         if profile is not None and self._usable(profile, since, now):
             if now - profile.learned_at >= RECHECK_SECONDS:  # read again beside the turns
-                self._shared(key, lambda: self._learn(url, served, config, auth, profile))
+                self._shared(key, auth, lambda: self._learn(url, served, config, auth, profile))
             return Learning(profile.current(now))
-        return self._shared(key, lambda: self._learn(url, served, config, auth, profile))
+        return self._shared(key, auth, lambda: self._learn(url, served, config, auth, profile))
 
     @staticmethod
     def _usable(profile: UpstreamProfile, since: float, now: float) -> bool:
@@ -233,11 +235,12 @@ class Profiles:
         upstream last came back."""
         return not profile.stale(now) and profile.learned_at >= since
 
-    def _shared(self, key: tuple[str, str], work: Callable[[], Any],
+    def _shared(self, what: tuple[str, str], auth: dict[str, str], work: Callable[[], Any],
                 then: Callable[[], UpstreamProfile] | None = None) -> Learning:
-        """`work` beside the caller, once at a time per `key` (who asks meanwhile shares
-        it), settling the learning with what it returns (`then`'s, when given: a learning
-        for another name than the key's gets its own)."""
+        """`work` beside the caller, once at a time per `what` and credential (who asks
+        meanwhile with the same shares it), settling the learning with what it returns
+        (`then`'s, when given: a learning for another name than the key's gets its own)."""
+        key = (*what, credential(auth))
         with self._lock:
             shared = self._pending.get(key)
             if shared is None:
@@ -262,7 +265,8 @@ class Profiles:
             self._start(key, shared, work)
         return shared
 
-    def _start(self, key: tuple[str, str], learning: Learning, work: Callable[[], Any]) -> None:
+    def _start(self, key: tuple[str, str, str], learning: Learning,
+               work: Callable[[], Any]) -> None:
         def run() -> None:
             try:
                 value = work()
@@ -324,7 +328,9 @@ class Profiles:
         learned, refused = self._probe(url, model, config, auth)
         if refused:
             return learned
-        profile = refreshed(base, learned)
+        # What another worker learned of refusals since is kept too (it may have blamed the
+        # server for a field this worker never saw refused).
+        profile = refreshed(self._kept(key), refreshed(base, learned, now), now)
         self._keep(key, profile)
         return profile.current(self._clock())
 
@@ -434,11 +440,20 @@ class Profiles:
             with self._lock:
                 profile = self._known.get(key)
             if profile is not None:
-                self._keep(key, profile.refusing(dialect.field, until))
+                self._keep(key, refreshed(self._kept(key), profile.refusing(dialect.field,
+                                                                            until), now))
             self.recheck(url)
         with self._lock:
             self._refusals.append(Refusal(mask_url(url), model, dialect.field,
                                           "server" if server else "request", now, until))
+
+
+def credential(auth: dict[str, str]) -> str:
+    """A fixed-size hash of the credential a request carries upstream ("" without one): the
+    key itself is never held in a map's key."""
+    value = "\n".join(sorted(auth.values()))
+    return hashlib.sha256(value.encode()).hexdigest()[:32] if value else ""
+
 
 def store_key(url: str, model: str) -> str:
     """The store's key of a profile: a fixed-size hash of its upstream and listed model

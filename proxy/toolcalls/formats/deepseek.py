@@ -15,6 +15,11 @@ write them; the section opener also as R1's distills write it (`<｜tool▁calls
 `<｜tool calls begin｜>`, `<｜tool\\_calls\\_begin｜>`). A call without its own
 `tool▁call▁begin` is read only right after the section opener or the previous call's end, and
 only with its `tool▁call▁end`. The section markers go with the first and last call.
+
+The text around a section is kept as written and joined (`text_joined`): vLLM's
+`deepseek_v3`/`deepseek_v31` answer the text before the section as written
+(`model_output[:start]`), SGLang's `deepseekv3` detector streams the text after it as written
+too (`Let me look.<section>\n\nDone.` gives `Let me look.\n\nDone.`).
 """
 
 from __future__ import annotations
@@ -134,6 +139,7 @@ SPEC = FormatSpec(
     sglang=("deepseekv3", "deepseekv31"),
     llama_cpp=("DeepSeek R1", "DeepSeek V3.1"),
     aliases=("deepseek_r1",),
+    text_joined=True,
     doctor_parser="deepseek_v3",
     doctor_markers=(("<｜tool▁calls▁begin｜>", "deepseek_v3"),),
 )

@@ -22,8 +22,12 @@ coercion reads for non-string types).
 An invoke written without its block, at the start of a line, is a call all the same, as
 SGLang's V4 detector reads it ("a parsed invoke establishes the protocol boundary even when its
 outer wrapper is damaged"), named `missing_open_tag`: its name must be an offered tool's. The
-text after a call is the answer's, as SGLang keeps it (`Let me check.\n\n<block>\n\nDone.`
-gives `Let me check.` and `Done.`, a line apart as every format's pieces are).
+text after a call is the answer's, joined to the text before as SGLang's V4 detector joins it:
+the text before without the blank line the template writes before the block
+(`_extract_preamble`: `text[:start].removesuffix("\n\n")`), then the text after the block as
+written (`finish`): `Let me check.\n\n<block>\n\nDone.` gives `Let me check.\n\nDone.`
+(vLLM's `deepseek_v32`/`deepseek_v4` keep the text before as written, `Let me check. `, and
+drop the rest).
 """
 
 from __future__ import annotations
@@ -65,6 +69,8 @@ SPEC = FormatSpec(
     vllm=("deepseek_v32", "deepseek_v4"),
     sglang=("deepseekv32", "deepseekv4"),
     aliases=("deepseek_v41", "deepseekv41"),
+    text_joined=True,
+    call_separator="\n\n",
     doctor_parser="deepseek_v32",
     thinking_opened=("deepseek_v4", "deepseekv4"),
     doctor_markers=(("<｜DSML｜tool_calls>", "deepseek_v4"),),

@@ -16,6 +16,11 @@ number, as both parsers type them) and keep their whitespace (vLLM's parsers kee
 unsuffixed Hunyuan 4 call outside its section is GLM's spelling, which `glm` reads. A value
 ends at the `</arg_value>` the frame's structure shows to be its own (see text_values), so that
 a value whose text says `</arg_value>`, `<tool_call>` or `</tool_call>` is read whole.
+
+The text around a section is kept as written and joined (`text_joined`): vLLM's `hy_v3` and
+`hy_v4` answer the text before `<tool_calls>` as written (`model_output[:s_index]`), SGLang's
+`hunyuan` streams the text after `</tool_calls>` as written too (`I'll check.\n<section>\nDone.`
+gives `I'll check.\n\nDone.`).
 """
 
 from __future__ import annotations
@@ -65,5 +70,6 @@ SPEC = FormatSpec(
     vllm=("hy_v3",),
     aliases=("hy_v4",),
     sglang=("hunyuan",),
+    text_joined=True,
     doctor_parser="hy_v3",
 )

@@ -69,6 +69,9 @@ class FormatSpec:
     `text_joined`: the engines' parsers join the text before and after a call of this format
     as written (Kimi K2's: `I'll check. ` and ` Done.` make `I'll check.  Done.`); the text
     around other formats' calls is trimmed at each seam and the pieces set a line apart.
+    `call_separator`: with `text_joined`, what the format's template writes between the text
+    and a call, which the parsers drop from the text before it (DeepSeek V4's blank line:
+    SGLang's `_extract_preamble` is `text[:start].removesuffix("\n\n")`).
     `structural_tag`: how the engine is made to write one call in this format (begin, the
     arguments' schema, end per tool; see `StructuralTag`); None where the format's call is
     no JSON object between two literals (Qwen3-Coder's XML parameters): constrained re-asks
@@ -92,6 +95,7 @@ class FormatSpec:
     message_header: str | None = None
     thinking_opened: tuple[str, ...] = ()
     text_joined: bool = False
+    call_separator: str = ""
     structural_tag: StructuralTag | None = None
 
     @property

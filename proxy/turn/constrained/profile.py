@@ -251,10 +251,17 @@ def capped(profile: UpstreamProfile) -> UpstreamProfile:
         template=_str(profile.template)[:16])
 
 
-def refreshed(old: UpstreamProfile | None, new: UpstreamProfile) -> UpstreamProfile:
-    """`new`, keeping what `old` learned of refusals when the server is the same (the same
-    version, and the same chat template where both were seen)."""
+def refreshed(old: UpstreamProfile | None, new: UpstreamProfile,
+              now: float | None = None) -> UpstreamProfile:
+    """`new`, with what `old` learned of refusals too when the server is the same (the same
+    version, and the same chat template where both were seen): the refusals of both, each
+    field until the later of its times, none whose time is up at `now` (when given)."""
     if old is None or (old.kind, old.version, old.template) != (new.kind, new.version,
                                                                  new.template):
         return new
-    return dataclasses.replace(new, refusals=old.refusals)
+    until = dict(new.refusals)
+    for name, at in old.refusals:
+        until[name] = max(at, until.get(name, at))
+    refusals = tuple(sorted((name, at) for name, at in until.items()
+                            if now is None or at > now))
+    return new if refusals == new.refusals else dataclasses.replace(new, refusals=refusals)
