@@ -8,7 +8,7 @@ import json
 
 import orjson
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from proxy.toolcalls import extract
@@ -206,6 +206,10 @@ ONCE_PIECES = [*PIECES, '"\\q"', '"\\\\"', '"\\u12"', '"C:\\U"', "\t", '"a\tb"',
 
 @settings(max_examples=600, deadline=None)
 @given(st.lists(st.sampled_from(ONCE_PIECES), min_size=1, max_size=14).map("".join))
+# found by the property: a comma made trailing by a replacement is not one the regex drops
+@example("{,,}")
+@example("[,,]")
+@example('{"a":1,,}')
 def test_repairs_at_once_equal_the_repairs_in_turn(text):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(repair_module, "_repaired_at_errors", lambda text, error: None)

@@ -3,6 +3,7 @@ str.replace: the values and names the regex repairs give, at C speed."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -11,7 +12,6 @@ from ..exact_json import _loads_lenient, loads
 from .regexes import (
     _PY_LITERAL,
     _TRAILING_COMMA,
-    _TRAILING_COMMA_ANY,
     PY_NAMES_AS_JSON,
     REPAIRS,
     _control_chars_in_strings,
@@ -84,6 +84,9 @@ def _repaired_at_errors(text: str, error: orjson.JSONDecodeError,
 # A whitespace character outside strings and, raw, an error inside them (orjson, strict) or a
 # character found when the value is written back (the lenient decoder): the marker below.
 MARK = "\r"
+# A trailing comma as the regex repairs see it in the text as written: a marker left by a
+# replacement is not the space before a bracket (`{,,}` loses one comma there, never two).
+_TRAILING_COMMA_UNMARKED = re.compile(r",(?=[^\S\r]*[}\]])")
 # How far a trailing comma before the text's last closing brackets is looked for (see
 # RepairedText.final_comma), and the last characters of a value it may follow.
 _FINAL_COMMA_REACH = 64
@@ -216,7 +219,7 @@ def _repaired_all_at_once(text: str) -> tuple[Any, tuple[str, ...]] | None:
             char = edited[error.pos] if error.pos < len(edited) else ""
             if char == "," and MARK not in text and "\\r" not in text:
                 # a trailing comma with space before its bracket: all such, by one regex pass
-                edited = _TRAILING_COMMA_ANY.sub(MARK, edited)
+                edited = _TRAILING_COMMA_UNMARKED.sub(MARK, edited)
                 if "trailing_comma" not in applied:
                     applied.insert(len(applied) - ("invalid_escape" in applied),
                                    "trailing_comma")
