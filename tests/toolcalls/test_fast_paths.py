@@ -228,6 +228,18 @@ _PY_VALUES = st.recursive(
     max_leaves=12)
 
 
+@pytest.mark.parametrize("text", ["{'a': 1,,}", "{'a': [1,,]}", "{'a': 'x',,}", "{'a': True,,}",
+                                  "{'a': 1, ,}"])
+def test_a_python_literal_with_two_commas_is_refused_as_python_refuses_it(text):
+    # the literal at once dropped both commas (the first made trailing by the second's marker)
+    with pytest.raises(NotJson):
+        loads_repaired(text)
+    with pytest.MonkeyPatch.context() as patch:  # string by string, as the fast path does
+        patch.setattr(python_literal, "_single_quoted_at_once", lambda source: _MISSING)
+        with pytest.raises(NotJson):
+            loads_repaired(text)
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.dictionaries(_TEXT, _PY_VALUES, min_size=1, max_size=4))
 def test_python_literals_read_as_python_reads_them(value):

@@ -3,7 +3,6 @@ str.replace: the values and names the regex repairs give, at C speed."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import orjson
@@ -12,6 +11,7 @@ from ..exact_json import _loads_lenient, loads
 from .regexes import (
     _PY_LITERAL,
     _TRAILING_COMMA,
+    _TRAILING_COMMA_UNMARKED,
     PY_NAMES_AS_JSON,
     REPAIRS,
     _control_chars_in_strings,
@@ -84,9 +84,6 @@ def _repaired_at_errors(text: str, error: orjson.JSONDecodeError,
 # A whitespace character outside strings and, raw, an error inside them (orjson, strict) or a
 # character found when the value is written back (the lenient decoder): the marker below.
 MARK = "\r"
-# A trailing comma as the regex repairs see it in the text as written: a marker left by a
-# replacement is not the space before a bracket (`{,,}` loses one comma there, never two).
-_TRAILING_COMMA_UNMARKED = re.compile(r",(?=[^\S\r]*[}\]])")
 # How far a trailing comma before the text's last closing brackets is looked for (see
 # RepairedText.final_comma), and the last characters of a value it may follow.
 _FINAL_COMMA_REACH = 64

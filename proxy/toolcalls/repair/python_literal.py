@@ -18,6 +18,7 @@ from .escapes import as_written, python_escape_undefined, python_source_as_writt
 from .regexes import (
     _CONTROL,
     _TRAILING_COMMA_ANY,
+    _TRAILING_COMMA_UNMARKED,
     _escape_control,
     _names_as_json,
     join_surrogate_pairs,
@@ -210,7 +211,7 @@ def _single_quoted_at_once(source: str) -> Any:
     except orjson.JSONDecodeError as error:
         if not marked.startswith(",", error.pos):
             return _MISSING
-        marked = _TRAILING_COMMA_ANY.sub("\r", marked)  # with space before the bracket
+        marked = _TRAILING_COMMA_UNMARKED.sub("\r", marked)  # with space before the bracket
         try:
             value = loads(marked)
         except orjson.JSONDecodeError:

@@ -26,6 +26,10 @@ _PY_WORDS = tuple((re.compile(rf"{word}(?<!\w{word})\b"), json_word)
                   for word, json_word in PY_NAMES_AS_JSON.items())
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _TRAILING_COMMA_ANY = re.compile(r",(?=\s*[}\]])")  # the same commas, dropped by a literal
+# The same commas in a text whose replacements left a carriage return behind them (the
+# repairs at once): a marker is not the space before a bracket, so `{,,}` loses one comma
+# there as here, never two.
+_TRAILING_COMMA_UNMARKED = re.compile(r",(?=[^\S\r]*[}\]])")
 _CONTROL = re.compile(r"[\x00-\x1f]")
 # Qwen3.5 fuses its XML and JSON templates: {"function=NAME","arguments":{...}}. Only that
 # exact shape (the key first, `arguments` next): neighbouring shapes have not been seen.
