@@ -15,7 +15,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 INTEGRATION_FOLDERS = ("shell", "tools", "e2e")
 
 
