@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
-INTEGRATION_FOLDERS = ("shell", "tools", "e2e")
+INTEGRATION_FOLDERS = ("shell", "tools", "deploy", "e2e")
 
 
 @dataclass(frozen=True)
