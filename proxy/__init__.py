@@ -2,7 +2,7 @@
 
 The package is a house of rooms (folders) on floors: a module imports from its own room and
 the rooms below it, never from one above, and no import runs in a circle
-(tests/proxy/test_import_graph.py reads every import). `FLOORS` is that order, bottom first.
+(tests/house/test_import_graph.py reads every import). `FLOORS` is that order, bottom first.
 """
 
 __version__ = "0.1.0"

@@ -374,7 +374,7 @@ def corpus(limit: int = 20_000) -> list[str]:
     test: module-level cases, parametrize lists, and every string literal in their source."""
     texts: set[str] = set()
     paths = [*sorted((TESTS / "toolcalls").glob("test_*.py")),
-             TESTS / "proxy" / "test_sse_properties.py"]
+             TESTS / "base" / "test_sse_properties.py"]
     for path in paths:
         module = importlib.import_module(f"tests.{path.parent.name}.{path.stem}")
         for value in vars(module).values():

@@ -11,7 +11,7 @@ loopback; `--no-turn` skips that part).
 
     python -m tools.house [--root DIR] [--no-turn] [--json]
 
-`import_graph` is also what tests/proxy/test_import_graph.py reads (one meaning of "import").
+`import_graph` is also what tests/house/test_import_graph.py reads (one meaning of "import").
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ follow-up turn in the same conversation.
 Which Home Assistant: 2025.4.4, the newest release this machine's Pythons can run: 2025.5
 and later require Python >= 3.13.2 and 2026.3 and later >= 3.14.2, and the newest Python
 here is pyenv's 3.13.0 (no 3.14 in Debian's packages either). What Home Assistant 2026.11
-sends is tested without running it (tests/shell/test_ollama_home_assistant.py); 2025.4 has
+sends is tested without running it (tests/shell/web/test_ollama_home_assistant.py); 2025.4 has
 no API key field in its Ollama integration (2026 has), so the key on the Ollama port is
 not driven here.
 

@@ -1,1 +1,2 @@
-"""Tests of what ships around the proxy: doctor, the single file, install, deploy, container."""
+"""Tests of what ships around the proxy: the single file, install, the README's commands, `make
+fuzz` and `make soak`."""

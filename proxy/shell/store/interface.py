@@ -9,7 +9,7 @@ another owner's id answers exactly as an id that was never kept.
 
 Adding a backend: a module beside this one with a class of these methods and its
 `BACKEND = StoreBackend(...)` (URL schemes, the URL check, the constructor), one line in the
-package's `BACKENDS`, and one fixture param in `tests/shell/test_store_contract.py`. The
+package's `BACKENDS`, and one fixture param in `tests/shell/store/test_store_contract.py`. The
 settings check a store URL through its backend's declaration; nothing else names a backend.
 """
 

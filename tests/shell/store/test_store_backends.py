@@ -15,7 +15,7 @@ from proxy.shell.config_load import ConfigError, build_config
 from proxy.shell.store import BACKENDS, open_store
 from proxy.shell.store.interface import StoreBackend, StoreLimits
 
-STORE = Path(__file__).resolve().parents[2] / "proxy" / "shell" / "store"
+STORE = Path(__file__).resolve().parents[3] / "proxy" / "shell" / "store"
 
 
 def test_every_backend_module_declares_itself_and_is_listed():

@@ -18,7 +18,7 @@ import pytest
 from proxy.diagnose.score import Progress
 from proxy.diagnose.score import main as score_main
 from proxy.diagnose.score.suite import SUITE
-from tests.diagnose.suite_models import botches_arguments, calls_as_text
+from tests.diagnose.score.suite_models import botches_arguments, calls_as_text
 from tests.fakes.models import Generation, Model, Turn
 from tests.fakes.vllm import FakeVLLM
 from tests.serving import ROOT

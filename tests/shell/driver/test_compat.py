@@ -19,7 +19,7 @@ from tests.fake_vllm import Answer, FakeVLLM, vllm_completion, vllm_stream_chunk
 
 pytestmark = pytest.mark.integration
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 USER = [{"role": "user", "content": "hi"}]
 HERMES = '<tool_call>{"name": "read", "arguments": {"path": "/etc/hosts"}}</tool_call>'
 CRON_ADD = ('<tool_call>{"name": "cron_add", "arguments": {"name": "inbox", "schedule": '

@@ -24,7 +24,7 @@ from tests.fake_vllm import MODEL, Answer, vllm_completion, vllm_tool_call
 from tests.serving import free_port, stop, wait_healthy
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SERVERS = {
     "gunicorn": [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "app:app"],
     "app.py": [sys.executable, "app.py"],

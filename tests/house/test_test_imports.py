@@ -15,8 +15,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
-INTEGRATION_FOLDERS = ("shell", "tools", "e2e")
+TESTS = Path(__file__).resolve().parents[1]
+INTEGRATION_FOLDERS = ("shell", "tools", "deploy", "e2e")
 
 
 @dataclass(frozen=True)

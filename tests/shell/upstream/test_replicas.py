@@ -31,7 +31,7 @@ from tests.metrics_text import metric
 from tests.serving import wait_for
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CALL = vllm_completion(tool_calls=[vllm_tool_call("read", '{"path": "a"}')],
                        finish_reason="tool_calls")
 

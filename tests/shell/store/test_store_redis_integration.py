@@ -27,7 +27,7 @@ from tests.serving import free_port, stop, tool_turn, wait_for, wait_healthy
 from tests.shipped import DEPLOY, shipped_nginx
 
 pytestmark = [pytest.mark.integration, needs_redis]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KEY_A, KEY_B = "sk-alpha-0123456789", "sk-beta-9876543210"
 
 

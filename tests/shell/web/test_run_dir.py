@@ -107,7 +107,8 @@ def test_every_file_the_metrics_map_is_one_allocated_whole(tmp_path):
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)},
-                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(
+                              os.path.dirname(__file__)))))
     assert done.returncode == 0, done.stderr
     pid = done.stdout.strip()
     made = sorted(path.name for path in tmp_path.iterdir())

@@ -6,7 +6,7 @@ The model's call wrapper is taken to be one without a structural tag (Qwen3-Code
 in `formats`), so every re-ask here is vLLM's JSON array of calls; the model is a narrowly
 scoped double that honours `structured_outputs.json` as the engine would (an answer that fits
 the schema) and, asked to, refuses it as vLLM does beside a named choice. The servers' own
-behaviours, wrappers and tags included, are tests/shell/test_reask_fakes.py's."""
+behaviours, wrappers and tags included, are tests/shell/driver/test_reask_fakes.py's."""
 
 from __future__ import annotations
 

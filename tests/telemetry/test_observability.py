@@ -173,6 +173,25 @@ def test_health_masks_credentials_in_upstream_urls(fake, start_proxy):
                                                     "http://***@127.0.0.1:9"}
 
 
+def test_probing_the_upstreams_needs_a_key_and_is_rate_limited(fake, start_proxy):
+    proxy = start_proxy(api_keys=["sk-one"])
+    assert requests.get(proxy.url + "/proxy/health", timeout=5).status_code == 200
+    refused = requests.get(proxy.url + "/proxy/health?upstream=1", timeout=5)
+    assert refused.status_code == 401
+    assert fake.received == []
+    keyed = {"Authorization": "Bearer sk-one"}
+    asked = []
+    for _ in range(5):
+        health = requests.get(proxy.url + "/proxy/health?upstream=1", headers=keyed, timeout=5)
+        assert health.status_code == 200
+        assert health.json()["upstreams"][0]["ok"] is True
+        asked.append(len(fake.received))
+    # five health checks, one probe of the upstream (its model list, and its profile's info
+    # endpoints learned once): the next four ask it nothing
+    assert "/v1/models" in [r.path for r in fake.received]
+    assert asked == [asked[0]] * 5
+
+
 def test_redact_keeps_tool_schemas_and_hides_credential_values():
     from proxy.telemetry.request_log import redact
 

@@ -11,7 +11,7 @@ from proxy.diagnose.score.fronts import WAYS
 from proxy.diagnose.score.suite import SUITE, VERSION
 from proxy.diagnose.score.tools import TOOLS
 from proxy.toolcalls.validity import check
-from tests.diagnose.suite_models import arguments
+from tests.diagnose.score.suite_models import arguments
 from tests.docs_pages import page, section, table
 
 PLAIN_FIELDS = {"model", "messages", "tools", "tool_choice", "max_tokens", "temperature",

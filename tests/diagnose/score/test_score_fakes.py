@@ -1,5 +1,5 @@
 """`doctor --score` against the faithful fakes, each running a scripted model behaviour over
-the suite (tests/diagnose/suite_models.py): the scores straight and through the proxy differ
+the suite (tests/diagnose/score/suite_models.py): the scores straight and through the proxy differ
 exactly as the server and the behaviour imply, and where the server's parser reads every
 call right both score the same."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from proxy.diagnose.score.checks import CHECKS, RIGHT
 from proxy.diagnose.score.suite import SUITE
-from tests.diagnose.suite_models import (
+from tests.diagnose.score.suite_models import (
     botches_arguments,
     calls_as_text,
     never_calls_unless_constrained,

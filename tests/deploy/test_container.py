@@ -97,7 +97,7 @@ def test_dockerignore_keeps_the_context_to_what_the_image_needs():
     for kept in ("app.py", "proxy/shell/server/serve.py", "proxy/toolcalls/formats/hermes.py",
                  "requirements.lock", "requirements-redis.lock", "deploy/gunicorn.conf.py"):
         assert not _dockerignored(kept, patterns), kept
-    for left in (".venv/bin/python", ".git/config", "tests/shell/test_server.py", "config.json",
+    for left in (".venv/bin/python", ".git/config", "tests/shell/web/test_server.py", "config.json",
                  "proxy/__pycache__/server.cpython-311.pyc", "build/wheels/x.whl", "dist/x.pyz"):
         assert _dockerignored(left, patterns), left
 

@@ -9,7 +9,7 @@ import re
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
 CHECKED = ("proxy", "app.py")
 # What a default mypy run misses and these catch: bodies of unannotated functions, a partly

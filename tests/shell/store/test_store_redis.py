@@ -1,5 +1,5 @@
-"""What the Redis store keeps beyond the store contract (tests/shell/test_store_contract.py): one
-secret for every instance, expiry by Redis itself, a chain in one round trip, a bounded
+"""What the Redis store keeps beyond the store contract (tests/shell/store/test_store_contract.py):
+one secret for every instance, expiry by Redis itself, a chain in one round trip, a bounded
 number of keys, and a Redis that is down or silent answered at once as a 503; and the
 settings that choose it."""
 
@@ -224,7 +224,7 @@ def test_the_redis_lock_pins_with_hashes_what_the_tests_run():
     from packaging.requirements import Requirement
     from packaging.version import Version
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     text = (root / "requirements-redis.lock").read_text().replace("\\\n", " ")
     pins = {}
     for line in text.splitlines():

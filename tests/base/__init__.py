@@ -1,0 +1,1 @@
+"""Tests of `proxy/base`: settings' value, SSE, ids, JSON depth, bulk decoding."""

@@ -1,0 +1,1 @@
+"""Tests of the shipped deployment files in `deploy/` (and the Dockerfile)."""

@@ -1,0 +1,1 @@
+"""Tests of `proxy/shell/runtime`: work beside a request and the client's socket."""

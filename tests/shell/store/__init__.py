@@ -1,0 +1,1 @@
+"""Tests of `proxy/shell/store`: the response store's contract, each backend, served."""

@@ -1,0 +1,1 @@
+"""Tests of `proxy/shell/upstream`: the model servers, their replicas, profiles and catalog."""

@@ -1,0 +1,1 @@
+"""Tests of `proxy/telemetry`: the log line, the metrics, health."""
