@@ -120,6 +120,7 @@ def test_a_turn_that_needs_no_profile_asks_upstream_at_once():
     assert _kinds(actions) == [AskUpstream]
     assert actions[0].body == m.plan.upstream_body
     assert not actions[0].streamed
+    assert not actions[0].profiled  # nothing to choose by a profile
     assert m.phase is Phase.CALLING
 
 
@@ -137,6 +138,7 @@ def test_the_profile_learned_starts_the_call_and_resumes_the_wait_under_way():
     assert _kinds(m.handle(Tick(0.0))) == [Wait]
     actions = m.handle(ProfileLearned(0.2, VLLM))
     assert _kinds(actions) == [AskUpstream, Wait]
+    assert actions[0].profiled  # its end is told with what is known of the replica then
     assert actions[-1].seconds == pytest.approx(CHECK_SECONDS - 0.2)
     assert m.profile is VLLM
     assert m.phase is Phase.CALLING

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from ..constrained import policy as reask
 from ..constrained.dialects import (
@@ -25,7 +26,7 @@ from ..plan import TurnPlan
 from .events import Action, Note, ReAsked, Refused
 
 
-def may_constrain(plan: TurnPlan) -> bool:
+def may_constrain(plan: TurnPlan[Any]) -> bool:
     """Whether a turn may ask under a constraint (its profile names the dialect): it offers
     tools, and constrained re-asks or `constrain_every_call` are on."""
     config = plan.config
@@ -36,7 +37,7 @@ def may_constrain(plan: TurnPlan) -> bool:
 class Asks:
     """One turn's re-asks: `body` for each upstream call, `decided` for each decision."""
 
-    def __init__(self, plan: TurnPlan) -> None:
+    def __init__(self, plan: TurnPlan[Any]) -> None:
         config = plan.config
         self.plan = plan
         self.state = reask.Asking(config.constrained_reask, config.required_call_retries,
@@ -75,7 +76,7 @@ class Asks:
                                  wrapper_of(self.plan.config.formats, profile), profile.kind),
                 ask.label, told)
 
-    def plan_for_answer(self) -> TurnPlan:
+    def plan_for_answer(self) -> TurnPlan[Any]:
         """The plan the next answer is decided with: a JSON-constrained answer is the array
         of calls alone, read by any format."""
         last = self.state.last

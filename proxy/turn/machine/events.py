@@ -6,6 +6,7 @@ keep, record, fail, end)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ...base.errors import ProxyError
 from ...toolcalls.formats.spec import FormatSpec
@@ -127,11 +128,13 @@ class LearnProfile:
 class AskUpstream:
     """Start an upstream call with this body (streamed or buffered, as the plan says), on a
     replica the router picks; `reask`: why the policy asks again (None: the turn's own call,
-    or an ask after a fit)."""
+    or an ask after a fit); `profiled`: tell, with the call's end, what is known then of the
+    profile of the replica that answered (a failover may have moved the call)."""
 
     body: bytes
     streamed: bool
     reask: str | None = None
+    profiled: bool = False
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,7 @@ class Keep:
     """Leave the answer in the front's store (before the client sees its end), as the front's
     `storing` says of `plan` and `result`."""
 
-    plan: TurnPlan
+    plan: TurnPlan[Any]
     result: TurnResult
 
 

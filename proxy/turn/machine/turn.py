@@ -26,10 +26,11 @@ table answers for the event):
 What the wait answers becomes the machine's actions: its Wait shortened to the profile's
 deadline while learning; Flow with what the live turn releases (a streamed call's events
 are fed to the turn being heard: Arrived when text may flow, a Tick once the wait under way
-is over, else the rest of that wait); AskAgain a new
-AskUpstream (its body fitted, re-asked or retried, as the policy says); Deliver after Keep
-when the front keeps answers; Fail and Abandon after Cancel of the call under way, or, when
-the turn's time ran out on the profile alone, Suspect of its replica."""
+is over, else the rest of that wait); AskAgain a new AskUpstream (its body fitted,
+re-asked or retried, as the policy says); Deliver after Keep when the front keeps answers;
+Fail and Abandon after Cancel of the call under way, or, when the turn's time ran out on
+the profile alone, Suspect of its replica. The profile is waited for only as the wait
+says: its deadline is one more moment the machine's Wait ends at, not a timeout of its own."""
 
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ from .events import (
     Tick,
     UpstreamEnded,
     UpstreamEvents,
+    UpstreamOutcome,
     Wait,
 )
 
@@ -104,7 +106,7 @@ class Settings:
 class TurnMachine:
     """One turn: `handle` each event, carry out the actions it answers, in order."""
 
-    def __init__(self, plan: TurnPlan, settings: Settings) -> None:
+    def __init__(self, plan: TurnPlan[Any], settings: Settings) -> None:
         config = plan.config
         self._settings = settings
         self._rule = plan.extraction.thinking
@@ -169,7 +171,9 @@ class TurnMachine:
     def _ask(self, now: float, actions: list[Action]) -> list[Action]:
         body, label, told = self.asks.body(self.base_body, self.profile, now)
         self.asked = True
-        return [*actions, *told, AskUpstream(body, self.plan.streamed, label)]
+        # the policy may choose a constraint by the answering replica's profile
+        profiled = may_constrain(self.plan)
+        return [*actions, *told, AskUpstream(body, self.plan.streamed, label, profiled)]
 
     def _looked(self, event: Tick | ClientGone | Draining) -> list[Action]:
         look = waiting.Tick(event.now, client_gone=isinstance(event, ClientGone),
@@ -197,7 +201,7 @@ class TurnMachine:
         return [*told, Decided(decision),
                 *self._waited(event.now, waiting.Decided(event.now, decision))]
 
-    def _decide(self, outcome: Any, now: float) -> tuple[Decision, list[Action]]:
+    def _decide(self, outcome: UpstreamOutcome, now: float) -> tuple[Decision, list[Action]]:
         """The core's decision for the call's outcome, as the policy has it."""
         live, heard = self.live, self.heard
         reply: UpstreamReply | ProxyError
