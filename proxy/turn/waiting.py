@@ -1,14 +1,15 @@
 """The waiting of one turn as a small state machine: `step(state, event) -> (state, actions)`.
 
-The shell tells it what happened (time passed, upstream sent text the client may see,
-upstream finished, the turn decided) and carries out what it answers (wait, send the
-stream's head, live text or a heartbeat, ask upstream again, deliver, fail, give up on a
-client that left). In the streamed mode text arrives between the looks at the client: the
-shell keeps to the Wait it was given (its looks stay on time) and tells each arrival as it
-comes; heartbeats are sent only while nothing else flows. Every rule of the wait is a row of
+The turn machine (`turn.machine`; for a relayed request's headers, the passthrough) tells it
+what happened (time passed, upstream sent text the client may see, upstream finished, the
+turn decided) and passes on what it answers (wait, send the stream's head, live text or a
+heartbeat, ask upstream again, deliver, fail, give up on a client that left). In the
+streamed mode text arrives between the looks at the client: the machine keeps to the Wait
+it was given (its looks stay on time) and tells each arrival as it comes; heartbeats are
+sent only while nothing else flows. Every rule of the wait is a row of
 `TABLE`, which `step` reads (in the spirit of h11's `_state.py`): the first row whose phase,
 event and condition hold applies; an event with no row raises `NoTransition`, and one after
-the end has a row of its own. The shell has no rule of its own. `TABLE`, rendered (a test
+the end has a row of its own. Its caller has no rule of its own. `TABLE`, rendered (a test
 keeps this copy equal to it; "live" is waiting or streaming):
 
     live       Tick, deadline passed               Fail              -> done

@@ -19,7 +19,7 @@ from ...base.sse import SseEvents
 from ...fronts.chat import DONE, error_event
 from ...telemetry.request_log import RequestLog
 from ...turn import waiting
-from ..runtime.clients import ClientWatcher, Watch, abort_connection
+from ..runtime.clients import ClientWatcher, Watch, abort_connection, client_gone
 from ..upstream.catalog import model_entries
 from ..upstream.client import (
     Timeouts,
@@ -30,7 +30,6 @@ from ..upstream.client import (
     response_headers,
 )
 from ..upstream.replicas import RETRY_STATUSES, Placement, Replicas, affinity_key
-from .turns import Driver
 
 
 @dataclass(frozen=True)
@@ -87,6 +86,32 @@ def _discard(outcome: Any) -> None:
         outcome.close()
 
 
+def _headers_awaited(state: waiting.Waiting, call: UpstreamCall[Any], environ: dict[str, Any],
+                     draining: Callable[[], bool]) -> ProxyError | None:
+    """Wait on a relayed request's headers as the waiting machine says (a look at the client
+    and the server between waits); None once they are in, else why it ended (the call cut)."""
+    def look() -> waiting.Tick:
+        return waiting.Tick(time.monotonic(), client_gone(environ), draining())
+
+    state, queue = waiting.step(state, look())
+    while queue:
+        action = queue.pop(0)
+        if isinstance(action, waiting.Wait):
+            event: waiting.Event = (waiting.UpstreamDone(time.monotonic())
+                                    if call.wait(action.seconds) else look())
+            state, more = waiting.step(state, event)
+            queue += more
+        elif isinstance(action, waiting.Fail):
+            call.cancel(action.error if action.error.code == "upstream_timeout" else None)
+            return action.error
+        elif isinstance(action, waiting.Abandon):
+            call.cancel()
+            return client_disconnected()
+        elif isinstance(action, waiting.Collect):
+            return None
+    raise AssertionError("the waiting machine ended without an outcome")
+
+
 def passthrough(services: PassthroughServices, method: str, body: bytes, log: RequestLog,
                 target: str, config: Config, headers: dict[str, str], environ: dict[str, Any],
                 affinity: str | None = None) -> Response:
@@ -95,18 +120,13 @@ def passthrough(services: PassthroughServices, method: str, body: bytes, log: Re
     timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
     limit = config.connect_timeout_seconds + config.read_timeout_seconds
     # Until the headers come, only a silent client can be noticed: the machine looks for it.
-    driver = Driver(waiting.start(log.started, limit),
-                    lambda: _opened(placement, method, target, body, headers, timeouts),
-                    environ, services.draining)
-    for action in driver.actions():
-        if isinstance(action, waiting.Fail):
-            placement.done()
-            raise action.error
-        if isinstance(action, waiting.Abandon):
-            placement.done()
-            raise client_disconnected()
-        break  # Collect: the headers are in
-    response_in = driver.call.outcome()
+    call = _opened(placement, method, target, body, headers, timeouts)
+    ended = _headers_awaited(waiting.start(log.started, limit), call, environ,
+                             services.draining)
+    if ended is not None:
+        placement.done()
+        raise ended
+    response_in = call.outcome()
     if isinstance(response_in, ProxyError):
         raise response_in
     upstream = services.upstreams[placement.url]

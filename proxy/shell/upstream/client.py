@@ -26,6 +26,9 @@ from urllib3.util import make_headers, parse_url
 from ...base.errors import ProxyError, client_disconnected
 from ...base.sse import SseDecoder, SseEventTooLarge
 from ...turn.core import UpstreamReply
+from ...turn.machine.events import StreamEnd as StreamEnd  # the outcome's types, named
+from ...turn.machine.events import Unreached as Unreached  # where the turn reads them
+from ...turn.machine.events import UpstreamOutcome
 from ..runtime.background import new_event, readable_now, run_beside
 
 T = TypeVar("T")
@@ -66,15 +69,6 @@ def response_headers(upstream: Any, *, keep_length: bool) -> list[tuple[str, str
     listed = {token.strip().lower() for token in upstream.get("Connection", "").split(",")}
     lines = upstream.items()  # each header line on its own: Set-Cookie values never joined
     return [(k, v) for k, v in lines if k.lower() not in drop and k.lower() not in listed]
-
-
-class Unreached(ProxyError):
-    """No answer came from this upstream at all: it refused or did not accept the connection
-    (`connecting`: a replica that is not there), or the connection broke before the status
-    line (one that went away, or a kept-alive connection it closed as it was reused).
-    Another replica may take the same request."""
-
-    connecting = False
 
 
 class _ConnectionTracker:
@@ -342,14 +336,15 @@ class UpstreamCall(Generic[T]):
     def complete(cls, upstream: Upstream, path: str, body: bytes, headers: dict[str, str],
                  timeouts: Timeouts, max_bytes: int = 0) -> UpstreamCall[UpstreamReply]:
         """A buffered POST, started."""
-        return cls(lambda t: upstream.complete(path, body, headers, timeouts, t,
-                                               max_bytes)).start()
+        return UpstreamCall(lambda t: upstream.complete(path, body, headers, timeouts, t,
+                                                        max_bytes)).start()
 
     @classmethod
     def open(cls, upstream: Upstream, method: str, path: str, body: bytes,
              headers: dict[str, str], timeouts: Timeouts) -> UpstreamCall[Any]:
         """A relayed request up to its response headers, started."""
-        return cls(lambda t: upstream.open(method, path, body, headers, timeouts, t)).start()
+        return UpstreamCall(lambda t: upstream.open(method, path, body, headers, timeouts,
+                                                    t)).start()
 
     def start(self) -> UpstreamCall[T]:
         """Begin the call in the background (see `run_beside`)."""
@@ -386,13 +381,6 @@ class UpstreamCall(Generic[T]):
         self._tracker.cancel(why)
 
 
-@dataclass(frozen=True)
-class StreamEnd:
-    """An upstream stream read to its end; `cut`: it ended in the middle of an event."""
-
-    cut: bool = False
-
-
 class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
     """A streamed upstream POST read beside the request (the streamed mode): the data of each
     SSE event is queued as it arrives, for the request to `take` between its looks at the
@@ -420,7 +408,7 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
         return via(lambda upstream: self._read_from(upstream, tracker), self._not_begun,
                    lambda: tracker.cancelled)
 
-    def _not_begun(self, outcome: Any) -> bool:
+    def _not_begun(self, outcome: UpstreamOutcome) -> bool:
         """An outcome another replica may do better with: nothing was streamed yet."""
         if self._begun:
             return False

@@ -30,8 +30,9 @@ not fit its schema, or (b) a marked frame's text cannot be read at all (`unreada
                                          tool_call_required_unmet
     any other Failure                    the fallback, else that failure
 
-One constrained re-ask at most per turn: no storms. The shell builds the re-ask's body
-(`constrain.constrained_body`) and tells the decisions; it has no rule of its own.
+One constrained re-ask at most per turn: no storms. The turn machine (`turn.machine.asks`)
+builds the re-ask's body (`dialects.constrained_body`) and tells the decisions; the shell
+only sends it.
 """
 
 from __future__ import annotations
