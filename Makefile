@@ -119,7 +119,58 @@ $(WEBUI_STAMP):
 
 webui-e2e-env: $(WEBUI_STAMP)
 
-e2e: $(STAMP) $(E2E_STAMP) $(HA_STAMP) $(WEBUI_STAMP)
+
+# Home Assistant 2026.11 for the same e2e (its Ollama integration's API key and reauth): it
+# needs Python >= 3.14.2, which this machine's Pythons are not, so it runs on Debian sid's
+# python3.14 in a chroot made by debootstrap under the user's cache (once: about 1.7 GB,
+# about 4 minutes). The tests start it in a mount namespace of its own holding /proc, the
+# network shared. Every requirement of the integrations it loads is installed here (read
+# from the 2026.11 wheel's manifests), so a start reaches no package index. Needs root;
+# skipped, saying why, without it or without debootstrap. Sid's Release file may be older
+# than its Valid-Until on a mirror snapshot: that check is off (signatures still checked).
+HA26_VERSION := 2026.11.0
+HA26_ROOT ?= $(HOME)/.cache/toolcall-proxy-e2e/sid-root
+HA26_VENV := /opt/homeassistant-$(HA26_VERSION)
+HA26_STAMP := $(HA26_ROOT)$(HA26_VENV)/.installed
+HA26_MIRROR ?= http://deb.debian.org/debian
+HA26_REQUIREMENTS := ollama==0.6.2 hassil==3.12.1 home-assistant-intents==2026.10.27 \
+	gazetteer-matcher==1.1.0 home-assistant-frontend==20261028.4 ha-ffmpeg==3.2.2 \
+	PyTurboJPEG==1.8.3 aiohasupervisor==0.8.1 infrared-protocols==10.5.0 rf-protocols==4.3.0 \
+	mutagen==1.48.1 openai==3.26.0 pymicro-vad==1.0.1 pyspeex-noise==1.0.2 pyotp==2.10.0 \
+	PyQRCode==1.2.1
+HA26_IN = env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+	DEBIAN_FRONTEND=noninteractive PIP_CERT=/etc/ssl/certs/host-ca.crt \
+	PIP_DISABLE_PIP_VERSION_CHECK=1 unshare --mount sh -c \
+	'mount -t proc proc "$$0/proc" && exec chroot "$$0" "$$@"' $(HA26_ROOT)
+HA26_APT = $(HA26_IN) apt-get -qq -o Acquire::Check-Valid-Until=false
+
+$(HA26_STAMP):
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "not root: no chroot for Home Assistant $(HA26_VERSION), its e2e is skipped"; exit 0; fi; \
+	if ! command -v debootstrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap; fi; \
+	if ! command -v debootstrap >/dev/null 2>&1; then \
+	  echo "no debootstrap: Home Assistant $(HA26_VERSION)'s e2e is skipped"; exit 0; fi; \
+	set -e; start=$$(date +%s); \
+	test -x $(HA26_ROOT)/usr/bin/apt-get || \
+	  debootstrap --variant=minbase sid $(HA26_ROOT) $(HA26_MIRROR) >/dev/null; \
+	cp /etc/resolv.conf $(HA26_ROOT)/etc/resolv.conf; \
+	$(HA26_APT) update; \
+	$(HA26_APT) install -y --no-install-recommends python3.14 python3.14-venv python3.14-dev \
+	  gcc g++ ca-certificates >/dev/null; \
+	if [ -f /etc/ssl/certs/ca-certificates.crt ]; then \
+	  cp /etc/ssl/certs/ca-certificates.crt $(HA26_ROOT)/etc/ssl/certs/host-ca.crt; \
+	else cp $(HA26_ROOT)/etc/ssl/certs/ca-certificates.crt $(HA26_ROOT)/etc/ssl/certs/host-ca.crt; fi; \
+	$(HA26_IN) python3.14 -m venv $(HA26_VENV); \
+	$(HA26_IN) $(HA26_VENV)/bin/pip install -q homeassistant==$(HA26_VERSION) $(HA26_REQUIREMENTS); \
+	$(HA26_APT) clean; \
+	touch $@; \
+	echo "Home Assistant $(HA26_VERSION) in $(HA26_ROOT): $$(($$(date +%s) - start)) s, $$(du -sh $(HA26_ROOT) | cut -f1)"
+
+.PHONY: ha2026-e2e-env
+ha2026-e2e-env: $(HA26_STAMP)
+
+e2e: $(STAMP) $(E2E_STAMP) $(HA_STAMP) $(HA26_STAMP) $(WEBUI_STAMP)
 	$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
 
 # dist/toolcall-proxy.pyz: the proxy and its locked runtime for this platform, in one file.
