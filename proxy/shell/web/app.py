@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable
+from typing import Any
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
@@ -224,9 +225,26 @@ class Views:
         return self.finished(error_response(DEFAULT, _http_error(exc, self.config), log), log)
 
 
+class _App(Flask):
+    """Flask, each view and hook looked at once: Flask asks `inspect` whether it is a
+    coroutine function on every call of each, three times per request."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._synced: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        synced = self._synced.get(func)
+        if synced is None:
+            synced = super().ensure_sync(func)
+            if len(self._synced) < 256:  # (the app's own views and hooks: a few)
+                self._synced[func] = synced
+        return synced
+
+
 def create_app(config: Config) -> Flask:
     """The WSGI app for `config`: the proxy's own endpoints under /proxy/, the rest relayed."""
-    app = Flask("toolcall_proxy")
+    app = _App("toolcall_proxy")
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes or None
     proxy = Proxy(config)
     app.extensions["toolcall_proxy"] = proxy

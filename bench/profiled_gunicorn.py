@@ -1,0 +1,59 @@
+"""deploy/gunicorn.conf.py, with the worker's cost measured while `bench.instructions` asks.
+
+The worker watches $BENCH_CPROFILE_DIR for a file the harness touches:
+- `start` turns cProfile on (its timer the process's CPU time), `stop` turns it off and
+  writes `<pid>.prof` there. Every greenlet runs in the worker's one thread, so one profiler
+  sees them all (a greenlet switch reads as a return to the hub: cumulative times of a
+  function that waits include other greenlets' work; own times and call counts are exact).
+- `zero` and `dump`, under callgrind started with `--zero-before=getloadavg
+  --dump-before=ctermid`: the worker calls those two C functions (nothing else in it does),
+  so callgrind zeroes its counters, or writes them, at that moment (valgrind's own control
+  channel, vgdb, does not reach a forked worker). `done` is written after each.
+"""
+
+import cProfile
+import os
+import runpy
+import time
+from pathlib import Path
+from typing import Any
+
+globals().update({k: v for k, v in runpy.run_path(
+    str(Path(__file__).resolve().parent.parent / "deploy" / "gunicorn.conf.py")).items()
+    if not k.startswith("__")})
+_deploy_post_worker_init = post_worker_init  # noqa: F821 (from the deploy settings)
+
+
+def post_worker_init(worker: Any) -> None:
+    """The deploy hook, then the watcher (a greenlet: threading is patched)."""
+    _deploy_post_worker_init(worker)
+    import threading
+
+    control = Path(os.environ["BENCH_CPROFILE_DIR"])
+
+    def asked(name: str) -> bool:
+        if not (control / name).exists():
+            return False
+        (control / name).unlink()
+        return True
+
+    def watch() -> None:
+        profiler = None
+        while worker.alive:
+            time.sleep(0.05)
+            if asked("zero"):
+                os.getloadavg()
+                (control / "done").touch()
+            elif asked("dump"):
+                os.ctermid()
+                (control / "done").touch()
+            elif profiler is None and asked("start"):
+                profiler = cProfile.Profile(time.process_time)
+                profiler.enable()
+            elif profiler is not None and asked("stop"):
+                profiler.disable()
+                profiler.dump_stats(str(control / f"{os.getpid()}.tmp"))
+                os.replace(control / f"{os.getpid()}.tmp", control / f"{os.getpid()}.prof")
+                profiler = None
+
+    threading.Thread(target=watch, daemon=True).start()
