@@ -27,6 +27,7 @@ from ...base.errors import ProxyError, client_disconnected
 from ...base.sse import SseDecoder, SseEventTooLarge
 from ...turn.core import UpstreamReply
 from ..runtime.background import new_event, readable_now, run_beside
+from . import head  # noqa: F401 (answers' header blocks read without the email package)
 
 T = TypeVar("T")
 

@@ -34,7 +34,7 @@ from ..upstream.client import Timeouts, Unreached, Upstream
 from ..upstream.profiles import LISTED_MAX, Profiles
 from ..upstream.replicas import Replicas
 from .addressed import Addressing, local_port
-from .door import Door, read_body
+from .door import Door, current_request, read_body
 from .recorder import make_recorder
 from .run_dir import allocate_worker_files
 
@@ -68,6 +68,7 @@ def _model_of(raw: bytes) -> str:
 
 def incoming_of(routed: Routed, raw: bytes, recall: Recall = recall_nothing) -> Incoming:
     """The request being handled as its front sees it (`raw`: its body, read)."""
+    request = current_request()
     return Incoming(request.method, request.path, raw, request.query_string.decode("latin-1"),
                     request.headers, routed.params, recall)
 
@@ -196,6 +197,7 @@ class Proxy:
 
     def upstream_headers(self, config: Config, *, buffered: bool) -> dict[str, str]:
         """This request's headers as they go upstream (see `Door.upstream_headers`)."""
+        request = current_request()
         door = self.door_of(request.environ)
         return door.upstream_headers(request.headers.items(), config,
                                      request.environ.get(REQUEST_ID), buffered=buffered)
@@ -356,6 +358,7 @@ class Proxy:
                api_key: str | None = None) -> Response:
         """Any request that came in: a front's turn (`routed`), or relayed (None).
         `api_key`: the key that let it in, whose answers it may continue and keep."""
+        request = current_request()
         raw = read_body(request, self.config.max_body_bytes, self.config.body_timeout_seconds)
         if routed is None and request.method in ("GET", "HEAD"):
             raw = b""  # a GET's content has no meaning (RFC 9110): relayed, it sends none

@@ -35,6 +35,7 @@ from .readiness import bind_unopened, open_listeners, take_notify_socket
 from .run_dir import fresh_run_dir, unsafe_run_dir
 
 _PROM_DIR_PREFIX = "toolcall-proxy-prom-"
+GC_YOUNG = 10_000  # allocations between two collections of the youngest generation
 
 
 def config_or_exit(argv: Sequence[str]) -> Config:
@@ -236,6 +237,10 @@ def settle_collector() -> None:
     a buffered turn at c8). What requests allocate is still collected, as before."""
     gc.collect()
     gc.freeze()
+    # A young collection every 10,000 allocations, not 700: a request's objects mostly die
+    # young by their counts alone, and each collection walks every young one still alive
+    # (the requests in flight): 14 times fewer walks; the longest stays a few hundred µs.
+    gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
 
 
 def _child_exit(server: Arbiter, worker: Any) -> None:
