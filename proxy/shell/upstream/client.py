@@ -28,6 +28,7 @@ from ...base.sse import SseDecoder, SseEventTooLarge
 from ...turn.core import UpstreamReply
 from ..runtime.background import new_event, readable_now, run_beside
 from . import head  # noqa: F401 (answers' header blocks read without the email package)
+from .options import NO_RETRIES, Timeouts, pool_timeout
 
 T = TypeVar("T")
 
@@ -117,14 +118,6 @@ class _ConnectionTracker:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    """Seconds to connect, and to wait for the next bytes (or the whole answer)."""
-
-    connect: float
-    read: float
 
 
 def _ca_bundle() -> str | None:
@@ -218,9 +211,8 @@ class Upstream:
             headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
             headers.update(self._auth)
         return self.pool.urlopen(method, self._prefix + path, body=body, headers=headers,
-                                 timeout=urllib3.Timeout(connect=timeouts.connect,
-                                                         read=timeouts.read),
-                                 retries=False, redirect=False, assert_same_host=False,
+                                 timeout=pool_timeout(timeouts),
+                                 retries=NO_RETRIES, redirect=False, assert_same_host=False,
                                  preload_content=preload, decode_content=preload)
 
     def complete(self, path: str, body: bytes, headers: dict[str, str], timeouts: Timeouts,
