@@ -29,15 +29,18 @@ from pathlib import Path
 
 from bench import load, run, streamed
 
-# name: (fake spec, client streams, with tools, concurrency, requests, units per request)
+# name: (fake spec, client streams, with tools, concurrency, requests, units per request).
+# The counts are taken one request at a time (`--concurrency` for more): a worker slowed 50
+# times by callgrind and given several at once falls behind, and then handles several
+# events per wake-up, as many as the machine's load lets pile up: counts that move with it.
 SCENARIOS: dict[str, tuple[str, bool, bool, int, int, int]] = {
     "buffered-1k": ("delay_ms=20,size=1k,kind=tool,chunks=1,gap_ms=0", True, True, 8, 200, 1),
     "buffered-64k": ("delay_ms=20,size=64k,kind=tool,chunks=16,gap_ms=0", True, True, 8, 60,
                      1),
     "passthrough-json": ("delay_ms=20,size=1k,kind=text", False, False, 8, 200, 1),
-    "passthrough-stream": ("delay_ms=20,size=4k,kind=text,chunks=100,gap_ms=20", True, False,
-                           4, 8, 100),
-    "streamed": ("delay_ms=20,size=4k,kind=tool,chunks=100,gap_ms=20", True, True, 4, 8,
+    "passthrough-stream": ("delay_ms=20,size=4k,kind=text,chunks=100,gap_ms=50", True, False,
+                           4, 4, 100),
+    "streamed": ("delay_ms=20,size=4k,kind=tool,chunks=100,gap_ms=50", True, True, 4, 4,
                  streamed.CHUNKS),
 }
 PROFILE_CONF = Path(__file__).with_name("profiled_gunicorn.py")
@@ -50,9 +53,10 @@ def _body(name: str) -> bytes:
     return run.chat_body(spec, stream=stream, tools=tools)
 
 
-def _drive(url: str, name: str, requests: int) -> load.Batch:
-    """`requests` requests of scenario `name` at its concurrency, all checked to succeed."""
-    *_, concurrency, _n, _units = SCENARIOS[name]
+def _drive(url: str, name: str, requests: int, concurrency: int = 0) -> load.Batch:
+    """`requests` requests of scenario `name` at `concurrency` (0: the scenario's own), all
+    checked to succeed."""
+    concurrency = concurrency or SCENARIOS[name][3]
     raw = load.build_request("POST", url, _body(name))
     batch = asyncio.run(load.closed_loop(url, lambda _i: raw, concurrency=concurrency,
                                          duration=0.0, min_requests=requests,
@@ -126,7 +130,7 @@ def _counts(args: argparse.Namespace, opts: argparse.Namespace) -> None:
             _drive(url, name, max(8, n // 10))  # warm-up: imports, pools, profiles
             _ask(control, "zero")
             before = set(dump_dir.glob("cg.*"))
-            _drive(url, name, n)
+            _drive(url, name, n, args.concurrency)
             _ask(control, "dump")
             total = _total(dump_dir, worker, before)
             unit = "token" if units > 1 else "request"
@@ -161,14 +165,29 @@ def _profile(args: argparse.Namespace, opts: argparse.Namespace) -> None:
             dumps = sorted(control.glob("*.prof"))
             stats = pstats.Stats(*map(str, dumps))
             print(f"== {name}: {n} requests ({n * units} units)", flush=True)
+            _print_collections(control, n)
             _print_stats(stats, n, args.top)
             if args.out:
                 for path in dumps:
                     shutil.copy(path, Path(args.out) / f"{name}-{path.name}")
-            for path in dumps:
+            for path in [*dumps, *control.glob("*.gc")]:
                 path.unlink()
     finally:
         stack.stop()
+
+
+def _print_collections(control: Path, n: int) -> None:
+    """The collector's runs while profiled: how many per request, and the longest, by
+    generation (wall time, with the profiler on: an upper bound)."""
+    runs: dict[int, list[float]] = {}
+    for path in control.glob("*.gc"):
+        for line in path.read_text().split("\n"):
+            if line:
+                generation, seconds = line.split()
+                runs.setdefault(int(generation), []).append(float(seconds))
+    print("collections: " + ", ".join(
+        f"gen{g} {len(s) / n:.2f}/req (longest {max(s) * 1e3:.2f} ms)"
+        for g, s in sorted(runs.items())) if runs else "collections: none")
 
 
 def _print_stats(stats: pstats.Stats, n: int, top: int) -> None:
@@ -217,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scenarios", nargs="+", choices=sorted(SCENARIOS))
     parser.add_argument("--requests", type=int, default=0, help="per scenario (default: its own)")
     parser.add_argument("--cprofile", action="store_true", help="cProfile instead of counts")
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="for the counts (cProfile runs each scenario's own)")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--out", default="", help="keep the cProfile dumps here")
     parser.add_argument("--keep", action="store_true", help="keep the logs and dumps")

@@ -5,6 +5,7 @@ The worker watches $BENCH_CPROFILE_DIR for a file the harness touches:
   writes `<pid>.prof` there. Every greenlet runs in the worker's one thread, so one profiler
   sees them all (a greenlet switch reads as a return to the hub: cumulative times of a
   function that waits include other greenlets' work; own times and call counts are exact).
+  Each collection of the collector meanwhile is timed, in `<pid>.gc` (generation, seconds).
 - `zero` and `dump`, under callgrind started with `--zero-before=getloadavg
   --dump-before=ctermid`: the worker calls those two C functions (nothing else in it does),
   so callgrind zeroes its counters, or writes them, at that moment (valgrind's own control
@@ -12,6 +13,7 @@ The worker watches $BENCH_CPROFILE_DIR for a file the harness touches:
 """
 
 import cProfile
+import gc
 import os
 import runpy
 import time
@@ -39,6 +41,15 @@ def post_worker_init(worker: Any) -> None:
         (control / name).unlink()
         return True
 
+    collections: list[tuple[int, float]] = []  # (generation, seconds), while profiled
+    began: list[float] = []
+
+    def timed(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            began[:] = [time.perf_counter()]
+        elif began:
+            collections.append((info["generation"], time.perf_counter() - began[0]))
+
     def watch() -> None:
         profiler = None
         while worker.alive:
@@ -51,10 +62,15 @@ def post_worker_init(worker: Any) -> None:
                 os.ctermid()
                 (control / "done").touch()
             elif profiler is None and asked("start"):
+                collections.clear()
+                gc.callbacks.append(timed)
                 profiler = cProfile.Profile(time.process_time)
                 profiler.enable()
             elif profiler is not None and asked("stop"):
                 profiler.disable()
+                gc.callbacks.remove(timed)
+                (control / f"{os.getpid()}.gc").write_text(
+                    "\n".join(f"{g} {s:.6f}" for g, s in collections))
                 profiler.dump_stats(str(control / f"{os.getpid()}.tmp"))
                 os.replace(control / f"{os.getpid()}.tmp", control / f"{os.getpid()}.prof")
                 profiler = None
