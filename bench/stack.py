@@ -80,6 +80,8 @@ class Proc:
 class Stack:
     """The fake upstream and the proxy: started on free loopback ports, always stopped."""
 
+    boot_seconds = 30.0  # for the proxy to answer its health check
+
     def __init__(self, opts: argparse.Namespace, env: Mapping[str, str] | None = None) -> None:
         self.opts = opts
         self.env = dict(env or {})  # set for the proxy unless the caller's environment has it
@@ -151,7 +153,7 @@ class Stack:
                                      start_new_session=True)
         self.proxy = Proc("proxy", popen, log_path)
         self.proxy_url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + self.boot_seconds
         while time.monotonic() < deadline:
             if not self.proxy.alive():
                 raise RuntimeError(f"gunicorn exited:\n{self.proxy.log_tail()}")
@@ -160,7 +162,8 @@ class Stack:
                 break
             time.sleep(0.2)
         else:
-            raise RuntimeError(f"gunicorn did not answer in 30 s:\n{self.proxy.log_tail()}")
+            raise RuntimeError(f"gunicorn did not answer in {self.boot_seconds:.0f} s:\n"
+                               f"{self.proxy.log_tail()}")
         time.sleep(0.5)  # let every worker boot, not just the first
         self.worker_desc = self._describe_workers()
         log(f"proxy: {self.proxy_url} (master pid {popen.pid}; {self.worker_desc})")

@@ -8,6 +8,7 @@ server's; a single process (`python app.py`) keeps them in memory.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -74,6 +75,25 @@ def rescued_from(log: RequestLog) -> str | None:
         if note.startswith(RESCUED + ":"):
             return note.split(":", 1)[1]
     return None
+
+
+def _remember_children(metric: Any) -> None:
+    """`metric.labels(...)` hands back the child it made for those values the first time:
+    prometheus_client's own checks the names, converts each value and takes a lock on every
+    call, several times per request. Label values are closed sets (see above), so the
+    children kept are few."""
+    made: dict[tuple[Any, ...], Any] = {}
+    make = metric.labels
+
+    def labels(*values: Any, **named: Any) -> Any:
+        if named:
+            return make(*values, **named)
+        child = made.get(values)
+        if child is None:
+            child = made[values] = make(*values)
+        return child
+
+    metric.labels = labels
 
 
 class Metrics:
@@ -161,6 +181,9 @@ class Metrics:
         self.replica_up = Gauge(prefix + "replica_up",
                                 "0 while a replica is marked down (in any worker)",
                                 ["replica"], registry=registry, multiprocess_mode="livemin")
+        for metric in vars(self).values():
+            if getattr(metric, "_labelnames", ()):
+                _remember_children(metric)
 
     def started(self) -> None:
         """A request began."""

@@ -271,8 +271,10 @@ class RequestLog:
             return None
         self.emitted = True
         record = self.as_dict()
-        if fmt == "json":
-            logger.info(json_line(record))
-        else:
-            logger.info(logfmt(record))
+        if logger.isEnabledFor(logging.INFO):
+            # logger.info's own walk up the stack for the caller's file and line (which the
+            # line does not show) cost a third of writing it
+            line = json_line(record) if fmt == "json" else logfmt(record)
+            logger.handle(logger.makeRecord(logger.name, logging.INFO, "(request log)", 0,
+                                            line, (), None))
         return record

@@ -20,8 +20,8 @@ from .registry import (
     MARKERS,
     TEXT_JOINED,
     made_with_markers,
-    markers_of,
     resolve,
+    resolved_markers,
 )
 from .repair import NotJson, envelope, loads_repaired
 from .scan import Document, Spans
@@ -357,7 +357,7 @@ def extract(
         return Extraction(content=text)
     chosen = resolve(formats)
     reading = Reading(tools, ToolNames(tools), only, truncated, deliver_unknown)
-    doc = Document(text, markers_of(tuple(name for name, _ in chosen)), frozenset(tools), tools)
+    doc = Document(text, resolved_markers(tuple(formats)), frozenset(tools), tools)
     claims = Spans()  # taken by earlier formats: a frame overlapping one is dropped
     taken: list[tuple[Frame, list[ToolCall]]] = []
     left: list[LeftAsText] = []

@@ -143,6 +143,13 @@ def markers_of(names: tuple[str, ...]) -> frozenset[str]:
     return frozenset(m for name in names for m in MARKERS.get(name, ()))
 
 
+@lru_cache(maxsize=64)
+def resolved_markers(names: tuple[str, ...]) -> frozenset[str]:
+    """`markers_of` the formats `resolve(names)` gives, made once per list of names (every
+    extraction asks for its model's)."""
+    return markers_of(tuple(name for name, _ in _resolved(names)))
+
+
 class UnknownFormat(ValueError):
     """A configured format name that no parser has."""
 

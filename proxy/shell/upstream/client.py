@@ -14,7 +14,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import unquote
 
@@ -30,6 +29,9 @@ from ...turn.machine.events import StreamEnd as StreamEnd  # the outcome's types
 from ...turn.machine.events import Unreached as Unreached  # where the turn reads them
 from ...turn.machine.events import UpstreamOutcome
 from ..runtime.background import new_event, readable_now, run_beside
+from . import head  # noqa: F401 (answers' header blocks read without the email package)
+from .options import NO_RETRIES, pool_timeout
+from .options import Timeouts as Timeouts  # still importable from here, as before
 
 T = TypeVar("T")
 
@@ -110,14 +112,6 @@ class _ConnectionTracker:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    """Seconds to connect, and to wait for the next bytes (or the whole answer)."""
-
-    connect: float
-    read: float
 
 
 def _ca_bundle() -> str | None:
@@ -213,9 +207,8 @@ class Upstream:
             headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
             headers.update(self._auth)
         return self.pool.urlopen(method, self._prefix + path, body=body, headers=headers,
-                                 timeout=urllib3.Timeout(connect=timeouts.connect,
-                                                         read=timeouts.read),
-                                 retries=False, redirect=False, assert_same_host=False,
+                                 timeout=pool_timeout(timeouts),
+                                 retries=NO_RETRIES, redirect=False, assert_same_host=False,
                                  preload_content=preload, decode_content=preload)
 
     def complete(self, path: str, body: bytes, headers: dict[str, str], timeouts: Timeouts,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import ipaddress
 import re
 import socket
@@ -51,6 +52,16 @@ def _own_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     except OSError:
         return False
     return True
+
+
+@functools.lru_cache(maxsize=256)
+def _ip_literal(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IP address `text` spells, or None for a name (read once per Host a client sends:
+    `ipaddress` parses in Python, octet by octet, on every request otherwise)."""
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -93,9 +104,8 @@ class Addressing:
         if "*" in self.hosts or name in self.hosts or any(
                 entry.startswith("*.") and name.endswith(entry[1:]) for entry in self.hosts):
             return True
-        try:
-            ip = ipaddress.ip_address(name.split("%")[0])
-        except ValueError:
+        ip = _ip_literal(name.split("%")[0])
+        if ip is None:
             return (name in _LOOPBACK_NAMES or name.endswith(".localhost")
                     or name in self.machine or name == self.bound)
         if found["v6"] and ip.version != 6:

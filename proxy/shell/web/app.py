@@ -8,8 +8,9 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable
+from typing import Any
 
-from flask import Flask, Response, request
+from flask import Flask, Response
 from werkzeug.exceptions import HTTPException
 
 from ...base.config import Config
@@ -23,7 +24,14 @@ from ..runtime.clients import client_socket
 from . import handlers
 from .addressed import cors_headers, is_preflight, local_address, preflight
 from .count_tokens import count_tokens
-from .door import body_unread, plain_path, read_body, request_target, shut_reading
+from .door import (
+    body_unread,
+    current_request,
+    plain_path,
+    read_body,
+    request_target,
+    shut_reading,
+)
 from .exchange import catalog, exchange
 from .stored import stored
 from .wiring import REQUEST_ID, Proxy
@@ -53,6 +61,7 @@ class Views:
 
     def started(self) -> RequestLog:
         """The request's log record (its id: the client's X-Request-Id or a minted one)."""
+        request = current_request()
         request_id = request.headers.get("X-Request-Id", "")[:128] or secrets.token_hex(8)
         request.environ[REQUEST_ID] = request_id
         self.proxy.metrics.started()
@@ -63,6 +72,7 @@ class Views:
         """`response`, once the request's body, if still unread (the request was refused or
         needs none), has been read and dropped within body_timeout_seconds: a body that
         does not come in time turns the answer into a 408 and the connection is closed."""
+        request = current_request()
         if not body_unread(request.environ):
             return response
         config = self.config
@@ -91,6 +101,7 @@ class Views:
         """One of the proxy's own endpoints, keyed when `protect_proxy_endpoints` (or
         `keyed`) says so; `render` gets the key that was accepted (None: none was asked, or
         the proxy has no keys). A `browser` page's refusal asks the browser for the key."""
+        request = current_request()
         try:
             api_key = None
             if keyed or self.config.protect_proxy_endpoints:
@@ -142,6 +153,7 @@ class Views:
     def health(self) -> Response:
         """`/proxy/health`; `?upstream=1` calls the upstreams, so it needs a key when keys
         are set."""
+        request = current_request()
         check = request.args.get("upstream", "") not in ("", "0", "false")
         return self.own_endpoint(lambda _key: handlers.health(self.proxy, check), keyed=check)
 
@@ -156,6 +168,7 @@ class Views:
         proxy (a Host it does not answer to, a page's Origin not allowed) is refused with
         a 403, in the envelope of the front the path belongs to; a CORS preflight is
         answered here, never relayed upstream."""
+        request = current_request()
         refused = self.proxy.addressing.refusal(
             request.headers, local_address(client_socket(request.environ)))
         if refused is None and not is_preflight(request.method, request.headers):
@@ -174,6 +187,7 @@ class Views:
         """An answer a page from an allowed origin may read: one `admit` let in (listed in
         `allowed_origins`, or a desktop app's own), as its preflight was told. (A refused
         one's answer is `admit`'s 403, read by no page.)"""
+        request = current_request()
         origin = request.headers.get("Origin")
         if origin and self.proxy.addressing.origin_allowed(
                 origin, request.headers.get("Host", "")):
@@ -184,6 +198,7 @@ class Views:
     def dispatch(self, path: str = "") -> Response:
         """Every other request, dispatched: a front's turn, an answer the store keeps, a token
         count, or the passthrough; an error in the envelope of the API the client speaks."""
+        request = current_request()
         proxy, config = self.proxy, self.config
         log = self.started()
         target = request_target(request.environ, request.path)
@@ -225,9 +240,26 @@ class Views:
         return self.finished(error_response(DEFAULT, _http_error(exc, self.config), log), log)
 
 
+class _App(Flask):
+    """Flask, each view and hook looked at once: Flask asks `inspect` whether it is a
+    coroutine function on every call of each, three times per request."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._synced: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        synced = self._synced.get(func)
+        if synced is None:
+            synced = super().ensure_sync(func)
+            if len(self._synced) < 256:  # (the app's own views and hooks: a few)
+                self._synced[func] = synced
+        return synced
+
+
 def create_app(config: Config) -> Flask:
     """The WSGI app for `config`: the proxy's own endpoints under /proxy/, the rest relayed."""
-    app = Flask("toolcall_proxy")
+    app = _App("toolcall_proxy")
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes or None
     proxy = Proxy(config)
     app.extensions["toolcall_proxy"] = proxy

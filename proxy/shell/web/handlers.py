@@ -29,7 +29,7 @@ from ..upstream.catalog import model_cards as cards_of_upstreams
 from ..upstream.catalog import model_ids
 from ..upstream.client import Timeouts, Unreached
 from ..upstream.profiles import LISTED_MAX
-from .door import read_body
+from .door import current_request, read_body
 from .wiring import Proxy
 
 HEALTH_PROBE_SECONDS = 5.0  # /proxy/health?upstream=1 asks the upstreams at most this often
@@ -61,6 +61,7 @@ def _model_of(raw: bytes) -> str:
 
 def incoming_of(routed: Routed, raw: bytes, recall: Recall = recall_nothing) -> Incoming:
     """The request being handled as its front sees it (`raw`: its body, read)."""
+    request = current_request()
     return Incoming(request.method, request.path, raw, request.query_string.decode("latin-1"),
                     request.headers, routed.params, recall)
 
@@ -255,6 +256,7 @@ def handle(app: Proxy, routed: Routed | None, log: RequestLog, target: str,
            api_key: str | None = None) -> Response:
     """Any request that came in: a front's turn (`routed`), or relayed (None).
     `api_key`: the key that let it in, whose answers it may continue and keep."""
+    request = current_request()
     raw = read_body(request, app.config.max_body_bytes, app.config.body_timeout_seconds)
     if routed is None and request.method in ("GET", "HEAD"):
         raw = b""  # a GET's content has no meaning (RFC 9110): relayed, it sends none

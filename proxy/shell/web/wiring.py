@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from flask import request
 
 from ...base.config import Config, mask_url
 from ...fronts import ModelCard
@@ -31,7 +30,7 @@ from ..upstream.client import Upstream
 from ..upstream.profiles import Profiles
 from ..upstream.replicas import Replicas
 from .addressed import Addressing, local_port
-from .door import Door
+from .door import Door, current_request
 from .run_dir import allocate_worker_files
 
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
@@ -140,6 +139,7 @@ class Proxy:
 
     def upstream_headers(self, config: Config, *, buffered: bool) -> dict[str, str]:
         """This request's headers as they go upstream (see `Door.upstream_headers`)."""
+        request = current_request()
         door = self.door_of(request.environ)
         return door.upstream_headers(request.headers.items(), config,
                                      request.environ.get(REQUEST_ID), buffered=buffered)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from ..registry import ANSWER_MARKUP, TAG_OPENERS, resolve
 
@@ -38,12 +39,22 @@ def plain_answer(text: str, formats: Sequence[str]) -> tuple[str, str]:
             continue
         reasoning += [piece for start, end in thinking if (piece := text[start:end].strip())]
         text = _without(text, sorted(markup + thinking))
-    return _without_last_opener(text, chosen), "\n".join(reasoning)
+    return _without_last_opener(text, chosen, _openers(tuple(formats))), "\n".join(reasoning)
 
 
-def _without_last_opener(text: str, chosen: Sequence[tuple[str, object]]) -> str:
-    """`text` without a format's opening tag left alone at its very end (see above)."""
+@lru_cache(maxsize=64)
+def _openers(formats: tuple[str, ...]) -> tuple[str, ...]:
+    """Every opening tag of the formats named, to rule out with one look at the end."""
+    return tuple(tag for name, _ in resolve(formats) for tag in TAG_OPENERS.get(name, ()))
+
+
+def _without_last_opener(text: str, chosen: Sequence[tuple[str, object]],
+                         openers: tuple[str, ...]) -> str:
+    """`text` without a format's opening tag left alone at its very end (see above);
+    `openers`: every tag of `chosen`, for the common case (the end is none of them)."""
     stripped = text.rstrip()
+    if not stripped.endswith(openers):
+        return text
     for name, _ in chosen:
         for tag in TAG_OPENERS.get(name, ()):
             if not stripped.endswith(tag):

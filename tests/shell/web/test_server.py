@@ -267,7 +267,7 @@ def test_a_keyless_ollama_port_beyond_loopback_is_warned(host, ollama_keys, warn
 def test_a_booted_worker_keeps_the_collector_off_what_it_loaded():
     import gc
 
-    from proxy.shell.server.serve import settle_collector
+    from proxy.shell.server.serve import GC_YOUNG, settle_collector
 
     class Cycle:
         def __init__(self) -> None:
@@ -275,9 +275,13 @@ def test_a_booted_worker_keeps_the_collector_off_what_it_loaded():
 
     loaded = Cycle()  # a cycle that exists at boot: frozen, never walked again
     gc.unfreeze()
+    thresholds = gc.get_threshold()
     try:
         settle_collector()
         assert gc.get_freeze_count() > 0
+        # the young generation collected less often, the older ones as before
+        assert gc.get_threshold() == (GC_YOUNG, *thresholds[1:])
+        assert thresholds[0] < GC_YOUNG
         assert not any(obj is loaded for obj in gc.get_objects())
         later = Cycle()  # what a request allocates afterwards is still collected
         assert any(obj is later for obj in gc.get_objects())
@@ -285,3 +289,4 @@ def test_a_booted_worker_keeps_the_collector_off_what_it_loaded():
         assert gc.collect() >= 1
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
