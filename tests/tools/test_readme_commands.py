@@ -4,8 +4,9 @@ wiring or what it starts fails `make test`).
 
 Run elsewhere: `make test` is the suite; `make pyz` (what `make dist` ends with) in
 `test_dist.py`; the soak, for seconds, in `tests/tools/test_soak.py`; `make run` is
-`python app.py` (`tests/shell/web/test_entrypoints.py`). Not run: `make e2e` (2.2 GB of npm
-agents, `make e2e` is its own suite) and `make lock` (it asks PyPI)."""
+`python app.py` (`tests/shell/web/test_entrypoints.py`). Not run: `make e2e` (2.8 GB of npm
+agents and 5.5 GB of Home Assistant and Open WebUI: `make e2e` is its own suite) and `make lock`
+(it asks PyPI)."""
 
 from __future__ import annotations
 
