@@ -56,7 +56,11 @@ def parse_headers(fp: Any, _class: type = http.client.HTTPMessage) -> Any:
 
 def install() -> None:
     """Have http.client read header blocks with `parse_headers` (its `begin` looks the
-    function up by name at each response): done as the upstream client is imported."""
+    function up by name at each response): done as the upstream client is imported. A
+    Python whose http.client reads its lines otherwise (no `_read_headers`, a private name
+    3.11 to 3.14 share) keeps its own parser."""
+    if not callable(getattr(http.client, "_read_headers", None)):
+        return
     http.client.parse_headers = parse_headers  # type: ignore[assignment]  # typeshed: a def, not a slot
 
 

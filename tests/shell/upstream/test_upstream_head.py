@@ -72,3 +72,13 @@ def test_http_client_reads_answers_with_it_once_the_upstream_client_is_loaded() 
     import proxy.shell.upstream.client  # noqa: F401 (installs it)
 
     assert http.client.parse_headers is head.parse_headers
+
+
+def test_a_python_without_the_line_reader_keeps_its_own_parser(monkeypatch) -> None:
+    def its_own(fp, _class=http.client.HTTPMessage):
+        return _class()
+
+    monkeypatch.setattr(http.client, "parse_headers", its_own)
+    monkeypatch.delattr(http.client, "_read_headers")
+    head.install()
+    assert http.client.parse_headers is its_own
