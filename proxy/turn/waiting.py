@@ -211,15 +211,22 @@ class Row:
 LIVE = (Phase.WAITING, Phase.STREAMING)
 
 
+def row_words(phases: tuple[Enum, ...], live: tuple[Enum, ...], event: type, condition: str,
+              to: Enum | None) -> tuple[str, str, str]:
+    """A table row's phases, event (with its condition) and next phase as a docstring shows
+    them: this table's and the turn machine's (`machine.turn.render`)."""
+    named = "live" if phases == live else " ".join(str(p.value) for p in phases)
+    said = "any event" if event is object else event.__name__
+    said += f", {condition}" if condition else ""
+    return named, said, f"-> {to.value}" if to else ""
+
+
 def render(table: tuple[Row, ...]) -> str:
     """The table as the module's docstring shows it, one row a line."""
     lines = []
     for row in table:
-        phases = "live" if row.phases == LIVE else " ".join(p.value for p in row.phases)
-        event = "any event" if row.event is object else row.event.__name__
-        event += f", {row.condition}" if row.condition else ""
+        phases, event, to = row_words(row.phases, LIVE, row.event, row.condition, row.to)
         does = ", ".join(kind.__name__ for kind in row.does) or "nothing"
-        to = f"-> {row.to.value}" if row.to else ""
         lines.append(f"{phases:<10} {event:<35} {does:<17} {to}".rstrip())
     return "\n".join(lines)
 

@@ -340,9 +340,7 @@ def render(table: tuple[Row, ...]) -> str:
     """The table as the module's docstring shows it, one row a line."""
     lines = []
     for row in table:
-        phases = "live" if row.phases == LIVE else " ".join(p.value for p in row.phases)
-        event = "any event" if row.event is object else row.event.__name__
-        event += f", {row.condition}" if row.condition else ""
-        to = f"-> {row.to.value}" if row.to else ""
+        phases, event, to = waiting.row_words(row.phases, LIVE, row.event, row.condition,
+                                              row.to)
         lines.append(f"{phases:<9} {event:<33} {row.does:<25} {to}".rstrip())
     return "\n".join(lines)
