@@ -48,6 +48,23 @@ def wait_healthy(url: str, process: subprocess.Popen, seconds: float = 20) -> No
     raise AssertionError("the proxy did not come up")
 
 
+def wait_answering(url: str, process: subprocess.Popen, seconds: float,
+                   tail: Callable[[], str], every: float = 0.5) -> None:
+    """Wait until the server started as `process` answers `url` with a 200 (its log's
+    `tail` in the failure when it exits or does not answer in time)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"{url} exited: {tail()}")
+        try:
+            if requests.get(url, timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(every)
+    raise AssertionError(f"{url} did not answer in {seconds:.0f} s: {tail()}")
+
+
 def stop(process: subprocess.Popen) -> str:
     """Stop `process` with SIGTERM (SIGKILL after 15 s): what it wrote to stderr."""
     process.terminate()

@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 import orjson
 import requests
 
+from tests.serving import free_port, wait_answering
+
 CACHE = Path(os.environ.get("TOOLCALL_E2E_CACHE", Path.home() / ".cache" / "toolcall-proxy-e2e"))
 CHROOT = CACHE / "sid-root"  # Debian sid (Python 3.14), made by `make ha2026-e2e-env`
 
@@ -142,12 +144,6 @@ input_boolean:
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class HomeAssistant:
     """One Home Assistant process on loopback, onboarded: its URL and an access token."""
 
@@ -166,17 +162,7 @@ class HomeAssistant:
         self.token = ""
 
     def wait_ready(self, seconds: float = 420) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"hass exited: {self.tail()}")
-            try:
-                if requests.get(self.url + "/api/onboarding", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(1)
-        raise AssertionError(f"hass did not answer in {seconds:.0f} s: {self.tail()}")
+        wait_answering(self.url + "/api/onboarding", self.process, seconds, self.tail, every=1)
 
     def onboard(self) -> None:
         """The owner made through onboarding's REST API, and a token for it."""

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import requests
+
+from tests.serving import free_port, wait_answering
 
 WEBUI_VERSION = "0.12.4"
 WEBUI_HOME = Path(os.environ.get("TOOLCALL_E2E_WEBUI", Path.home() / ".cache"
@@ -27,12 +27,6 @@ OPEN_WEBUI = WEBUI_HOME / "bin" / "open-webui"
 INSTALLED = WEBUI_HOME / ".installed"  # `make webui-e2e-env` wrote it: the install ended
 DEAD = "http://127.0.0.1:9"  # the discard port: nothing listens there
 OPENAI_PREFIX = "v1"  # the OpenAI connection's model ids are `v1.<model>` (its prefix_id)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def offline_env(data: Path, port: int) -> dict[str, str]:
@@ -61,7 +55,7 @@ class OpenWebUI:
     """One `open-webui serve` on loopback: its URL and the admin's token."""
 
     def __init__(self, root: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.root = root
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -73,17 +67,7 @@ class OpenWebUI:
         self.token = ""
 
     def wait_ready(self, seconds: float = 300) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"open-webui exited: {self.tail()}")
-            try:
-                if requests.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.5)
-        raise AssertionError(f"open-webui did not answer in {seconds:.0f} s: {self.tail()}")
+        wait_answering(self.url + "/health", self.process, seconds, self.tail)
 
     def sign_up_admin(self) -> dict[str, Any]:
         """The first account, made through the sign-up API: Open WebUI's admin."""

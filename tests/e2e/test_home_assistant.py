@@ -30,9 +30,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.hass import BUILDS, Build, HomeAssistant, free_port
+from tests.e2e.hass import BUILDS, Build, HomeAssistant
 from tests.fake_vllm import MODEL, Answer, FakeVLLM, vllm_completion, vllm_tool_call
-from tests.serving import served
+from tests.serving import free_port, served
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
