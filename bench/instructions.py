@@ -88,7 +88,7 @@ class _Stack(Stack):
     """The bench's stack, gunicorn's command wrapped (valgrind, or the cProfile conf)."""
 
     def __init__(self, opts: argparse.Namespace, wrap: list[str]) -> None:
-        super().__init__(opts)
+        super().__init__(opts, run.models_env())  # the streamed scenario's model streams
         self.wrap = wrap
 
     def gunicorn_cmd(self, port: int) -> list[str]:
