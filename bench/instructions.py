@@ -14,6 +14,7 @@ Needs valgrind (`apt-get install valgrind`) for the counts; nothing for `--cprof
 
     python -m bench.instructions buffered-1k passthrough-json streamed
     python -m bench.instructions buffered-1k --cprofile --requests 400
+    python -m bench.instructions passthrough-json --app bench.floors:bare   (the stack's floor)
 """
 
 from __future__ import annotations
@@ -243,10 +244,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--out", default="", help="keep the cProfile dumps here")
     parser.add_argument("--keep", action="store_true", help="keep the logs and dumps")
+    parser.add_argument("--app", default="app:app",
+                        help="the WSGI app gunicorn serves (bench/floors.py: the stack alone)")
     args = parser.parse_args(argv)
     if not args.cprofile and shutil.which("valgrind") is None:
         parser.error("valgrind is not installed (apt-get install valgrind), or use --cprofile")
-    opts = run.parse_args(["--workers", "1", *(["--keep-logs"] if args.keep else [])])
+    opts = run.parse_args(["--workers", "1", "--app", args.app,
+                           *(["--keep-logs"] if args.keep else [])])
     (_profile if args.cprofile else _counts)(args, opts)
     return 0
 

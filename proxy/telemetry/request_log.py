@@ -92,9 +92,22 @@ def json_line(record: dict[str, Any]) -> str:
 
 
 def logfmt(record: dict[str, Any]) -> str:
-    """The record as one logfmt line (`key=value …`), empty fields left out."""
-    return " ".join(f"{key}={logfmt_value(value)}" for key, value in record.items()
-                    if value is not None and value != [])
+    """The record as one logfmt line (`key=value …`), empty fields left out. (Its strings
+    and numbers, most of a line, are written here as `logfmt_value` writes them, without a
+    call each.)"""
+    fields = []
+    for key, value in record.items():
+        if value is None or value == []:
+            continue
+        kind = type(value)
+        if kind is str:
+            text = _quoted(value) if not value or _NEEDS_QUOTES.search(value) else value
+        elif kind is int or kind is float:
+            text = str(value)
+        else:
+            text = logfmt_value(value)
+        fields.append(f"{key}={text}")
+    return " ".join(fields)
 
 
 def make_logger(level: str) -> logging.Logger:

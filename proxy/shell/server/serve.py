@@ -305,11 +305,31 @@ else:
     _Worker = object
 
 
+class SettledConfig:
+    """A worker's gunicorn settings, each read once and then kept: gunicorn's `Config` answers
+    every read through `__getattr__` and the setting's own `get()`, some 25 reads a request
+    (its parser's limits, the forwarded-header rules, the hooks). A worker's settings never
+    change once it is forked: a reload forks new workers, with the new settings."""
+
+    def __init__(self, config: Any) -> None:
+        self._config = config
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._config, name)
+        self.__dict__[name] = value
+        return value
+
+
 class EnvelopeErrors(_Worker):
     """Mixed into a gunicorn worker class: gunicorn's own refusals (a bad request line, a
     request line too long, header fields too large or too many) are answered with OpenAI's
     error envelope instead of an HTML page; the first Ctrl-C (SIGINT) stops the worker
-    gracefully, as SIGTERM does, so the app drains; a second one quits at once."""
+    gracefully, as SIGTERM does, so the app drains; a second one quits at once. Its
+    settings are read once (`SettledConfig`)."""
+
+    def init_process(self) -> None:
+        self.cfg = SettledConfig(self.cfg)  # type: ignore[assignment]  # reads as a Config
+        super().init_process()
 
     def init_signals(self) -> None:
         super().init_signals()

@@ -58,7 +58,8 @@ def request_headers(incoming: Iterable[tuple[str, str]], *, buffered: bool) -> d
         if buffered and lowered in ("accept-encoding", "accept", "content-type"):
             continue
         headers[name] = value
-    headers = {k: v for k, v in headers.items() if k.lower() not in listed}
+    if listed:
+        headers = {k: v for k, v in headers.items() if k.lower() not in listed}
     if buffered:
         headers["Content-Type"] = "application/json"
         headers["Accept"] = "application/json"

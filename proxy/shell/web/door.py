@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hmac
+import re
 import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -26,6 +27,8 @@ from ..upstream.client import request_headers
 
 _KEY_HEADERS = ("Authorization", "X-Api-Key", "Api-Key")  # without the fronts' own list
 _BODY_READ = "toolcall_proxy.body_read"
+# What a plain path never holds, decoded: a control character (C0, DEL) or a backslash.
+_NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
 class Door:
@@ -38,6 +41,11 @@ class Door:
         # Where a key may come (the fronts declare theirs), Authorization first.
         self._key_headers = tuple(key_headers)
         self._credential_headers = frozenset(name.lower() for name in self._key_headers)
+        # The names `upstream_headers` drops: by (credentials replaced, request id set).
+        self._dropped = {(credentials, request_id): frozenset(
+            (self._credential_headers if credentials else set())
+            | ({"x-request-id"} if request_id else set()))
+            for credentials in (False, True) for request_id in (False, True)}
 
     @property
     def locked(self) -> bool:
@@ -77,13 +85,13 @@ class Door:
         that key is for the proxy, never for vLLM); the request id always, so that vLLM's
         logs and the proxy's line can be matched."""
         headers = request_headers(incoming, buffered=buffered)
-        if config.upstream_api_key or self._keys:
-            for name in [n for n in headers if n.lower() in self._credential_headers]:
-                del headers[name]
+        credentials = bool(config.upstream_api_key or self._keys)
+        dropped = self._dropped[credentials, bool(request_id)]
+        if dropped:  # (one pass for both: the names it drops, then those it sets, last)
+            headers = {k: v for k, v in headers.items() if k.lower() not in dropped}
         if config.upstream_api_key:
             headers["Authorization"] = f"Bearer {config.upstream_api_key}"
         if request_id:
-            headers = {k: v for k, v in headers.items() if k.lower() != "x-request-id"}
             headers["X-Request-Id"] = request_id
         return headers
 
@@ -116,8 +124,8 @@ def plain_path(target: str) -> bool:
     path = unquote(target.split("?", 1)[0])
     segments = path.split("/")
     return (target.startswith("/") and not target.startswith("//")
-            and not any(s in (".", "..") for s in segments)
-            and "\\" not in path and not any(ord(char) < 32 or ord(char) == 127 for char in path))
+            and "." not in segments and ".." not in segments
+            and _NOT_PLAIN.search(path) is None)
 
 
 def _body_refused(expired: bool) -> ProxyError:
@@ -185,10 +193,12 @@ def read_body(request: Request, max_bytes: int, timeout: float, *, keep: bool = 
 def _read(request: Request, max_bytes: int, keep: bool) -> bytes:
     environ = request.environ
     length = request.content_length
-    if keep and (length is not None or "wsgi.input_terminated" not in environ):
-        return request.get_data(cache=False)  # Content-Length is checked against the limit
     if length is not None and max_bytes and length > max_bytes:
         raise RequestEntityTooLarge()  # not worth reading, even to drop it
+    if keep and length is not None:  # the server's own stream, read to its length at once
+        return environ["wsgi.input"].read(length)  # type: ignore[no-any-return]  # a stream
+    if keep and "wsgi.input_terminated" not in environ:
+        return request.get_data(cache=False)  # (none: Werkzeug reads nothing)
     stream = environ["wsgi.input"] if length is None else request.stream
     pieces = []
     size = 0
