@@ -1,0 +1,1 @@
+"""Tests of `proxy/shell/server`: the worker and its settings."""
