@@ -9,6 +9,7 @@ whole HTTP exchange, and the proxy uses none of it.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import socket
 import threading
 import time
@@ -20,7 +21,7 @@ from urllib.parse import unquote
 import urllib3
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
-from urllib3.util import make_headers, parse_url
+from urllib3.util import SKIP_HEADER, make_headers, parse_url
 
 from ...base.errors import ProxyError, client_disconnected
 from ...base.sse import SseDecoder, SseEventTooLarge
@@ -159,6 +160,14 @@ class Upstream:
                     if tracker is not None:
                         tracker.attach(self)
                     return super().request(*args, **kwargs)
+
+                def putheader(self, header: str, *values: str) -> None:
+                    """http.client's own, straight (urllib3's looks at each value for its
+                    SKIP_HEADER first, a generator a header: kept for a value that is it)."""
+                    if SKIP_HEADER in values:
+                        super().putheader(header, *values)
+                    else:
+                        http.client.HTTPConnection.putheader(self, header, *values)
 
                 @property
                 def is_connected(self) -> bool:
