@@ -1,4 +1,4 @@
-"""What the stack costs before the proxy adds anything: three WSGI apps for `bench.instructions
+"""What the stack costs before the proxy adds anything: WSGI apps for `bench.instructions
 --app`, served by the same gunicorn, worker class and settings as the proxy.
 
 - `bare`: a WSGI function answering every request with a fixed 1 KB JSON body (gunicorn and
@@ -7,7 +7,8 @@
 - `relay`: a Flask view that sends the request's body to the upstream
   (TOOLCALL_PROXY_UPSTREAM, the bench's fake) over one urllib3 pool and returns its answer,
   read whole (the least a relay over the card's stack does);
-- `direct`: the same relay over http.client's own connections, kept (urllib3's layers off).
+- `direct`: the same relay over http.client's own connections, kept (urllib3's layers off);
+- `raw`: that relay as a bare WSGI function (Flask's and Werkzeug's layers off too).
 
     python -m bench.instructions passthrough-json --app bench.floors:bare
 
@@ -79,3 +80,23 @@ def _direct(path: str) -> Response:
     _idle.append(connection)
     return Response(data, status=answer.status,
                     content_type=answer.getheader("Content-Type", "application/json"))
+
+
+def raw(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    """`direct`'s relay as a WSGI function (Flask and Werkzeug off)."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else None
+    connection = _idle.pop() if _idle else http.client.HTTPConnection(
+        _upstream.host or "127.0.0.1", _upstream.port or 80)
+    connection.request(environ["REQUEST_METHOD"], environ["PATH_INFO"], body=body,
+                       headers={"Content-Type": "application/json"})
+    answer = connection.getresponse()
+    data = answer.read()
+    _idle.append(connection)
+    start_response(f"{answer.status} {answer.reason}",
+                   [("Content-Type", answer.getheader("Content-Type", "application/json")),
+                    ("Content-Length", str(len(data)))])
+    return [data]
+
+
+raw.extensions = {}  # type: ignore[attr-defined]

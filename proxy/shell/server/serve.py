@@ -175,7 +175,8 @@ def _is_loopback(host: str) -> bool:
 def _on_starting(server: Arbiter) -> None:
     """Give the workers one fresh, private directory for their Prometheus figures and status
     rings, so /proxy/metrics and /proxy/status report the whole server (prometheus_client
-    multi-process mode); an operator's own (PROMETHEUS_MULTIPROC_DIR) must be private. Bind
+    multi-process mode, loaded here once it is set); an operator's own
+    (PROMETHEUS_MULTIPROC_DIR) must be private. Bind
     the listeners without listening, and keep systemd's notify socket for the workers: the
     port opens, and systemd hears READY=1, when the first worker can serve (`readiness`)."""
     take_notify_socket()
@@ -188,6 +189,11 @@ def _on_starting(server: Arbiter) -> None:
             _fail(f"PROMETHEUS_MULTIPROC_DIR: {exc.strerror or exc}")
     else:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=_PROM_DIR_PREFIX)
+    # prometheus_client, loaded here, before a worker is forked and gevent patches it, keeps
+    # threading's own lock for its files (every write of a figure takes it, and holds it
+    # across no I/O): loaded in a gevent worker, it took gevent's, a Python call a write.
+    # It sees the directory just set, and each worker writes files of its own pid.
+    import prometheus_client.values  # noqa: F401
 
 
 def _on_exit(server: Arbiter) -> None:
