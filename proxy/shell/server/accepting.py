@@ -40,7 +40,8 @@ _FIELDS = 3  # a row: pid, open connections, stamp (ms)
 _WIDTH = 8  # bytes a field (a signed 64-bit integer)
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
+    """The clock of the table's stamps."""
     return int(time.monotonic() * 1000)  # (CLOCK_MONOTONIC: one clock for every process)
 
 
@@ -57,11 +58,12 @@ class AcceptTable:
         fields = self._fields.tolist()
         return [Row(*fields[at:at + _FIELDS]) for at in range(0, len(fields), _FIELDS)]
 
-    def write(self, row: int, pid: int, connections: int) -> None:
-        """Row `row` now: `pid` (0: none accepting) holding `connections`, alive now."""
+    def write(self, row: int, pid: int, connections: int, stamp_ms: int | None = None) -> None:
+        """Row `row`: `pid` (0: none accepting) holding `connections`, alive at `stamp_ms`
+        (now unless given)."""
         at = row * _FIELDS
         self._fields[at + 1] = connections
-        self._fields[at + 2] = _now_ms()
+        self._fields[at + 2] = now_ms() if stamp_ms is None else stamp_ms
         self._fields[at] = pid
 
 
@@ -104,7 +106,7 @@ class Seat:
         """`balance.accepts_now` for this worker, the table read now."""
         if overdue:
             return True
-        others = others_accepting(self.table.read(), self.row, _now_ms())
+        others = others_accepting(self.table.read(), self.row, now_ms())
         return accepts_now(self.connections, others)
 
 
@@ -142,7 +144,10 @@ def _seats(workers: Iterable[Any]) -> list[Seat]:
 
 
 class BalancedServer(StreamServer):
-    """gevent's StreamServer for a gunicorn worker, accepting when `balance` says so."""
+    """gevent's StreamServer for a gunicorn worker, accepting when `balance` says so: one
+    connection a wake-up, each decided on the counts as they are then."""
+
+    max_accept = 1
 
     def __init__(self, listener: Any, handle: Callable[..., object], spawn: Any,
                  seat: Seat, **ssl_args: Any) -> None:
@@ -150,9 +155,11 @@ class BalancedServer(StreamServer):
         self._seat = seat
         self._overdue = False  # a connection waited its patience and is still there
         self._patience: Any = None
+        self.deferrals = 0  # how many times it left a connection to the others
 
     def do_read(self) -> Any:
         if not self._seat.accepts_now(self._overdue):
+            self.deferrals += 1
             self.stop_accepting()
             self._patience = self.loop.timer(PATIENCE_SECONDS)
             self._patience.start(self._patience_over)
@@ -187,10 +194,11 @@ class BalancedAccepts(_Worker):
 
     accept_seat: Seat | None = None  # given by the master (`take_seat`)
 
-    # gunicorn's seam for the server it runs on each listener (pywsgi's for its
-    # gevent_pywsgi worker), read through the worker: here a method of it.
     @property
+    # (a class attribute in gunicorn, read through the worker: here a property)
     def server_class(self) -> Callable[..., StreamServer]:  # type: ignore[override]
+        """gunicorn's seam for the server its gevent worker runs on each listener (pywsgi's
+        for its gevent_pywsgi worker): here one made by this worker."""
         return self._balanced_server
 
     def _balanced_server(self, listener: Any, *, spawn: Any, **options: Any) -> StreamServer:
