@@ -104,10 +104,8 @@ class Seat:
 
     def accepts_now(self, overdue: bool) -> bool:
         """`balance.accepts_now` for this worker, the table read now."""
-        if overdue:
-            return True
         others = others_accepting(self.table.read(), self.row, now_ms())
-        return accepts_now(self.connections, others)
+        return accepts_now(self.connections, others, overdue)
 
 
 # -- in the master: a row for each worker ------------------------------------------------------
