@@ -8,8 +8,11 @@ with deploy/gunicorn.conf.py, `--workers` workers), and per trial opens C connec
 once, sends one buffered tool turn on each (as the bench's closed loop does), reads from
 /proc which worker holds each connection, closes them and waits until the workers have let
 them go. It prints the mean of the busiest worker's share and how often each split came.
+With `--rounds`, it then runs that many rounds of turns back to back on new connections (as
+each round of the bench's buffered scenario does) and prints the busiest worker's share of
+the workers' CPU time.
 
-    python -m bench.accept_split --trials 100 --connections 8 --workers 2
+    python -m bench.accept_split --trials 100 --connections 8 --workers 2 --rounds 20
 """
 
 from __future__ import annotations
@@ -103,11 +106,25 @@ def split(url: str, master: int, raw: bytes, connections: int) -> list[int]:
     return counts
 
 
+def cpu_share(url: str, master: int, raw: bytes, connections: int, seconds: float) -> float:
+    """One round as the bench's buffered scenario runs it (C new connections, turns back to
+    back for `seconds`): the busiest worker's share of the workers' CPU time."""
+    workers = workers_of(master)
+    before = [load.cpu_seconds(pid) for pid in workers]
+    asyncio.run(load.closed_loop(url, lambda _i: raw, concurrency=connections,
+                                 duration=seconds, timeout=30))
+    spent = [load.cpu_seconds(pid) - was for pid, was in zip(workers, before, strict=True)]
+    return max(spent) / max(sum(spent), 1e-9)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.accept_split", description=__doc__)
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="then this many rounds of turns back to back: the CPU split")
+    parser.add_argument("--seconds", type=float, default=2.0, help="a round's length")
     args = parser.parse_args(argv)
     opts = run.parse_args(["--workers", str(args.workers)])
     stack = Stack(opts)
@@ -119,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                                  chat_body(TURN, stream=True, tools=True))
         splits = [split(stack.proxy_url, stack.proxy.pid, raw, args.connections)
                   for _ in range(args.trials)]
+        shares = [cpu_share(stack.proxy_url, stack.proxy.pid, raw, args.connections,
+                            args.seconds) for _ in range(args.rounds)]
     finally:
         stack.stop()
     busiest = [counts[0] for counts in splits]
@@ -129,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
           f" on average, at most {max(busiest)}")
     for counts, times in seen.most_common():
         print(f"  {counts}: {times}")
+    if shares:
+        print(f"{args.rounds} rounds of {args.seconds:g} s: the busiest worker spent "
+              f"{100 * sum(shares) / len(shares):.1f} % of the workers' CPU on average, "
+              f"at most {100 * max(shares):.1f} %")
     return 0
 
 
