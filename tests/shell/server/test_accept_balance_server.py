@@ -16,7 +16,7 @@ from proxy.shell.server.balance import STALE_MS
 from tests.serving import served, wait_for
 
 CONNECTIONS = 8
-TRIALS = 10
+TRIALS = 20
 
 
 def _opened(port: int) -> list[socket.socket]:
@@ -58,10 +58,12 @@ def test_two_workers_share_a_client_s_connections_evenly(fake):
         _both_accepting(server.process.pid, server.port)
         splits = [_split(server.process.pid, server.port) for _ in range(TRIALS)]
     assert all(sum(counts) == CONNECTIONS for counts in splits), splits
-    even = [counts for counts in splits if counts[0] <= 5]
-    # (a margin for a machine so loaded that a worker sleeps through the patience)
-    assert len(even) >= TRIALS - 3, splits
-    assert max(counts[0] for counts in splits) <= 6, splits
+    busiest = [counts[0] for counts in splits]
+    # 4/4 or 5/3, with a margin for a machine so loaded that a worker sleeps through the
+    # patience now and then (at a load average of 9 on 2 cores: 4.1 to 4.5 on average,
+    # 6/2 at worst; gunicorn alone: 5.4 on average, 7/1 and 8/0 among 40)
+    assert sum(busiest) / TRIALS <= 4.75, splits
+    assert max(busiest) <= 6, splits
 
 
 def test_a_single_worker_serves_every_connection(fake):
