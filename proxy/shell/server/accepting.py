@@ -142,10 +142,9 @@ def _seats(workers: Iterable[Any]) -> list[Seat]:
 
 
 class BalancedServer(StreamServer):
-    """gevent's StreamServer for a gunicorn worker, accepting when `balance` says so: one
-    connection a wake-up, each decided on the counts as they are then."""
-
-    max_accept = 1
+    """gevent's StreamServer for a gunicorn worker, accepting when `balance` says so (beside
+    other workers, one connection a wake-up, as gunicorn sets it: each decided on the counts
+    as they are then)."""
 
     def __init__(self, listener: Any, handle: Callable[..., object], spawn: Any,
                  seat: Seat, **ssl_args: Any) -> None:

@@ -90,6 +90,7 @@ def _serving(seat: Seat) -> tuple[BalancedServer, list[Any]]:
     seat.sit()
     server = BalancedServer(listener, lambda client, address: handled.append(client),
                             Pool(10), seat)
+    server.max_accept = 1  # as the worker sets it beside others
     server.start()
     return server, handled
 
@@ -192,6 +193,15 @@ def test_the_worker_s_listeners_are_served_in_balance_one_accept_a_wake_up() -> 
     assert isinstance(server, BalancedServer)
     assert server.max_accept == 1  # as gunicorn's own, with several workers
     assert worker.accept_seat.table.read()[1].pid == os.getpid()
+    server.close()
+
+
+def test_a_single_worker_accepts_as_many_a_wake_up_as_gevent_does() -> None:
+    worker = _Worker(workers=1)
+    worker.accept_seat = Seat(AcceptTable(2), 0)
+    server = worker.server_class(_listener(), application=None, spawn=Pool(4), log=None,
+                                 handler_class=None, environ={})
+    assert server.max_accept == StreamServer.max_accept
     server.close()
 
 
