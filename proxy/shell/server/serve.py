@@ -31,6 +31,7 @@ from ...base.config import Config, mask_url
 from ...base.errors import ProxyError
 from ..config_load import ConfigError, load_config
 from ..web.run_dir import fresh_run_dir, unsafe_run_dir
+from .accepting import BalancedAccepts, leave_seat, take_seat
 from .head_wait import HEAD_SECONDS, HeadTimeouts
 from .readiness import bind_unopened, open_listeners, take_notify_socket
 
@@ -91,6 +92,7 @@ def gunicorn_settings(config: Config, environ: Mapping[str, str] = os.environ) -
         "control_socket_disable": True,
         "proc_name": "toolcall-proxy",
         "on_starting": _on_starting,
+        "pre_fork": take_seat,
         "when_ready": lambda server: _announce(config, server.log.info),
         "post_fork": _post_fork,
         "post_worker_init": _post_worker_init,
@@ -251,10 +253,11 @@ def settle_collector() -> None:
 
 
 def _child_exit(server: Arbiter, worker: Any) -> None:
-    """A worker's live gauges leave with it."""
+    """A worker's live gauges leave with it, and its row of the accept table."""
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)
+    leave_seat(worker)
 
 
 # -- the worker: errors in the envelope, Ctrl-C drains -----------------------------------------
@@ -364,13 +367,14 @@ def _worker_class(name: str, head_seconds: float = HEAD_SECONDS) -> type:
     """gunicorn's worker class `name` (`gevent`, `gthread`, `sync` or a dotted path) with
     `EnvelopeErrors` mixed in, and for the gevent worker `HeadTimeouts` (a request head's
     own timeout, idle connections closed on stop; gthread closes those itself, sync keeps
-    none; gevent_pywsgi is gevent's own server)."""
+    none; gevent_pywsgi is gevent's own server) and `BalancedAccepts` (a busier worker
+    leaves a new connection to a less busy one, `accepting`)."""
     base = gunicorn_util.load_class(name)
     mixins: tuple[type, ...] = (EnvelopeErrors,)
     gevent_streams = any(kind.__module__ == "gunicorn.workers.ggevent"
                          and kind.__name__ == "GeventWorker" for kind in base.__mro__)
     if gevent_streams and base.server_class is None:
-        mixins += (HeadTimeouts,)
+        mixins += (HeadTimeouts, BalancedAccepts)
     return type(f"Proxy{base.__name__}", (*mixins, base),
                 {"__module__": __name__, "HEAD_SECONDS": head_seconds})
 
