@@ -14,6 +14,7 @@ import orjson
 
 from ..base.config import Config
 from ..base.errors import ProxyError
+from ..base.frozen import replaced
 from ..base.ids import random_alnum
 from ..base.sse import event
 from ..turn.context_window import refuses_window
@@ -259,8 +260,7 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan[None] | PassthroughPla
     out of the turn when `reasoning_field` (this wire's setting alone) drops it."""
     plan = plan_chat(incoming.body, config)
     if isinstance(plan, TurnPlan) and plan.config.reasoning_field == "drop":
-        return dataclasses.replace(plan, extraction=dataclasses.replace(
-            plan.extraction, reasoning_shown=False))
+        return replaced(plan, extraction=replaced(plan.extraction, reasoning_shown=False))
     return plan
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import orjson
 
 from ..base.config import Config
 from ..base.errors import ProxyError, bad_request
+from ..base.frozen import replaced
 from ..base.json_depth import MAX_DEPTH, deep_path, deeper_than
 from ..toolcalls.exact_json import loads as exact_loads
 from ..toolcalls.registry import template_opens_thinking
@@ -63,7 +64,7 @@ class TurnPlan(Generic[FrontData]):
         """This plan reading thinking by `rule` (itself, when `rule` is the one it has)."""
         if rule is self.extraction.thinking:
             return self
-        return replace(self, extraction=replace(self.extraction, thinking=rule))
+        return replaced(self, extraction=replaced(self.extraction, thinking=rule))
 
 
 @dataclass(frozen=True)
