@@ -23,6 +23,7 @@ def replaced(value: T, **changes: Any) -> T:
     cls: type = type(value)
     names = _copied_fields(cls)
     if names is None:
+        # (mypy sees any T here; a value that is no dataclass is refused there, as ever)
         return dataclasses.replace(value, **changes)  # type: ignore[type-var]
     if not names.issuperset(changes):
         unknown = ", ".join(sorted(set(changes) - names))
