@@ -64,7 +64,8 @@ def test_a_copy_is_the_value_replace_makes_and_the_original_stays():
 def test_no_change_is_an_equal_value_of_its_own():
     original = Plain("a")
     copy = replaced(original)
-    assert copy == original and copy is not original
+    assert copy == original
+    assert copy is not original
 
 
 def test_a_change_naming_no_field_is_refused():
