@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .frozen import replaced
+
 
 @dataclass(frozen=True)
 class Config:
@@ -130,7 +132,7 @@ class Config:
         for glob, values in self.models:
             if fnmatch.fnmatchcase(model, glob):
                 overrides.update(values)
-        return dataclasses.replace(self, **overrides) if overrides else self
+        return replaced(self, **overrides) if overrides else self
 
     def summary(self) -> dict[str, Any]:
         """The settings without secrets: API keys counted or flagged, never shown, and URLs

@@ -8,12 +8,14 @@ import dataclasses
 import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import orjson
 
 from ..base.config import Config
 from ..base.errors import ProxyError
+from ..base.frozen import replaced
 from ..base.ids import random_alnum
 from ..base.sse import event
 from ..turn.context_window import refuses_window
@@ -41,18 +43,22 @@ class StreamIdentity:
         """A fresh identity, minted before upstream has answered."""
         return cls(f"chatcmpl-{random_alnum(24)}", int(time.time()), model)
 
-
-def _chunk(ident: StreamIdentity, choices: list[dict[str, Any]], **extra: Any) -> bytes:
-    body = {"id": ident.id, "object": "chat.completion.chunk", "created": ident.created,
-            "model": ident.model, "choices": choices, **extra}
-    return event(body)
+    @cached_property
+    def opening(self) -> bytes:
+        """Every chunk's bytes up to its first choice, written once for the stream: the
+        SSE event's `data: `, then the chunk object's members before `choices`' items."""
+        return (b'data: {"id":' + orjson.dumps(self.id)
+                + b',"object":"chat.completion.chunk","created":' + orjson.dumps(self.created)
+                + b',"model":' + orjson.dumps(self.model) + b',"choices":[')
 
 
 def _delta(ident: StreamIdentity, index: int, delta: dict[str, Any],
            finish_reason: str | None = None, logprobs: Any = None) -> bytes:
+    """One chunk of one choice: the stream's opening, the choice, the chunk's end (the bytes
+    orjson writes for the whole chunk, its identity written once per stream)."""
     choice = {"index": index, "delta": delta, "logprobs": logprobs,
               "finish_reason": finish_reason}
-    return _chunk(ident, [choice])
+    return ident.opening + orjson.dumps(choice) + b"]}\n\n"
 
 
 def role_chunks(ident: StreamIdentity) -> bytes:
@@ -122,7 +128,7 @@ def completion_chunks(ident: StreamIdentity, result: TurnResult, include_usage: 
             yield _delta(ident, index, {}, STOP)
     usage = usage_of(result.usage)
     if include_usage and usage:
-        yield _chunk(ident, [], usage=usage)
+        yield ident.opening + b'],"usage":' + orjson.dumps(usage) + b"}\n\n"
     yield DONE
 
 
@@ -259,8 +265,7 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan[None] | PassthroughPla
     out of the turn when `reasoning_field` (this wire's setting alone) drops it."""
     plan = plan_chat(incoming.body, config)
     if isinstance(plan, TurnPlan) and plan.config.reasoning_field == "drop":
-        return dataclasses.replace(plan, extraction=dataclasses.replace(
-            plan.extraction, reasoning_shown=False))
+        return replaced(plan, extraction=replaced(plan.extraction, reasoning_shown=False))
     return plan
 
 

@@ -169,9 +169,11 @@ def _native_calls(calls: Any, finish: str | None, settings: ExtractionSettings,
     """Tool calls the upstream already parsed, with arguments made JSON-object strings;
     names checked as _native_name says (as they would be if the model had written the call
     as text)."""
-    kept = []
+    kept: list[Call] = []
+    if not isinstance(calls, list) or not calls:
+        return kept  # (the usual answer: no call parsed, no names to look up)
     names = ToolNames(settings.tools)
-    for call in calls if isinstance(calls, list) else []:
+    for call in calls:
         function = call.get("function") if isinstance(call, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
         if not isinstance(function, dict) or not isinstance(name, str) or not name:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import orjson
 
 from ..base.config import Config
 from ..base.errors import ProxyError, bad_request
+from ..base.frozen import replaced
 from ..base.json_depth import MAX_DEPTH, deep_path, deeper_than
 from ..toolcalls.exact_json import loads as exact_loads
 from ..toolcalls.registry import template_opens_thinking
@@ -63,7 +64,7 @@ class TurnPlan(Generic[FrontData]):
         """This plan reading thinking by `rule` (itself, when `rule` is the one it has)."""
         if rule is self.extraction.thinking:
             return self
-        return replace(self, extraction=replace(self.extraction, thinking=rule))
+        return replaced(self, extraction=replaced(self.extraction, thinking=rule))
 
 
 @dataclass(frozen=True)
@@ -147,30 +148,31 @@ def _chosen_function(tool_choice: Any, schemas: dict[str, Any]) -> str | None:
     return name
 
 
-def _check_messages(messages: list[Any]) -> None:
-    """The parts of each message the proxy reads (its role, its calls) of the right type: a
-    400 naming the field, as upstream would answer, before the proxy relies on them."""
+def _read_messages(messages: list[Any]) -> tuple[int, list[dict[str, Any]]]:
+    """The conversation read once: the parts of each message the proxy reads (its role, its
+    calls) checked to be of the right type (a 400 naming the field, as upstream would
+    answer, before the proxy relies on them); the tool calls it already holds (assistant
+    `tool_calls` and `function_call`), and the tools its system messages declare
+    (`declared_in_messages`)."""
+    history = 0
+    declared: list[dict[str, Any]] = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise bad_request(f"messages[{i}] must be an object.", f"messages[{i}]")
-        if not isinstance(message.get("role"), str):
+        role = message.get("role")
+        if not isinstance(role, str):
             raise bad_request(f"messages[{i}].role must be a string.", f"messages[{i}].role")
         calls = message.get("tool_calls")
         if calls is not None and not (isinstance(calls, list)
                                       and all(isinstance(call, dict) for call in calls)):
             raise bad_request(f"messages[{i}].tool_calls must be a list of objects.",
                                f"messages[{i}].tool_calls")
-
-
-def count_tool_calls(messages: list[Any]) -> int:
-    """Tool calls the conversation already holds (assistant `tool_calls` and `function_call`)."""
-    count = 0
-    for message in messages:
-        if isinstance(message, dict) and message.get("role") == "assistant":
-            calls = message.get("tool_calls")
-            count += len(calls) if isinstance(calls, list) else 0
-            count += 1 if isinstance(message.get("function_call"), dict) else 0
-    return count
+        if role == "assistant":
+            history += len(calls) if calls is not None else 0
+            history += 1 if isinstance(message.get("function_call"), dict) else 0
+        elif role in _DECLARING:
+            declared += _declared_by(message)
+    return history, declared
 
 
 def is_buffered(body: dict[str, Any]) -> bool:
@@ -179,6 +181,9 @@ def is_buffered(body: dict[str, Any]) -> bool:
     tools = body.get("tools")
     offered = (isinstance(tools, list) and bool(tools)) or bool(declared_in_messages(body))
     return offered and body.get("tool_choice") != "none"
+
+
+_DECLARING = ("system", "developer")  # the roles whose messages may declare tools
 
 
 def declared_in_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -190,14 +195,21 @@ def declared_in_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     messages = body.get("messages")
     found: list[dict[str, Any]] = []
     for message in messages if isinstance(messages, list) else ():
-        tools = message.get("tools") if isinstance(message, dict) and message.get(
-            "role") in ("system", "developer") else None
-        for tool in tools if isinstance(tools, list) else ():
-            function = tool.get("function", tool) if isinstance(tool, dict) else None
-            if isinstance(function, dict) and isinstance(function.get("name"), str) and (
-                    function["name"]) and isinstance(function.get("parameters", {}),
-                                                     dict | None):
-                found.append({"type": "function", "function": function})
+        if isinstance(message, dict) and message.get("role") in _DECLARING:
+            found += _declared_by(message)
+    return found
+
+
+def _declared_by(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The function tools one system message declares (`declared_in_messages`)."""
+    tools = message.get("tools")
+    found: list[dict[str, Any]] = []
+    for tool in tools if isinstance(tools, list) else ():
+        function = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str) and (
+                function["name"]) and isinstance(function.get("parameters", {}),
+                                                 dict | None):
+            found.append({"type": "function", "function": function})
     return found
 
 
@@ -246,16 +258,15 @@ def plan_turn(body: dict[str, Any], config: Config, *, client_stream: bool,
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise bad_request("messages must be a list.", "messages")
-    _check_messages(messages)
+    history, declared = _read_messages(messages)
     tools = body.get("tools")
     tools = tools if isinstance(tools, list) else []
     listed = _tool_schemas(tools)
     schemas = dict(listed)  # and the tools a system message declares (Kimi K3), after them
-    for name, parameters in _tool_schemas(declared_in_messages(body)).items():
+    for name, parameters in _tool_schemas(declared).items():
         schemas.setdefault(name, parameters)
     tool_choice = body.get("tool_choice") if schemas else None
     only = _chosen_function(tool_choice, schemas)
-    history = count_tool_calls(messages)
     limit = config.loop_guard_max_tool_calls
     if limit and history > limit:
         raise bad_request(

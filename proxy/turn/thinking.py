@@ -12,9 +12,10 @@ content; a lone closer only where it is not a mention (`closers.lone_close`)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..base.frozen import replaced
 from .assemble import CONTENT, REASONING
 from .closers import (
     BLOCKED,
@@ -143,9 +144,9 @@ def learned_rule(rule: ThinkingRule, model: str, memory: ThinkingMemory) -> Thin
     if not rule.learns:
         return rule
     if memory.knows(model):
-        return rule if rule.cut_opened else replace(rule, cut_opened=True)
+        return rule if rule.cut_opened else replaced(rule, cut_opened=True)
     if memory.answers_plainly(model):
-        return replace(rule, lone_close=False)
+        return replaced(rule, lone_close=False)
     return rule
 
 

@@ -31,13 +31,13 @@ keeps this copy equal to it; "live" is waiting or streaming):
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from ..base.errors import ProxyError, proxy_restarting
+from ..base.frozen import replaced
 from .context_window import Refit
 from .core import Answer, Decision
 
@@ -232,7 +232,7 @@ def render(table: tuple[Row, ...]) -> str:
 
 
 def _done(state: Waiting, action: Action) -> tuple[Waiting, list[Action]]:
-    return dataclasses.replace(state, phase=Phase.DONE), [action]
+    return replaced(state, phase=Phase.DONE), [action]
 
 
 def _always(state: Waiting, event: Any) -> bool:
@@ -247,7 +247,7 @@ def _timed_out(state: Waiting, event: Tick) -> tuple[Waiting, list[Action]]:
 
 def _commit(state: Waiting, event: Tick | Arrived) -> Waiting:
     """The stream's head goes out now: the first heartbeat a beat later."""
-    return dataclasses.replace(state, phase=Phase.STREAMING, next_beat=event.now + state.beat)
+    return replaced(state, phase=Phase.STREAMING, next_beat=event.now + state.beat)
 
 
 def _commit_and_wait(state: Waiting, event: Tick) -> tuple[Waiting, list[Action]]:
@@ -256,7 +256,7 @@ def _commit_and_wait(state: Waiting, event: Tick) -> tuple[Waiting, list[Action]
 
 
 def _beat(state: Waiting, event: Tick) -> tuple[Waiting, list[Action]]:
-    state = dataclasses.replace(state, next_beat=event.now + state.beat)
+    state = replaced(state, next_beat=event.now + state.beat)
     return state, [Heartbeat(), _wait(state, event.now)]
 
 
@@ -267,18 +267,18 @@ def _commit_and_flow(state: Waiting, event: Arrived) -> tuple[Waiting, list[Acti
 
 def _flow(state: Waiting, event: Arrived) -> tuple[Waiting, list[Action]]:
     """Live text goes out at once and puts off the next heartbeat."""
-    return dataclasses.replace(state, next_beat=event.now + state.beat), [Flow()]
+    return replaced(state, next_beat=event.now + state.beat), [Flow()]
 
 
 def _fit(state: Waiting, event: Decided) -> tuple[Waiting, list[Action]]:
-    state = dataclasses.replace(state, fitted=True)
+    state = replaced(state, fitted=True)
     decision = event.decision
     assert not isinstance(decision, Answer)  # the row's guard (_to_fit): a failure with a fit
     return state, [AskAgain(decision.fit), _wait(state, event.now)]
 
 
 def _retry(state: Waiting, event: Decided) -> tuple[Waiting, list[Action]]:
-    state = dataclasses.replace(state, retries_left=state.retries_left - 1)
+    state = replaced(state, retries_left=state.retries_left - 1)
     return state, [AskAgain(), _wait(state, event.now)]
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import orjson
+
 from proxy.base.sse import SseDecoder
 from proxy.fronts.chat import StreamIdentity, completion_chunks, heartbeat, role_chunks
 from proxy.turn.normalize import ExtractionSettings, normalize
@@ -100,3 +102,20 @@ def test_decoder_is_indifferent_to_where_the_bytes_are_cut():
     for cut in range(len(raw) + 1):
         decoder = SseDecoder()
         assert decoder.feed(raw[:cut]) + decoder.feed(raw[cut:]) == [b"one", b"two", b"three"]
+
+
+def test_each_chunk_is_the_bytes_orjson_writes_for_it():
+    # the identity is written once per stream, the rest per chunk: the bytes are still one
+    # orjson document per event, keys in OpenAI's order, whatever the strings hold
+    ident = StreamIdentity('chatcmpl-"q"\\', 1 << 40, "m\u2028é😀</script>")
+    completion = _completion('Reading "it".\n<tool_call>{"name": "read", "arguments": '
+                             '{"path": "a"}}</tool_call>', reasoning="hm\n")
+    raw = role_chunks(ident) + b"".join(completion_chunks(ident, completion, True))
+    events = raw.split(b"\n\n")[:-2]  # (the last is [DONE])
+    for data in events:
+        chunk = orjson.loads(data.removeprefix(b"data: "))
+        assert data == b"data: " + orjson.dumps(chunk)
+        assert list(chunk)[:5] == ["id", "object", "created", "model", "choices"]
+        assert (chunk["id"], chunk["created"], chunk["model"]) == (
+            ident.id, ident.created, ident.model)
+    assert orjson.loads(events[-1].removeprefix(b"data: "))["usage"]["total_tokens"] == 52

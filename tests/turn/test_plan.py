@@ -86,6 +86,14 @@ def test_loop_guard_counts_history_tool_calls():
     assert caught.value.code == "tool_call_loop_guard"
 
 
+def test_the_history_counts_assistant_calls_and_function_calls_only():
+    messages = [*_history(2),
+                {"role": "assistant", "content": None,
+                 "function_call": {"name": "read", "arguments": "{}"}},
+                {"role": "user", "content": "x", "tool_calls": [{"id": "not a call"}]}]
+    assert _plan(tools=TOOLS, messages=messages).history_tool_calls == 3
+
+
 def test_loop_guard_zero_disables_it():
     config = Config(loop_guard_max_tool_calls=0)
     raw = orjson.dumps({"messages": _history(5000), "tools": TOOLS})
@@ -144,6 +152,13 @@ def test_tools_of_the_request_and_of_its_messages_are_offered_together():
 def test_what_no_message_declares_as_tools_is_no_tool(messages):
     plan = _plan(messages=messages)
     assert plan.mode == "passthrough"
+
+
+def test_on_a_tool_turn_only_system_messages_declare_tools():
+    plan = _plan(tools=TOOLS, messages=[
+        {"role": "user", "content": "hi", "tools": [_SEARCH]},
+        {"role": "developer", "content": "", "tools": [{"name": "exec"}]}])
+    assert list(plan.extraction.tools) == ["get_weather", "read", "exec"]
 
 
 def test_tool_choice_none_leaves_message_declared_tools_unasked():

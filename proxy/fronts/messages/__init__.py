@@ -12,9 +12,8 @@ arguments JSON) → `content_block_stop`, then `message_delta` (stop_reason, usa
 
 from __future__ import annotations
 
-import dataclasses
-
 from ...base.config import Config
+from ...base.frozen import replaced
 from ...turn.plan import TurnPlan, parse_body, plan_turn
 from .. import COUNT, Counter, Front, Incoming, Route, Sample
 from .count import count_of, count_request, count_response
@@ -42,7 +41,7 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan[MessagesData]:
     request = translate(body, config)
     plan = plan_turn(request.body, config, client_stream=request.stream, include_usage=False,
                      front_data=MessagesData(request.model, request.stop_sequences))
-    return dataclasses.replace(plan, rewrites=(*request.rewrites, *plan.rewrites))
+    return replaced(plan, rewrites=(*request.rewrites, *plan.rewrites))
 
 
 FRONT: Front[MessagesData] = Front(

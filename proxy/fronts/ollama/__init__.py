@@ -16,7 +16,6 @@ Ollama streams (`catalog`), and every other request to the endpoints that manage
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +24,7 @@ import orjson
 
 from ...base.config import Config
 from ...base.errors import bad_request
+from ...base.frozen import replaced
 from ...turn.plan import TurnPlan, parse_body, plan_turn
 from .. import CATALOG, EXCHANGE, Ask, Front, Incoming, Reply, Route, Sample
 from . import catalog, embed
@@ -79,8 +79,8 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan[OllamaData] | Reply | 
                      front_data=OllamaData(request.model, GENERATE if generate else CHAT,
                                            started))
     # The thinking is Ollama's own field, whatever the chat front's setting says.
-    return dataclasses.replace(
-        plan, extraction=dataclasses.replace(plan.extraction, reasoning_shown=True),
+    return replaced(
+        plan, extraction=replaced(plan.extraction, reasoning_shown=True),
         rewrites=(*request.rewrites, *plan.rewrites), context_asked=request.num_ctx)
 
 

@@ -9,13 +9,13 @@ API's default), the answer is kept by the shell's store so that `previous_respon
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import orjson
 
 from ...base.config import Config
 from ...base.errors import ProxyError, bad_request
+from ...base.frozen import replaced
 from ...turn.plan import PassthroughPlan, TurnPlan, parse_body, plan_turn
 from ...turn.result import TurnResult
 from .. import (
@@ -91,7 +91,7 @@ def parse(incoming: Incoming, config: Config) -> TurnPlan[ResponsesData] | Passt
                              items=tuple(translation.items))
     plan = plan_turn(translation.body, config.for_model(model), client_stream=stream,
                      include_usage=False, front_data=turn)
-    return dataclasses.replace(plan, rewrites=plan.rewrites + tuple(translation.notes))
+    return replaced(plan, rewrites=plan.rewrites + tuple(translation.notes))
 
 
 def render_json(plan: TurnPlan[ResponsesData], result: TurnResult) -> bytes:

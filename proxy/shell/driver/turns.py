@@ -37,6 +37,7 @@ ClientAction = (turn.Commit | turn.Flow | turn.Heartbeat | turn.Keep | turn.Deli
                 | turn.Fail | turn.Abandon)
 _CLIENT = (turn.Commit, turn.Flow, turn.Heartbeat, turn.Keep, turn.Deliver, turn.Fail,
            turn.Abandon)
+_CLIENT_OR_WAIT = (*_CLIENT, turn.Wait)  # where the actions carried out at once stop
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -88,7 +89,7 @@ class Driver:
         """Carry out the queued actions until one is for the client's response or a Wait
         (that one, and what follows it, stay queued)."""
         queue = self._queue
-        while queue and not isinstance(queue[0], (*_CLIENT, turn.Wait)):
+        while queue and not isinstance(queue[0], _CLIENT_OR_WAIT):
             self._carry_out(queue.popleft())
 
     def actions(self) -> Generator[ClientAction, None, None]:

@@ -6,9 +6,9 @@ it. Pure: the profile comes with the events, the time too; the log's words are a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
+from ...base.frozen import replaced
 from ..constrained import policy as reask
 from ..constrained.dialects import (
     JSON,
@@ -81,8 +81,8 @@ class Asks:
         of calls alone, read by any format."""
         last = self.state.last
         if last is not None and last.dialect is not None and last.dialect.shape == JSON:
-            return replace(self.plan, extraction=replace(self.plan.extraction,
-                                                         formats=("auto",)))
+            return replaced(self.plan, extraction=replaced(self.plan.extraction,
+                                                           formats=("auto",)))
         return self.plan
 
     def recovered(self, decision: Decision) -> bool:
