@@ -53,9 +53,13 @@ _LEAD_MAX = 400  # a lead-in longer than this is prose the structure is part of
 _LEAD_LINES = 3
 _SIGN_OFF_MAX = 160  # one line
 _THINK = re.compile(r"\s*+<(think|thinking|seed:think)>(?:[^<]++|<(?!/\1>))*+</\1>")
-# The first structure of the answer: a code block, JSON, or an identifier right before `(`/`{`.
-_STRUCTURE = re.compile(r"<tool_code>|```|~~~|[{\[]"
-                        r"|(?<![\w.\-$])([A-Za-z_][\w\-]{0,127}+)(?=[({])")
+# The first structure of the answer: a code block, JSON, or an identifier right before `(`/`{`
+# (`_first_structure`). Found from the characters that open one, which a fast scan finds
+# (a pattern that starts with a lookbehind is tried at every position of the prose).
+_OPENING = re.compile(r"<tool_code>|```|~~~|[{\[(]")
+_WORD_CHAR = re.compile(r"[\w\-]")
+_NAME_BEFORE = re.compile(r"(?<![\w.\-$])[A-Za-z_][\w\-]{0,127}+(?=[({])")
+_NAME_MAX = 128
 _FENCE_OPEN = re.compile(r"(```|~~~)[ \t]*+(tool_code|tool_call|tool_calls|python|py|json)"
                          r"[ \t]*+\r?\n")
 _CODE_OPEN, _CODE_CLOSE = "<tool_code>", "</tool_code>"
@@ -69,7 +73,9 @@ _NOT_SIGN_OFF = re.compile(
     r"replace|usage|would|could|instead|looks? like|how to|you can|means?|shows?|shown|shape|"
     r"(?:not|never|n't) (?:be )?(?:run|ran|called|executed|sent))\b"
     r"|\A(?:this|that|these|those|here|above|it|its|such|which|where)\b", re.IGNORECASE)
-_CODE_IN_LEAD_IN = re.compile(r"[`=;{}$<>]|\b(?:await|return|const|let|var|def|lambda)\s")
+_CODE_CHAR = re.compile(r"[`=;{}$<>]")
+_CODE_WORDS = ("await", "return", "const", "let", "var", "def", "lambda")
+_CODE_WORD = re.compile(r"\b(?:await|return|const|let|var|def|lambda)\s")
 POSITIONAL = "positional_argument_named"  # the repair: the one required parameter's value
 OBJECT_ARGUMENT = "object_argument_as_arguments"  # the repair: `NAME({…})`
 
@@ -94,8 +100,33 @@ def _lead_in_ok(lead_in: str) -> bool:
     quotation block."""
     lines = [line for line in lead_in.splitlines() if line.strip()]
     return (len(lead_in) <= _LEAD_MAX and len(lines) <= _LEAD_LINES
-            and _CODE_IN_LEAD_IN.search(lead_in) is None
+            and not _holds_code(lead_in)
             and not any(line.lstrip().startswith(">") for line in lines))
+
+
+def _holds_code(lead_in: str) -> bool:
+    """A character of code, or a keyword of one before a space (each word looked for first:
+    prose rarely holds one)."""
+    return (_CODE_CHAR.search(lead_in) is not None
+            or (any(word in lead_in for word in _CODE_WORDS)
+                and _CODE_WORD.search(lead_in) is not None))
+
+
+def _first_structure(text: str, body: int, end: int) -> int | None:
+    """Where the first structure in text[body:end] starts: `<tool_code>`, a fence, `{` or
+    `[`, or a name (not after a dot) right before `(` or `{`; None when there is none.
+    A name ends at an opening `(`/`{`, so each is looked back from."""
+    pos = body
+    while (opening := _OPENING.search(text, pos, end)) is not None:
+        at = opening.start()
+        if text[at] in "({" and at > body and _WORD_CHAR.match(text, at - 1) is not None:
+            name = _NAME_BEFORE.search(text, max(body, at - _NAME_MAX), at + 1)
+            if name is not None:
+                return name.start()
+        if text[at] != "(":
+            return at
+        pos = at + 1
+    return None
 
 
 def _call_expression(doc: Document, names: ToolNames, start: int, end: int,
@@ -347,10 +378,10 @@ class _Reader:
         if text[body] == '"':
             start = body  # a whole answer that is one JSON string
         else:
-            first = _STRUCTURE.search(text, body, min(len(text), body + _LEAD_MAX + 1))
+            first = _first_structure(text, body, min(len(text), body + _LEAD_MAX + 1))
             if first is None:
                 return None
-            start = first.start()
+            start = first
         if start > body and not _lead_in_ok(text[body:start]):
             return None
         line = text[max(body, text.rfind("\n", body, start) + 1):start]
