@@ -158,6 +158,15 @@ class Connection(http.client.HTTPConnection):
             raise NewConnectionError(self,  # type: ignore[arg-type]
                                      f"Failed to establish a new connection: {exc}") from exc
 
+    def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
+        """The request's head and its body (bytes) in one write, where http.client (and
+        urllib3) make two: the same bytes, one segment, one trip through the hub."""
+        buffer = self._buffer  # type: ignore[attr-defined]  # http.client's, private
+        buffer.extend((b"", b""))
+        head = b"\r\n".join(buffer)
+        del buffer[:]
+        self.send(head + message_body if message_body else head)
+
 
 @dataclass
 class Answer:
