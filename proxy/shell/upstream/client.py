@@ -31,6 +31,7 @@ from ...turn.machine.events import Unreached as Unreached  # where the turn read
 from ...turn.machine.events import UpstreamOutcome
 from ..runtime.background import new_event, readable_now, run_beside
 from . import head  # noqa: F401 (answers' header blocks read without the email package)
+from .direct import DirectPool, Framing, framing
 from .options import NO_RETRIES, pool_timeout
 from .options import Timeouts as Timeouts  # still importable from here, as before
 
@@ -147,6 +148,11 @@ class Upstream:
                 ca_certs=_ca_bundle(), **options)
         else:
             self.pool = plain(parsed.host, parsed.port or 80, **options)
+        # The calls that read the whole answer go on http.client's connections straight, for
+        # a plain-HTTP upstream (HTTPS, and a host named with its root's dot, stay urllib3's).
+        self._direct = (DirectPool(self.pool.host, self.pool.port or 80, pool_size)
+                        if parsed.scheme == "http" and not self.pool.host.endswith(".")
+                        else None)
 
     def _tracked_pools(self) -> tuple[type[HTTPConnectionPool], type[HTTPSConnectionPool]]:
         """Connection pools whose connections report themselves to the calling thread's
@@ -213,31 +219,69 @@ class Upstream:
     def _request(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
                  timeouts: Timeouts, *, preload: bool) -> urllib3.BaseHTTPResponse:
         """One request on a pooled connection: no retries, no redirects followed."""
-        if self._auth:  # credentials in the upstream URL win, as `requests` made them
-            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
-            headers.update(self._auth)
+        headers = self._with_auth(headers)
         return self.pool.urlopen(method, self._prefix + path, body=body, headers=headers,
                                  timeout=pool_timeout(timeouts),
                                  retries=NO_RETRIES, redirect=False, assert_same_host=False,
                                  preload_content=preload, decode_content=preload)
+
+    def _with_auth(self, headers: dict[str, str]) -> dict[str, str]:
+        """`headers` with the credentials of the upstream URL, which win, as `requests` made
+        them."""
+        if not self._auth:
+            return headers
+        headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+        headers.update(self._auth)
+        return headers
+
+    def _direct_for(self, headers: dict[str, str],
+                    ) -> tuple[DirectPool, dict[str, str], Framing] | None:
+        """The direct pool, the headers sent on it and how; None: urllib3's way (an HTTPS
+        upstream, or headers the direct path leaves to urllib3)."""
+        direct = self._direct
+        if direct is None:
+            return None
+        sent = self._with_auth(headers)
+        framed = framing(sent)
+        return None if framed is None else (direct, sent, framed)
 
     def complete(self, path: str, body: bytes, headers: dict[str, str], timeouts: Timeouts,
                  tracker: _ConnectionTracker | None = None, max_bytes: int = 0,
                  ) -> UpstreamReply:
         """POST and read the whole answer, at most `max_bytes` of it (0: no limit);
         ProxyError when the upstream cannot be reached or answers too much."""
-        response = self.open("POST", path, body, headers, timeouts, tracker)
+        chosen = self._direct_for(headers)
+        if chosen is None:
+            response = self.open("POST", path, body, headers, timeouts, tracker)
+            try:
+                return UpstreamReply(response.status, dict(response.headers),
+                                     self._read_all(response, max_bytes))
+            except _FAILURES as exc:
+                raise self._cut(exc, timeouts, tracker) from None
+        direct, sent, framed = chosen
         try:
-            return UpstreamReply(response.status, dict(response.headers),
-                                 self._read_all(response, max_bytes))
+            answer = direct.send("POST", self._prefix + path, body or None, sent, framed,
+                                 timeouts, tracker)
         except _FAILURES as exc:
             if tracker is not None and tracker.cancelled:
                 raise tracker.cancelled_error() from None
-            if isinstance(exc, (ReadTimeoutError, socket.timeout)):
-                raise self._failure(exc, timeouts) from None
-            raise ProxyError(502, "The upstream's answer broke off before its end "
-                             f"({type(exc).__name__}).", type_="upstream_error",
-                             code="upstream_cut") from None
+            raise self._failure(exc, timeouts) from None
+        try:
+            return UpstreamReply(answer.status, answer.headers,
+                                 direct.read_all(answer, max_bytes))
+        except _FAILURES as exc:
+            raise self._cut(exc, timeouts, tracker) from None
+
+    def _cut(self, exc: Exception, timeouts: Timeouts,
+             tracker: _ConnectionTracker | None) -> ProxyError:
+        """Why a buffered answer's body stopped before its end."""
+        if tracker is not None and tracker.cancelled:
+            return tracker.cancelled_error()
+        if isinstance(exc, (ReadTimeoutError, socket.timeout)):
+            return self._failure(exc, timeouts)
+        return ProxyError(502, "The upstream's answer broke off before its end "
+                          f"({type(exc).__name__}).", type_="upstream_error",
+                          code="upstream_cut")
 
     @staticmethod
     def _read_all(response: urllib3.BaseHTTPResponse, max_bytes: int) -> bytes:
@@ -265,7 +309,13 @@ class Upstream:
                      max_bytes: int) -> UpstreamReply:
         """GET and read the whole answer, at most `max_bytes` of it (0: no limit), for the
         proxy's own look at model lists and health; an endless answer is refused."""
+        chosen = self._direct_for(headers)
         try:
+            if chosen is not None:
+                direct, sent, framed = chosen
+                answer = direct.send("GET", self._prefix + path, None, sent, framed, timeouts)
+                return UpstreamReply(answer.status, answer.headers,
+                                     direct.read_all(answer, max_bytes))
             response = self._request("GET", path, None, headers, timeouts, preload=False)
             return UpstreamReply(response.status, dict(response.headers),
                                  self._read_all(response, max_bytes))

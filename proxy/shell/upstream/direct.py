@@ -1,0 +1,350 @@
+"""The buffered calls' own connections: a small pool of kept-alive http.client connections to
+one plain-HTTP upstream, for the calls that read the whole answer (a tool turn, a JSON
+exchange, the proxy's own looks at model lists and health).
+
+urllib3's layers over http.client (its pool queue and Timeout clones, the response wrapper,
+its error catcher around every read) cost about as much as the exchange itself. This sends
+the bytes urllib3 sends (its request line, framing and default headers, in its order) and
+fails with the exceptions urllib3 raises, in the same cases, so the client maps them to the
+same errors: refused and unresolved hosts `NewConnectionError`, a connect timeout
+`ConnectTimeoutError`, a silent upstream `ReadTimeoutError`, a reset or a cut `ProtocolError`,
+a header value http.client refuses its `ValueError`. No retry: a kept-alive connection found
+closed (or with bytes waiting) before its reuse is replaced, as urllib3's pool does; one that
+fails afterwards fails the request. A connection goes back to the pool only once its answer
+was read to the end and did not close it (`Connection: close`, HTTP/1.0).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import http.client
+import socket
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import urllib3
+from urllib3.connection import _get_default_user_agent
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    IncompleteRead,
+    InvalidHeader,
+    NameResolutionError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+)
+from urllib3.util import SKIP_HEADER
+from urllib3.util.connection import create_connection
+from urllib3.util.url import _encode_target
+
+from ...base.errors import ProxyError
+from ..runtime.background import readable_now
+from .options import Timeouts
+
+PIECE = 256 * 1024  # read at a time, other requests running between pieces
+# urllib3's own: its User-Agent, Nagle off, a bodiless method's missing Content-Length.
+USER_AGENT = _get_default_user_agent()
+_SOCKET_OPTIONS: list[tuple[int, int, int | bytes]] = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+_NO_BODY_EXPECTED = frozenset({"GET", "HEAD", "DELETE", "TRACE", "OPTIONS", "CONNECT"})
+# Request headers this path leaves to urllib3 (framing and Host set by the caller).
+_LEFT_TO_URLLIB3 = frozenset({"host", "content-length", "transfer-encoding"})
+
+
+class Tracker(Protocol):
+    """What a cancellable call hands the pool: told the connection a request starts on."""
+
+    def attach(self, connection: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class Framing:
+    """What a request's own headers change in what is sent besides them."""
+
+    skip_accept_encoding: bool  # it names its own Accept-Encoding (http.client's: identity)
+    user_agent: bool  # it names its own User-Agent (urllib3's otherwise)
+
+
+_FRAMINGS = {(a, u): Framing(a, u) for a in (False, True) for u in (False, True)}
+
+
+def framing(headers: Mapping[str, str]) -> Framing | None:
+    """How `headers` are sent on this path; None for those it leaves to urllib3: a Host or
+    framing header of the caller's, or urllib3's SKIP_HEADER marker as a value."""
+    accept_encoding = user_agent = False
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered in _LEFT_TO_URLLIB3 or value == SKIP_HEADER:
+            return None
+        if lowered == "accept-encoding":
+            accept_encoding = True
+        elif lowered == "user-agent":
+            user_agent = True
+    return _FRAMINGS[accept_encoding, user_agent]
+
+
+def joined(pairs: Iterable[tuple[str, str]]) -> tuple[dict[str, str], dict[str, str]]:
+    """An answer's header lines as urllib3 hands them on (`dict(HTTPHeaderDict)`): one entry a
+    name whatever its case, under its first spelling, repeated values joined by ", "; and the
+    same values by lowercased name."""
+    headers: dict[str, str] = {}
+    by_lowered: dict[str, str] = {}
+    spelled: dict[str, str] = {}
+    for name, value in pairs:
+        lowered = name.lower()
+        first = spelled.get(lowered)
+        if first is None:
+            spelled[lowered] = name
+            headers[name] = by_lowered[lowered] = value
+        else:
+            headers[first] = by_lowered[lowered] = by_lowered[lowered] + ", " + value
+    return headers, by_lowered
+
+
+def expected_length(by_lowered: Mapping[str, str], status: int, method: str) -> int | None:
+    """The body length urllib3 holds an answer to (its `_init_length`): Content-Length's when
+    the answer is not chunked (InvalidHeader when it lists two), none for a bodiless status."""
+    length: int | None = None
+    given = by_lowered.get("content-length")
+    chunked = "chunked" in (part.strip() for part in
+                            by_lowered.get("transfer-encoding", "").lower().split(","))
+    if given is not None:
+        if chunked:
+            return None
+        try:
+            lengths = {int(part) for part in given.split(",")}
+            if len(lengths) > 1:
+                raise InvalidHeader(
+                    f"Content-Length contained multiple unmatching values ({given})")
+            length = lengths.pop()
+        except ValueError:
+            length = None
+        else:
+            if length < 0:
+                length = None
+    if status in (204, 304) or 100 <= status < 200 or method == "HEAD":
+        return 0
+    return length
+
+
+def encoded(by_lowered: Mapping[str, str]) -> bool:
+    """Whether the body is content-encoded (gzip, …): read through urllib3's decoders then."""
+    return by_lowered.get("content-encoding", "").strip().lower() not in ("", "identity")
+
+
+@functools.lru_cache(maxsize=256)
+def request_target(url: str) -> str:
+    """The request target as urllib3 sends it: characters a path or query may not hold
+    percent-encoded, a fragment dropped (LocationParseError, a ValueError, for no target)."""
+    return str(_encode_target(url))
+
+
+class Connection(http.client.HTTPConnection):
+    """http.client's connection, connecting as urllib3 does (every address tried, Nagle off)
+    and failing as it does."""
+
+    def connect(self) -> None:
+        try:
+            self.sock = create_connection((self.host, self.port), self.timeout,
+                                          socket_options=_SOCKET_OPTIONS)
+        except socket.gaierror as exc:
+            raise NameResolutionError(self.host, self, exc) from exc  # type: ignore[arg-type]
+        except TimeoutError as exc:
+            raise ConnectTimeoutError(self, f"Connection to {self.host} timed out. "
+                                            f"(connect timeout={self.timeout})") from exc
+        except OSError as exc:
+            raise NewConnectionError(self,  # type: ignore[arg-type]
+                                     f"Failed to establish a new connection: {exc}") from exc
+
+    def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
+        """The request's head and its body (bytes) in one write, where http.client (and
+        urllib3) make two: the same bytes, one segment, one trip through the hub."""
+        buffer = self._buffer  # type: ignore[attr-defined]  # http.client's, private
+        buffer.extend((b"", b""))
+        head = b"\r\n".join(buffer)
+        del buffer[:]
+        self.send(head + message_body if message_body else head)
+
+
+@dataclass
+class Answer:
+    """An answer's head, its body still to read, and the connection it came on."""
+
+    status: int
+    headers: dict[str, str]  # as urllib3 hands them on
+    by_lowered: dict[str, str]
+    raw: http.client.HTTPResponse
+    connection: Connection
+    length: int | None  # the body's bytes still expected (urllib3's length_remaining)
+    method: str
+    target: str
+
+
+def _timed_out(exc: OSError) -> bool:
+    """A read that ran out of time, as urllib3 tells one (`_raise_timeout`)."""
+    return isinstance(exc, TimeoutError) or exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK)
+
+
+class DirectPool:
+    """Kept-alive connections to one host, at most `maxsize` of them idle (more are opened
+    when all are busy, as urllib3's non-blocking pool does, and closed when given back)."""
+
+    def __init__(self, host: str, port: int, maxsize: int) -> None:
+        self.host, self.port, self.maxsize = host, port, maxsize
+        self._idle: list[Connection] = []
+
+    def _take(self) -> Connection:
+        """The most recently used idle connection (a fresh one when none is idle); one the
+        upstream closed, or that has bytes waiting, is closed, to connect again."""
+        try:
+            connection = self._idle.pop()
+        except IndexError:
+            return Connection(self.host, self.port)
+        sock = connection.sock
+        if sock is None or readable_now(sock):
+            connection.close()
+        return connection
+
+    def _give_back(self, connection: Connection) -> None:
+        if connection.sock is not None and len(self._idle) < self.maxsize:
+            self._idle.append(connection)
+        else:
+            connection.close()
+
+    def send(self, method: str, url: str, body: bytes | None, headers: Mapping[str, str],
+             framed: Framing, timeouts: Timeouts, tracker: Tracker | None = None) -> Answer:
+        """Send one request and read its answer's head, as urllib3's `urlopen` does with no
+        retries and no redirects; its exceptions when the exchange fails."""
+        target = request_target(url)
+        connection = self._take()
+        try:
+            if tracker is not None:
+                tracker.attach(connection)
+            self._write(connection, method, target, body, headers, framed, timeouts.connect)
+            if connection.sock is not None:
+                if timeouts.read == 0:
+                    raise ReadTimeoutError(None, target,  # type: ignore[arg-type]
+                                           "Read timed out. (read timeout=0)")
+                connection.sock.settimeout(timeouts.read)
+            raw = self._head(connection, target, timeouts.read)
+            headers_in, by_lowered = joined(raw.msg.items())
+            length = expected_length(by_lowered, raw.status, method)
+        except BaseException:
+            connection.close()
+            raise
+        return Answer(raw.status, headers_in, by_lowered, raw, connection, length, method,
+                      target)
+
+    @staticmethod
+    def _write(connection: Connection, method: str, target: str, body: bytes | None,
+               headers: Mapping[str, str], framed: Framing, connect_timeout: float) -> None:
+        """The request, as urllib3's connection writes it (a reused socket given the connect
+        timeout to write under); a reset or broken pipe while writing is left for the
+        answer's read to tell, as urllib3 leaves it (an upstream may answer, then close)."""
+        connection.timeout = connect_timeout
+        if connection.sock is not None:
+            connection.sock.settimeout(connect_timeout)
+        connection.putrequest(method, target,
+                              skip_accept_encoding=framed.skip_accept_encoding)
+        if body is not None:
+            connection.putheader("Content-Length", str(len(body)))
+        elif method.upper() not in _NO_BODY_EXPECTED:
+            connection.putheader("Content-Length", "0")
+        if not framed.user_agent:
+            connection.putheader("User-Agent", USER_AGENT)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        try:
+            connection.endheaders(body or None)
+        except BrokenPipeError:
+            pass
+        except OSError as exc:  # (connect's failures are urllib3's, not OSErrors)
+            if exc.errno not in (errno.EPROTOTYPE, errno.ECONNRESET):
+                raise ProtocolError("Connection aborted.", exc) from exc
+
+    @staticmethod
+    def _head(connection: Connection, target: str, read_timeout: float,
+              ) -> http.client.HTTPResponse:
+        """The answer's status line and headers."""
+        try:
+            return connection.getresponse()
+        except OSError as exc:
+            if _timed_out(exc):
+                raise ReadTimeoutError(None, target,  # type: ignore[arg-type]
+                                       f"Read timed out. (read timeout={read_timeout})"
+                                       ) from exc
+            raise ProtocolError("Connection aborted.", exc) from exc
+        except http.client.HTTPException as exc:
+            raise ProtocolError("Connection aborted.", exc) from exc
+
+    def read_all(self, answer: Answer, max_bytes: int) -> bytes:
+        """The body, read in pieces that let other requests run between them, refused past
+        `max_bytes` (0: no limit); its connection given back once read to its end, closed
+        when the read fails."""
+        pieces = []
+        size = 0
+        read = _decoding_reader(answer) if encoded(answer.by_lowered) else _reader(answer)
+        try:
+            while data := read():
+                size += len(data)
+                if max_bytes and size > max_bytes:
+                    raise too_large(max_bytes)
+                pieces.append(data)
+                time.sleep(0)  # a yield to the other greenlets (or threads)
+        except BaseException:
+            answer.raw.close()
+            answer.connection.close()
+            raise
+        if answer.raw.isclosed():
+            self._give_back(answer.connection)
+        else:  # (a decoder done before the body's end)
+            answer.raw.close()
+            answer.connection.close()
+        return b"".join(pieces)
+
+
+def too_large(max_bytes: int) -> ProxyError:
+    """An answer grown past max_upstream_body_bytes."""
+    return ProxyError(502, f"The upstream's answer is larger than max_upstream_body_bytes "
+                      f"({max_bytes} bytes).", type_="upstream_error", code="upstream_too_large")
+
+
+def _reader(answer: Answer) -> Callable[[], bytes]:
+    """The body's next piece as sent, b"" at its end; a body shorter than its Content-Length,
+    a reset or a broken chunk `ProtocolError`, a silence `ReadTimeoutError` (urllib3's)."""
+    raw = answer.raw
+    remaining = [answer.length]
+    read = [0]
+
+    def piece() -> bytes:
+        try:
+            data = raw.read(PIECE)
+        except TimeoutError as exc:
+            raise ReadTimeoutError(None, None, "Read timed out.") from exc  # type: ignore[arg-type]
+        except (http.client.HTTPException, OSError) as exc:
+            raise ProtocolError(f"Connection broken: {exc!r}", exc) from exc
+        left = remaining[0]
+        if not data:
+            if left:
+                cut = IncompleteRead(read[0], left)
+                raise ProtocolError(f"Connection broken: {cut!r}", cut)
+            return data
+        read[0] += len(data)
+        if left is not None:
+            remaining[0] = left - len(data)
+        return data
+    return piece
+
+
+def _decoding_reader(answer: Answer) -> Callable[[], bytes]:
+    """A content-encoded body's next decoded piece, read through urllib3's own response (its
+    decoders, its errors)."""
+    raw = answer.raw
+    response = urllib3.HTTPResponse(
+        body=raw, headers=urllib3.HTTPHeaderDict(raw.msg.items()), status=raw.status,
+        version=raw.version, reason=raw.reason, preload_content=False, decode_content=True,
+        original_response=raw, enforce_content_length=True, request_method=answer.method,
+        request_url=answer.target)
+    return lambda: response.read(PIECE, decode_content=True)
