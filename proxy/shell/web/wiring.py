@@ -23,6 +23,7 @@ from ...turn.thinking import ThinkingMemory
 from ..driver.passthrough import PassthroughServices
 from ..driver.turns import TurnServices
 from ..recorder.rings import make_recorder
+from ..runtime.background import gevent_patched
 from ..runtime.clients import ClientWatcher, client_socket
 from ..store import open_store
 from ..upstream.catalog import ContextLengths
@@ -59,7 +60,7 @@ class Proxy:
         self.config = config
         self.upstreams = {url: Upstream(url) for url in config.upstreams()}
         self.logger = make_logger(config.log_level)
-        self.metrics = Metrics(shared=self._run_dir_allocated())
+        self.metrics = Metrics(shared=self._run_dir_allocated(), one_thread=gevent_patched())
         # What /proxy/status shows, every worker's.
         self.recorder = make_recorder(warn=self.logger.warning)
         self.upstream_labels = {url: mask_url(url) for url in config.upstreams()}
