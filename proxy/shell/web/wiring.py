@@ -31,7 +31,7 @@ from ..upstream.client import Upstream
 from ..upstream.profiles import Profiles
 from ..upstream.replicas import Replicas
 from .addressed import Addressing, local_port
-from .door import Door, current_request
+from .door import Door, current_request, header_items
 from .run_dir import allocate_worker_files
 
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
@@ -142,7 +142,7 @@ class Proxy:
         """This request's headers as they go upstream (see `Door.upstream_headers`)."""
         request = current_request()
         door = self.door_of(request.environ)
-        return door.upstream_headers(request.headers.items(), config,
+        return door.upstream_headers(header_items(request.environ), config,
                                      request.environ.get(REQUEST_ID), buffered=buffered)
 
     def replica_reports(self) -> list[dict[str, Any]]:
