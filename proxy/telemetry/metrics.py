@@ -8,6 +8,7 @@ server's; a single process (`python app.py`) keeps them in memory.
 from __future__ import annotations
 
 import os
+import struct
 from typing import Any
 
 from prometheus_client import (
@@ -77,6 +78,51 @@ def rescued_from(log: RequestLog) -> str | None:
     return None
 
 
+_TWO_DOUBLES = struct.Struct("dd").pack  # a value and its timestamp, as the map holds them
+_FORKS = [0]  # this process's forks so far, seen by the child (a forked child's values reset)
+os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
+
+
+def _one_thread_values(mapped: Any) -> Any:
+    """prometheus_client's file-backed value class (`mapped`), its writes without its
+    lock: in a process gevent has patched that lock is a greenlet's, and a write (the value
+    added, its 16 bytes put in the map) never gives the hub a turn, so no other greenlet
+    can come between. Taking and releasing it, asking the process id and looking the
+    value's place up on every write cost more than the write. A value written after a fork
+    goes the class's own way, which finds the fork and starts the child's files; a gauge
+    set to what it holds writes nothing (the map holds those bytes already)."""
+    forks = _FORKS[0]
+
+    class OneThreadValue(mapped):  # type: ignore[misc]
+        one_thread = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._at = self._file._positions[self._key]  # (placed when read; never moves)
+
+        def inc(self, amount: float) -> None:
+            if _FORKS[0] != forks:
+                mapped.inc(self, amount)
+                return
+            value = self._value = self._value + amount  # type: ignore[has-type]
+            self._timestamp = 0.0
+            at = self._at
+            self._file._m[at:at + 16] = _TWO_DOUBLES(value, 0.0)
+
+        def set(self, value: float, timestamp: float | None = None) -> None:
+            if _FORKS[0] != forks:
+                mapped.set(self, value, timestamp)
+                return
+            timestamp = timestamp or 0.0
+            if value == self._value and timestamp == self._timestamp:
+                return
+            self._value, self._timestamp = value, timestamp
+            at = self._at
+            self._file._m[at:at + 16] = _TWO_DOUBLES(value, timestamp)
+
+    return OneThreadValue
+
+
 def _remember_children(metric: Any) -> None:
     """`metric.labels(...)` hands back the child it made for those values the first time:
     prometheus_client's own checks the names, converts each value and takes a lock on every
@@ -101,10 +147,11 @@ class Metrics:
 
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self, shared: bool = True) -> None:
+    def __init__(self, shared: bool = True, one_thread: bool = False) -> None:
         """Under gunicorn the figures go to the run directory's files, unless `shared` is
         False (this worker's could not be allocated: a full disk): then to memory, and this
-        worker's /proxy/metrics shows its own figures only."""
+        worker's /proxy/metrics shows its own figures only. `one_thread`: every figure is
+        written from one thread's greenlets (gevent's worker), never from another thread."""
         self.registry = CollectorRegistry(auto_describe=True)
         in_run_dir = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
         self.multiprocess = in_run_dir and shared
@@ -112,6 +159,9 @@ class Metrics:
             # prometheus_client picks its value class once, from the environment, when it is
             # imported; this worker's metrics, made next, must not map a file.
             values.ValueClass = values.MutexValue
+        elif (self.multiprocess and one_thread and values.ValueClass._multiprocess
+              and not getattr(values.ValueClass, "one_thread", False)):
+            values.ValueClass = _one_thread_values(values.ValueClass)
         registry = self.registry
         prefix = "toolcall_proxy_"
         self.requests = Counter(prefix + "requests",

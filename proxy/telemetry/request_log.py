@@ -9,6 +9,7 @@ import logging
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,13 +83,21 @@ def logfmt_value(value: Any) -> str:
 
 
 def _quoted(text: str) -> str:
-    return printable(orjson.dumps(text).decode())  # JSON escapes quotes, backslashes, C0
+    return _printable_json(orjson.dumps(text))  # JSON escapes quotes, backslashes, C0
+
+
+def _printable_json(data: bytes) -> str:
+    """orjson's output `data` as `printable` writes it: orjson escapes every C0 control, so
+    an ASCII text without DEL has no unsafe character left (most lines: one scan in C)."""
+    if data.isascii() and b"\x7f" not in data:
+        return data.decode()
+    return printable(data.decode())
 
 
 def json_line(record: dict[str, Any]) -> str:
     """The record as one JSON line that no reader of lines can split, nor a terminal act on
     (JSON leaves DEL, C1 controls and the Unicode line breaks raw)."""
-    return printable(orjson.dumps(record).decode())
+    return _printable_json(orjson.dumps(record))
 
 
 def logfmt(record: dict[str, Any]) -> str:
@@ -110,16 +119,51 @@ def logfmt(record: dict[str, Any]) -> str:
     return " ".join(fields)
 
 
+class LineHandler(logging.StreamHandler):
+    """The proxy's handler: each message a line on its stream, as it is (`PLAIN`)."""
+
+    def write_line(self, line: str, record: Callable[[], logging.LogRecord]) -> None:
+        """`line` written as `emit` writes a record whose message it is (`record`: that
+        record, made only if the write fails, for `handleError`)."""
+        with self.lock:  # type: ignore[union-attr]
+            try:
+                stream = self.stream
+                stream.write(line + self.terminator)
+                if stream and hasattr(stream, "flush"):
+                    stream.flush()
+            except RecursionError:
+                raise
+            except Exception:
+                self.handleError(record())
+
+
+PLAIN = logging.Formatter("%(message)s")
+
+
 def make_logger(level: str) -> logging.Logger:
     """The proxy's logger: plain lines on stderr, one handler however often the app is built."""
     logger = logging.getLogger(LOGGER_NAME)
     logger.setLevel(level.upper())
     logger.propagate = False
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler = LineHandler(sys.stderr)
+        handler.setFormatter(PLAIN)
         logger.addHandler(handler)
     return logger
+
+
+def _lines_only(logger: logging.Logger) -> LineHandler | None:
+    """The logger's one handler when a request's line may be written to it straight: it is
+    the proxy's own, unfiltered and unchanged, and nothing else would see the record (no
+    other handler, no filter). Else None: the record goes the logging module's way."""
+    handlers = logger.handlers
+    if len(handlers) != 1 or logger.filters:
+        return None
+    handler = handlers[0]
+    if (type(handler) is not LineHandler or handler.filters or handler.formatter is not PLAIN
+            or handler.level > logging.INFO):
+        return None
+    return handler
 
 
 def tool_label(name: str | None, declared: frozenset[str]) -> str | None:
@@ -288,6 +332,13 @@ class RequestLog:
             # logger.info's own walk up the stack for the caller's file and line (which the
             # line does not show) cost a third of writing it
             line = json_line(record) if fmt == "json" else logfmt(record)
-            logger.handle(logger.makeRecord(logger.name, logging.INFO, "(request log)", 0,
-                                            line, (), None))
+
+            def made() -> logging.LogRecord:
+                return logger.makeRecord(logger.name, logging.INFO, "(request log)", 0, line,
+                                         (), None)
+            handler = _lines_only(logger)
+            if handler is not None:  # the record a handler would only format, not made
+                handler.write_line(line, made)
+            else:
+                logger.handle(made())
         return record

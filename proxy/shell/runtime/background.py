@@ -41,6 +41,12 @@ def _gevent_patched() -> bool:
     return False
 
 
+def gevent_patched() -> bool:
+    """True in a process gevent has monkey-patched (gunicorn's gevent worker): every
+    greenlet runs in one thread, and the patched locks are greenlets' only."""
+    return _gevent_patched()
+
+
 class Event(Protocol):
     """What threading's Event and gevent's have in common: set, cleared, waited on."""
 

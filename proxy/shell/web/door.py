@@ -112,6 +112,23 @@ def _offered_key(authorization: str) -> str:
         return ""
 
 
+_BODY_HEADERS = {"CONTENT_TYPE": "Content-Type", "CONTENT_LENGTH": "Content-Length"}
+
+
+def header_items(environ: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The request's headers as (name, value), as Werkzeug's `request.headers.items()` gives
+    them (the same names, values and order), in one pass over the environ (Werkzeug's goes
+    through two generators for each header)."""
+    items = []
+    for key, value in environ.items():
+        if key.startswith("HTTP_"):
+            if key != "HTTP_CONTENT_TYPE" and key != "HTTP_CONTENT_LENGTH":
+                items.append((key[5:].replace("_", "-").title(), value))
+        elif key in _BODY_HEADERS and value:
+            items.append((_BODY_HEADERS[key], value))
+    return items
+
+
 def request_target(environ: Mapping[str, Any], path: str) -> str:
     """The request's path and query as the client wrote them (still percent-encoded)."""
     raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")

@@ -23,6 +23,7 @@ from ...turn.thinking import ThinkingMemory
 from ..driver.passthrough import PassthroughServices
 from ..driver.turns import TurnServices
 from ..recorder.rings import make_recorder
+from ..runtime.background import gevent_patched
 from ..runtime.clients import ClientWatcher, client_socket
 from ..store import open_store
 from ..upstream.catalog import ContextLengths
@@ -30,7 +31,7 @@ from ..upstream.client import Upstream
 from ..upstream.profiles import Profiles
 from ..upstream.replicas import Replicas
 from .addressed import Addressing, local_port
-from .door import Door, current_request
+from .door import Door, current_request, header_items
 from .run_dir import allocate_worker_files
 
 REQUEST_ID = "toolcall_proxy.request_id"  # the environ key of the request's id
@@ -59,7 +60,7 @@ class Proxy:
         self.config = config
         self.upstreams = {url: Upstream(url) for url in config.upstreams()}
         self.logger = make_logger(config.log_level)
-        self.metrics = Metrics(shared=self._run_dir_allocated())
+        self.metrics = Metrics(shared=self._run_dir_allocated(), one_thread=gevent_patched())
         # What /proxy/status shows, every worker's.
         self.recorder = make_recorder(warn=self.logger.warning)
         self.upstream_labels = {url: mask_url(url) for url in config.upstreams()}
@@ -141,7 +142,7 @@ class Proxy:
         """This request's headers as they go upstream (see `Door.upstream_headers`)."""
         request = current_request()
         door = self.door_of(request.environ)
-        return door.upstream_headers(request.headers.items(), config,
+        return door.upstream_headers(header_items(request.environ), config,
                                      request.environ.get(REQUEST_ID), buffered=buffered)
 
     def replica_reports(self) -> list[dict[str, Any]]:
