@@ -93,7 +93,7 @@ def _one_thread_values(mapped: Any) -> Any:
     set to what it holds writes nothing (the map holds those bytes already)."""
     forks = _FORKS[0]
 
-    class OneThreadValue(mapped):  # type: ignore[misc]
+    class OneThreadValue(mapped):  # type: ignore[misc]  # prometheus_client's class: untyped
         one_thread = True
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -104,6 +104,7 @@ def _one_thread_values(mapped: Any) -> Any:
             if _FORKS[0] != forks:
                 mapped.inc(self, amount)
                 return
+            # (the base class sets _value in a method mypy cannot see: untyped)
             value = self._value = self._value + amount  # type: ignore[has-type]
             self._timestamp = 0.0
             at = self._at

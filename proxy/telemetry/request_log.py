@@ -125,16 +125,18 @@ class LineHandler(logging.StreamHandler):
     def write_line(self, line: str, record: Callable[[], logging.LogRecord]) -> None:
         """`line` written as `emit` writes a record whose message it is (`record`: that
         record, made only if the write fails, for `handleError`)."""
-        with self.lock:  # type: ignore[union-attr]
-            try:
-                stream = self.stream
-                stream.write(line + self.terminator)
-                if stream and hasattr(stream, "flush"):
-                    stream.flush()
-            except RecursionError:
-                raise
-            except Exception:
-                self.handleError(record())
+        self.acquire()
+        try:
+            stream = self.stream
+            stream.write(line + self.terminator)
+            if stream and hasattr(stream, "flush"):
+                stream.flush()
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record())
+        finally:
+            self.release()
 
 
 PLAIN = logging.Formatter("%(message)s")
