@@ -44,9 +44,10 @@ def _either(patterns: list[Pattern]) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class HoldRule:
-    """The compiled openers of a set of formats. Those that stand anywhere: their first
-    characters, then for each one a regex of the openers it begins, the leads that may stand
-    before an opener, and one regex for the unfinished end of a text.
+    """The compiled openers of a set of formats. Those that stand anywhere: where they may
+    begin (a first character and the one after it: `_starts`), then for each first
+    character a regex of the openers it begins, the leads that may stand before an opener,
+    and one regex for the unfinished end of a text.
     Those that stand at a line's start, or at the text's."""
 
     first: re.Pattern[str] | None
@@ -55,9 +56,10 @@ class HoldRule:
     # goes with it (two formats may share an opener, each with a header of its own)
     leads: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...]
     # a proper prefix of an opener (with its lead) ending the text: where one may begin (its
-    # first characters), then for each one a regex of the prefixes that begin with it (one
-    # regex of them all tried at every such character of the last _UNFINISHED_REACH cost
-    # ~0.5 ms a token in prose, where leads begin with common letters)
+    # first character and the one after it), then for each first character a regex of the
+    # prefixes that begin with it (one regex of them all tried at every such character of
+    # the last _UNFINISHED_REACH cost ~0.5 ms a token in prose, where leads begin with
+    # common letters)
     unfinished_first: re.Pattern[str] | None
     unfinished: dict[str, re.Pattern[str]]
     line: re.Pattern[str] | None
@@ -89,18 +91,47 @@ def hold_rule(formats: tuple[str, ...]) -> HoldRule | None:
         for char in pattern.first or ():
             unfinished.setdefault(char, []).append(pattern.prefix)
     line, start = ([o.pattern for o in by_where[where]] for where in ("line", "start"))
+    fulls: dict[str, list[str]] = {}  # by first character: the openers, whole
+    begun: dict[str, list[str]] = {}  # … and whole or a proper prefix
+    for opener in anywhere:
+        for char in opener.pattern.first or ():
+            fulls.setdefault(char, []).append(opener.pattern.full)
+            begun.setdefault(char, []).extend((opener.pattern.full, opener.pattern.prefix))
     return HoldRule(
-        re.compile("[" + "".join(re.escape(char) for char in sorted(by_char)) + "]")
-        if by_char else None,
+        _starts(begun, fulls) if by_char else None,
         {char: re.compile("|".join(groups)) for char, groups in by_char.items()},
         tuple((re.compile(o.pattern.full), re.compile(f"(?:{o.lead.full})\\Z"))
               for o in anywhere if o.lead),
-        re.compile("[" + "".join(re.escape(char) for char in sorted(unfinished)) + "]")
-        if unfinished else None,
+        _starts(unfinished) if unfinished else None,
         {char: re.compile("(?:" + "|".join(prefixes) + ")\\Z")
          for char, prefixes in unfinished.items()},
         _either(line) if line else None,
         _either(start) if start else None)
+
+
+_ASCII = tuple(map(chr, range(128)))
+
+
+def _starts(patterns: dict[str, list[str]],
+            whole: dict[str, list[str]] | None = None) -> re.Pattern[str]:
+    """A search for where a match of one of `patterns` (by the character it begins with)
+    may begin: that character followed by one that can come second in a match, by anything
+    not ASCII, or by the text's end (or the search's); where one of `whole` (the same
+    characters' openers) matches that character alone, by anything. Most first characters
+    of the openers (`a`, `t`, `f`: common letters) are then passed over by the search itself,
+    not tried one by one against their regex. `patterns` holds the proper prefixes of what
+    it matches: a match's first two characters are one of them, or a match whole."""
+    branches = []
+    for char, alternatives in sorted(patterns.items()):
+        alone = re.compile("|".join(f"(?:{p})" for p in (whole or {}).get(char, ["(?!)"])))
+        if alone.fullmatch(char):
+            branches.append(re.escape(char))
+            continue
+        either = re.compile("|".join(f"(?:{pattern})" for pattern in alternatives))
+        second = "".join(re.escape(x) for x in _ASCII if either.fullmatch(char + x))
+        allowed = f"[{second}]|" if second else ""
+        branches.append(f"{re.escape(char)}(?={allowed}[^\\x00-\\x7f]|\\Z)")
+    return re.compile("|".join(branches))
 
 
 Candidate = tuple[int, bool]  # where a frame may begin; True: a whole opener (final)

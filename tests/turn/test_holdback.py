@@ -3,10 +3,15 @@ go out. Prose flows; from anything that could open a frame, the text waits for t
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from collections.abc import Iterable
+
 import pytest
 
+from bench.extraction import openers as bench_openers
 from proxy.toolcalls.registry import FORMATS, OPENERS
-from proxy.turn.holdback import Held, hold_rule, releasable
+from proxy.turn.holdback import Held, HoldRule, hold_point, hold_rule, releasable
 from proxy.turn.normalize import ExtractionSettings, normalize
 from tests.streamed_cases import TOOL_NAMES, corpus, fuzzed
 
@@ -144,3 +149,35 @@ def test_the_answer_starts_with_whatever_was_released_at_every_character():
             if end % 7 == 0 or end == len(text):
                 assert out == sent(text[:end]), (text, end)
         assert final.startswith(out), (text, out, final)
+
+
+def _searched_at_every_first_character(rule: HoldRule) -> HoldRule:
+    """`rule` as it was before its searches passed over first characters by the one after
+    them (`holdback._starts`): every first character of an opener tried."""
+    def every(chars: Iterable[str]) -> re.Pattern[str] | None:
+        listed = "".join(re.escape(char) for char in sorted(chars))
+        return re.compile(f"[{listed}]") if listed else None
+    return dataclasses.replace(rule, first=every(rule.anywhere),
+                               unfinished_first=every(rule.unfinished))
+
+
+def test_the_two_character_filter_finds_what_trying_every_first_character_finds():
+    """The searches that skip a first character by the character after it (`_starts`) find
+    the same hold points as trying every first character: over every opener cut at each
+    character (after prose; for all formats also followed by more text), for each format
+    alone and for all, and over the corpus's texts (every fifth prefix, for all)."""
+    prose = "Then a function to fetch the facts: at first, "
+    cut = [prose + opener[:end] for opener in bench_openers() for end in range(len(opener) + 1)]
+    for name in FORMATS:
+        rule = hold_rule((name,))
+        assert rule is not None
+        old = _searched_at_every_first_character(rule)
+        for text in cut:
+            assert hold_point(text, rule) == hold_point(text, old), (name, text)
+    old = _searched_at_every_first_character(ALL)
+    for text in [*cut, *(text + " after" for text in cut)]:
+        for start in (0, len(prose)):
+            assert hold_point(text, ALL, start) == hold_point(text, old, start), text
+    for text in [*corpus(500), *fuzzed(200)]:
+        for end in range(1, len(text) + 1, 5):
+            assert hold_point(text[:end], ALL) == hold_point(text[:end], old), text[:end]
