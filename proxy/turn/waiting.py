@@ -181,10 +181,22 @@ def step(state: Waiting, event: Event) -> tuple[Waiting, list[Action]]:
 
 def row_for(state: Waiting, event: Event) -> Row:
     """The row of `TABLE` that `step` follows for `event` in `state`."""
-    for row in TABLE:
-        if state.phase in row.phases and isinstance(event, row.event) and row.when(state, event):
+    for row in rows_of(type(event)):
+        if state.phase in row.phases and row.when(state, event):
             return row
     raise NoTransition(f"no row for {type(event).__name__} in phase {state.phase.value}")
+
+
+def rows_of(kind: type) -> tuple[Row, ...]:
+    """The rows of `TABLE` an event of type `kind` may follow, in the table's order: the
+    table read by the event's type (a token's events skip the rows of the others)."""
+    rows = _ROWS_OF.get(kind)
+    if rows is None:
+        rows = _ROWS_OF[kind] = tuple(row for row in TABLE if issubclass(kind, row.event))
+    return rows
+
+
+_ROWS_OF: dict[type, tuple[Row, ...]] = {}
 
 
 # -- the table -------------------------------------------------------------------------------

@@ -329,11 +329,22 @@ TABLE: tuple[Row, ...] = (
 
 def row_for(machine: TurnMachine, event: Event) -> Row:
     """The row of `TABLE` that `handle` follows for `event`."""
-    for row in TABLE:
-        if (machine.phase in row.phases and isinstance(event, row.event)
-                and row.when(machine, event)):
+    for row in rows_of(type(event)):
+        if machine.phase in row.phases and row.when(machine, event):
             return row
     raise NoTransition(f"no row for {type(event).__name__} in phase {machine.phase.value}")
+
+
+def rows_of(kind: type) -> tuple[Row, ...]:
+    """The rows of `TABLE` an event of type `kind` may follow, in the table's order: the
+    table read by the event's type (a token's events skip the rows of the others)."""
+    rows = _ROWS_OF.get(kind)
+    if rows is None:
+        rows = _ROWS_OF[kind] = tuple(row for row in TABLE if issubclass(kind, row.event))
+    return rows
+
+
+_ROWS_OF: dict[type, tuple[Row, ...]] = {}
 
 
 def render(table: tuple[Row, ...]) -> str:
