@@ -61,6 +61,19 @@ def _delta(ident: StreamIdentity, index: int, delta: dict[str, Any],
     return ident.opening + orjson.dumps(choice) + b"]}\n\n"
 
 
+# A live delta's chunk after its text: the delta's end, its choice's other members, the
+# chunk's end (as orjson writes `_delta`'s for a delta of one text).
+_TEXT_END = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+
+
+def text_opening(ident: StreamIdentity, index: int, key: str) -> bytes:
+    """A live delta's chunk before its text, for one choice and key: `_delta(ident, index,
+    {key: text})` is this, the text as orjson writes it, and `_TEXT_END` (the same bytes,
+    one string written a token instead of a chunk's objects)."""
+    return (ident.opening + b'{"index":' + orjson.dumps(index) + b',"delta":{'
+            + orjson.dumps(key) + b":")
+
+
 def role_chunks(ident: StreamIdentity) -> bytes:
     """The stream's first chunk, sent before upstream has answered: the first choice's role
     and empty content (other choices begin with their content, when they are known)."""
@@ -151,7 +164,9 @@ class ChatStream:
         self.heartbeat_mode = heartbeat_mode
         self.reasoning_keys = reasoning_keys
         self._announced: set[int] = set()
-        self._sent: dict[tuple[int, str], str] = {}  # (choice, "reasoning" | "content")
+        # what went out live, in pieces: (choice, "reasoning" | "content")
+        self._sent: dict[tuple[int, str], list[str]] = {}
+        self._openings: dict[tuple[int, str], bytes] = {}  # (choice, key): `text_opening`
 
     @classmethod
     def for_plan(cls, plan: TurnPlan[None]) -> ChatStream:
@@ -174,8 +189,15 @@ class ChatStream:
         if choice not in self._announced:
             self._announced.add(choice)
             out = _delta(self.ident, choice, {"role": "assistant", "content": ""})
-        self._sent[choice, kind] = self._sent.get((choice, kind), "") + text
-        return out + b"".join(_delta(self.ident, choice, {key: text}) for key in keys)
+        self._sent.setdefault((choice, kind), []).append(text)
+        written = orjson.dumps(text)
+        openings = self._openings
+        for key in keys:
+            opening = openings.get((choice, key))
+            if opening is None:
+                opening = openings[choice, key] = text_opening(self.ident, choice, key)
+            out += opening + written + _TEXT_END
+        return out
 
     def reasoning(self, text: str, choice: int = 0) -> bytes:
         """A reasoning delta, under the configured field name(s)."""
@@ -195,8 +217,8 @@ class ChatStream:
 
     def _unsent(self, choice: Choice) -> Choice:
         """`choice` less the reasoning and content that went out live (`unsent`)."""
-        reasoning = self._sent.get((choice.index, "reasoning"), "")
-        content = self._sent.get((choice.index, "content"), "")
+        reasoning = "".join(self._sent.get((choice.index, "reasoning"), ()))
+        content = "".join(self._sent.get((choice.index, "content"), ()))
         return dataclasses.replace(choice, reasoning=_after(choice.reasoning, reasoning),
                                    content=_after(choice.content, content))
 

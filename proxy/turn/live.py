@@ -39,8 +39,11 @@ class LiveWriter(Protocol):
 
 def written(pieces: Iterable[Piece], writer: LiveWriter) -> bytes:
     """Live pieces in a front's wire format."""
-    return b"".join(writer.reasoning(piece.text, piece.choice) if piece.kind == REASONING
-                    else writer.text(piece.text, piece.choice) for piece in pieces)
+    out = b""
+    for piece in pieces:  # (most often one)
+        out += (writer.reasoning(piece.text, piece.choice) if piece.kind == REASONING
+                else writer.text(piece.text, piece.choice))
+    return out
 
 
 class LiveTurn:

@@ -7,7 +7,13 @@ import json
 import orjson
 
 from proxy.base.sse import SseDecoder
-from proxy.fronts.chat import StreamIdentity, completion_chunks, heartbeat, role_chunks
+from proxy.fronts.chat import (
+    ChatStream,
+    StreamIdentity,
+    completion_chunks,
+    heartbeat,
+    role_chunks,
+)
 from proxy.turn.normalize import ExtractionSettings, normalize
 from proxy.turn.result import Choice, TurnResult
 from tests.fake_vllm import vllm_completion
@@ -119,3 +125,21 @@ def test_each_chunk_is_the_bytes_orjson_writes_for_it():
         assert (chunk["id"], chunk["created"], chunk["model"]) == (
             ident.id, ident.created, ident.model)
     assert orjson.loads(events[-1].removeprefix(b"data: "))["usage"]["total_tokens"] == 52
+
+
+def test_a_live_delta_is_the_bytes_orjson_writes_for_its_chunk():
+    # a live text's chunk is written around the text alone (`text_opening`): the same bytes
+    # as orjson writes for the whole chunk, for each choice, key and kind of text
+    ident = StreamIdentity('chatcmpl-"q"\\', 1 << 40, "m\u2028é😀</script>")
+    stream = ChatStream(ident, reasoning_keys=("reasoning_content", "reasoning"))
+    stream.head()
+    for text in ("Hi", ' "quoted"\n\\ tab\t', "é😀\u2028</script>\x00\x1f", "x" * 300):
+        for choice in (0, 1, 12):
+            for keys, raw in ((("content",), stream.text(text, choice)),
+                              (stream.reasoning_keys, stream.reasoning(text, choice))):
+                expected = b"".join(b"data: " + orjson.dumps({
+                    "id": ident.id, "object": "chat.completion.chunk",
+                    "created": ident.created, "model": ident.model,
+                    "choices": [{"index": choice, "delta": {key: text}, "logprobs": None,
+                                 "finish_reason": None}]}) + b"\n\n" for key in keys)
+                assert raw.endswith(expected)
