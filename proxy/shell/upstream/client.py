@@ -384,6 +384,25 @@ class UpstreamCall(Generic[T]):
         self._tracker.cancel(why)
 
 
+def _piece_reader(response: urllib3.BaseHTTPResponse) -> Callable[[int], bytes]:
+    """How a stream's body is read, a piece of at most so many bytes at a time: from
+    http.client's own response when the body is chunked and not encoded (urllib3's `read1`
+    wraps each piece in its error catcher, its tallies and its decoder's checks, for
+    nothing then), else through urllib3. Read directly, a cut body raises http.client's
+    IncompleteRead (`_STREAM_FAILURES`), which urllib3 would have raised as its own."""
+    raw = getattr(response, "_fp", None)
+    if (isinstance(raw, http.client.HTTPResponse) and raw.chunked
+            and not _encoded(response)):
+        return raw.read1
+    decode = _encoded(response)
+    return lambda size: response.read1(size, decode_content=decode)
+
+
+# What a stream's failed read raises: as an exchange's, and http.client's own errors (a
+# chunked body cut short) when its body is read from http.client directly.
+_STREAM_FAILURES = (*_FAILURES, http.client.HTTPException)
+
+
 class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
     """A streamed upstream POST read beside the request (the streamed mode): the data of each
     SSE event is queued as it arrives, for the request to `take` between its looks at the
@@ -435,9 +454,9 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
         # not once it has all been read.
         decoder = SseDecoder(max_event=self._max_bytes)
         size = 0
-        decode = _encoded(response)
+        read = _piece_reader(response)
         try:
-            while data := response.read1(_PIECE, decode_content=decode):
+            while data := read(_PIECE):
                 size += len(data)
                 try:
                     events = decoder.feed(data)
@@ -449,7 +468,7 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
                     self._begun = True
                     self._events.extend(events)
                     self._done.set()
-        except _FAILURES as exc:
+        except _STREAM_FAILURES as exc:
             response.close()
             raise self._broken(exc) from None
         except BaseException:
