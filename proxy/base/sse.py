@@ -98,6 +98,10 @@ class SseDecoder:
         """The data of every event `data` completes, in order."""
         if not data:
             return []
+        if (not self._parts and data.startswith(b"data: ")
+                and data.find(b"\n") == len(data) - 2 and data.endswith(b"\n\n")
+                and b"\r" not in data):
+            return [data[6:-2]]  # the usual piece: one whole event of one data line
         out: list[bytes] = []
         if self._parts:
             seam = len(self._tail)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -24,9 +24,8 @@ REASONING = "reasoning"
 CONTENT = "content"
 
 
-@dataclass(frozen=True)
-class Piece:
-    """New text of one choice: its reasoning or its content."""
+class Piece(NamedTuple):
+    """New text of one choice: its reasoning or its content (a tuple: a few made a token)."""
 
     choice: int
     kind: str  # REASONING or CONTENT

@@ -6,7 +6,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.base.sse import SseEvents
+from proxy.base.sse import SseDecoder, SseEvents
 from proxy.fronts.chat import StreamIdentity, completion_chunks, heartbeat, role_chunks
 from proxy.turn.result import Call, Choice, TurnResult, Usage
 
@@ -97,3 +97,21 @@ def test_an_event_longer_than_the_hold_limit_passes_in_pieces():
     assert relay.complete(b"data: " + big) == b""
     assert relay.complete(big) == b"data: " + big + big  # past the limit: passed on as is
     assert relay.complete(b"\n\n") == b"\n\n"
+
+
+# Bytes an upstream's SSE may hold, in the pieces that matter to the decoder's cuts.
+sse_bytes = st.lists(st.sampled_from([b"data: ", b"data:", b"x", b"{}", b"\n", b"\r", b"\n\n",
+                                      b": ping", b"event: e"]), max_size=12).map(b"".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(sse_bytes, max_size=4))
+def test_the_decoder_reads_pieces_as_it_reads_the_same_bytes_one_at_a_time(pieces):
+    # a piece that is one whole event takes a shortcut: the same data as the general path,
+    # which a byte at a time always takes
+    whole, single = SseDecoder(), SseDecoder()
+    taken = [data for piece in pieces for data in whole.feed(piece)]
+    one_by_one = [data for piece in pieces for at in range(len(piece))
+                  for data in single.feed(piece[at:at + 1])]
+    assert taken == one_by_one
+    assert whole.pending == single.pending
