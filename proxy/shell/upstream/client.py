@@ -385,22 +385,12 @@ class UpstreamCall(Generic[T]):
 
 
 def _piece_reader(response: urllib3.BaseHTTPResponse) -> Callable[[int], bytes]:
-    """How a stream's body is read, a piece of at most so many bytes at a time: from
-    http.client's own response when the body is chunked and not encoded (urllib3's `read1`
-    wraps each piece in its error catcher, its tallies and its decoder's checks, for
-    nothing then), else through urllib3. Read directly, a cut body raises http.client's
-    IncompleteRead (`_STREAM_FAILURES`), which urllib3 would have raised as its own."""
-    raw = getattr(response, "_fp", None)
-    if (isinstance(raw, http.client.HTTPResponse) and raw.chunked
-            and not _encoded(response)):
+    """A stream's reads: http.client's own for a chunked, unencoded body (urllib3's add its
+    error catcher and tallies; a cut body raises IncompleteRead then), else urllib3's."""
+    raw, decode = getattr(response, "_fp", None), _encoded(response)
+    if isinstance(raw, http.client.HTTPResponse) and raw.chunked and not decode:
         return raw.read1
-    decode = _encoded(response)
     return lambda size: response.read1(size, decode_content=decode)
-
-
-# What a stream's failed read raises: as an exchange's, and http.client's own errors (a
-# chunked body cut short) when its body is read from http.client directly.
-_STREAM_FAILURES = (*_FAILURES, http.client.HTTPException)
 
 
 class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
@@ -468,7 +458,7 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
                     self._begun = True
                     self._events.extend(events)
                     self._done.set()
-        except _STREAM_FAILURES as exc:
+        except (*_FAILURES, http.client.HTTPException) as exc:
             response.close()
             raise self._broken(exc) from None
         except BaseException:
