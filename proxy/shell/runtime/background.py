@@ -7,6 +7,7 @@ from __future__ import annotations
 import select
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
@@ -56,14 +57,79 @@ class Event(Protocol):
     def wait(self, timeout: float) -> bool: ...
 
 
-def new_event() -> Event:
+def new_event(*, one_waiter: bool = False) -> Event:
     """An Event that waits the way this process runs: gevent's in a patched process (a
-    patched threading.Event is a greenlet behind a Thread's locks), else threading's."""
+    patched threading.Event is a greenlet behind a Thread's locks), else threading's.
+    `one_waiter`: only one greenlet ever waits on it, its timed waits often ending at the
+    same moment (`_MomentEvent`)."""
     if _gevent_patched():
         from gevent.event import Event as GeventEvent
 
+        if one_waiter:
+            moment: Event = _moment_event(GeventEvent)()
+            return moment
         return GeventEvent()
     return threading.Event()
+
+
+# Timed waits that end this close together end at one moment: a turn's waits for its next
+# look end at the moment it chose, each asked a little later than the one before (the
+# token's work between), which a worker under load (or valgrind) may make milliseconds.
+_MOMENT_SLACK = 0.01
+_MOMENT_CLASSES: list[type] = []
+
+
+def _moment_event(base: type) -> type:
+    """`_MomentEvent` on gevent's Event, made once."""
+    if not _MOMENT_CLASSES:
+        _MOMENT_CLASSES.append(type("_MomentEvent", (_MomentEvent, base), {}))
+    return _MOMENT_CLASSES[0]
+
+
+class _MomentEvent:
+    """A gevent Event whose one waiter's timed waits that end at the same moment (a turn's
+    next look at its client, waited for between a stream's events, one wait a token) share
+    one timer of the hub's loop, which wakes the waiter by setting the event, instead of a
+    gevent Timeout made, started and closed each wait. What a wait returns is the event's
+    own state (`_on`: set by `set`, not by the timer), as a timed wait's."""
+
+    _on = False
+    _at = -1.0  # when the timer armed rings (monotonic)
+    _rang = False
+    _cancel: Callable[[], None] | None = None
+
+    def set(self) -> None:
+        self._on = True
+        super().set()  # type: ignore[misc]  # (gevent's Event, the class's other base)
+
+    def clear(self) -> None:
+        self._on = False
+        super().clear()  # type: ignore[misc]
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is None or self._on:
+            return bool(super().wait(timeout))  # type: ignore[misc]
+        at = time.monotonic() + timeout
+        if abs(at - self._at) > _MOMENT_SLACK:
+            self._arm(at, timeout)
+        elif self._rang:
+            return False  # that moment has come already
+        super().wait()  # type: ignore[misc]  # until set, or the timer rings
+        if not self._on:
+            super().clear()  # type: ignore[misc]  # the timer's ring
+        return self._on
+
+    def _arm(self, at: float, timeout: float) -> None:
+        if self._cancel is not None:
+            self._cancel()
+        if not self._on:
+            super().clear()  # type: ignore[misc]  # an earlier timer's ring, unheard
+        self._at, self._rang = at, False
+        self._cancel = call_later(timeout, self._ring)
+
+    def _ring(self) -> None:
+        self._rang = True
+        super().set()  # type: ignore[misc]
 
 
 def run_beside(work: Callable[[], None], name: str) -> None:

@@ -332,7 +332,7 @@ class UpstreamCall(Generic[T]):
         self._work = work
         self._value: T | None = None
         self._error: ProxyError | None = None
-        self._done = new_event()
+        self._done = new_event(one_waiter=True)
         self._ended = False
 
     @classmethod
