@@ -1,0 +1,44 @@
+"""Running beside a request (`shell.runtime.background`): the one-waiter event under gevent,
+whose timed waits that end at one moment share one timer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# Run in a process of its own: gevent patches the process it is imported into.
+PROBE = """
+from gevent import monkey; monkey.patch_all()
+import time, gevent
+from proxy.shell.runtime.background import new_event
+event = new_event(one_waiter=True)
+began = time.monotonic()
+print("timed out", event.wait(0.05), time.monotonic() - began >= 0.045)
+gevent.spawn_later(0.02, event.set)
+print("set", event.wait(0.5), time.monotonic() - began < 0.3)
+event.clear()
+wake = time.monotonic() + 0.15
+def tokens():
+    for _ in range(10):
+        gevent.sleep(0.01)
+        event.set()
+gevent.spawn(tokens)
+said = []
+while (now := time.monotonic()) < wake:
+    said.append(event.wait(wake - now))
+    event.clear()
+print("tokens", said.count(True), said[-1], abs(time.monotonic() - wake) < 0.03)
+print("cleared", event.wait(0.01), event.is_set())
+event.set()
+print("stays set", event.wait(0.01), event.wait(None))
+"""
+
+
+def test_a_one_waiter_event_waits_as_gevents_own_does():
+    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, check=True).stdout.split("\n")
+    assert out[:5] == ["timed out False True", "set True True", "tokens 10 False True",
+                       "cleared False False", "stays set True True"]
