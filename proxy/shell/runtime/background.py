@@ -126,7 +126,16 @@ class _MomentEvent:
         if not self._on:
             self._base.clear(self)  # an earlier timer's ring, unheard
         self._at, self._rang = at, False
-        self._cancel = call_later(timeout, self._ring)
+        # a timer of the hub's loop, its ring run in the hub (no greenlet: it only sets)
+        import gevent
+
+        timer = gevent.get_hub().loop.timer(max(0.0, timeout))
+        timer.start(self._ring)
+
+        def cancel() -> None:
+            timer.stop()
+            timer.close()
+        self._cancel = cancel
 
     def _ring(self) -> None:
         self._rang = True
