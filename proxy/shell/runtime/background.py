@@ -88,7 +88,7 @@ _MOMENT_CLASSES: list[type] = []
 def _moment_event(base: type) -> type:
     """`_MomentEvent` on gevent's Event, made once."""
     if not _MOMENT_CLASSES:
-        _MOMENT_CLASSES.append(type("_MomentEvent", (_MomentEvent, base), {}))
+        _MOMENT_CLASSES.append(type("_MomentEvent", (_MomentEvent, base), {"_base": base}))
     return _MOMENT_CLASSES[0]
 
 
@@ -99,6 +99,7 @@ class _MomentEvent:
     gevent Timeout made, started and closed each wait. What a wait returns is the event's
     own state (`_on`: set by `set`, not by the timer), as a timed wait's."""
 
+    _base: Any  # gevent's Event, the other base: its methods called through it
     _on = False
     _at = -1.0  # when the timer armed rings (monotonic)
     _rang = False
@@ -106,36 +107,45 @@ class _MomentEvent:
 
     def set(self) -> None:
         self._on = True
-        super().set()  # type: ignore[misc]  # (gevent's Event, the class's other base)
+        self._base.set(self)
 
     def clear(self) -> None:
         self._on = False
-        super().clear()  # type: ignore[misc]
+        self._base.clear(self)
 
     def wait(self, timeout: float | None = None) -> bool:
         if timeout is None or self._on:
-            return bool(super().wait(timeout))  # type: ignore[misc]
+            return bool(self._base.wait(self, timeout))
         at = time.monotonic() + timeout
         if abs(at - self._at) > _MOMENT_SLACK:
             self._arm(at, timeout)
         elif self._rang:
             return False  # that moment has come already
-        super().wait()  # type: ignore[misc]  # until set, or the timer rings
+        self._base.wait(self)  # until set, or the timer rings
         if not self._on:
-            super().clear()  # type: ignore[misc]  # the timer's ring
+            self._base.clear(self)  # the timer's ring
         return self._on
 
     def _arm(self, at: float, timeout: float) -> None:
         if self._cancel is not None:
             self._cancel()
         if not self._on:
-            super().clear()  # type: ignore[misc]  # an earlier timer's ring, unheard
+            self._base.clear(self)  # an earlier timer's ring, unheard
         self._at, self._rang = at, False
-        self._cancel = call_later(timeout, self._ring)
+        # a timer of the hub's loop, its ring run in the hub (no greenlet: it only sets)
+        import gevent
+
+        timer = gevent.get_hub().loop.timer(max(0.0, timeout))
+        timer.start(self._ring)
+
+        def cancel() -> None:
+            timer.stop()
+            timer.close()
+        self._cancel = cancel
 
     def _ring(self) -> None:
         self._rang = True
-        super().set()  # type: ignore[misc]
+        self._base.set(self)
 
 
 def run_beside(work: Callable[[], None], name: str) -> None:
