@@ -61,13 +61,14 @@ def _relay_failure(exc: Exception, drained: bool, read_timeout: float) -> ProxyE
 
 
 def _opened(placement: Placement, method: str, target: str, body: bytes, headers: dict[str, str],
-            timeouts: Timeouts) -> UpstreamCall[Any]:
+            timeouts: Timeouts, whole: bool = False) -> UpstreamCall[Any]:
     """The relayed request up to its response headers, on the placement's replica (and on
     another, once, when that one is not there or answers 502/503/504: nothing has gone to
-    the client yet), started."""
+    the client yet), started. `whole`: its answer is not asked to stream (the upstream
+    client's direct connections take it)."""
     def work(tracker: Any) -> Any:
-        return placement.run(lambda upstream: upstream.open(method, target, body, headers,
-                                                        timeouts, tracker),
+        return placement.run(lambda upstream: (upstream.open_whole if whole else upstream.open)(
+                                 method, target, body, headers, timeouts, tracker),
                          worth_another=_gateway_failure,
                          cancelled=lambda: tracker.cancelled, discard=_discard, hold=True)
     return UpstreamCall(work).start()
@@ -114,13 +115,14 @@ def _headers_awaited(state: waiting.Waiting, call: UpstreamCall[Any], environ: d
 
 def passthrough(services: PassthroughServices, method: str, body: bytes, log: RequestLog,
                 target: str, config: Config, headers: dict[str, str], environ: dict[str, Any],
-                affinity: str | None = None) -> Response:
-    """Relay the request; the answer streams back as upstream sends it."""
+                affinity: str | None = None, whole: bool = False) -> Response:
+    """Relay the request; the answer streams back as upstream sends it. `whole`: a request
+    that does not ask for a stream (a front's plan says so)."""
     placement = Placement(services.replicas, config, affinity_key(config, headers, affinity), log)
     timeouts = Timeouts(config.connect_timeout_seconds, config.read_timeout_seconds)
     limit = config.connect_timeout_seconds + config.read_timeout_seconds
     # Until the headers come, only a silent client can be noticed: the machine looks for it.
-    call = _opened(placement, method, target, body, headers, timeouts)
+    call = _opened(placement, method, target, body, headers, timeouts, whole)
     ended = _headers_awaited(waiting.start(log.started, limit), call, environ,
                              services.draining)
     if ended is not None:

@@ -1,5 +1,6 @@
-"""The HTTP client side: one urllib3 connection pool to the upstream, timeouts, header
-hygiene, and cancellable buffered calls. Upstream failures become `ProxyError`s.
+"""The HTTP client side: one urllib3 connection pool to the upstream (and, for the calls
+that read a whole answer from a plain-HTTP one, `direct`'s connections), timeouts, and
+cancellable buffered calls. Upstream failures become `ProxyError`s.
 
 urllib3 directly, not `requests`: the Session's per-request preparation (URL requoting, hooks,
 cookie and environment merging, a 10 KB `iter_content` loop) cost about as much CPU as the
@@ -8,13 +9,12 @@ whole HTTP exchange, and the proxy uses none of it.
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 from urllib.parse import unquote
 
@@ -23,7 +23,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
 from urllib3.util import SKIP_HEADER, make_headers, parse_url
 
-from ...base.errors import ProxyError, client_disconnected
+from ...base.errors import ProxyError
 from ...base.sse import SseDecoder, SseEventTooLarge
 from ...turn.core import UpstreamReply
 from ...turn.machine.events import StreamEnd as StreamEnd  # the outcome's types, named
@@ -31,90 +31,16 @@ from ...turn.machine.events import Unreached as Unreached  # where the turn read
 from ...turn.machine.events import UpstreamOutcome
 from ..runtime.background import new_event, readable_now, run_beside
 from . import head  # noqa: F401 (answers' header blocks read without the email package)
-from .direct import DirectPool, Framing, framing
+from .direct import DirectPool, Framing, Relayed, framing
+from .hygiene import HOP_BY_HOP as HOP_BY_HOP  # the header hygiene, importable from here
+from .hygiene import request_headers as request_headers
+from .hygiene import response_headers as response_headers
 from .options import NO_RETRIES, pool_timeout
 from .options import Timeouts as Timeouts  # still importable from here, as before
+from .tracking import ConnectionTracker
 
 T = TypeVar("T")
-
-# RFC 9110 §7.6.1 hop-by-hop headers, plus the ones a relay must recompute itself.
-HOP_BY_HOP = frozenset({
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
-    "proxy-connection", "te", "trailer", "trailers", "transfer-encoding", "upgrade",
-})
-_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "proxy"}  # `Proxy:`: httpoxy
-_NOT_RETURNED = HOP_BY_HOP | {"content-length", "date", "server"}
-
-
-def request_headers(incoming: Iterable[tuple[str, str]], *, buffered: bool) -> dict[str, str]:
-    """The client's headers as sent upstream: no hop-by-hop ones, no Host (set by the
-    client library to the upstream's), and for a buffered call no content negotiation."""
-    headers: dict[str, str] = {}
-    listed = set()
-    for name, value in incoming:
-        lowered = name.lower()
-        if lowered == "connection":
-            listed |= {token.strip().lower() for token in value.split(",")}
-        if lowered in _NOT_FORWARDED or lowered.startswith("proxy-"):
-            continue
-        if buffered and lowered in ("accept-encoding", "accept", "content-type"):
-            continue
-        headers[name] = value
-    if listed:
-        headers = {k: v for k, v in headers.items() if k.lower() not in listed}
-    if buffered:
-        headers["Content-Type"] = "application/json"
-        headers["Accept"] = "application/json"
-    return headers
-
-
-def response_headers(upstream: Any, *, keep_length: bool) -> list[tuple[str, str]]:
-    """An upstream response's headers as relayed to the client."""
-    drop = _NOT_RETURNED if not keep_length else _NOT_RETURNED - {"content-length"}
-    listed = {token.strip().lower() for token in upstream.get("Connection", "").split(",")}
-    lines = upstream.items()  # each header line on its own: Set-Cookie values never joined
-    return [(k, v) for k, v in lines if k.lower() not in drop and k.lower() not in listed]
-
-
-class _ConnectionTracker:
-    """Remembers the connection a buffered call is using, so another thread can cut it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._connection: Any = None
-        self.cancelled = False
-        self._why: ProxyError | None = None  # the turn's own time ran out (None: it left)
-
-    def attach(self, connection: Any) -> None:
-        with self._lock:
-            self._connection = connection
-            cancelled = self.cancelled
-        if cancelled:
-            self._shutdown(connection)
-
-    def cancel(self, why: ProxyError | None = None) -> None:
-        with self._lock:
-            self.cancelled, self._why = True, why
-            connection = self._connection
-        if connection is not None:
-            self._shutdown(connection)
-
-    def cancelled_error(self) -> ProxyError:
-        """What a call cut by `cancel` ends with: why it was cut, else the client left."""
-        return self._why or client_disconnected()
-
-    def detach(self) -> None:
-        """The call is over: its connection is back in the pool (or closed), and a late
-        cancel must not cut it under the request that uses it next."""
-        with self._lock:
-            self._connection = None
-
-    @staticmethod
-    def _shutdown(connection: Any) -> None:
-        sock = getattr(connection, "sock", None)
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+_ConnectionTracker = ConnectionTracker  # its name before it had a module, used from here
 
 
 def _ca_bundle() -> str | None:
@@ -335,6 +261,22 @@ class Upstream:
             raise self._failure(exc, timeouts) from None
         finally:
             self._local.tracker = None
+
+    def open_whole(self, method: str, path: str, body: bytes, headers: dict[str, str],
+                   timeouts: Timeouts, tracker: _ConnectionTracker | None = None) -> Any:
+        """`open` for a request whose answer is not asked to stream (a JSON passthrough): on
+        the direct pool where it can go, its response read by `relay_body` the same way."""
+        chosen = self._direct_for(headers)
+        if chosen is None:
+            return self.open(method, path, body, headers, timeouts, tracker)
+        direct, sent, framed = chosen
+        try:
+            return Relayed(direct, direct.send(method, self._prefix + path, body or None,
+                                               sent, framed, timeouts, tracker))
+        except _FAILURES as exc:
+            if tracker is not None and tracker.cancelled:
+                raise tracker.cancelled_error() from None
+            raise self._failure(exc, timeouts) from None
 
     @staticmethod
     def relay_body(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:

@@ -23,7 +23,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import urllib3
 from urllib3.connection import _get_default_user_agent
@@ -43,6 +43,7 @@ from urllib3.util.url import _encode_target
 from ...base.errors import ProxyError
 from ..runtime.background import readable_now
 from .options import Timeouts
+from .tracking import ConnectionTracker
 
 PIECE = 256 * 1024  # read at a time, other requests running between pieces
 # urllib3's own: its User-Agent, Nagle off, a bodiless method's missing Content-Length.
@@ -51,12 +52,6 @@ _SOCKET_OPTIONS: list[tuple[int, int, int | bytes]] = [(socket.IPPROTO_TCP, sock
 _NO_BODY_EXPECTED = frozenset({"GET", "HEAD", "DELETE", "TRACE", "OPTIONS", "CONNECT"})
 # Request headers this path leaves to urllib3 (framing and Host set by the caller).
 _LEFT_TO_URLLIB3 = frozenset({"host", "content-length", "transfer-encoding"})
-
-
-class Tracker(Protocol):
-    """What a cancellable call hands the pool: told the connection a request starts on."""
-
-    def attach(self, connection: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -150,12 +145,13 @@ class Connection(http.client.HTTPConnection):
             self.sock = create_connection((self.host, self.port), self.timeout,
                                           socket_options=_SOCKET_OPTIONS)
         except socket.gaierror as exc:
-            raise NameResolutionError(self.host, self, exc) from exc  # type: ignore[arg-type]
+            # (urllib3 types its own connection class here; only the message is read)
+            raise NameResolutionError(self.host, self, exc) from exc  # type: ignore[arg-type]  # see above
         except TimeoutError as exc:
             raise ConnectTimeoutError(self, f"Connection to {self.host} timed out. "
                                             f"(connect timeout={self.timeout})") from exc
         except OSError as exc:
-            raise NewConnectionError(self,  # type: ignore[arg-type]
+            raise NewConnectionError(self,  # type: ignore[arg-type]  # (as above)
                                      f"Failed to establish a new connection: {exc}") from exc
 
     def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
@@ -180,6 +176,11 @@ class Answer:
     length: int | None  # the body's bytes still expected (urllib3's length_remaining)
     method: str
     target: str
+
+
+def read_timeout(target: str | None, message: str) -> ReadTimeoutError:
+    """urllib3's error for a read that ran out of time (no pool of urllib3's to name)."""
+    return ReadTimeoutError(None, target, message)  # type: ignore[arg-type]  # (its pool: unread)
 
 
 def _timed_out(exc: OSError) -> bool:
@@ -207,14 +208,16 @@ class DirectPool:
             connection.close()
         return connection
 
-    def _give_back(self, connection: Connection) -> None:
+    def give_back(self, connection: Connection) -> None:
+        """A connection whose answer was read to its end, kept for the next request."""
         if connection.sock is not None and len(self._idle) < self.maxsize:
             self._idle.append(connection)
         else:
             connection.close()
 
     def send(self, method: str, url: str, body: bytes | None, headers: Mapping[str, str],
-             framed: Framing, timeouts: Timeouts, tracker: Tracker | None = None) -> Answer:
+             framed: Framing, timeouts: Timeouts, tracker: ConnectionTracker | None = None,
+             ) -> Answer:
         """Send one request and read its answer's head, as urllib3's `urlopen` does with no
         retries and no redirects; its exceptions when the exchange fails."""
         target = request_target(url)
@@ -225,8 +228,7 @@ class DirectPool:
             self._write(connection, method, target, body, headers, framed, timeouts.connect)
             if connection.sock is not None:
                 if timeouts.read == 0:
-                    raise ReadTimeoutError(None, target,  # type: ignore[arg-type]
-                                           "Read timed out. (read timeout=0)")
+                    raise read_timeout(target, "Read timed out. (read timeout=0)")
                 connection.sock.settimeout(timeouts.read)
             raw = self._head(connection, target, timeouts.read)
             headers_in, by_lowered = joined(raw.msg.items())
@@ -265,16 +267,15 @@ class DirectPool:
                 raise ProtocolError("Connection aborted.", exc) from exc
 
     @staticmethod
-    def _head(connection: Connection, target: str, read_timeout: float,
+    def _head(connection: Connection, target: str, seconds: float,
               ) -> http.client.HTTPResponse:
         """The answer's status line and headers."""
         try:
             return connection.getresponse()
         except OSError as exc:
             if _timed_out(exc):
-                raise ReadTimeoutError(None, target,  # type: ignore[arg-type]
-                                       f"Read timed out. (read timeout={read_timeout})"
-                                       ) from exc
+                raise read_timeout(target, f"Read timed out. (read timeout={seconds})"
+                                   ) from exc
             raise ProtocolError("Connection aborted.", exc) from exc
         except http.client.HTTPException as exc:
             raise ProtocolError("Connection aborted.", exc) from exc
@@ -287,7 +288,7 @@ class DirectPool:
         size = 0
         read = _decoding_reader(answer) if encoded(answer.by_lowered) else _reader(answer)
         try:
-            while data := read():
+            while data := read(PIECE):
                 size += len(data)
                 if max_bytes and size > max_bytes:
                     raise too_large(max_bytes)
@@ -298,7 +299,7 @@ class DirectPool:
             answer.connection.close()
             raise
         if answer.raw.isclosed():
-            self._give_back(answer.connection)
+            self.give_back(answer.connection)
         else:  # (a decoder done before the body's end)
             answer.raw.close()
             answer.connection.close()
@@ -311,34 +312,82 @@ def too_large(max_bytes: int) -> ProxyError:
                       f"({max_bytes} bytes).", type_="upstream_error", code="upstream_too_large")
 
 
-def _reader(answer: Answer) -> Callable[[], bytes]:
-    """The body's next piece as sent, b"" at its end; a body shorter than its Content-Length,
-    a reset or a broken chunk `ProtocolError`, a silence `ReadTimeoutError` (urllib3's)."""
+def _reader(answer: Answer, one: bool = False) -> Callable[[int], bytes]:
+    """The body's next piece as sent (at most the given size; `one`: what one read of the
+    socket gives, as `read1`), b"" at its end, the answer closed once its Content-Length is
+    read; a body shorter than that, a reset or a broken chunk `ProtocolError`, a silence
+    `ReadTimeoutError` (urllib3's)."""
     raw = answer.raw
+    read_raw = raw.read1 if one else raw.read
     remaining = [answer.length]
     read = [0]
 
-    def piece() -> bytes:
+    def piece(size: int) -> bytes:
         try:
-            data = raw.read(PIECE)
+            data = read_raw(size)
         except TimeoutError as exc:
-            raise ReadTimeoutError(None, None, "Read timed out.") from exc  # type: ignore[arg-type]
+            raise read_timeout(None, "Read timed out.") from exc
         except (http.client.HTTPException, OSError) as exc:
             raise ProtocolError(f"Connection broken: {exc!r}", exc) from exc
         left = remaining[0]
         if not data:
+            raw.close()
             if left:
                 cut = IncompleteRead(read[0], left)
                 raise ProtocolError(f"Connection broken: {cut!r}", cut)
             return data
         read[0] += len(data)
         if left is not None:
-            remaining[0] = left - len(data)
+            remaining[0] = left = left - len(data)
+            if not left:
+                raw.close()  # (read1 leaves it open at its end: CPython issue 113199)
         return data
     return piece
 
 
-def _decoding_reader(answer: Answer) -> Callable[[], bytes]:
+class Relayed:
+    """An answer relayed as it arrives (a passthrough's), with the part of urllib3's response
+    the relay reads: `status`, `headers` (urllib3's HTTPHeaderDict: each line kept, looked up
+    whatever the case), `read1(size, decode_content=False)` (the bytes as sent), `close`,
+    `release_conn` and `connection` (None once given back: a late disconnect must not cut it
+    under the request that uses it next)."""
+
+    def __init__(self, pool: DirectPool, answer: Answer) -> None:
+        self.status = answer.status
+        self.headers = urllib3.HTTPHeaderDict(answer.raw.msg.items())
+        self._pool, self._answer = pool, answer
+        self._piece = _reader(answer, one=True)
+        self._held: Connection | None = answer.connection
+
+    @property
+    def connection(self) -> Connection | None:
+        return self._held
+
+    def read1(self, size: int = PIECE, decode_content: bool = False) -> bytes:
+        if self._held is None:
+            return b""
+        try:
+            data = self._piece(size)
+        except BaseException:
+            self.close()
+            raise
+        if self._answer.raw.isclosed():  # read to its end: the connection goes back
+            held, self._held = self._held, None
+            self._pool.give_back(held)
+        return data
+
+    def close(self) -> None:
+        """The rest is not wanted: the connection is closed (not when given back already)."""
+        held, self._held = self._held, None
+        if held is not None:
+            self._answer.raw.close()
+            held.close()
+
+    def release_conn(self) -> None:
+        """(Given back as the body's end is read.)"""
+
+
+def _decoding_reader(answer: Answer) -> Callable[[int], bytes]:
     """A content-encoded body's next decoded piece, read through urllib3's own response (its
     decoders, its errors)."""
     raw = answer.raw
@@ -347,4 +396,4 @@ def _decoding_reader(answer: Answer) -> Callable[[], bytes]:
         version=raw.version, reason=raw.reason, preload_content=False, decode_content=True,
         original_response=raw, enforce_content_length=True, request_method=answer.method,
         request_url=answer.target)
-    return lambda: response.read(PIECE, decode_content=True)
+    return lambda size: response.read(size, decode_content=True)

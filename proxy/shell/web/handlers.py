@@ -305,10 +305,11 @@ def handle(app: Proxy, routed: Routed | None, log: RequestLog, target: str,
                               lambda settings: app.upstream_headers(settings,
                                                                     buffered=True))
         config = app.config.for_model(_model_of(raw))
-    affinity = plan.affinity if routed is not None and isinstance(plan, PassthroughPlan) \
-        else None
+    planned = plan if routed is not None and isinstance(plan, PassthroughPlan) else None
     return passthrough(app.passthrough_services, request.method, raw, log, target, config,
-                       app.upstream_headers(config, buffered=False), environ, affinity)
+                       app.upstream_headers(config, buffered=False), environ,
+                       None if planned is None else planned.affinity,
+                       whole=planned is not None and not planned.client_stream)
 
 
 def _recall(app: Proxy, api_key: str | None) -> Recall:

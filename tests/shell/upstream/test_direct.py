@@ -20,6 +20,8 @@ from proxy.shell.upstream.client import (
     Timeouts,
     Upstream,
     UpstreamCall,
+    disconnect,
+    response_headers,
 )
 from proxy.shell.upstream.direct import expected_length, framing, joined
 
@@ -333,6 +335,60 @@ def test_a_cancelled_call_cuts_its_connection_and_ends_as_the_client_leaving(ser
     assert isinstance(failed, ProxyError)
     assert failed.code == "client_disconnected"
     assert gone.wait(3)
+
+
+def relayed(upstream: Upstream, read: Timeouts = TIMEOUTS) -> object:
+    """A passthrough's view of a relayed answer: its status, the headers it relays, its body
+    as relay_body gives it, or the type of what broke it off."""
+    response = upstream.open_whole("POST", "/v1/chat/completions", b'{"stream":false}',
+                                   {"Content-Type": "application/json"}, read)
+    pieces: list[bytes] = []
+    try:
+        pieces.extend(upstream.relay_body(response))
+    except Exception as exc:
+        pieces.append(type(exc).__name__.encode())
+    return (response.status, response_headers(response.headers, keep_length=True),
+            response.headers.get("content-type"), b"".join(pieces))
+
+
+def test_a_relayed_answer_is_relayed_as_before(serve):
+    ended, requests = both_ways(serve, relayed, ok(JSON, b"Set-Cookie: a=1",
+                                                   b"Set-Cookie: b=2"))
+    assert ended[3] == JSON
+    assert ("Set-Cookie", "b=2") in ended[1]  # each line its own
+    assert requests[0].startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+
+
+def test_a_relayed_chunked_answer_is_relayed_as_before(serve):
+    chunked = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n6\r\ndata: \r\n3\r\n1\n\n\r\n0\r\n\r\n")
+    ended, _ = both_ways(serve, relayed, chunked)
+    assert ended[3] == b"data: 1\n\n"
+
+
+def test_a_relayed_answer_cut_short_breaks_off_as_before(serve):
+    def cut(connection: socket.socket) -> None:
+        connection.sendall(ok(b"x" * 100)[:-60])
+    ended, _ = both_ways(serve, relayed, cut)
+    assert ended[3].endswith(b"ProtocolError")
+
+
+def test_a_relayed_answer_gone_silent_times_out_as_before(serve):
+    def silent_after_head(connection: socket.socket) -> None:
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{")
+        time.sleep(1.0)
+    ended, _ = both_ways(serve, lambda u: relayed(u, Timeouts(2.0, 0.3)), silent_after_head)
+    assert ended[3] == b"{ReadTimeoutError"
+
+
+def test_a_relayed_answer_gives_its_connection_back_and_a_late_disconnect_spares_it(serve):
+    server = serve(ok())
+    upstream = Upstream(server.url)
+    response = upstream.open_whole("POST", "/v1/chat/completions", b"{}", {}, TIMEOUTS)
+    assert b"".join(upstream.relay_body(response)) == JSON
+    disconnect(response)  # (the client watcher, late)
+    assert relayed(upstream)[3] == JSON
+    assert server.accepted == 1
 
 
 def test_headers_the_direct_path_leaves_to_urllib3():
