@@ -356,8 +356,8 @@ def extract(
     if not text or not tools:
         return Extraction(content=text)
     chosen = resolve(formats)
-    reading = Reading(tools, ToolNames(tools), only, truncated, deliver_unknown)
     doc = Document(text, resolved_markers(tuple(formats)), frozenset(tools), tools)
+    reading = Reading(tools, doc.names, only, truncated, deliver_unknown)
     claims = Spans()  # taken by earlier formats: a frame overlapping one is dropped
     taken: list[tuple[Frame, list[ToolCall]]] = []
     left: list[LeftAsText] = []

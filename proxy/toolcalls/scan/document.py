@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..names import ToolNames
 from ..repair import loads_repaired
 from .budget import Budget
 from .json_spans import JsonSpans
@@ -30,9 +31,13 @@ class Document:
 
     def __init__(self, text: str, markers: frozenset[str] = frozenset(),
                  tools: frozenset[str] = frozenset(),
-                 schemas: Mapping[str, Any] | None = None) -> None:
+                 schemas: Mapping[str, Any] | None = None, names: ToolNames | None = None,
+                 ) -> None:
         self.text = text
         self.tools = tools  # the request's function names, for formats that mangle them
+        # Those names' index (names.py), made once for every reader of the text: the engine's
+        # checks and the formats that look a written name up (given: a reader's own).
+        self.names = ToolNames(tools) if names is None else names
         # The tools' parameter schemas, for formats whose nested values are text (MiniMax-M3)
         self.schemas: Mapping[str, Any] = {} if schemas is None else schemas
         self.budget = Budget(len(text))
