@@ -91,6 +91,21 @@ def test_document_marker_positions_are_exact(text, anchor_hits):
             assert doc.crowded(marker) is False
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(sorted(ALL_MARKERS)),
+                          st.sampled_from(['"', '"name"', "name", "<", "]<]", "|", ":", "\n"]),
+                          st.text(max_size=3)), max_size=40).map("".join),
+       st.integers(min_value=0, max_value=64))
+def test_present_from_anchor_slices_is_exact(text, anchor_hits):
+    """A long text's markers, found from the slices around their listed anchors (or, anchored
+    on a quote, by str.find), are the ones it holds: a marker whose anchor stands too close
+    to the start to hold it is not found at a wrapped slice."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(MarkerIndex, "COMBINED_SEARCH_FROM", 0)
+        patch.setattr(MarkerIndex, "ANCHOR_HITS", anchor_hits)
+        assert MarkerIndex(text, ALL_MARKERS).present == {m for m in ALL_MARKERS if m in text}
+
+
 def test_a_long_text_runs_only_formats_whose_markers_occur():
     prose = "Some prose with <b>tags</b>, [links] and a = b; " * 400
     call = '<tool_call>{"name": "read", "arguments": {"path": "/a"}}</tool_call>'
