@@ -291,14 +291,15 @@ def _without(text: str, spans: Sequence[tuple[int, int]],
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    pieces = []
-    pos = 0
-    for start, end in merged:
+    glued = [any(start <= a and b <= end for a, b in joined) for start, end in merged]
+    # The text before the first frame, cut once (a long answer's prose is not copied twice).
+    pieces = [text[:merged[0][0] if glued[0] else _space_before(text, merged[0][0])]]
+    pos = merged[0][1]
+    for start, end in merged[1:]:
         pieces.append(text[pos:start])
         pos = end
     pieces.append(text[pos:])
-    glued = [any(start <= a and b <= end for a, b in joined) for start, end in merged]
-    out = pieces[0] if glued[:1] == [True] else pieces[0].rstrip()
+    out = pieces[0]
     for i, piece in enumerate(pieces[1:]):
         last = i + 1 == len(merged)
         if glued[i]:
@@ -308,8 +309,25 @@ def _without(text: str, spans: Sequence[tuple[int, int]],
             continue
         piece = piece.lstrip() if last or glued[i + 1] else piece.strip()
         if piece:
-            out = f"{out.rstrip()}\n{piece}" if out.strip() else piece
-    return out if out.strip() else ""  # space alone is no content
+            out = f"{out.rstrip()}\n{piece}" if _holds_text(out) else piece
+    return out if _holds_text(out) else ""  # space alone is no content
+
+
+def _holds_text(text: str) -> bool:
+    """`bool(text.strip())` without the copy: whether `text` holds more than whitespace."""
+    return bool(text) and not text.isspace()
+
+
+def _space_before(text: str, pos: int) -> int:
+    """Where the whitespace run ending at `pos` starts: `len(text[:pos].rstrip())`, looked
+    at through doubling windows instead of a copy of everything before `pos`."""
+    width = 64
+    while True:
+        low = max(0, pos - width)
+        kept = len(text[low:pos].rstrip())
+        if kept or low == 0:
+            return low + kept
+        width *= 2
 
 
 def _with_separator(text: str, span: tuple[int, int], separator: str) -> tuple[int, int]:
@@ -356,8 +374,8 @@ def extract(
     if not text or not tools:
         return Extraction(content=text)
     chosen = resolve(formats)
-    reading = Reading(tools, ToolNames(tools), only, truncated, deliver_unknown)
     doc = Document(text, resolved_markers(tuple(formats)), frozenset(tools), tools)
+    reading = Reading(tools, doc.names, only, truncated, deliver_unknown)
     claims = Spans()  # taken by earlier formats: a frame overlapping one is dropped
     taken: list[tuple[Frame, list[ToolCall]]] = []
     left: list[LeftAsText] = []

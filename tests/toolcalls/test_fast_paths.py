@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from proxy.toolcalls import extract
+from proxy.toolcalls import engine, extract
 from proxy.toolcalls import repair as repair_module
 from proxy.toolcalls.formats import pythonic
 from proxy.toolcalls.registry import MARKERS
@@ -89,6 +89,21 @@ def test_document_marker_positions_are_exact(text, anchor_hits):
             assert listed is None or listed == naive
             assert doc.has(marker) == bool(naive)
             assert doc.crowded(marker) is False
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(sorted(ALL_MARKERS)),
+                          st.sampled_from(['"', '"name"', "name", "<", "]<]", "|", ":", "\n"]),
+                          st.text(max_size=3)), max_size=40).map("".join),
+       st.integers(min_value=0, max_value=64))
+def test_present_from_anchor_slices_is_exact(text, anchor_hits):
+    """A long text's markers, found from the slices around their listed anchors (or, anchored
+    on a quote, by str.find), are the ones it holds: a marker whose anchor stands too close
+    to the start to hold it is not found at a wrapped slice."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(MarkerIndex, "COMBINED_SEARCH_FROM", 0)
+        patch.setattr(MarkerIndex, "ANCHOR_HITS", anchor_hits)
+        assert MarkerIndex(text, ALL_MARKERS).present == {m for m in ALL_MARKERS if m in text}
 
 
 def test_a_long_text_runs_only_formats_whose_markers_occur():
@@ -271,3 +286,54 @@ def test_value_ends_where_its_brackets_balance(opening, rest):
     python = json_spans._PYTHON_STYLE.match(text) is not None
     end = doc.json_end(0)
     assert doc.budget_exhausted or end == plain_end(text, "\"'" if python else '"')
+
+
+# --- the content without the frames -----------------------------------------------------------
+
+
+def _without_as_before(text, spans, joined=()):
+    """engine._without as it was, every piece cut and then stripped (the reference)."""
+    if not spans:
+        return text
+    merged = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    pieces = []
+    pos = 0
+    for start, end in merged:
+        pieces.append(text[pos:start])
+        pos = end
+    pieces.append(text[pos:])
+    glued = [any(start <= a and b <= end for a, b in joined) for start, end in merged]
+    out = pieces[0] if glued[:1] == [True] else pieces[0].rstrip()
+    for i, piece in enumerate(pieces[1:]):
+        last = i + 1 == len(merged)
+        if glued[i]:
+            if not last and glued[i + 1] and not piece.strip():
+                continue
+            out += piece if last or glued[i + 1] else piece.rstrip()
+            continue
+        piece = piece.lstrip() if last or glued[i + 1] else piece.strip()
+        if piece:
+            out = f"{out.rstrip()}\n{piece}" if out.strip() else piece
+    return out if out.strip() else ""
+
+
+@st.composite
+def _text_and_spans(draw):
+    text = draw(st.lists(st.sampled_from(["a", "b c", " ", "\n", "\t", "\u3000", "\x85", "x" * 70,
+                                          " " * 70]), max_size=20).map("".join))
+    bound = st.integers(min_value=0, max_value=len(text))
+    spans = [tuple(sorted(pair)) for pair in draw(st.lists(st.tuples(bound, bound), max_size=4))]
+    joined = draw(st.lists(st.sampled_from(spans), max_size=len(spans))) if spans else []
+    return text, spans, joined
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_text_and_spans())
+def test_the_content_without_frames_is_as_before(case):
+    text, spans, joined = case
+    assert engine._without(text, spans, joined) == _without_as_before(text, spans, joined)

@@ -194,7 +194,7 @@ class _Reader:
 
     def __init__(self, doc: Document) -> None:
         self.doc = doc
-        self.names = ToolNames(doc.tools)
+        self.names = doc.names
         self.repairs: list[str] = []
 
     def named(self, pos: int, name: str) -> tuple[list[dict[str, Any]], int] | Refusal | None:
@@ -350,7 +350,8 @@ class _Reader:
         double-encoded JSON included)."""
         inner = answer_text(value)
         if inner is not None and not inner.lstrip().startswith(("{", "[", '"')):
-            reader = _Reader(Document(inner, tools=self.doc.tools, schemas=self.doc.schemas))
+            reader = _Reader(Document(inner, tools=self.doc.tools, schemas=self.doc.schemas,
+                                    names=self.names))
             found = reader.answer()
             if found is not None:
                 self.repairs.extend((DOUBLE_ENCODED, *reader.repairs))

@@ -4,9 +4,10 @@ have taken, JSON spans, and the budget that keeps all of it linear."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from ..names import ToolNames
 from ..repair import loads_repaired
 from .budget import Budget
 from .json_spans import JsonSpans
@@ -30,9 +31,13 @@ class Document:
 
     def __init__(self, text: str, markers: frozenset[str] = frozenset(),
                  tools: frozenset[str] = frozenset(),
-                 schemas: Mapping[str, Any] | None = None) -> None:
+                 schemas: Mapping[str, Any] | None = None, names: ToolNames | None = None,
+                 ) -> None:
         self.text = text
         self.tools = tools  # the request's function names, for formats that mangle them
+        # Those names' index (names.py), made once for every reader of the text: the engine's
+        # checks and the formats that look a written name up (given: a reader's own).
+        self.names = ToolNames(tools) if names is None else names
         # The tools' parameter schemas, for formats whose nested values are text (MiniMax-M3)
         self.schemas: Mapping[str, Any] = {} if schemas is None else schemas
         self.budget = Budget(len(text))
@@ -43,6 +48,9 @@ class Document:
         # there would be dropped as overlapping anyway).
         self.claimed = Spans()
         self._json = JsonSpans(text, self.budget)
+        # Per marker tuple and offset, finditer's start finder (None: nothing to scan), made
+        # once for the formats that share one (`<tool_call>` opens five formats' frames).
+        self._starts: dict[tuple[tuple[str, ...], int], Callable[[int], int] | None] = {}
 
     @property
     def budget_exhausted(self) -> bool:
@@ -78,11 +86,9 @@ class Document:
         that fails costs one of the budget's failed attempts; a match, one candidate. A
         crowded marker is not scanned at all.
         """
-        markers = (marker,) if isinstance(marker, str) else marker
-        present = [m for m in markers if self.has(m)]
-        if not present or any(self.crowded(m) for m in present):
+        next_start = self._start_finder((marker,) if isinstance(marker, str) else marker, offset)
+        if next_start is None:
             return
-        next_start = self.index.next_start(present, offset)
         text, claimed, budget = self.text, self.claimed, self.budget
         while (start := next_start(pos)) >= 0:
             taken_until = claimed.end_of(start)
@@ -99,6 +105,21 @@ class Document:
                 return
             yield match
             pos = max(match.end(), start + 1)
+
+    def _start_finder(self, markers: tuple[str, ...], offset: int,
+                      ) -> Callable[[int], int] | None:
+        """finditer's finder of the next start at which one of `markers` stands `offset`
+        characters in (see MarkerIndex.next_start), memoised; None when none of them occurs
+        or one is crowded (which marks the budget exhausted, once and for good)."""
+        key = (markers, offset)
+        if key in self._starts:
+            return self._starts[key]
+        present = [m for m in markers if self.has(m)]
+        found = None
+        if present and not any(self.crowded(m) for m in present):
+            found = self.index.next_start(present, offset)
+        self._starts[key] = found
+        return found
 
     def json_end(self, start: int) -> int | None:
         """End (exclusive) of the balanced JSON value opening at `start`, or None (see

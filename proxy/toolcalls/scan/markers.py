@@ -12,6 +12,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable
 from functools import lru_cache
+from typing import NamedTuple
 
 # Characters a marker is searched from, preferred first: rare in prose (and, the first ones,
 # shared by many markers, so that one search finds them all). The regex engine and str.find
@@ -51,6 +52,35 @@ def _by_anchor(markers: frozenset[str]) -> tuple[frozenset[str], ...]:
     for marker in markers:
         groups.setdefault(marker[_anchor(marker)], set()).add(marker)
     return tuple(frozenset(group) for group in groups.values())
+
+
+class _Group(NamedTuple):
+    """Markers of one anchor character: the character, the markers, and the (anchor index,
+    length) pairs among them, which say the slices of text around an anchor that can be one."""
+
+    char: str
+    markers: frozenset[str]
+    shapes: tuple[tuple[int, int], ...]
+
+
+@lru_cache(maxsize=64)
+def _anchored(markers: frozenset[str]) -> tuple[_Group, ...]:
+    """`markers` longer than one character grouped by anchor character: made once per set
+    of markers (every document is searched for its formats'), so that a character absent
+    from a text costs one search for all its markers."""
+    groups: dict[str, list[str]] = {}
+    for marker in sorted(markers):
+        if len(marker) > 1:
+            groups.setdefault(marker[_anchor(marker)], []).append(marker)
+    return tuple(_Group(char, frozenset(group),
+                        tuple(sorted({(_anchor(marker), len(marker)) for marker in group})))
+                 for char, group in groups.items())
+
+
+@lru_cache(maxsize=64)
+def _singles(markers: frozenset[str]) -> tuple[str, ...]:
+    """The markers of one character (searched for as they are)."""
+    return tuple(sorted(marker for marker in markers if len(marker) == 1))
 
 
 def markers_present(text: str, markers: frozenset[str]) -> frozenset[str]:
@@ -105,6 +135,9 @@ class _CharsOccur:
         return True
 
 
+# Anchors that prose is full of (a marker holds no rarer character): not listed, their
+# markers are searched for (see MarkerIndex._present); letters and digits likewise.
+_PROSE_CHARS = "\"' "
 # A long text's first this many characters tell whether a character is too common to list.
 _SAMPLE = 65_536
 # Groups of this many markers or fewer are searched marker by marker.
@@ -183,18 +216,24 @@ class MarkerIndex:
 
     def _present(self, markers: frozenset[str]) -> frozenset[str]:
         """Which of `markers` occur: by their anchors' positions where those are few, by the
-        combined search (`markers_present`) where an anchor is too common to list."""
-        present = {m for m in markers if len(m) == 1 and m in self.text}
-        unlisted = set()
-        for marker in markers:
-            if len(marker) > 1 and self._anchor_hits(marker[_anchor(marker)]) != []:
-                found = self.occurrences(marker)  # (an absent anchor: not looked for)
-                if found is None:
-                    unlisted.add(marker)
-                elif found:
-                    present.add(marker)
+        combined search (`markers_present`) where an anchor is too common to list. A marker
+        whose anchor is a character of prose (a quote, a letter: `"name"`) is searched for by
+        str.find, which costs less than listing a character that is seldom few."""
+        text = self.text
+        present = {m for m in _singles(markers) if m in text}
+        unlisted: set[str] = set()
+        for char, group, shapes in _anchored(markers):
+            if char in _PROSE_CHARS or char.isalnum():
+                present.update(marker for marker in group if marker in text)
+                continue
+            hits = self._anchor_hits(char)
+            if hits is None:
+                unlisted |= group
+            elif hits:  # the slices around its anchors that are markers (none: none is)
+                present |= group.intersection([text[pos - i:pos - i + size] for pos in hits
+                                               for i, size in shapes if pos >= i])
         if unlisted:
-            present |= markers_present(self.text, frozenset(unlisted))
+            present |= markers_present(text, frozenset(unlisted))
         return frozenset(present)
 
     def has(self, marker: str) -> bool:
