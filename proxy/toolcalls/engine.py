@@ -24,7 +24,7 @@ from .registry import (
     resolved_markers,
 )
 from .repair import NotJson, envelope, loads_repaired
-from .scan import Document, Spans
+from .scan import Document, Spans, space_before
 from .types import Extraction, Frame, LeftAsText, Refusal, ToolCall, ToolSchemas
 from .validity import SCHEMA_COERCED, check
 
@@ -293,7 +293,7 @@ def _without(text: str, spans: Sequence[tuple[int, int]],
             merged.append([start, end])
     glued = [any(start <= a and b <= end for a, b in joined) for start, end in merged]
     # The text before the first frame, cut once (a long answer's prose is not copied twice).
-    pieces = [text[:merged[0][0] if glued[0] else _space_before(text, merged[0][0])]]
+    pieces = [text[:merged[0][0] if glued[0] else space_before(text, merged[0][0])]]
     pos = merged[0][1]
     for start, end in merged[1:]:
         pieces.append(text[pos:start])
@@ -316,18 +316,6 @@ def _without(text: str, spans: Sequence[tuple[int, int]],
 def _holds_text(text: str) -> bool:
     """`bool(text.strip())` without the copy: whether `text` holds more than whitespace."""
     return bool(text) and not text.isspace()
-
-
-def _space_before(text: str, pos: int) -> int:
-    """Where the whitespace run ending at `pos` starts: `len(text[:pos].rstrip())`, looked
-    at through doubling windows instead of a copy of everything before `pos`."""
-    width = 64
-    while True:
-        low = max(0, pos - width)
-        kept = len(text[low:pos].rstrip())
-        if kept or low == 0:
-            return low + kept
-        width *= 2
 
 
 def _with_separator(text: str, span: tuple[int, int], separator: str) -> tuple[int, int]:

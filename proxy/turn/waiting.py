@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from ..base.errors import ProxyError, proxy_restarting
 from ..base.frozen import replaced
@@ -188,11 +188,28 @@ def row_for(state: Waiting, event: Event) -> Row:
 
 
 def rows_of(kind: type) -> tuple[Row, ...]:
-    """The rows of `TABLE` an event of type `kind` may follow, in the table's order: the
-    table read by the event's type (a token's events skip the rows of the others)."""
-    rows = _ROWS_OF.get(kind)
+    """The rows of `TABLE` an event of type `kind` may follow, in the table's order."""
+    return rows_by_type(TABLE, _ROWS_OF, kind)
+
+
+class _EventRow(Protocol):
+    """A table row, as read by its event's type."""
+
+    @property
+    def event(self) -> type: ...
+
+
+R = TypeVar("R", bound=_EventRow)
+
+
+def rows_by_type(table: tuple[R, ...], known: dict[type, tuple[R, ...]],
+                 kind: type) -> tuple[R, ...]:
+    """The rows of `table` whose event type `kind` is (or inherits), in the table's order,
+    kept in `known`: a table read by the event's type, so a token's events skip the rows of
+    the others. The turn machine's table is read the same way."""
+    rows = known.get(kind)
     if rows is None:
-        rows = _ROWS_OF[kind] = tuple(row for row in TABLE if issubclass(kind, row.event))
+        rows = known[kind] = tuple(row for row in table if issubclass(kind, row.event))
     return rows
 
 

@@ -4,8 +4,8 @@ the bracket scanner in `brackets`), the spans frames have taken (`spans`), all o
 per document (`budget`), and the `Document` that puts them together."""
 
 from .budget import Budget
-from .document import Document
+from .document import Document, space_before
 from .markers import MarkerIndex, markers_present
 from .spans import Spans
 
-__all__ = ["Budget", "Document", "MarkerIndex", "Spans", "markers_present"]
+__all__ = ["Budget", "Document", "MarkerIndex", "Spans", "markers_present", "space_before"]

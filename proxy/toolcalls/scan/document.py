@@ -152,13 +152,18 @@ class Document:
         return stop
 
     def space_before(self, pos: int) -> int:
-        """Start of the whitespace run ending at `pos` (`pos` itself when none ends there).
-        Looked at through doubling windows, so its cost is that run's length, not `pos`."""
-        text = self.text
-        width = 64
-        while True:
-            low = max(0, pos - width)
-            kept = len(text[low:pos].rstrip())
-            if kept or low == 0:
-                return low + kept
-            width *= 2
+        """Start of the whitespace run ending at `pos` (`pos` itself when none ends there)."""
+        return space_before(self.text, pos)
+
+
+def space_before(text: str, pos: int) -> int:
+    """Start of the whitespace run ending at `pos` in `text` (`pos` itself when none ends
+    there): `len(text[:pos].rstrip())`, looked at through doubling windows, so its cost is
+    that run's length, not `pos`."""
+    width = 64
+    while True:
+        low = max(0, pos - width)
+        kept = len(text[low:pos].rstrip())
+        if kept or low == 0:
+            return low + kept
+        width *= 2

@@ -336,12 +336,8 @@ def row_for(machine: TurnMachine, event: Event) -> Row:
 
 
 def rows_of(kind: type) -> tuple[Row, ...]:
-    """The rows of `TABLE` an event of type `kind` may follow, in the table's order: the
-    table read by the event's type (a token's events skip the rows of the others)."""
-    rows = _ROWS_OF.get(kind)
-    if rows is None:
-        rows = _ROWS_OF[kind] = tuple(row for row in TABLE if issubclass(kind, row.event))
-    return rows
+    """The rows of `TABLE` an event of type `kind` may follow, in the table's order."""
+    return waiting.rows_by_type(TABLE, _ROWS_OF, kind)
 
 
 _ROWS_OF: dict[type, tuple[Row, ...]] = {}
