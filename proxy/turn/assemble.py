@@ -168,6 +168,13 @@ class StreamAssembler:
         if choice is None:
             choice = self._choices[index] = _Choice(index)
         delta = part.get("delta")
+        if (type(delta) is dict and len(delta) == 1 and type(content := delta.get("content"))
+                is str and part.get("finish_reason") is None and part.get("logprobs") is None):
+            # the common token: a delta holding only content (what the general path does)
+            if content:
+                choice.content.append(content)
+                pieces.append(Piece(index, CONTENT, content))
+            return
         delta = delta if isinstance(delta, dict) else {}
         reasoning_key = ("reasoning_content" if isinstance(delta.get("reasoning_content"), str)
                          else "reasoning")

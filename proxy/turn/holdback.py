@@ -230,6 +230,18 @@ def hold_point(text: str, rule: HoldRule, start: int = 0) -> tuple[int, bool, in
     """Where the first possible frame in `text` begins, looking from `start` (len(text)
     when none); whether that is final (a whole opener, not an unfinished end that more text
     may turn into prose); and where the next look, with more text, must begin."""
+    if start > 0 and _LINE_END_LAST.search(text, start - 1) is None:
+        # no line can begin from `start` nor a think tag end there (both end in a newline or
+        # `>`): only the openers found anywhere (the common token, in the middle of a line)
+        candidate = _anywhere(text, rule, start)
+        if candidate is None:
+            return len(text), False, len(text)
+        return candidate[0], candidate[1], candidate[0]
+    return hold_point_everywhere(text, rule, start)
+
+
+def hold_point_everywhere(text: str, rule: HoldRule, start: int = 0) -> tuple[int, bool, int]:
+    """`hold_point` with every kind of candidate looked for (its fast path's reference)."""
     line, resume = _at_line_start(text, rule, start)
     found = [c for c in (_anywhere(text, rule, start), line, _seam(text, start)) if c]
     if not found:

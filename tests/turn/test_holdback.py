@@ -11,7 +11,14 @@ import pytest
 
 from bench.extraction import openers as bench_openers
 from proxy.toolcalls.registry import FORMATS, OPENERS
-from proxy.turn.holdback import Held, HoldRule, hold_point, hold_rule, releasable
+from proxy.turn.holdback import (
+    Held,
+    HoldRule,
+    hold_point,
+    hold_point_everywhere,
+    hold_rule,
+    releasable,
+)
 from proxy.turn.normalize import ExtractionSettings, normalize
 from tests.streamed_cases import TOOL_NAMES, corpus, fuzzed
 
@@ -181,3 +188,14 @@ def test_the_two_character_filter_finds_what_trying_every_first_character_finds(
     for text in [*corpus(500), *fuzzed(200)]:
         for end in range(1, len(text) + 1, 5):
             assert hold_point(text[:end], ALL) == hold_point(text[:end], old), text[:end]
+
+
+def test_the_mid_line_fast_path_finds_what_looking_everywhere_finds():
+    """`hold_point` from a place with no newline or `>` at or after the character before it
+    (openers found anywhere only) gives what looking for every kind of candidate gives: over
+    the corpus's and fuzzed texts, every seventh prefix from every eleventh start."""
+    for text in [*corpus(300), *fuzzed(200)]:
+        for end in range(1, len(text) + 1, 7):
+            for start in range(0, end + 1, 11):
+                assert (hold_point(text[:end], ALL, start)
+                        == hold_point_everywhere(text[:end], ALL, start)), (text[:end], start)
