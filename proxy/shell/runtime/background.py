@@ -30,8 +30,9 @@ def readable_now(sock: Any) -> bool:
 _patched: list[bool] = []  # once seen patched, a process stays so (it is never undone)
 
 
-def _gevent_patched() -> bool:
-    """True in a process gevent has monkey-patched (gunicorn's gevent worker)."""
+def gevent_patched() -> bool:
+    """True in a process gevent has monkey-patched (gunicorn's gevent worker): every
+    greenlet runs in one thread, and the patched locks are greenlets' only."""
     if _patched:
         return True
     monkey = sys.modules.get("gevent.monkey")
@@ -39,12 +40,6 @@ def _gevent_patched() -> bool:
         _patched.append(True)
         return True
     return False
-
-
-def gevent_patched() -> bool:
-    """True in a process gevent has monkey-patched (gunicorn's gevent worker): every
-    greenlet runs in one thread, and the patched locks are greenlets' only."""
-    return _gevent_patched()
 
 
 class Event(Protocol):
@@ -68,7 +63,7 @@ def new_event(*, one_waiter: bool = False) -> Event:
     patched threading.Event is a greenlet behind a Thread's locks), else threading's.
     `one_waiter`: only one greenlet ever waits on it, its timed waits often ending at the
     same moment (`_MomentEvent`)."""
-    if _gevent_patched():
+    if gevent_patched():
         from gevent.event import Event as GeventEvent
 
         if one_waiter:
@@ -132,16 +127,8 @@ class _MomentEvent:
         if not self._on:
             self._base.clear(self)  # an earlier timer's ring, unheard
         self._at, self._rang = at, False
-        # a timer of the hub's loop, its ring run in the hub (no greenlet: it only sets)
-        import gevent
-
-        timer = gevent.get_hub().loop.timer(max(0.0, timeout))
-        timer.start(self._ring)
-
-        def cancel() -> None:
-            timer.stop()
-            timer.close()
-        self._cancel = cancel
+        # its ring run in the hub (no greenlet: it only sets)
+        self._cancel = _hub_timer(timeout, self._ring)
 
     def _ring(self) -> None:
         self._rang = True
@@ -150,7 +137,7 @@ class _MomentEvent:
 
 def run_beside(work: Callable[[], None], name: str) -> None:
     """Run `work` beside the request: a plain greenlet under gevent, else a daemon thread."""
-    if _gevent_patched():
+    if gevent_patched():
         import gevent
 
         gevent.spawn(work)
@@ -158,18 +145,26 @@ def run_beside(work: Callable[[], None], name: str) -> None:
         threading.Thread(target=work, daemon=True, name=name).start()
 
 
+def _hub_timer(seconds: float, ring: Callable[[], object]) -> Callable[[], None]:
+    """`ring` run in gevent's hub in `seconds` (it must not block: a greenlet's work is
+    spawned from it) unless the returned function is called first (it cancels)."""
+    import gevent
+
+    timer = gevent.get_hub().loop.timer(max(0.0, seconds))
+    timer.start(ring)
+
+    def cancel() -> None:
+        timer.stop()
+        timer.close()
+    return cancel
+
+
 def call_later(seconds: float, work: Callable[[], None]) -> Callable[[], None]:
     """Run `work` in `seconds` unless the returned function is called first (it cancels)."""
-    if _gevent_patched():  # a timer of the hub's loop: no greenlet until it fires
+    if gevent_patched():  # a timer of the hub's loop: no greenlet until it fires
         import gevent
 
-        timer = gevent.get_hub().loop.timer(max(0.0, seconds))
-        timer.start(lambda: gevent.spawn(work))
-
-        def cancel() -> None:
-            timer.stop()
-            timer.close()
-        return cancel
+        return _hub_timer(seconds, lambda: gevent.spawn(work))
     thread_timer = threading.Timer(seconds, work)
     thread_timer.daemon = True
     thread_timer.start()
@@ -184,7 +179,7 @@ def off_the_hub(work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """`work(*args)`, where blocking I/O it does (SQLite's, which gevent cannot patch) keeps
     the worker's other greenlets running: in gevent's native thread pool under gevent
     (its exception raised here), plainly otherwise."""
-    if _gevent_patched():
+    if gevent_patched():
         import gevent
 
         done: T = gevent.get_hub().threadpool.apply(work, args, kwargs)
@@ -195,7 +190,7 @@ def off_the_hub(work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 def native_lock() -> Any:
     """A lock for code that runs in native threads (`off_the_hub`), even in a process gevent
     has patched (whose threading.Lock is a greenlet's)."""
-    if _gevent_patched():
+    if gevent_patched():
         from gevent.monkey import get_original
 
         return get_original("_thread", "allocate_lock")()

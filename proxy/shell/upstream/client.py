@@ -189,22 +189,27 @@ class Upstream:
             answer = direct.send("POST", self._prefix + path, body or None, sent, framed,
                                  timeouts, tracker)
         except _FAILURES as exc:
-            if tracker is not None and tracker.cancelled:
-                raise tracker.cancelled_error() from None
-            raise self._failure(exc, timeouts) from None
+            raise self._unanswered(exc, timeouts, tracker) from None
         try:
             return UpstreamReply(answer.status, answer.headers,
                                  direct.read_all(answer, max_bytes))
         except _FAILURES as exc:
             raise self._cut(exc, timeouts, tracker) from None
 
+    def _unanswered(self, exc: Exception, timeouts: Timeouts,
+                    tracker: _ConnectionTracker | None) -> ProxyError:
+        """Why a request got no answer: cut by `tracker` (the turn's time, the client gone),
+        else the upstream's failure."""
+        if tracker is not None and tracker.cancelled:
+            return tracker.cancelled_error()
+        return self._failure(exc, timeouts)
+
     def _cut(self, exc: Exception, timeouts: Timeouts,
              tracker: _ConnectionTracker | None) -> ProxyError:
         """Why a buffered answer's body stopped before its end."""
-        if tracker is not None and tracker.cancelled:
-            return tracker.cancelled_error()
-        if isinstance(exc, (ReadTimeoutError, socket.timeout)):
-            return self._failure(exc, timeouts)
+        if (tracker is not None and tracker.cancelled) or isinstance(
+                exc, (ReadTimeoutError, socket.timeout)):
+            return self._unanswered(exc, timeouts, tracker)
         return ProxyError(502, "The upstream's answer broke off before its end "
                           f"({type(exc).__name__}).", type_="upstream_error",
                           code="upstream_cut")
@@ -256,9 +261,7 @@ class Upstream:
         try:
             return self._request(method, path, body or None, headers, timeouts, preload=False)
         except _FAILURES as exc:
-            if tracker is not None and tracker.cancelled:
-                raise tracker.cancelled_error() from None
-            raise self._failure(exc, timeouts) from None
+            raise self._unanswered(exc, timeouts, tracker) from None
         finally:
             self._local.tracker = None
 
@@ -274,9 +277,7 @@ class Upstream:
             return Relayed(direct, direct.send(method, self._prefix + path, body or None,
                                                sent, framed, timeouts, tracker))
         except _FAILURES as exc:
-            if tracker is not None and tracker.cancelled:
-                raise tracker.cancelled_error() from None
-            raise self._failure(exc, timeouts) from None
+            raise self._unanswered(exc, timeouts, tracker) from None
 
     @staticmethod
     def relay_body(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
