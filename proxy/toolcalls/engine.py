@@ -13,15 +13,15 @@ import orjson
 from . import schema
 from .context import Context
 from .exact_json import ORJSON_INTS
-from .names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames
+from .names import NAME_MATCHED, UNKNOWN_TOOL, ToolNames, tool_names
 from .prose import cleanup
 from .registry import (
     CONTENT_MARKUP,
     MARKERS,
     TEXT_JOINED,
     made_with_markers,
-    resolve,
     resolved_markers,
+    runnable,
 )
 from .repair import NotJson, envelope, loads_repaired
 from .scan import Document, Spans, space_before
@@ -361,16 +361,15 @@ def extract(
     """
     if not text or not tools:
         return Extraction(content=text)
-    chosen = resolve(formats)
-    doc = Document(text, resolved_markers(tuple(formats)), frozenset(tools), tools)
+    names = tuple(formats)
+    offered = frozenset(tools)
+    doc = Document(text, resolved_markers(names), offered, tools, tool_names(offered))
     reading = Reading(tools, doc.names, only, truncated, deliver_unknown)
     claims = Spans()  # taken by earlier formats: a frame overlapping one is dropped
     taken: list[tuple[Frame, list[ToolCall]]] = []
     left: list[LeftAsText] = []
-    for name, find_frames in chosen:
-        markers = MARKERS.get(name, ())
-        if markers and doc.present.isdisjoint(markers):
-            continue  # none of its markers occurs: it cannot find a frame
+    # A format none of whose markers occurs cannot find a frame: not tried.
+    for name, find_frames in runnable(names, doc.present):
         spans: list[tuple[int, int]] = []
         try:
             for frame in find_frames(doc):

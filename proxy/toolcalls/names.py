@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 NAME_MATCHED = "tool_name_matched"  # the repair: the name was matched once folded
 UNKNOWN_TOOL = "unknown_tool"  # a call made to a name that matches no offered tool
@@ -69,3 +70,11 @@ class ToolNames:
             if found is not None:
                 return Match(found[0], True) if len(found) == 1 else None
         return None
+
+
+@lru_cache(maxsize=32)
+def tool_names(names: frozenset[str]) -> ToolNames:
+    """`ToolNames(names)`, made once per set of names: an agent offers the same tools every
+    turn, and the index is immutable (never shared between different sets: the key is the
+    set itself)."""
+    return ToolNames(names)

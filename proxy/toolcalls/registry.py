@@ -150,6 +150,17 @@ def resolved_markers(names: tuple[str, ...]) -> frozenset[str]:
     return markers_of(tuple(name for name, _ in _resolved(names)))
 
 
+@lru_cache(maxsize=256)
+def runnable(names: tuple[str, ...], present: frozenset[str],
+             ) -> tuple[tuple[str, FrameFinder], ...]:
+    """The parsers of `resolve(names)` that can find a frame in a text where only `present`
+    of their markers occur: those with no markers (recognised by shape) and those one of
+    whose markers occurs; made once per list of names and set of markers present (the
+    texts of one deployment hold the same few)."""
+    return tuple((name, finder) for name, finder in _resolved(names)
+                 if not MARKERS.get(name) or not present.isdisjoint(MARKERS[name]))
+
+
 class UnknownFormat(ValueError):
     """A configured format name that no parser has."""
 

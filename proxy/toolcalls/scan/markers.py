@@ -151,6 +151,12 @@ def _anchor_char(group: frozenset[str]) -> str:
     return marker[_anchor(marker)]
 
 
+@lru_cache(maxsize=64)
+def _anchor_groups(markers: frozenset[str]) -> tuple[tuple[str, frozenset[str]], ...]:
+    """`_by_anchor(markers)`, each group with its anchor character, in the same order."""
+    return tuple((_anchor_char(group), group) for group in _by_anchor(markers))
+
+
 class MarkerIndex:
     """Which of the formats' markers occur in one text, and where each marker stands
     (memoised per anchor character and per marker)."""
@@ -174,8 +180,8 @@ class MarkerIndex:
         if len(text) > self.COMBINED_SEARCH_FROM:
             self.present = self._present(markers)
         else:  # a group whose anchor character is absent is not looked for at all
-            self.present = frozenset(m for group in _by_anchor(markers) if _anchor_char(group)
-                                     in text for m in group if m in text)
+            self.present = frozenset(m for char, group in _anchor_groups(markers)
+                                     if char in text for m in group if m in text)
 
     def _anchor_hits(self, char: str) -> list[int] | None:
         """Every position of `char`, found by str.find (memchr speed); None when the
