@@ -283,10 +283,13 @@ def _closes_sentence(after: str) -> bool:
     return _TOKEN.sub("", after).lstrip()[:1] in tuple(_CLOSING_PUNCTUATION)
 
 
+_HEADER_AFTER = re.compile(r"\s*+" + _HEADER)  # another message's header, after space
+
+
 def _continues_sentence(after: str) -> bool:
     """The text after a frame goes on with the sentence the frame began: its first word is
     written in lower case (punctuation such as a dash or a quote before it aside)."""
-    if re.match(r"\s*+" + _HEADER, after):
+    if _HEADER_AFTER.match(after):
         return False  # another message starts (Harmony's final channel after a call)
     words = _TOKEN.sub("", after[:160]).lstrip()
     first = next((char for char in words[:4] if char.isalnum()), "")

@@ -165,10 +165,14 @@ def _json_string_lax(quoted: str) -> str | None:
 
 def find_frames(doc: Document) -> Iterator[Frame]:
     """Each `<|tool_call>call:NAME{…}<tool_call|>`, then the calls written without that
-    token (see the module's docstring)."""
-    yield from _frames(doc, OpenerMatches(doc, _HEAD, _OPEN), _OPEN)
-    yield from _frames(doc, OpenerMatches(doc, _TAG_HEAD, _CALL_TAG), _CALL_TAG)
-    yield from _frames(doc, _bare_openers(doc), _BARE)
+    token (see the module's docstring). A spelling whose marker does not occur is not set up
+    (`</tool_call>` holds this format's `call>`: most texts that reach here hold none)."""
+    if doc.has(_OPEN):
+        yield from _frames(doc, OpenerMatches(doc, _HEAD, _OPEN), _OPEN)
+    if doc.has(_CALL_TAG):
+        yield from _frames(doc, OpenerMatches(doc, _TAG_HEAD, _CALL_TAG), _CALL_TAG)
+    if doc.has(_BARE):
+        yield from _frames(doc, _bare_openers(doc), _BARE)
 
 
 def _bare_openers(doc: Document) -> Iterator[re.Match[str]]:

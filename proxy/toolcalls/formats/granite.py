@@ -26,8 +26,11 @@ _STRING_OPENER = re.compile(re.escape(_STRING_OPEN) + r"(?=\s*+\[\s*+[{\]])")
 
 
 def find_frames(doc: Document) -> Iterator[Frame]:
-    """Each `<|tool_call|>` (or `<tool_call>`) followed by a JSON array of calls."""
-    yield from json_frames(doc, NAME, _OPENER, _OPEN, close=None, listed=True)
+    """Each `<|tool_call|>` (or `<tool_call>`) followed by a JSON array of calls (the
+    token's scan is not set up where it does not occur: this format is tried on every
+    Hermes text, for its `<tool_call>`)."""
+    if doc.has(_OPEN):
+        yield from json_frames(doc, NAME, _OPENER, _OPEN, close=None, listed=True)
     yield from json_frames(doc, NAME, _STRING_OPENER, _STRING_OPEN, close=None, listed=True)
 
 

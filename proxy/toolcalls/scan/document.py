@@ -71,8 +71,10 @@ class Document:
         return self.index.occurrences(marker)
 
     def crowded(self, marker: str) -> bool:
-        """Whether `marker` occurs too often to scan for (marked as an exhausted budget)."""
-        if self.index.count(marker) > self.MAX_OCCURRENCES:
+        """Whether `marker` occurs too often to scan for (marked as an exhausted budget); not
+        counted in a text too short to hold that many."""
+        if len(self.text) > self.MAX_OCCURRENCES and self.index.count(marker) > \
+                self.MAX_OCCURRENCES:
             self.budget.exhausted = True
             return True
         return False
