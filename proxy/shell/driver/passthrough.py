@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from flask import Response
 from urllib3.exceptions import ReadTimeoutError
 
 from ...base.config import Config
@@ -20,6 +19,7 @@ from ...fronts.chat import DONE, error_event
 from ...telemetry.request_log import RequestLog
 from ...turn import waiting
 from ..runtime.clients import ClientWatcher, Watch, abort_connection, client_gone
+from ..runtime.wire import Response
 from ..upstream.catalog import model_entries
 from ..upstream.client import (
     Timeouts,

@@ -12,8 +12,6 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Response
-
 from ...base.errors import ProxyError, client_disconnected
 from ...fronts import Front, StreamWriter
 from ...telemetry.request_log import ReAskSeen, RequestLog
@@ -27,6 +25,7 @@ from ...turn.plan import TurnPlan
 from ...turn.result import TurnResult
 from ...turn.thinking import ThinkingMemory
 from ..runtime.clients import client_gone
+from ..runtime.wire import Response
 from ..store.interface import ResponseStore
 from ..upstream.client import Timeouts, UpstreamCall, UpstreamStream, _ConnectionTracker
 from ..upstream.profiles import Learning, Profiles

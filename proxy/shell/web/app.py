@@ -8,9 +8,19 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
-from flask import Flask, Response
+from flask import Flask
+from flask import Request as FlaskRequest
+from flask import Response as FlaskResponse
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
+from flask.signals import (
+    appcontext_tearing_down,
+    request_finished,
+    request_started,
+    request_tearing_down,
+)
 from werkzeug.exceptions import HTTPException
 
 from ...base.config import Config
@@ -21,6 +31,7 @@ from ...telemetry.request_log import RequestLog
 from ...telemetry.status_page import CONTENT_SECURITY_POLICY, page
 from ..driver.turns import error_response
 from ..runtime.clients import client_socket
+from ..runtime.wire import Response
 from . import handlers
 from .addressed import cors_headers, is_preflight, local_address, preflight
 from .count_tokens import count_tokens
@@ -241,12 +252,19 @@ class Views:
 
 
 class _App(Flask):
-    """Flask, each view and hook looked at once: Flask asks `inspect` whether it is a
-    coroutine function on every call of each, three times per request."""
+    """Flask, each view and hook looked at once (Flask asks `inspect` whether it is a
+    coroutine function on every call of each, three times per request), and without the
+    per-request steps of what the proxy never uses, each kept when something is there to
+    run: blinker's signals with no receiver, the url value preprocessors and blueprints'
+    hooks, the teardown functions, the cookie session (no secret key: a fresh null session
+    each request, never saved)."""
+
+    response_class = Response
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self._synced: dict[Callable[..., Any], Callable[..., Any]] = {}
+        self.session_interface = _Sessionless()
 
     def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
         synced = self._synced.get(func)
@@ -255,6 +273,62 @@ class _App(Flask):
             if len(self._synced) < 256:  # (the app's own views and hooks: a few)
                 self._synced[func] = synced
         return synced
+
+    def full_dispatch_request(self) -> FlaskResponse:
+        if request_started.receivers:
+            return super().full_dispatch_request()
+        self._got_first_request = True  # (as Flask's own: no setup after this)
+        try:
+            rv = self.preprocess_request()
+            if rv is None:
+                rv = self.dispatch_request()
+        except Exception as e:
+            rv = self.handle_user_exception(e)
+        return self.finalize_request(rv)
+
+    def finalize_request(self, rv: Any, from_error_handler: bool = False) -> FlaskResponse:
+        if request_finished.receivers:
+            return super().finalize_request(rv, from_error_handler)
+        response = self.make_response(rv)
+        try:
+            response = self.process_response(response)
+        except Exception:
+            if not from_error_handler:
+                raise
+            self.logger.exception(
+                "Request finalizing failed with an error while handling an error")
+        return response
+
+    def preprocess_request(self) -> Any:
+        if self.url_value_preprocessors or self.blueprints:
+            return super().preprocess_request()
+        for before in self.before_request_funcs.get(None, ()):
+            rv = self.ensure_sync(before)()
+            if rv is not None:
+                return rv
+        return None
+
+    def do_teardown_request(self, *exc: BaseException | None) -> None:
+        if self.teardown_request_funcs or request_tearing_down.receivers:
+            super().do_teardown_request(*exc)
+
+    def do_teardown_appcontext(self, *exc: BaseException | None) -> None:
+        if self.teardown_appcontext_funcs or appcontext_tearing_down.receivers:
+            super().do_teardown_appcontext(*exc)
+
+
+class _Sessionless(SecureCookieSessionInterface):
+    """Flask's cookie session; without a secret key (the proxy sets none), one null session
+    for every request rather than a fresh one each (it holds nothing, and is never saved)."""
+
+    def open_session(self, app: Flask, request: FlaskRequest) -> SecureCookieSession | None:
+        if app.secret_key:
+            return super().open_session(app, request)
+        return self.null
+
+    @cached_property
+    def null(self) -> SecureCookieSession:
+        return self.null_session_class()
 
 
 def create_app(config: Config) -> Flask:

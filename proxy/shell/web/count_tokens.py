@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flask import Response
-
 from ...base.errors import ProxyError
 from ...fronts.registry import Routed
 from ...telemetry.request_log import RequestLog
+from ..runtime.wire import Response
 from ..upstream.client import Timeouts
 from .handlers import incoming_of
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flask import Response
-
 from ...fronts import Ask, Reply
 from ...fronts.registry import Routed
 from ...telemetry.request_log import RequestLog
+from ..runtime.wire import Response
 from .handlers import ask, incoming_of, model_cards
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import orjson
-from flask import Response, request
+from flask import request
 
 from ... import __version__
 from ...base.config import Config, mask_upstream, mask_url
@@ -24,6 +24,7 @@ from ...telemetry.status import StatusInput, build, seen_by
 from ...turn.plan import PassthroughPlan, TurnPlan
 from ..driver.passthrough import all_models, passthrough
 from ..driver.turns import TurnResponse
+from ..runtime.wire import Response
 from ..store.interface import StoreLimits, refusal
 from ..upstream.catalog import model_cards as cards_of_upstreams
 from ..upstream.catalog import model_ids

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flask import Response
-
 from ...fronts import STORED_GET
 from ...fronts.registry import Routed
 from ...telemetry.request_log import RequestLog
+from ..runtime.wire import Response
 
 if TYPE_CHECKING:
     from .wiring import Proxy

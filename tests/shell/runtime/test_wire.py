@@ -1,0 +1,49 @@
+"""The proxy's response gives the WSGI server what Flask's own would: the same body, status
+and header list, for any headers, status and body (a property, against Werkzeug's)."""
+
+from __future__ import annotations
+
+from flask import Response as FlaskResponse
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.shell.runtime.wire import Response
+
+NAMES = st.sampled_from(["Content-Type", "Content-Length", "content-length", "Location",
+                         "location", "Content-Location", "X-Request-Id", "Cache-Control",
+                         "Set-Cookie", "Server-Timing"])
+VALUES = st.text(st.characters(min_codepoint=32, max_codepoint=0x2fff), max_size=12)
+STATUSES = st.sampled_from([100, 101, 199, 200, 201, 204, 206, 301, 302, 304, 400, 404, 412,
+                            500, 503])
+BODIES = st.one_of(st.none(), st.binary(max_size=20), st.text(max_size=20),
+                   st.lists(st.binary(max_size=8), max_size=3),
+                   st.lists(st.binary(max_size=8), max_size=3).map(iter))
+
+
+def _environ(method: str) -> dict[str, object]:
+    return {"REQUEST_METHOD": method, "wsgi.url_scheme": "http", "SERVER_NAME": "proxy",
+            "SERVER_PORT": "8080", "HTTP_HOST": "proxy:8080", "PATH_INFO": "/v1/x",
+            "SCRIPT_NAME": "", "QUERY_STRING": ""}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(NAMES, VALUES), max_size=6), STATUSES, BODIES,
+       st.sampled_from(["GET", "POST", "HEAD"]), st.sampled_from([None, "application/json"]),
+       st.booleans())
+def test_the_wsgi_response_is_werkzeugs(headers, status, body, method, content_type, added):
+    def build(kind: type[FlaskResponse]) -> FlaskResponse:
+        response = kind(list(body) if isinstance(body, list) else body, status=status,
+                        headers=headers, content_type=content_type)
+        if added:  # as the app's hooks add theirs
+            response.headers["X-Request-Id"] = "abc"
+            response.headers.add("Server-Timing", "total;dur=1.0")
+        return response
+
+    ours, theirs = build(Response), build(FlaskResponse)
+    ours_iter, ours_status, ours_headers = ours.get_wsgi_response(_environ(method))
+    their_iter, their_status, their_headers = theirs.get_wsgi_response(_environ(method))
+    assert (ours_status, ours_headers) == (their_status, their_headers)
+    assert list(ours.headers) == list(theirs.headers)  # neither touched its own headers
+    if not isinstance(body, list) and body is not None and not isinstance(body, str | bytes):
+        return  # (one iterator, shared: read by whichever goes first)
+    assert list(ours_iter) == list(their_iter)
