@@ -170,6 +170,18 @@ def header_block(first: Iterable[tuple[str, str]], headers: Mapping[str, str],
         return None
 
 
+@functools.lru_cache(maxsize=64)
+def standard_lines(host: str, port: int) -> tuple[bytes, bytes]:
+    """What http.client's `putrequest` writes after the request line for a path on a
+    connection to `host` and `port`: its Host line; and that line and its Accept-Encoding
+    line, in one piece (as `_send_output` joins them). Written by a `putrequest` of its own,
+    once per upstream."""
+    probe = http.client.HTTPConnection(host, port)
+    probe.putrequest("GET", "/")
+    host_line, accept_encoding = probe._buffer[1:]  # type: ignore[attr-defined]  # (private)
+    return host_line, host_line + b"\r\n" + accept_encoding
+
+
 @functools.lru_cache(maxsize=256)
 def request_target(url: str) -> str:
     """The request target as urllib3 sends it: characters a path or query may not hold
@@ -289,8 +301,10 @@ class DirectPool:
         connection.timeout = connect_timeout
         if connection.sock is not None:
             connection.sock.settimeout(connect_timeout)
-        connection.putrequest(method, target,
-                              skip_accept_encoding=framed.skip_accept_encoding)
+        # (a target naming a host, an absolute URL's, has http.client write its Host line)
+        own_host = target.startswith("http")
+        connection.putrequest(method, target, skip_host=not own_host,
+                              skip_accept_encoding=framed.skip_accept_encoding or not own_host)
         framing_lines = []
         if body is not None:
             framing_lines.append(("Content-Length", str(len(body))))
@@ -299,13 +313,17 @@ class DirectPool:
         if not framed.user_agent:
             framing_lines.append(("User-Agent", USER_AGENT))
         block = header_block(framing_lines, headers)
+        buffer = connection._buffer  # type: ignore[attr-defined]  # (putheader's own)
+        if not own_host:  # the lines putrequest would have written after its first
+            host, accept_encoding = standard_lines(connection.host, connection.port)
+            buffer.append(host if framed.skip_accept_encoding else accept_encoding)
         if block is None:  # a name or value http.client refuses, or writes its own way
             for name, value in framing_lines:
                 connection.putheader(name, value)
             for name, value in headers.items():
                 connection.putheader(name, value)
         elif block:
-            connection._buffer.append(block)  # type: ignore[attr-defined]  # (putheader's own)
+            buffer.append(block)
         try:
             connection.endheaders(body or None)
         except BrokenPipeError:

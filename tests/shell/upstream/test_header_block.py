@@ -9,7 +9,7 @@ import http.client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.shell.upstream.direct import header_block
+from proxy.shell.upstream.direct import header_block, standard_lines
 
 # names and values near every edge putheader knows: CR, LF, continuations, colons, spaces,
 # controls, non-ASCII and past latin-1
@@ -58,3 +58,12 @@ def test_what_putheader_refuses_or_continues_is_left_to_it() -> None:
     for headers in ({"Bad Name:": "x"}, {"X": "a\nb"}, {"X": "a\r\n b"}, {"X": "€"},
                     {"é": "x"}, {" X": "x"}):
         assert header_block([], headers) is None
+
+
+def test_the_standard_lines_are_putrequests() -> None:
+    for host, port in (("127.0.0.1", 8000), ("vllm", 80), ("::1", 8000), ("bücher.de", 80)):
+        connection = http.client.HTTPConnection(host, port)
+        connection.putrequest("POST", "/v1/chat/completions")
+        host_line, both = standard_lines(connection.host, connection.port)
+        assert [host_line] == connection._buffer[1:2]  # type: ignore[attr-defined]
+        assert both == b"\r\n".join(connection._buffer[1:])  # type: ignore[attr-defined]
