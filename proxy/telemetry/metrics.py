@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import struct
+import time
+from bisect import bisect_left
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import (
@@ -143,6 +146,52 @@ def _remember_children(metric: Any) -> None:
     metric.labels = labels
 
 
+Add = Callable[[float], None]
+
+
+def _adds(metric: Any) -> Callable[..., Add]:
+    """The labels' values → what adds to that child's value: its value's own `inc`, kept.
+    A child with every label given is always observable, and the proxy adds no negative
+    amount to a counter (nor sets a `mostrecent` gauge with it), so the checks of
+    `Counter.inc` and `Gauge.inc`, Python calls on each, would always pass."""
+    made: dict[tuple[Any, ...], Add] = {}
+    labels = metric.labels
+
+    def adds(*values: Any) -> Add:
+        add = made.get(values)
+        if add is None:
+            add = made[values] = labels(*values)._value.inc
+        return add
+    return adds
+
+
+def _observes(histogram: Any) -> Callable[..., Add]:
+    """The labels' values → what observes an amount in that child (`Histogram.observe`
+    without its checks: its sum, then the first bucket whose bound holds the amount)."""
+    made: dict[tuple[Any, ...], Add] = {}
+
+    def observes(*values: Any) -> Add:
+        observe = made.get(values)
+        if observe is None:
+            observe = made[values] = _observer(histogram.labels(*values))
+        return observe
+    return observes
+
+
+def _observer(child: Any) -> Add:
+    bounds = tuple(child._upper_bounds)
+    add_sum = child._sum.inc
+    add_bucket = tuple(bucket.inc for bucket in child._buckets)
+    last = len(bounds)
+
+    def observe(amount: float) -> None:
+        add_sum(amount)
+        i = bisect_left(bounds, amount)
+        if i < last and amount <= bounds[i]:  # (never a NaN's bucket, as observe's loop)
+            add_bucket[i](1)
+    return observe
+
+
 class Metrics:
     """The proxy's counters, gauges and histograms, in a registry of the app's own."""
 
@@ -232,21 +281,30 @@ class Metrics:
         self.replica_up = Gauge(prefix + "replica_up",
                                 "0 while a replica is marked down (in any worker)",
                                 ["replica"], registry=registry, multiprocess_mode="livemin")
-        for metric in vars(self).values():
+        for metric in list(vars(self).values()):
             if getattr(metric, "_labelnames", ()):
                 _remember_children(metric)
+        # what each request adds, found once per child (see `_adds`)
+        self._in_flight = self.in_flight._value.inc
+        self._requests = _adds(self.requests)
+        self._rewrites = _adds(self.rewrites)
+        self._tool_calls = _adds(self.tool_calls)
+        self._total_latency = _observes(self.total_latency)
+        self._upstream_latency = _observes(self.upstream_latency)
+        self.replica_in_flight_adds = _adds(self.replica_in_flight)
+        self.replica_requests_adds = _adds(self.replica_requests)
 
     def started(self) -> None:
         """A request began."""
-        self.in_flight.inc()
+        self._in_flight(1)
 
     def finished(self, log: RequestLog, total_seconds: float) -> None:
         """A request ended: count everything its log record says."""
-        self.in_flight.dec()
-        self.requests.labels(log.mode, str(log.status or 0), log.front or "none").inc()
-        self.total_latency.labels(log.mode).observe(total_seconds)
+        self._in_flight(-1)
+        self._requests(log.mode, str(log.status or 0), log.front or "none")(1)
+        self._total_latency(log.mode)(total_seconds)
         if log.upstream_ms is not None:
-            self.upstream_latency.labels(log.mode).observe(log.upstream_ms / 1000)
+            self._upstream_latency(log.mode)(log.upstream_ms / 1000)
         if log.heartbeats:
             self.heartbeats.inc(log.heartbeats)
         rescued = rescued_from(log)
@@ -256,9 +314,10 @@ class Metrics:
         if kind is not None:
             self.upstream_errors.labels(kind).inc()
         if log.upstream is not None and kind != "client_disconnected":
-            self.upstream_up.labels(log.upstream).set(0 if kind else 1)
+            self.upstream_up.labels(log.upstream)._value.set(0.0 if kind else 1.0,
+                                                             timestamp=time.time())
         for rewrite in log.rewrites:
-            self.rewrites.labels(rewrite).inc()
+            self._rewrites(rewrite)(1)
         for seen in log.reasks:
             self.reasks.labels(seen.reason, seen.dialect, seen.result).inc()
             self.reask_latency.labels(seen.reason, seen.dialect).observe(seen.ms / 1000)
@@ -266,7 +325,7 @@ class Metrics:
         if outcome is None:
             return
         for call_format in outcome.call_formats:
-            self.tool_calls.labels(call_format).inc()
+            self._tool_calls(call_format)(1)
         for repair in outcome.repairs:
             self.repairs.labels(repair.format, repair.repair).inc()
         for left in outcome.left_as_text:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import functools
 import http.client
+import re
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -127,6 +128,58 @@ def expected_length(by_lowered: Mapping[str, str], status: int, method: str) -> 
 def encoded(by_lowered: Mapping[str, str]) -> bool:
     """Whether the body is content-encoded (gzip, …): read through urllib3's decoders then."""
     return by_lowered.get("content-encoding", "").strip().lower() not in ("", "identity")
+
+
+# http.client's `_is_legal_header_name`, for a name known to be ASCII
+_LEGAL_NAME = re.compile(r"[^:\s][^:\r\n]*", re.ASCII)
+_NAMES_KEPT = 512
+_legal_names: set[str] = set()  # names found legal (a bounded set: clients choose them)
+
+
+def _legal_name(name: str) -> bool:
+    """Whether http.client's `putheader` takes `name` (ASCII, of a legal name's form)."""
+    if name in _legal_names:
+        return True
+    if not (name.isascii() and _LEGAL_NAME.fullmatch(name)):
+        return False
+    if len(_legal_names) < _NAMES_KEPT:
+        _legal_names.add(name)
+    return True
+
+
+def header_block(first: Iterable[tuple[str, str]], headers: Mapping[str, str],
+                 ) -> bytes | None:
+    """The header lines `first`, then `headers`, as http.client's `putheader` writes them one
+    at a time (`Name: value`, the name ASCII, the value latin-1), in one piece of its
+    buffer (whose pieces it joins with CRLF); None when one would not be written so: a
+    name or value it refuses (a value with a CR or LF that does not continue the line),
+    or writes its own way (a continued line, a value not a string), or that latin-1
+    cannot encode. `putheader` then writes them, or raises its own error."""
+    lines = []
+    for name, value in (*first, *headers.items()):
+        if type(name) is not str or type(value) is not str or not _legal_name(name):
+            return None
+        lines.append(f"{name}: {value}")
+    text = "\r\n".join(lines)
+    joints = max(len(lines) - 1, 0)  # no name or value holds a CR or LF of its own
+    if text.count("\r") != joints or text.count("\n") != joints:
+        return None
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def standard_lines(host: str, port: int) -> tuple[bytes, bytes]:
+    """What http.client's `putrequest` writes after the request line for a path on a
+    connection to `host` and `port`: its Host line; and that line and its Accept-Encoding
+    line, in one piece (as `_send_output` joins them). Written by a `putrequest` of its own,
+    once per upstream."""
+    probe = http.client.HTTPConnection(host, port)
+    probe.putrequest("GET", "/")
+    host_line, accept_encoding = probe._buffer[1:]  # type: ignore[attr-defined]  # (private)
+    return host_line, host_line + b"\r\n" + accept_encoding
 
 
 @functools.lru_cache(maxsize=256)
@@ -248,16 +301,29 @@ class DirectPool:
         connection.timeout = connect_timeout
         if connection.sock is not None:
             connection.sock.settimeout(connect_timeout)
-        connection.putrequest(method, target,
-                              skip_accept_encoding=framed.skip_accept_encoding)
+        # (a target naming a host, an absolute URL's, has http.client write its Host line)
+        own_host = target.startswith("http")
+        connection.putrequest(method, target, skip_host=not own_host,
+                              skip_accept_encoding=framed.skip_accept_encoding or not own_host)
+        framing_lines = []
         if body is not None:
-            connection.putheader("Content-Length", str(len(body)))
+            framing_lines.append(("Content-Length", str(len(body))))
         elif method.upper() not in _NO_BODY_EXPECTED:
-            connection.putheader("Content-Length", "0")
+            framing_lines.append(("Content-Length", "0"))
         if not framed.user_agent:
-            connection.putheader("User-Agent", USER_AGENT)
-        for name, value in headers.items():
-            connection.putheader(name, value)
+            framing_lines.append(("User-Agent", USER_AGENT))
+        block = header_block(framing_lines, headers)
+        buffer = connection._buffer  # type: ignore[attr-defined]  # (putheader's own)
+        if not own_host:  # the lines putrequest would have written after its first
+            host, accept_encoding = standard_lines(connection.host, connection.port)
+            buffer.append(host if framed.skip_accept_encoding else accept_encoding)
+        if block is None:  # a name or value http.client refuses, or writes its own way
+            for name, value in framing_lines:
+                connection.putheader(name, value)
+            for name, value in headers.items():
+                connection.putheader(name, value)
+        elif block:
+            buffer.append(block)
         try:
             connection.endheaders(body or None)
         except BrokenPipeError:

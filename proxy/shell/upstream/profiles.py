@@ -107,20 +107,23 @@ class Learning:
     is the generic profile while it is not (its deadline passed: the turn goes on without)."""
 
     def __init__(self, profile: UpstreamProfile | None = None) -> None:
-        self._done = new_event()
         self.profile = profile
-        if profile is not None:
-            self._done.set()
+        # what a waiter waits on (none for a learning settled as it is made: nobody waits)
+        self._done = new_event() if profile is None else None
 
     def settle(self, profile: UpstreamProfile) -> None:
         """The profile learned (the first settles; later ones are not told)."""
         if self.profile is None:
             self.profile = profile
+            assert self._done is not None  # (made with the learning, unsettled)
             self._done.set()
 
     def wait(self, timeout: float) -> bool:
         """Whether the profile is learned (within `timeout` seconds)."""
-        return self.profile is not None or bool(self._done.wait(max(0.0, timeout)))
+        if self.profile is not None:
+            return True
+        assert self._done is not None  # (as in `settle`)
+        return bool(self._done.wait(max(0.0, timeout)))
 
     @property
     def settled(self) -> bool:

@@ -101,7 +101,7 @@ class Replicas:
             if reserve:
                 self._states[chosen].in_flight += 1
         if reserve:
-            self._metrics.replica_in_flight.labels(self._labels[chosen]).inc()
+            self._metrics.replica_in_flight_adds(self._labels[chosen])(1)
         return chosen
 
     def up_first(self, urls: tuple[str, ...]) -> list[str]:
@@ -191,15 +191,16 @@ class Replicas:
         """A call to `url` started."""
         with self._lock:
             self._states[url].in_flight += 1
-        self._metrics.replica_in_flight.labels(self._labels[url]).inc()
+        self._metrics.replica_in_flight_adds(self._labels[url])(1)
 
     def end(self, url: str, outcome: Any) -> None:
         """A call to `url` ended with `outcome` (a reply, a response, or a ProxyError)."""
         with self._lock:
             self._states[url].in_flight -= 1
         label = self._labels[url]
-        self._metrics.replica_in_flight.labels(label).dec()
-        self._metrics.replica_requests.labels(label, result_of(outcome)).inc()
+        metrics = self._metrics
+        metrics.replica_in_flight_adds(label)(-1)
+        metrics.replica_requests_adds(label, result_of(outcome))(1)
 
     def reports(self) -> list[dict[str, Any]]:
         """Every replica as this process sees it, without I/O: its URL (masked), whether it
