@@ -135,6 +135,68 @@ class _MomentEvent:
         self._base.set(self)
 
 
+def watch_silence(raw: Any) -> Callable[[], None]:
+    """Under gevent, the per-read timeout of `raw` (a socket's `SocketIO`, read by one
+    greenlet, the caller) kept by one timer of the hub's loop instead of a gevent Timeout made
+    and closed for each read that waits: a read that waits as long as the socket's timeout
+    still raises socket.timeout in the reader, as gevent's would. The returned function puts
+    the socket back as it was (call it when the reads are over). Anything else: untouched."""
+    sock = getattr(raw, "_sock", None)
+    seconds = getattr(sock, "timeout", None)
+    if not gevent_patched() or not seconds or "readinto" in vars(raw):
+        return _nothing
+    watch = _SilenceWatch(raw, sock, seconds)
+    return watch.stop
+
+
+def _nothing() -> None:
+    return None
+
+
+class _SilenceWatch:
+    """`watch_silence`'s reads: each marks when it began (0: none under way); the timer rings
+    at the earliest moment the read under way could have lasted the timeout, and then either
+    throws socket.timeout into the reader or is armed for the read's own end of time."""
+
+    def __init__(self, raw: Any, sock: Any, seconds: float) -> None:
+        import gevent
+
+        self._raw, self._sock, self._seconds = raw, sock, seconds
+        self._read = raw.readinto
+        self._reader = gevent.getcurrent()
+        self._since = 0.0
+        self._loop = gevent.get_hub().loop
+        self._timer = self._loop.timer(seconds)
+        sock.settimeout(None)  # gevent then waits for the socket with no Timeout
+        raw.readinto = self.readinto
+        self._timer.start(self._ring)
+
+    def readinto(self, buffer: Any) -> int | None:
+        self._since = time.monotonic()
+        try:
+            done: int | None = self._read(buffer)
+            return done
+        finally:
+            self._since = 0.0
+
+    def _ring(self) -> None:
+        since, seconds = self._since, self._seconds
+        left = seconds if not since else since + seconds - time.monotonic()
+        if left > 0:  # the read under way began after the timer was armed, or none is
+            rung, self._timer = self._timer, self._loop.timer(left)
+            self._timer.start(self._ring)
+            rung.close()
+            return
+        self._reader.throw(TimeoutError("timed out"))  # socket.timeout, as gevent's throws
+
+    def stop(self) -> None:
+        self._timer.stop()
+        self._timer.close()
+        del self._raw.readinto
+        if self._sock.timeout is None:
+            self._sock.settimeout(self._seconds)
+
+
 def run_beside(work: Callable[[], None], name: str) -> None:
     """Run `work` beside the request: a plain greenlet under gevent, else a daemon thread."""
     if gevent_patched():

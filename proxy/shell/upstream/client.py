@@ -29,7 +29,7 @@ from ...turn.core import UpstreamReply
 from ...turn.machine.events import StreamEnd as StreamEnd  # the outcome's types, named
 from ...turn.machine.events import Unreached as Unreached  # where the turn reads them
 from ...turn.machine.events import UpstreamOutcome
-from ..runtime.background import new_event, readable_now, run_beside
+from ..runtime.background import new_event, readable_now, run_beside, watch_silence
 from . import head  # noqa: F401 (answers' header blocks read without the email package)
 from .direct import DirectPool, Framing, Relayed, framing
 from .hygiene import HOP_BY_HOP as HOP_BY_HOP  # the header hygiene, importable from here
@@ -283,6 +283,7 @@ class Upstream:
     def relay_body(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
         """The raw body bytes as they arrive (no decoding), closing the connection at the end
         or when the client goes away."""
+        unwatch = watch_silence(_socket_io(response))
         try:
             while True:
                 data = response.read1(65536, decode_content=False)
@@ -290,6 +291,7 @@ class Upstream:
                     break
                 yield data
         finally:
+            unwatch()
             response.close()  # a body read to its end has given its connection back already
             response.release_conn()
 
@@ -386,6 +388,12 @@ def _piece_reader(response: urllib3.BaseHTTPResponse) -> Callable[[int], bytes]:
     return lambda size: response.read1(size, decode_content=decode)
 
 
+def _socket_io(response: urllib3.BaseHTTPResponse) -> Any:
+    """The socket's raw reader under a response's buffered one (None: not http.client's)."""
+    raw = getattr(response, "_fp", None)
+    return getattr(getattr(raw, "fp", None), "raw", None)
+
+
 class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
     """A streamed upstream POST read beside the request (the streamed mode): the data of each
     SSE event is queued as it arrives, for the request to `take` between its looks at the
@@ -438,6 +446,7 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
         decoder = SseDecoder(max_event=self._max_bytes)
         size = 0
         read = _piece_reader(response)
+        unwatch = watch_silence(_socket_io(response))
         try:
             while data := read(_PIECE):
                 size += len(data)
@@ -457,6 +466,8 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
         except BaseException:
             response.close()
             raise
+        finally:
+            unwatch()
         response.release_conn()
         return StreamEnd(cut=bool(decoder.pending.strip()))
 
