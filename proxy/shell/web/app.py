@@ -14,6 +14,7 @@ from typing import Any
 from flask import Flask
 from flask import Request as FlaskRequest
 from flask import Response as FlaskResponse
+from flask.ctx import RequestContext
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from flask.signals import (
     appcontext_tearing_down,
@@ -22,6 +23,7 @@ from flask.signals import (
     request_tearing_down,
 )
 from werkzeug.exceptions import HTTPException
+from werkzeug.routing import Rule
 
 from ...base.config import Config
 from ...base.errors import ProxyError
@@ -73,7 +75,9 @@ class Views:
     def started(self) -> RequestLog:
         """The request's log record (its id: the client's X-Request-Id or a minted one)."""
         request = current_request()
-        request_id = request.headers.get("X-Request-Id", "")[:128] or secrets.token_hex(8)
+        # (the header from the environ itself, as Werkzeug's headers read it, a call less)
+        request_id = (request.environ.get("HTTP_X_REQUEST_ID", "")[:128]
+                      or secrets.token_hex(8))
         request.environ[REQUEST_ID] = request_id
         self.proxy.metrics.started()
         return RequestLog(request_id, request.method, request.path)
@@ -199,9 +203,9 @@ class Views:
         `allowed_origins`, or a desktop app's own), as its preflight was told. (A refused
         one's answer is `admit`'s 403, read by no page.)"""
         request = current_request()
-        origin = request.headers.get("Origin")
-        if origin and self.proxy.addressing.origin_allowed(
-                origin, request.headers.get("Host", "")):
+        environ = request.environ  # (its headers, as Werkzeug's read them)
+        origin = environ.get("HTTP_ORIGIN")
+        if origin and self.proxy.addressing.origin_allowed(origin, environ.get("HTTP_HOST", "")):
             for name, value in cors_headers(origin).items():
                 response.headers.setdefault(name, value)
         return response
@@ -265,6 +269,11 @@ class _App(Flask):
         super().__init__(name)
         self._synced: dict[Callable[..., Any], Callable[..., Any]] = {}
         self.session_interface = _Sessionless()
+        # (rule, view args) by what Werkzeug matches on: domain part, path, method, websocket
+        self.matches: dict[tuple[str | None, str, str, bool], tuple[Rule, dict[str, Any]]] = {}
+
+    def request_context(self, environ: dict[str, Any]) -> RequestContext:
+        return _Matched(self, environ)
 
     def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
         synced = self._synced.get(func)
@@ -315,6 +324,33 @@ class _App(Flask):
     def do_teardown_appcontext(self, *exc: BaseException | None) -> None:
         if self.teardown_appcontext_funcs or appcontext_tearing_down.receivers:
             super().do_teardown_appcontext(*exc)
+
+
+class _Matched(RequestContext):
+    """Flask's request context, its URL matched by Werkzeug once for each domain part, path,
+    method and websocket flag (what its match depends on, the rules being fixed once the
+    app serves): a match that ends in an error or a redirect is never kept, and the view
+    arguments are each request's own copy. At most `MATCHES` kept; then they start over."""
+
+    MATCHES = 256
+
+    def match_request(self) -> None:
+        app, adapter, request = self.app, self.url_adapter, self.request
+        if not isinstance(app, _App) or adapter is None:
+            super().match_request()
+            return
+        domain = (adapter.subdomain if not adapter.map.host_matching
+                  and adapter.subdomain is not None else adapter.server_name)
+        key = (domain, adapter.path_info, adapter.default_method.upper(), adapter.websocket)
+        kept = app.matches.get(key)
+        if kept is not None:
+            request.url_rule, request.view_args = kept[0], dict(kept[1])
+            return
+        super().match_request()
+        if request.routing_exception is None and request.url_rule is not None:
+            if len(app.matches) >= self.MATCHES:
+                app.matches.clear()
+            app.matches[key] = (request.url_rule, dict(request.view_args or {}))
 
 
 class _Sessionless(SecureCookieSessionInterface):
