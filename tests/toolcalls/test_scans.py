@@ -9,6 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from proxy.toolcalls.formats import improvised
+from proxy.toolcalls.prose import cleanup
 
 # --- improvised: the first structure of an answer ---------------------------------------------
 
@@ -43,3 +44,51 @@ def test_first_structure_is_the_regex_search(text, body, end):
     body, end = min(body, len(text)), min(end, len(text))
     assert improvised._first_structure(text, body, end) == \
         _first_structure_by_regex(text, body, end)
+
+
+# --- cleanup: markup before a frame, looked for from its first `<` or fence -------------------
+
+_MARKUP = st.sampled_from(["<tool_call>", "</tool_call>", "<response>", "</response>", "<tools>",
+                           "<", ">", "/", " ", "\n", "\t", "```", "~~~", "```json", "x", "{}"])
+_MARKUP_TEXT = st.lists(st.one_of(_MARKUP, st.text(max_size=2)), max_size=30).map("".join)
+
+
+def _same_match(a: re.Match[str] | None, b: re.Match[str] | None) -> bool:
+    return (a is None) == (b is None) and (a is None or b is None or (
+        a.span() == b.span() and a.groups() == b.groups()))
+
+
+@settings(max_examples=500, deadline=None)
+@given(_MARKUP_TEXT, st.integers(0, 80), st.integers(0, 120))
+@example("x <tool_call> \n", 0, 15)
+@example("<response><tool_call>", 3, 21)
+def test_markup_search_from_its_lead_is_the_search(text, low, high):
+    for pattern in (cleanup._BEFORE, cleanup._OPEN_AT_END):
+        assert _same_match(cleanup._search_from(pattern, text, "<", low, high),
+                           pattern.search(text, low, high))
+
+
+def _fenced_by_regex(text: str, start: int, end: int) -> tuple[int, int] | None:
+    opening = cleanup._FENCE_OPEN.search(text, max(0, start - 64), start)
+    if opening is None:
+        return None
+    at = cleanup._skip(text, end, len(text))
+    closing = cleanup._FENCE_AT.match(text, at)
+    line = text.rfind("\n", end, at)
+    if (closing is None or line < 0 or at - line - 1 > 3 or "\r" in text[line:at]
+            or opening[1] != closing[1]):
+        return None
+    fence = opening.start(1)
+    if len(cleanup._FENCE_LINE.findall(text, 0, fence)) % 2:
+        return None
+    return fence, closing.end()
+
+
+@settings(max_examples=500, deadline=None)
+@given(_MARKUP_TEXT, _MARKUP_TEXT, _MARKUP_TEXT)
+@example("intro\n```json\n", "{}", "\n```")
+@example("~~~\n", "{}", "\n~~~\n")
+def test_fenced_block_is_the_regex_search(before, frame, after):
+    text = before + frame + after
+    start, end = len(before), len(before) + len(frame)
+    assert cleanup._fenced(text, start, end) == _fenced_by_regex(text, start, end)

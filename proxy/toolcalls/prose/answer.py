@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from ..formats.spec import AnswerMarkup
 from ..registry import ANSWER_MARKUP, TAG_OPENERS, resolve
 
 _SENTENCE_END = re.compile(r"[.!?:。！？…]\s*+\Z")
@@ -29,17 +30,24 @@ def plain_answer(text: str, formats: Sequence[str]) -> tuple[str, str]:
     """(the answer without its framing, the reasoning found in it) for the configured
     `formats`; `text` as it is and no reasoning when none of them frames it."""
     reasoning: list[str] = []
-    chosen = resolve(formats)
-    for name, _ in chosen:
-        hook = ANSWER_MARKUP.get(name)
-        if hook is None or not text:
-            continue
+    names = tuple(formats)
+    for hook in _hooks(names):
+        if not text:
+            break
         markup, thinking = hook(text)
         if not markup and not thinking:
             continue
         reasoning += [piece for start, end in thinking if (piece := text[start:end].strip())]
         text = _without(text, sorted(markup + thinking))
-    return _without_last_opener(text, chosen, _openers(tuple(formats))), "\n".join(reasoning)
+    return _without_last_opener(text, resolve(names), _openers(names)), "\n".join(reasoning)
+
+
+@lru_cache(maxsize=64)
+def _hooks(formats: tuple[str, ...]) -> tuple[AnswerMarkup, ...]:
+    """The `answer_markup` hooks of the formats named, in their order (made once per list:
+    every answer asks for its model's, and most formats have none)."""
+    return tuple(hook for name, _ in resolve(formats)
+                 if (hook := ANSWER_MARKUP.get(name)) is not None)
 
 
 @lru_cache(maxsize=64)

@@ -43,6 +43,9 @@ class Document:
         self.budget = Budget(len(text))
         self.index = MarkerIndex(text, markers)
         self.present = self.index.present  # which of `markers` occur
+        # Whether a marker occurs in the text: the index's own look-up, bound here (every
+        # format asks, a few times each, and a call through a method of ours costs as much).
+        self.has: Callable[[str], bool] = self.index.has
         # Spans frames have taken (this format's so far, and earlier formats'): a format's
         # openers inside them are not looked at (each would cost a regex attempt, and a frame
         # there would be dropped as overlapping anyway).
@@ -60,10 +63,6 @@ class Document:
     def spend(self) -> bool:
         """Take one candidate from the budget; False (and marked exhausted) when none is left."""
         return self.budget.spend()
-
-    def has(self, marker: str) -> bool:
-        """Whether `marker` occurs in the text."""
-        return self.index.has(marker)
 
     def occurrences(self, marker: str) -> list[int] | None:
         """The sorted start positions of `marker`; None when its anchor character is too
