@@ -108,6 +108,10 @@ class LiveTurn:
             if router is None:
                 yield piece
                 continue
+            if router.passes_through:  # past the think block: push would give it back
+                if piece.text:
+                    yield piece
+                continue
             for kind, text in router.push(piece.text):
                 yield Piece(piece.choice, kind, text)
 

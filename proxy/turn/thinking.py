@@ -222,6 +222,12 @@ class ThinkRouter:
         self._thinking = False  # some of the thinking has gone out (its leading space is gone)
         self._before: _BeforeClose | None = None  # lone/opened: the content so far
 
+    @property
+    def passes_through(self) -> bool:
+        """Whether the content is past its think block with nothing held: `push(piece)`
+        then gives back `piece` as content, whole (or nothing, for an empty piece)."""
+        return self._state == "content" and not self._buffer
+
     def push(self, piece: str) -> list[tuple[str, str]]:
         """Add `piece`; the (kind, text) that may go out now."""
         self._buffer += piece

@@ -107,6 +107,24 @@ def test_thinking_before_a_lone_closer_streams_out_as_the_whole_text_reads(fragm
         assert reasoning == ""
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(LONE_FRAGMENTS), max_size=12), st.data(),
+       st.sampled_from([*RULES, ThinkingRule(lone_close=False)]))
+def test_a_router_that_passes_through_gives_each_piece_back_as_content(fragments, data, rule):
+    """`passes_through` (LiveTurn's shortcut past `push`) holds only where push would give
+    the piece back whole, as content, and leave the router as it was."""
+    text = "".join(fragments)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    router = ThinkRouter(rule)
+    for piece in pieces:
+        passing, before = router.passes_through, dict(vars(router))
+        out = router.push(piece)
+        if passing:
+            assert out == ([("content", piece)] if piece else [])
+            assert vars(router) == before
+
+
 def test_with_the_template_opening_thinking_it_flows_live_until_the_closer():
     router = ThinkRouter(ThinkingRule(opened=True))
     assert router.push("The user asks for ") == [("reasoning", "The user asks for")]

@@ -30,6 +30,7 @@ from ..upstream.client import (
     response_headers,
 )
 from ..upstream.replicas import RETRY_STATUSES, Placement, Replicas, affinity_key
+from .turns import StreamedResponse
 
 
 @dataclass(frozen=True)
@@ -177,8 +178,8 @@ def passthrough(services: PassthroughServices, method: str, body: bytes, log: Re
                     log.error = "client_disconnected"
             services.emit(log)
 
-    response = Response(relayed(), status=response_in.status,
-                        headers=response_headers(response_in.headers, keep_length=True))
+    response = StreamedResponse(relayed(), status=response_in.status,
+                                headers=response_headers(response_in.headers, keep_length=True))
     if "Content-Type" not in response_in.headers:
         del response.headers["Content-Type"]
     if is_sse:

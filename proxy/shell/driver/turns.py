@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -357,8 +357,33 @@ class TurnResponse:
                 frames.close()  # cuts upstream if the client left
                 self.services.emit(log)
 
-        return Response(counted(), status=200,
-                        headers={"Content-Type": writer.content_type, **SSE_HEADERS})
+        return StreamedResponse(counted(), status=200,
+                                headers={"Content-Type": writer.content_type, **SSE_HEADERS})
+
+
+class StreamedResponse(Response):
+    """A response whose body is a generator of bytes, which the WSGI server iterates itself:
+    Werkzeug's ClosingIterator and encoding generator each add a step to every frame of a
+    stream; the server still closes the body and runs the response's close callbacks."""
+
+    def get_app_iter(self, environ: dict[str, Any]) -> Any:
+        status = self.status_code
+        if (environ["REQUEST_METHOD"] == "HEAD" or 100 <= status < 200 or status in (204, 304)
+                or self.direct_passthrough):
+            return super().get_app_iter(environ)  # (no body, or the body as it is)
+        return _ClosedAtEnd(self.response, self.close)  # type: ignore[arg-type]  # bytes
+
+
+class _ClosedAtEnd:
+    """A WSGI body: `body` iterated as it is, `close` called when the server closes it."""
+
+    __slots__ = ("_body", "close")
+
+    def __init__(self, body: Iterable[bytes], close: Callable[[], None]) -> None:
+        self._body, self.close = body, close
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._body)
 
 
 def _completed(placement: Placement, path: str, body: bytes, headers: dict[str, str],

@@ -62,13 +62,12 @@ def new_event(*, one_waiter: bool = False) -> Event:
     """An Event that waits the way this process runs: gevent's in a patched process (a
     patched threading.Event is a greenlet behind a Thread's locks), else threading's.
     `one_waiter`: only one greenlet ever waits on it, its timed waits often ending at the
-    same moment (`_MomentEvent`)."""
+    same moment, and it is set from greenlets of this thread only (`_MomentEvent`)."""
     if gevent_patched():
+        if one_waiter:
+            return _MomentEvent()
         from gevent.event import Event as GeventEvent
 
-        if one_waiter:
-            moment: Event = _moment_event(GeventEvent)()
-            return moment
         return GeventEvent()
     return threading.Event()
 
@@ -77,70 +76,84 @@ def new_event(*, one_waiter: bool = False) -> Event:
 # look end at the moment it chose, each asked a little later than the one before (the
 # token's work between), which a worker under load (or valgrind) may make milliseconds.
 _MOMENT_SLACK = 0.01
-_MOMENT_CLASSES: list[type] = []
-
-
-def _moment_event(base: type) -> type:
-    """`_MomentEvent` on gevent's Event, made once."""
-    if not _MOMENT_CLASSES:
-        _MOMENT_CLASSES.append(type("_MomentEvent", (_MomentEvent, base), {"_base": base}))
-    return _MOMENT_CLASSES[0]
 
 
 class _MomentEvent:
-    """A gevent Event whose one waiter's timed waits that end at the same moment (a turn's
-    next look at its client, waited for between a stream's events, one wait a token) share
-    one timer of the hub's loop, which wakes the waiter by setting the event, instead of a
-    gevent Timeout made, started and closed each wait. What a wait returns is the event's
-    own state (`_on`: set by `set`, not by the timer), as a timed wait's."""
+    """An event of gevent's hub with one waiter, whose timed waits that end at the same
+    moment (a turn's next look at its client, waited for between a stream's events, one wait
+    a token) share one timer of the hub's loop, instead of a gevent Timeout made, started and
+    closed each wait. The waiter is parked in the hub and switched back to by a callback of
+    the hub's (a `set`) or by the timer's ring, each for the park it was made for only. What
+    a wait returns is the event's state (`_on`), as a timed wait's."""
 
-    _base: Any  # gevent's Event, the other base: its methods called through it
-    _on = False
-    _at = -1.0  # when the timer armed rings (monotonic)
-    _rang = False
-    _cancel: Callable[[], None] | None = None
+    def __init__(self) -> None:
+        import gevent
+
+        self._get_hub, self._current = gevent.get_hub, gevent.getcurrent
+        self._on = False
+        self._at = -1.0  # when the timer armed rings (monotonic)
+        self._rang = False
+        self._cancel: Callable[[], None] | None = None
+        self._parked: Any = None  # the greenlet waiting
+        self._hub: Any = None  # the hub it waits in
+        self._park = 0  # which of its waits that is
 
     def set(self) -> None:
         self._on = True
-        self._base.set(self)
+        if self._parked is not None:
+            self._hub.loop.run_callback(self._wake, self._park)
 
     def clear(self) -> None:
         self._on = False
-        self._base.clear(self)
+
+    def is_set(self) -> bool:
+        return self._on
 
     def wait(self, timeout: float | None = None) -> bool:
-        if timeout is None or self._on:
-            return bool(self._base.wait(self, timeout))
-        at = time.monotonic() + timeout
-        if abs(at - self._at) > _MOMENT_SLACK:
-            self._arm(at, timeout)
-        elif self._rang:
-            return False  # that moment has come already
-        self._base.wait(self)  # until set, or the timer rings
-        if not self._on:
-            self._base.clear(self)  # the timer's ring
+        if self._on:
+            return True
+        if timeout is not None:
+            at = time.monotonic() + timeout
+            if abs(at - self._at) > _MOMENT_SLACK:
+                self._arm(at, timeout)
+            elif self._rang:
+                return False  # that moment has come already
+        self._hub = hub = self._get_hub()
+        self._parked = self._current()
+        self._park += 1
+        try:
+            hub.switch()  # until set, or the timer rings
+        finally:
+            self._parked = None
         return self._on
+
+    def _wake(self, park: int) -> None:
+        parked = self._parked
+        if parked is not None and park == self._park:
+            self._parked = None
+            parked.switch()
 
     def _arm(self, at: float, timeout: float) -> None:
         if self._cancel is not None:
             self._cancel()
-        if not self._on:
-            self._base.clear(self)  # an earlier timer's ring, unheard
         self._at, self._rang = at, False
-        # its ring run in the hub (no greenlet: it only sets)
+        # its ring run in the hub (no greenlet: it only wakes the waiter)
         self._cancel = _hub_timer(timeout, self._ring)
 
     def _ring(self) -> None:
         self._rang = True
-        self._base.set(self)
+        if self._parked is not None:
+            self._wake(self._park)
 
 
-def watch_silence(raw: Any) -> Callable[[], None]:
-    """Under gevent, the per-read timeout of `raw` (a socket's `SocketIO`, read by one
-    greenlet, the caller) kept by one timer of the hub's loop instead of a gevent Timeout made
-    and closed for each read that waits: a read that waits as long as the socket's timeout
-    still raises socket.timeout in the reader, as gevent's would. The returned function puts
-    the socket back as it was (call it when the reads are over). Anything else: untouched."""
+def watch_silence(response: Any) -> Callable[[], None]:
+    """Under gevent, the per-read timeout of the socket under `response` (urllib3's response,
+    its http.client one's buffered reader's raw `SocketIO`, read by one greenlet: the caller)
+    kept by one timer of the hub's loop instead of a gevent Timeout made and closed for each
+    read that waits: a read that waits as long as the socket's timeout still raises
+    socket.timeout in the reader, as gevent's would. The returned function puts the socket
+    back as it was (call it when the reads are over). Anything else: untouched."""
+    raw = getattr(getattr(getattr(response, "_fp", None), "fp", None), "raw", None)
     sock = getattr(raw, "_sock", None)
     seconds = getattr(sock, "timeout", None)
     if not gevent_patched() or not seconds or "readinto" in vars(raw):

@@ -283,7 +283,7 @@ class Upstream:
     def relay_body(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
         """The raw body bytes as they arrive (no decoding), closing the connection at the end
         or when the client goes away."""
-        unwatch = watch_silence(_socket_io(response))
+        unwatch = watch_silence(response)
         try:
             while True:
                 data = response.read1(65536, decode_content=False)
@@ -388,12 +388,6 @@ def _piece_reader(response: urllib3.BaseHTTPResponse) -> Callable[[int], bytes]:
     return lambda size: response.read1(size, decode_content=decode)
 
 
-def _socket_io(response: urllib3.BaseHTTPResponse) -> Any:
-    """The socket's raw reader under a response's buffered one (None: not http.client's)."""
-    raw = getattr(response, "_fp", None)
-    return getattr(getattr(raw, "fp", None), "raw", None)
-
-
 class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
     """A streamed upstream POST read beside the request (the streamed mode): the data of each
     SSE event is queued as it arrives, for the request to `take` between its looks at the
@@ -446,7 +440,7 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
         decoder = SseDecoder(max_event=self._max_bytes)
         size = 0
         read = _piece_reader(response)
-        unwatch = watch_silence(_socket_io(response))
+        unwatch = watch_silence(response)
         try:
             while data := read(_PIECE):
                 size += len(data)
@@ -493,7 +487,8 @@ class UpstreamStream(UpstreamCall[StreamEnd | UpstreamReply]):
         """The data of the events that arrived since the last take, in order."""
         self._done.clear()
         events = self._events
-        taken = [events.popleft() for _ in range(len(events))]
+        taken = list(events)
+        events.clear()
         if self._ended:
             self._done.set()  # the end stays seen
         return taken

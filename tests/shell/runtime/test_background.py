@@ -56,12 +56,14 @@ def run(watched):
     ours.settimeout(0.12)
     file = ours.makefile("rb")
     raw = file.raw
+    class Response:  # (urllib3's: its http.client response's reader)
+        _fp = type("Raw", (), {"fp": file})()
     def talk():
         for gap in (0.01, 0.08, 0.1, 0.05):
             gevent.sleep(gap)
             theirs.sendall(b"x" * 3)
     gevent.spawn(talk)
-    stop = watch_silence(raw) if watched else (lambda: None)
+    stop = watch_silence(Response) if watched else (lambda: None)
     got, buffer = [], bytearray(16)
     try:
         while True:

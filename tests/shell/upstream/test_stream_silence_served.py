@@ -48,5 +48,6 @@ def test_gaps_shorter_than_the_read_timeout_pass_and_a_longer_one_times_out(fake
             assert _streamed(server.url, tools) == ("slow but steady", None, True)
             fake.answer(Answer(chunks=vllm_stream_chunks("gone quiet", pieces=3), chunk_gap=3))
             _, error, done = _streamed(server.url, tools)
-            assert error is not None and error["code"] == "upstream_timeout", tools
+            assert error is not None, tools
+            assert error["code"] == "upstream_timeout", tools
             assert done
