@@ -20,6 +20,7 @@ from typing import Any, Generic, Protocol, overload
 
 from ..base.config import Config
 from ..base.errors import ProxyError
+from ..base.frozen import quick_init
 from ..turn.plan import FrontData, PassthroughPlan, TurnPlan
 from ..turn.result import TurnResult
 
@@ -100,6 +101,7 @@ def recall_nothing(_response_id: str) -> list[dict[str, Any]] | None:
     return None
 
 
+@quick_init
 @dataclass(frozen=True)
 class Incoming:
     """A request as a front sees it: method, path (without the query), query string,

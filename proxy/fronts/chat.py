@@ -15,7 +15,7 @@ import orjson
 
 from ..base.config import Config
 from ..base.errors import ProxyError
-from ..base.frozen import replaced
+from ..base.frozen import quick_init, replaced
 from ..base.ids import random_alnum
 from ..base.sse import event
 from ..turn.context_window import refuses_window
@@ -30,6 +30,7 @@ CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 COMMENT_HEARTBEAT = b": ping\n\n"
 
 
+@quick_init
 @dataclass(frozen=True)
 class StreamIdentity:
     """The `id`, `created` and `model` every chunk of one stream carries."""

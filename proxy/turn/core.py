@@ -17,6 +17,7 @@ from ..base.errors import (
     answer_not_json,
     from_upstream,
 )
+from ..base.frozen import quick_init
 from .context_window import Refit, overflow_of, refit
 from .normalize import UpstreamShapeError, normalize
 from .plan import TurnPlan
@@ -24,6 +25,7 @@ from .rescue.upstream_error import Rescued, as_completion, rescued
 from .result import Outcome, TurnResult, first_calls_only
 
 
+@quick_init
 @dataclass(frozen=True)
 class UpstreamReply:
     """A buffered upstream answer: status, headers and the whole body (or, `parsed`, the
@@ -38,6 +40,7 @@ class UpstreamReply:
     rescue: Rescued | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class Answer:
     """The result the client gets (rendered by its front), and what was decided on the way."""
@@ -54,6 +57,7 @@ class Answer:
         return self.result.outcome
 
 
+@quick_init
 @dataclass(frozen=True)
 class Failure:
     """The error the client gets instead. `ask_again`: the answer broke the request's

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from ..base.frozen import quick_init
 from ..base.ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
 from ..toolcalls.exact_json import has_long_digit_run
@@ -52,6 +53,7 @@ class UpstreamShapeError(ValueError):
     """The upstream answered 200 with something that is not a chat completion."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class ExtractionSettings:
     """How calls written as text are looked for in this request."""

@@ -12,7 +12,7 @@ import orjson
 
 from ..base.config import Config
 from ..base.errors import ProxyError, bad_request
-from ..base.frozen import replaced
+from ..base.frozen import quick_init, replaced
 from ..base.json_depth import MAX_DEPTH, deep_path, deeper_than
 from ..toolcalls.exact_json import loads as exact_loads
 from ..toolcalls.registry import template_opens_thinking
@@ -30,6 +30,7 @@ from .thinking import (
 FrontData = TypeVar("FrontData")
 
 
+@quick_init
 @dataclass(frozen=True)
 class TurnPlan(Generic[FrontData]):
     """A turn the proxy answers itself: upstream asked with `stream: false` (or, `streamed`,
@@ -67,6 +68,7 @@ class TurnPlan(Generic[FrontData]):
         return replaced(self, extraction=replaced(self.extraction, thinking=rule))
 
 
+@quick_init
 @dataclass(frozen=True)
 class PassthroughPlan:
     """A request relayed upstream as it is (or with the compat rewrites), streamed back."""

@@ -12,7 +12,10 @@ from typing import Any
 
 import orjson
 
+from ..base.frozen import quick_init
 
+
+@quick_init
 @dataclass(frozen=True)
 class Repair:
     """One repair applied, for logs and metrics."""
@@ -22,6 +25,7 @@ class Repair:
     tool: str | None
 
 
+@quick_init
 @dataclass(frozen=True)
 class TextLeft:
     """A frame that stayed text, and why (a call refused: unknown tool, not the chosen
@@ -32,6 +36,7 @@ class TextLeft:
     tool: str | None
 
 
+@quick_init
 @dataclass(frozen=True)
 class SchemaInvalid:
     """A call delivered whose arguments do not fit its tool's schema (after what could be
@@ -60,6 +65,7 @@ class Outcome:
     finish_after: list[str] = field(default_factory=list)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Call:
     """One tool call delivered: its id (`call_…`), the offered tool's name, its arguments
@@ -79,6 +85,7 @@ TOOL_CALLS = "tool_calls"  # ended with calls (whenever it holds any)
 CONTENT_FILTER = "content_filter"
 
 
+@quick_init
 @dataclass(frozen=True)
 class Choice:
     """One answer of the model: its visible text (`content`), its reasoning, its calls, how
@@ -96,6 +103,7 @@ class Choice:
     logprobs: Mapping[str, Any] | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class Usage:
     """The tokens the turn used, as upstream counted them (None: not reported), with the
@@ -118,6 +126,7 @@ class Usage:
         return self.completion_details.get("reasoning_tokens", 0)
 
 
+@quick_init
 @dataclass(frozen=True)
 class TurnResult:
     """The turn's answer, ready for any front to render: the upstream's identity for it

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..base.frozen import replaced
+from ..base.frozen import quick_init, replaced
 from .assemble import CONTENT, REASONING
 from .closers import (
     BLOCKED,
@@ -57,6 +57,7 @@ LONE = "reasoning_before_lone_close"
 OPENED = "reasoning_opened_by_template"
 
 
+@quick_init
 @dataclass(frozen=True)
 class ThinkingRule:
     """How a content without a leading block is read. `lone_close`: text before a lone

@@ -37,7 +37,7 @@ from enum import Enum
 from typing import Any, Protocol, TypeVar
 
 from ..base.errors import ProxyError, proxy_restarting
-from ..base.frozen import replaced
+from ..base.frozen import quick_init, replaced
 from .context_window import Refit
 from .core import Answer, Decision
 
@@ -52,6 +52,7 @@ class Phase(Enum):
     DONE = "done"
 
 
+@quick_init
 @dataclass(frozen=True)
 class Waiting:
     """The state: the phase and the times that matter to it."""
@@ -81,6 +82,7 @@ def start(started: float, limit: float, *, commit_after: float | None = None,
 
 # -- events ----------------------------------------------------------------------------------
 
+@quick_init
 @dataclass(frozen=True)
 class Tick:
     """A wait ended without upstream finishing: the time, and what the shell saw."""
@@ -90,6 +92,7 @@ class Tick:
     draining: bool = False
 
 
+@quick_init
 @dataclass(frozen=True)
 class UpstreamDone:
     """The upstream call has ended (its reply or failure waits to be collected)."""
@@ -97,6 +100,7 @@ class UpstreamDone:
     now: float
 
 
+@quick_init
 @dataclass(frozen=True)
 class Decided:
     """What the turn core made of the collected reply."""
@@ -105,6 +109,7 @@ class Decided:
     decision: Decision
 
 
+@quick_init
 @dataclass(frozen=True)
 class Arrived:
     """Upstream sent reasoning or text that the client may see now (the streamed mode)."""
@@ -117,6 +122,7 @@ Event = Tick | UpstreamDone | Decided | Arrived
 
 # -- actions ---------------------------------------------------------------------------------
 
+@quick_init
 @dataclass(frozen=True)
 class Wait:
     """Wait for upstream at most this long, then tell the machine (Tick or UpstreamDone)."""
@@ -124,26 +130,31 @@ class Wait:
     seconds: float
 
 
+@quick_init
 @dataclass(frozen=True)
 class Commit:
     """Send the stream's head: from now on the client's response is a stream."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Flow:
     """Send the reasoning and text that upstream sent and the client may see now."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Heartbeat:
     """Send a frame that keeps the client's idle watchdog (and every proxy between) calm."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Collect:
     """Take the upstream call's reply and have the core decide (then send Decided)."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class AskAgain:
     """Start a new upstream call with the same body (from now on asking the completion
@@ -152,6 +163,7 @@ class AskAgain:
     fit: Refit | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class Deliver:
     """Send the answer; the turn is over."""
@@ -159,6 +171,7 @@ class Deliver:
     answer: Answer
 
 
+@quick_init
 @dataclass(frozen=True)
 class Fail:
     """Cut the upstream call and send the error; the turn is over."""
@@ -166,6 +179,7 @@ class Fail:
     error: ProxyError
 
 
+@quick_init
 @dataclass(frozen=True)
 class Abandon:
     """The client left: cut the upstream call, send nothing more."""

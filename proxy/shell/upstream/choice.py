@@ -19,9 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from ...base.frozen import quick_init
+
 POLICIES = ("affinity", "round_robin", "least_busy")  # what `upstream_routing` may say
 
 
+@quick_init
 @dataclass(frozen=True)
 class ReplicaLoad:
     """What the choice needs of one replica: is it taking turns, and how many it holds."""

@@ -10,10 +10,13 @@ from dataclasses import dataclass
 import urllib3
 from urllib3.util import Retry
 
+from ...base.frozen import quick_init
+
 # What urllib3 makes of `retries=False, redirect=False` (it never changes a Retry it is given).
 NO_RETRIES = Retry(total=False, redirect=False)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Timeouts:
     """Seconds to connect, and to wait for the next bytes (or the whole answer)."""

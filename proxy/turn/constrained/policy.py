@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...base.frozen import quick_init
 from ...toolcalls.registry import SPECS
 from ..core import Answer, Decision, Failure, required_call_unmet
 from ..result import Repair
@@ -67,6 +68,7 @@ UNREADABLE_REASONS = frozenset({
 MARKED = frozenset(spec.name for spec in SPECS if spec.markers)
 
 
+@quick_init
 @dataclass(frozen=True)
 class ReAsk:
     """What the next upstream call asks: why (`demanded`, `unreadable`), in which dialect
@@ -108,6 +110,7 @@ class Asking:
         return self.asked[-1] if self.asked else None
 
 
+@quick_init
 @dataclass(frozen=True)
 class Next:
     """What the waiting machine is told (`decision`: a Failure with `ask_again` when `ask`

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...base.frozen import quick_init
+
 # How long a learned profile is kept (in the store, for every worker) and may still be used
 # while it is read again; it is read again (beside the turns, the old one used meanwhile)
 # once it is RECHECK_SECONDS old: a server restarted in place with another chat template
@@ -30,6 +32,7 @@ KINDS = ("vllm", "sglang", "llama.cpp", "ollama", UNKNOWN)
 _VERSION = re.compile(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 
 
+@quick_init
 @dataclass(frozen=True)
 class UpstreamProfile:
     """One upstream (replica) serving one model, as learned. `version` "": unknown;

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...base.errors import ProxyError
+from ...base.frozen import quick_init
 from ...toolcalls.formats.spec import FormatSpec
 from ..assemble import Piece
 from ..constrained.dialects import Dialect
@@ -20,6 +21,7 @@ from ..result import TurnResult
 # -- the upstream's outcome --------------------------------------------------------------
 
 
+@quick_init
 @dataclass(frozen=True)
 class StreamEnd:
     """An upstream stream read to its end; `cut`: it ended in the middle of an event (its
@@ -55,6 +57,7 @@ def another_replica(outcome: UpstreamOutcome) -> bool:
 # -- events ------------------------------------------------------------------------------
 
 
+@quick_init
 @dataclass(frozen=True)
 class Requested:
     """The client's request has been read into the machine's plan: the turn begins."""
@@ -62,6 +65,7 @@ class Requested:
     now: float
 
 
+@quick_init
 @dataclass(frozen=True)
 class Tick:
     """A wait ended with nothing else to tell: the time."""
@@ -69,6 +73,7 @@ class Tick:
     now: float
 
 
+@quick_init
 @dataclass(frozen=True)
 class ClientGone:
     """A look at the client found it gone (or a write to it failed)."""
@@ -76,6 +81,7 @@ class ClientGone:
     now: float
 
 
+@quick_init
 @dataclass(frozen=True)
 class Draining:
     """A look at the server found it stopping."""
@@ -83,6 +89,7 @@ class Draining:
     now: float
 
 
+@quick_init
 @dataclass(frozen=True)
 class ProfileLearned:
     """The profile the machine asked for came (within its deadline)."""
@@ -91,6 +98,7 @@ class ProfileLearned:
     profile: UpstreamProfile
 
 
+@quick_init
 @dataclass(frozen=True)
 class UpstreamEvents:
     """A streamed call's events that arrived since the last, in order (the streamed mode)."""
@@ -99,6 +107,7 @@ class UpstreamEvents:
     events: tuple[bytes, ...]
 
 
+@quick_init
 @dataclass(frozen=True)
 class UpstreamEnded:
     """The upstream call has ended: how, and what is known now of the profile of the replica
@@ -116,6 +125,7 @@ Event = (Requested | Tick | ClientGone | Draining | ProfileLearned | UpstreamEve
 # -- actions -----------------------------------------------------------------------------
 
 
+@quick_init
 @dataclass(frozen=True)
 class LearnProfile:
     """Learn the upstream's profile; tell `ProfileLearned` when it comes before `deadline`
@@ -124,6 +134,7 @@ class LearnProfile:
     deadline: float
 
 
+@quick_init
 @dataclass(frozen=True)
 class AskUpstream:
     """Start an upstream call with this body (streamed or buffered, as the plan says), on a
@@ -137,6 +148,7 @@ class AskUpstream:
     profiled: bool = False
 
 
+@quick_init
 @dataclass(frozen=True)
 class Wait:
     """Wait at most this long on what is under way (the profile or the call), then tell the
@@ -145,11 +157,13 @@ class Wait:
     seconds: float
 
 
+@quick_init
 @dataclass(frozen=True)
 class Commit:
     """Send the stream's head: from now on the client's response is a stream."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Flow:
     """Send this reasoning and text, which upstream sent and the client may see now."""
@@ -157,11 +171,13 @@ class Flow:
     pieces: tuple[Piece, ...]
 
 
+@quick_init
 @dataclass(frozen=True)
 class Heartbeat:
     """Send a frame that keeps the client's idle watchdog (and every proxy between) calm."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Cancel:
     """Cut the upstream call under way; `why`: what it ends with (the turn's time ran out),
@@ -170,6 +186,7 @@ class Cancel:
     why: ProxyError | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class Suspect:
     """The turn's time ran out on the replica's profile alone (no call was made): the
@@ -178,6 +195,7 @@ class Suspect:
     why: ProxyError
 
 
+@quick_init
 @dataclass(frozen=True)
 class Refused:
     """The upstream refused a constrained re-ask's field: remember it against the profile of
@@ -187,6 +205,7 @@ class Refused:
     wrapper: FormatSpec | None
 
 
+@quick_init
 @dataclass(frozen=True)
 class Note:
     """A word for the log line's `notes` (`rewrite`: its `rewrites`)."""
@@ -195,6 +214,7 @@ class Note:
     rewrite: bool = False
 
 
+@quick_init
 @dataclass(frozen=True)
 class ReAsked:
     """A re-ask was answered: what the log line, metrics and status page count of it."""
@@ -205,6 +225,7 @@ class ReAsked:
     ms: float
 
 
+@quick_init
 @dataclass(frozen=True)
 class Decided:
     """The core decided an upstream answer (a turn may decide several times): for the log
@@ -213,6 +234,7 @@ class Decided:
     decision: Decision
 
 
+@quick_init
 @dataclass(frozen=True)
 class Keep:
     """Leave the answer in the front's store (before the client sees its end), as the front's
@@ -222,6 +244,7 @@ class Keep:
     result: TurnResult
 
 
+@quick_init
 @dataclass(frozen=True)
 class Deliver:
     """Send the answer (the front renders it by the machine's `plan`); the turn is over."""
@@ -229,6 +252,7 @@ class Deliver:
     answer: Answer
 
 
+@quick_init
 @dataclass(frozen=True)
 class Fail:
     """Send the error (in the stream once committed, else with its status); the turn is over."""
@@ -236,6 +260,7 @@ class Fail:
     error: ProxyError
 
 
+@quick_init
 @dataclass(frozen=True)
 class Abandon:
     """The client left: send nothing more; the turn is over."""

@@ -41,6 +41,7 @@ from enum import Enum
 from typing import Any
 
 from ...base.errors import ProxyError
+from ...base.frozen import quick_init
 from .. import waiting
 from ..constrained.profile import UpstreamProfile
 from ..context_window import with_max_tokens
@@ -91,6 +92,7 @@ class NoTransition(Exception):
     """`handle` was told an event that no row of its table takes: the shell has a bug."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Settings:
     """What the machine is given beside the plan: when the turn began (the wait's clock),
