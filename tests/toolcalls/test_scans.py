@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from proxy.toolcalls.formats import improvised
 from proxy.toolcalls.prose import cleanup
+from proxy.toolcalls.registry import resolved_markers
+from proxy.toolcalls.scan import markers as markers_module
 
 # --- improvised: the first structure of an answer ---------------------------------------------
 
@@ -92,3 +94,26 @@ def test_fenced_block_is_the_regex_search(before, frame, after):
     text = before + frame + after
     start, end = len(before), len(before) + len(frame)
     assert cleanup._fenced(text, start, end) == _fenced_by_regex(text, start, end)
+
+
+# --- markers: a short text's markers, looked for in the windows around their anchors ----------
+
+_MARKER_SETS = [resolved_markers(("auto",)),
+                frozenset({"<a", "<ab", "x<yz", "xx<", "<", "q|r", "|s", "|t", "|u"}),
+                frozenset({"<a", "<ab", "x<yz", "xx<", "<\x00b"})]  # a separator: no windows
+
+
+def _present_by_search(text: str, markers: frozenset[str]) -> frozenset[str]:
+    return frozenset(m for char, group in markers_module._anchor_groups(markers)
+                     if char in text for m in group if m in text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(_MARKER_SETS), st.data())
+def test_short_text_markers_as_searched(markers: frozenset[str], data: st.DataObject) -> None:
+    pieces = st.sampled_from(sorted(markers)) | st.text("<|_:ax\x00 \nby", max_size=4)
+    # more anchors than windows are listed, sometimes (then the whole text is searched)
+    text = "".join(data.draw(st.lists(pieces, max_size=24)))
+    assert markers_module._present_short(text, markers) == _present_by_search(text, markers)
+    assert markers_module._present_short(text, markers) == frozenset(
+        m for m in markers if m in text)
