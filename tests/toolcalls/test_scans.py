@@ -8,6 +8,7 @@ import re
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from proxy.toolcalls import context
 from proxy.toolcalls.formats import improvised
 from proxy.toolcalls.prose import cleanup
 from proxy.toolcalls.registry import resolved_markers
@@ -117,3 +118,28 @@ def test_short_text_markers_as_searched(markers: frozenset[str], data: st.DataOb
     assert markers_module._present_short(text, markers) == _present_by_search(text, markers)
     assert markers_module._present_short(text, markers) == frozenset(
         m for m in markers if m in text)
+
+
+# --- context: a frame alone on its line, told without a regex ---------------------------------
+
+
+def _is_prose_by_regex(piece: str) -> bool:
+    return any(char.isalnum() for char in context._TOKEN.sub("", piece))
+
+
+def _continues_sentence_by_regex(after: str) -> bool:
+    if context._HEADER_AFTER.match(after):
+        return False
+    words = context._TOKEN.sub("", after[:160]).lstrip()
+    first = next((char for char in words[:4] if char.isalnum()), "")
+    return first.isalpha() and first.islower()
+
+
+_SPACE = " \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(_SPACE, max_size=6) | st.text(_SPACE + "a<|>.B", max_size=8))
+def test_frame_line_sides_as_by_regex(piece: str) -> None:
+    assert context._is_prose(piece) == _is_prose_by_regex(piece)
+    assert context._continues_sentence(piece) == _continues_sentence_by_regex(piece)
