@@ -94,6 +94,8 @@ def _inline_code(line: str) -> list[tuple[int, int]]:
 
 def _is_prose(piece: str) -> bool:
     """Words (not just punctuation, separators or special tokens)."""
+    if not piece or piece.isspace():
+        return False  # (a frame alone on its line: no regex nor loop)
     return any(char.isalnum() for char in _TOKEN.sub("", piece))
 
 
@@ -289,6 +291,8 @@ _HEADER_AFTER = re.compile(r"\s*+" + _HEADER)  # another message's header, after
 def _continues_sentence(after: str) -> bool:
     """The text after a frame goes on with the sentence the frame began: its first word is
     written in lower case (punctuation such as a dash or a quote before it aside)."""
+    if not after or after.isspace():
+        return False  # nothing follows on the frame's line (no regex nor loop)
     if _HEADER_AFTER.match(after):
         return False  # another message starts (Harmony's final channel after a call)
     words = _TOKEN.sub("", after[:160]).lstrip()

@@ -8,8 +8,11 @@ import re
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from proxy.toolcalls import context
 from proxy.toolcalls.formats import improvised
 from proxy.toolcalls.prose import cleanup
+from proxy.toolcalls.registry import resolved_markers
+from proxy.toolcalls.scan import markers as markers_module
 
 # --- improvised: the first structure of an answer ---------------------------------------------
 
@@ -92,3 +95,51 @@ def test_fenced_block_is_the_regex_search(before, frame, after):
     text = before + frame + after
     start, end = len(before), len(before) + len(frame)
     assert cleanup._fenced(text, start, end) == _fenced_by_regex(text, start, end)
+
+
+# --- markers: a short text's markers, looked for in the windows around their anchors ----------
+
+_MARKER_SETS = [resolved_markers(("auto",)),
+                frozenset({"<a", "<ab", "x<yz", "xx<", "<", "q|r", "|s", "|t", "|u"}),
+                frozenset({"<a", "<ab", "x<yz", "xx<", "<\x00b"})]  # a separator: no windows
+
+
+def _present_by_search(text: str, markers: frozenset[str]) -> frozenset[str]:
+    return frozenset(m for char, group in markers_module._anchor_groups(markers)
+                     if char in text for m in group if m in text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(_MARKER_SETS), st.data())
+def test_short_text_markers_as_searched(markers: frozenset[str], data: st.DataObject) -> None:
+    pieces = st.sampled_from(sorted(markers)) | st.text("<|_:ax\x00 \nby", max_size=4)
+    # more anchors than windows are listed, sometimes (then the whole text is searched)
+    text = "".join(data.draw(st.lists(pieces, max_size=24)))
+    assert markers_module._present_short(text, markers) == _present_by_search(text, markers)
+    assert markers_module._present_short(text, markers) == frozenset(
+        m for m in markers if m in text)
+
+
+# --- context: a frame alone on its line, told without a regex ---------------------------------
+
+
+def _is_prose_by_regex(piece: str) -> bool:
+    return any(char.isalnum() for char in context._TOKEN.sub("", piece))
+
+
+def _continues_sentence_by_regex(after: str) -> bool:
+    if context._HEADER_AFTER.match(after):
+        return False
+    words = context._TOKEN.sub("", after[:160]).lstrip()
+    first = next((char for char in words[:4] if char.isalnum()), "")
+    return first.isalpha() and first.islower()
+
+
+_SPACE = " \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(_SPACE, max_size=6) | st.text(_SPACE + "a<|>.B", max_size=8))
+def test_frame_line_sides_as_by_regex(piece: str) -> None:
+    assert context._is_prose(piece) == _is_prose_by_regex(piece)
+    assert context._continues_sentence(piece) == _continues_sentence_by_regex(piece)

@@ -157,6 +157,56 @@ def _anchor_groups(markers: frozenset[str]) -> tuple[tuple[str, frozenset[str]],
     return tuple((_anchor_char(group), group) for group in _by_anchor(markers))
 
 
+# A group of more markers than _ALONE_UP_TO is searched for in the windows around its anchor
+# character's positions in a short text, if those are at most this many (else in the text).
+_WINDOWS_UP_TO = 16
+_SEPARATOR = "\x00"  # between windows: in no marker, so none is found across two
+
+
+@lru_cache(maxsize=64)
+def _short_groups(markers: frozenset[str],
+                  ) -> tuple[tuple[str, frozenset[str], tuple[int, int] | None], ...]:
+    """`_anchor_groups(markers)`, each with the window around an anchor that holds every
+    occurrence of its markers there (characters before it, characters from it on), or None
+    when the group is searched for in the whole text."""
+    groups = []
+    for char, group in _anchor_groups(markers):
+        window = None
+        if len(group) > _ALONE_UP_TO and not any(_SEPARATOR in m for m in group):
+            window = (max(_anchor(m) for m in group),
+                      max(len(m) - _anchor(m) for m in group))
+        groups.append((char, group, window))
+    return tuple(groups)
+
+
+def _windows(text: str, char: str, before: int, after: int) -> str | None:
+    """The windows of text around every position of `char` (str.find, memchr speed),
+    joined by the separator; None when there are more than _WINDOWS_UP_TO."""
+    find = text.find
+    pieces: list[str] = []
+    pos = find(char)
+    while pos >= 0:
+        if len(pieces) == _WINDOWS_UP_TO:
+            return None
+        pieces.append(text[pos - before if pos > before else 0:pos + after])
+        pos = find(char, pos + 1)
+    return _SEPARATOR.join(pieces)
+
+
+def _present_short(text: str, markers: frozenset[str]) -> frozenset[str]:
+    """Which of `markers` occur in a short text: a group whose anchor character is absent is
+    not looked for; a large group is looked for in the windows around its anchor's few
+    positions (a search of a kilobyte per marker costs more than listing them)."""
+    present: list[str] = []
+    for char, group, window in _short_groups(markers):
+        if char not in text:
+            continue
+        around = None if window is None else _windows(text, char, *window)
+        within = text if around is None else around
+        present.extend(m for m in group if m in within)
+    return frozenset(present)
+
+
 class MarkerIndex:
     """Which of the formats' markers occur in one text, and where each marker stands
     (memoised per anchor character and per marker)."""
@@ -180,8 +230,7 @@ class MarkerIndex:
         if len(text) > self.COMBINED_SEARCH_FROM:
             self.present = self._present(markers)
         else:  # a group whose anchor character is absent is not looked for at all
-            self.present = frozenset(m for char, group in _anchor_groups(markers)
-                                     if char in text for m in group if m in text)
+            self.present = _present_short(text, markers)
 
     def _anchor_hits(self, char: str) -> list[int] | None:
         """Every position of `char`, found by str.find (memchr speed); None when the
