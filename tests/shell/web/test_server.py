@@ -146,6 +146,27 @@ def test_settings_listen_where_the_proxy_is_configured():
         "unix:/run/p.sock"]
 
 
+def test_gunicorns_own_parser_reads_every_head_even_with_the_c_parser_importable(monkeypatch):
+    # With "auto", an importable gunicorn_h1c would take over and accept heads gunicorn's
+    # own parser refuses (bare LF, obsolete folding), with other statuses and messages.
+    import sys
+    import types
+
+    from gunicorn.config import Config as GunicornConfig
+    from gunicorn.http import message
+
+    stand_in = types.ModuleType("gunicorn_h1c")
+    stand_in.LimitRequestLine = type("LimitRequestLine", (Exception,), {})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gunicorn_h1c", stand_in)
+    monkeypatch.setattr(message, "_fast_parser_available", None)
+    monkeypatch.setattr(message, "_fast_parser_module", None)
+    settings = GunicornConfig()
+    settings.set("http_parser", gunicorn_settings(build_config(), {})["http_parser"])
+    assert message._check_fast_parser(settings) is False
+    settings.set("http_parser", "auto")  # (the stand-in is taken for the C parser)
+    assert message._check_fast_parser(settings) is True
+
+
 def test_the_ollama_port_is_a_second_bind_of_the_same_app():
     config = build_config({"ollama_port": 11434})
     assert gunicorn_settings(config, {})["bind"] == ["127.0.0.1:8003", "127.0.0.1:11434"]
