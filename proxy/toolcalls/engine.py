@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from ..base.bulk_decode import collector_paused
 from . import schema
 from .context import Context
 from .exact_json import ORJSON_INTS
@@ -358,9 +359,19 @@ def extract(
     A name written a little off one tool's is that tool's (names.py); a call to a name that
     matches none is taken as written when its frame has markers of its own and
     `deliver_unknown` (the agent can answer "no such tool"), else it stays text.
+
+    A long text is read with the collector paused (see bulk_decode.collector_paused): what
+    its decodes build is dropped by the time `_extract` returns, inside the pause.
     """
     if not text or not tools:
         return Extraction(content=text)
+    with collector_paused(len(text)):
+        return _extract(text, tools, only, formats, truncated, deliver_unknown)
+
+
+def _extract(text: str, tools: ToolSchemas, only: str | None, formats: Sequence[str],
+             truncated: bool, deliver_unknown: bool) -> Extraction:
+    """extract's work, on a text and tools that are not empty."""
     names = tuple(formats)
     offered = frozenset(tools)
     doc = Document(text, resolved_markers(names), offered, tools, tool_names(offered))

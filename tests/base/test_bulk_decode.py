@@ -70,3 +70,24 @@ def test_no_collection_runs_while_a_large_document_decodes(collector: None) -> N
     assert by_orjson > 5  # the document is large enough to start collections unpaused
     assert paused <= 1
     assert unpaused_small > 0  # a small one is decoded as orjson does, collector running
+
+
+def test_a_block_over_a_large_document_runs_with_the_collector_paused(collector: None) -> None:
+    with bulk_decode.collector_paused(bulk_decode.PAUSE_FROM):
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with bulk_decode.collector_paused(bulk_decode.PAUSE_FROM - 1):
+        assert gc.isenabled()  # small: the collector runs as usual
+
+
+def test_a_block_that_fails_starts_the_collector_again(collector: None) -> None:
+    with pytest.raises(KeyError), bulk_decode.collector_paused(bulk_decode.PAUSE_FROM):
+        raise KeyError("x")
+    assert gc.isenabled()
+
+
+def test_a_block_leaves_the_collector_the_operator_paused_paused(collector: None) -> None:
+    gc.disable()
+    with bulk_decode.collector_paused(bulk_decode.PAUSE_FROM):
+        assert not gc.isenabled()
+    assert not gc.isenabled()

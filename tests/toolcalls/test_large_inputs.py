@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import orjson
 import pytest
 
@@ -69,6 +71,33 @@ def test_a_payload_of_3000_rows_needing_a_repair_is_read(payload, repair):
     [(name, args)] = arguments(found)
     assert (name, args["rows"]) == ("f", ROWS)
     assert repair in found.calls[0].repairs
+
+
+def test_a_large_payload_is_read_with_no_collection_walking_its_rows():
+    """What the decode of a long text builds is dropped before extract returns, with the
+    collector paused (bulk_decode.collector_paused): no collection starts, and the young
+    generation's count is as extract found it, but for its result."""
+    payload = '{"rows": [' + _rows('{"id": %d, "ok": True, "tags": ["a"], "meta": {}}') + "]}"
+    text = f'<tool_call>{{"name": "f", "arguments": {payload}}}</tool_call>'
+    starts: list[int] = []
+
+    def started(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            starts.append(info["generation"])
+
+    extract(text, TOOLS)  # caches warmed
+    gc.collect()
+    gc.callbacks.append(started)
+    try:
+        before = gc.get_count()[0]
+        found = extract(text, TOOLS)
+        after = gc.get_count()[0]
+    finally:
+        gc.callbacks.remove(started)
+    assert len(arguments(found)[0][1]["rows"]) == 3000  # (decoded again by the test)
+    assert starts == []
+    assert after - before < 1_000  # not the 9000 containers of the rows
+    assert gc.isenabled()
 
 
 def test_unbalanced_rows_stay_text():
