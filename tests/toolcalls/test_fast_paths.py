@@ -5,6 +5,7 @@ long pythonic literals decoded apart from ast. Each is compared with the path it
 from __future__ import annotations
 
 import json
+from json.decoder import scanstring  # type: ignore[attr-defined]  # C, not in typeshed
 
 import orjson
 import pytest
@@ -17,7 +18,7 @@ from proxy.toolcalls.formats import pythonic
 from proxy.toolcalls.registry import MARKERS
 from proxy.toolcalls.repair import NotJson, loads_repaired, python_literal
 from proxy.toolcalls.repair.python_literal import _MISSING
-from proxy.toolcalls.scan import Document, MarkerIndex, json_spans, markers, markers_present
+from proxy.toolcalls.scan import Document, MarkerIndex, decode, json_spans, markers, markers_present
 
 from .bracket_count import plain_end
 from .test_formats import NEGATIVE, POSITIVE, TOOLS
@@ -178,6 +179,35 @@ def test_long_strings_end_where_the_regex_scanner_ends_them(text, end):
     assert doc.json_end(0) == end
     if end is not None:
         assert text[end - 1] in "]}"
+
+
+_STRING_PIECES = st.one_of(
+    st.sampled_from(['\\"', "\\\\", "\\n", "\\u00e9", "\\ud83d\\ude80", "\\ud800", "\\q",
+                     "\\u12", "\\", "\n", "\x01", '"', "é", "😀", " ", "}", "x" * 300]),
+    st.text(max_size=3))
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_STRING_PIECES, max_size=24).map("".join), st.sampled_from([4, 64, 4096]))
+@example('"' + "\\n" * 5_000 + '", 1', 4096)  # past the first windows: read in wider ones
+@example('"' + "é\\t" * 3_000 + '"}' + "\x01" * 20, 4096)
+def test_strings_end_where_the_stdlib_scanner_ends_them(text: str, width: int) -> None:
+    """decode.string_end, where it tells, is scanstring's end (lenient: raw control
+    characters, lone surrogates); whatever the window it starts from."""
+    text = text if text.startswith('"') else '"' + text
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decode, "_WINDOW", width)
+        found = decode.string_end("ab" + text, 2)
+    try:
+        expected: int | None = scanstring(text, 1, False)[1] + 2
+    except ValueError:
+        expected = None
+    assert found is None or found == expected
+
+
+def test_a_megabyte_string_with_many_escapes_is_ended_by_orjson():
+    text = '{"a": ' + orjson.dumps('say "hi"\n' * 100_000).decode() + ",}"
+    assert decode.string_end(text, 6) == len(text) - 2 == scanstring(text, 7, False)[1]
 
 
 # --- long pythonic literals -----------------------------------------------------------------

@@ -9,7 +9,7 @@ from json.decoder import scanstring  # type: ignore[attr-defined]  # C, not in t
 from typing import overload
 
 from .budget import Budget
-from .decode import UNKNOWN, Decoders, Unknown
+from .decode import UNKNOWN, Decoders, Unknown, string_end
 
 
 # One scanning step: skip text and whole strings (raw newlines allowed: models emit them) up to
@@ -163,6 +163,9 @@ class BracketScanner:
         if self.text.find('"', pos) < 0:
             return None
         if self._budget.string_failures > 0:
+            end = string_end(self.text, pos - 1)  # orjson, where it reads the string
+            if end is not None:
+                return end
             try:
                 return int(scanstring(self.text, pos, False)[1])
             except ValueError as error:  # an escape JSON does not define, or no closing quote
@@ -176,8 +179,12 @@ class BracketScanner:
         string decoder on the copy with quotes swapped (see Decoders.quotes_swapped), where it
         is a double-quoted string of the same length, else by str.find."""
         if self._budget.string_failures > 0:
+            swapped = self._decoders.quotes_swapped()
+            end = string_end(swapped, pos - 1)
+            if end is not None:
+                return end
             try:
-                return int(scanstring(self._decoders.quotes_swapped(), pos, False)[1])
+                return int(scanstring(swapped, pos, False)[1])
             except ValueError as error:
                 if str(error).startswith("Unterminated string"):
                     return None

@@ -178,6 +178,38 @@ def strict_read(text: str, start: int, width: int = _WINDOW,
             (None if error is None else (start + error[0], error[1])), width)
 
 
+def _string_in(window: str, partial: bool, slack: int, stdlib: bool) -> int | _Signal | None:
+    """string_end's reader: the end of the string opening the window, in its positions;
+    None when orjson cannot tell; or _GROW. The window is read to its last quote: where that
+    quote closes the string, orjson raises nothing (an error's line number costs a count of
+    the newlines before it, a pass over a long string)."""
+    cut = window.rfind('"', 1) + 1
+    if not cut:  # no quote closes it here
+        return _GROW if partial else None
+    try:
+        orjson.loads(window[:cut])  # a string: nothing for the collector
+    except orjson.JSONDecodeError as error:
+        if error.msg.startswith("unexpected content after document"):
+            return len(window[:error.pos].rstrip(" \t\n\r"))
+        if partial and (error.msg.startswith("unexpected end of data")
+                        or error.pos >= cut - slack):
+            return _GROW  # a later quote may close it
+        return None
+    return cut
+
+
+def string_end(text: str, start: int) -> int | None:
+    """The end (after its closing quote) of the JSON string whose opening quote is at
+    `start`, when orjson reads it as a strict JSON string, on windows growing from a few
+    kilobytes; else None (a raw control character, an escape it refuses, no closing quote:
+    the caller's decoder decides). A string orjson reads ends where the stdlib's lenient
+    scanstring says, as strict JSON strings are lenient ones and their grammar has one end;
+    orjson reads a long string with many escapes three times as fast, and builds nothing
+    more than the string."""
+    end, _ = _read_growing(text, start, _WINDOW, _string_in)
+    return None if end is None else start + end
+
+
 class Decoders:
     """The C decoders over one document: their failures capped by the budget, its patched
     copies made once."""
