@@ -40,6 +40,8 @@ SCENARIOS: dict[str, tuple[str, bool, bool, int, int, int]] = {
     "buffered-1k": ("delay_ms=20,size=1k,kind=tool,chunks=1,gap_ms=0", True, True, 8, 200, 1),
     "buffered-64k": ("delay_ms=20,size=64k,kind=tool,chunks=16,gap_ms=0", True, True, 8, 60,
                      1),
+    "buffered-1m": ("delay_ms=20,size=1m,kind=tool,chunks=256,gap_ms=0", True, True, 8, 20,
+                    1),
     "passthrough-json": ("delay_ms=20,size=1k,kind=text", False, False, 8, 200, 1),
     "passthrough-stream": ("delay_ms=20,size=4k,kind=text,chunks=100,gap_ms=50", True, False,
                            4, 4, 100),

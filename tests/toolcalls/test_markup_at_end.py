@@ -6,11 +6,22 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.toolcalls.formats import command_r, glm, kimi_k3, muse, tool_calls_tag
-from proxy.toolcalls.prose.markup import TAIL, at_end
+from proxy.toolcalls.formats import (
+    command_r,
+    functionary,
+    gemma4,
+    glm,
+    harmony,
+    kimi_k2,
+    kimi_k3,
+    muse,
+    tool_calls_tag,
+)
+from proxy.toolcalls.prose.markup import TAIL, at_end, holds
 
 CLOSERS = [kimi_k3._RESPONSE_CLOSE, glm._ROLE_END, command_r._ANSWER_CLOSE,
            tool_calls_tag._FINAL_CLOSE, muse._ANSWER_END,
@@ -40,3 +51,30 @@ def test_a_closing_token_is_found_and_prose_ends_are_not_taken_for_one():
     prose = "It ends the turn with <|END_RESPONSE|> and then writes more."
     assert at_end(command_r._ANSWER_CLOSE, prose).start() == len(prose)  # only the empty end
     assert at_end(glm._ROLE_END, "no token here.") is None
+
+
+NEEDLES = ["to=functions.", "<|", "<|channel|>", ">>>all", "_section_begin|>", "<|message|>",
+           "<turn|>", "all", " a"]
+
+
+@given(st.lists(st.sampled_from([*NEEDLES, *PIECES, "=", "_", "a", "functions."]),
+                max_size=12).map("".join), st.sampled_from(NEEDLES))
+def test_holds_is_a_substring_search(text, needle):
+    """`holds` looks for one character first; its answer is `in`'s."""
+    assert holds(text, needle) == (needle in text)
+
+
+@given(st.lists(st.sampled_from([*PIECES, "<|start|>assistant<|channel|>final<|message|>",
+                                 "assistantanalysis ", ">>>all\n", "all\n", "<turn|>",
+                                 "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
+                                 "to=functions.read", "<|message|>", "text "]),
+                max_size=12).map("".join))
+def test_answer_hooks_read_as_with_substring_searches(text):
+    """Each answer hook that guards its search with `holds` gives what it gave with `in`."""
+    hooks = [harmony.answer_markup, functionary.answer_markup, kimi_k2.answer_markup,
+             muse.answer_markup, gemma4.answer_markup]
+    found = [hook(text) for hook in hooks]
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (harmony, functionary, kimi_k2, muse, gemma4):
+            patch.setattr(module, "holds", lambda text, needle: needle in text)
+        assert [hook(text) for hook in hooks] == found

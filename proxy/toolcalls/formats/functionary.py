@@ -25,6 +25,7 @@ import orjson
 
 from ..framing.steps import OpenerMatches, at_line_start, next_or_end
 from ..opener_patterns import WORD, Opener, opt, seq
+from ..prose.markup import holds
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec
@@ -94,7 +95,7 @@ _TO_USER = re.compile(r"\A[ \t]*+(?:>>>)?+all[ \t]*+\n|(?:(?<=\n)|(?<=\A))[ \t]*
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The recipient lines of messages to the user."""
-    if ">>>all" not in text and not text.lstrip(" \t").startswith("all"):
+    if not holds(text, ">>>all") and not text.lstrip(" \t").startswith("all"):
         return [], []  # (what every branch of the pattern holds; a scan of a long text is slow)
     return [found.span() for found in _TO_USER.finditer(text)], []
 

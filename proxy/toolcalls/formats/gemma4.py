@@ -32,6 +32,7 @@ import orjson
 
 from ..framing.steps import OpenerMatches, at_line_start, ends_or_opens, next_or_end
 from ..opener_patterns import Opener, literals, run, seq
+from ..prose.markup import holds
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec
@@ -227,7 +228,7 @@ _TURN_END = re.compile(r"<turn\|>\s*+\Z")
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The turn's end token at the end of the answer."""
-    end = _TURN_END.search(text)
+    end = _TURN_END.search(text) if holds(text, "<turn|>") else None  # (the pattern holds it)
     return ([end.span()] if end is not None else []), []
 
 

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 
 from ..framing.steps import OpenerMatches, next_or_end
 from ..opener_patterns import SPACE, Opener, alt, lit, literals, opt, seq
+from ..prose.markup import holds
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec
@@ -196,12 +197,12 @@ def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int
     recipient) or in Harmony's words: its headers and end tokens, and its analysis
     channel's text (reasoning). The final channel's text is the answer even when it looks
     like a call."""
-    if _ANCHOR in text:
+    if holds(text, _ANCHOR):
         return [], []
-    plain = _plain_markup(text, []) if "<|" not in text else None
+    plain = _plain_markup(text, []) if not holds(text, "<|") else None
     if plain is not None:
         return plain
-    if _RAW.match(text) is None or "<|channel|>" not in text:
+    if _RAW.match(text) is None or not holds(text, "<|channel|>"):
         return [], []
     return content_markup(text, [])
 

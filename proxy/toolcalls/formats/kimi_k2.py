@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 from ..framing.steps import OpenerMatches, next_or_end, section_call_end
 from ..opener_patterns import literals
+from ..prose.markup import holds
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec
@@ -77,7 +78,7 @@ _STRAY_SECTION = re.compile(r"(?<!`)<\|tool_calls?_section_begin\|>((?:(?!<\|too
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Each tool section that holds no call, and the markers of a section that holds only
     stray words (not in code)."""
-    if "_section_begin|>" not in text:  # (both patterns hold it)
+    if not holds(text, "_section_begin|>"):  # (both patterns hold it)
         return [], []
     spans = [found.span() for found in _EMPTY_SECTION.finditer(text)]
     for section in _STRAY_SECTION.finditer(text):

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from ..framing.invoke import invoke_frames, invoke_grammar
 from ..opener_patterns import SPACE, Opener, lit, literals, opt, run, seq
-from ..prose.markup import edges
+from ..prose.markup import edges, holds
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec
@@ -128,7 +128,7 @@ _ANSWER_END = re.compile(r"<\|(?:eot|eom|end)\|>\s*+\Z")
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The messages' headers and end tokens, and the reasoning's text (`to=self`); without
     a header, the end token at the end of the answer (the template wrote the header)."""
-    if "<|message|>" in text:
+    if holds(text, "<|message|>"):
         markup, reasoning = content_markup(text, [])
         if markup:
             return markup, reasoning

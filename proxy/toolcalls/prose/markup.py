@@ -16,6 +16,21 @@ Span = tuple[int, int]
 TAIL = 512
 
 
+@lru_cache(maxsize=256)
+def _first_rare(needle: str) -> str:
+    """The character of `needle` looked for first: its first that is neither a letter, a
+    digit nor space (rare in prose), else its first."""
+    return next((char for char in needle if not (char.isalnum() or char.isspace())), needle[0])
+
+
+def holds(text: str, needle: str) -> bool:
+    """`needle in text`, after a search for one of its characters that prose seldom holds
+    (memchr speed, 0.01 ms a megabyte): a substring search of a megabyte of prose costs far
+    more (0.3 ms for `<|message|>`, 0.85 ms for `<|`), and each hook's test would pay it on
+    every answer."""
+    return _first_rare(needle) in text and needle in text
+
+
 def at_end(closing: re.Pattern[str], text: str, low: int = 0) -> re.Match[str] | None:
     """`closing`, a pattern anchored with `\\Z`, searched near the end of `text` only: a
     search from `low` would try it at every position of a long answer (a megabyte of text
