@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from ..base import text_search
 from ..base.frozen import quick_init
 from ..base.ids import random_alnum
 from ..toolcalls import Extraction, ToolCall, ToolSchemas, extract
@@ -228,24 +229,6 @@ def _schema_checked(name: str, arguments: str, settings: ExtractionSettings,
     return orjson.dumps(validity.arguments).decode(), validity.problems
 
 
-# Positions of a closing tag's `<` tried before the substring search decides (see _find).
-_FIND_FROM_FIRST = 32
-
-
-def _find(text: str, needle: str, start: int) -> int:
-    """`text.find(needle, start)`, from the positions of the needle's first character (a
-    tag's `<`: a one-character search runs at memchr speed, and prose seldom holds one),
-    where the substring search costs 0.4 ms a megabyte of prose (its letters pass its
-    filter); past a few positions that start no needle, by that search from there."""
-    first = needle[0]
-    pos = text.find(first, start)
-    for _ in range(_FIND_FROM_FIRST):
-        if pos < 0 or text.startswith(needle, pos):
-            return pos
-        pos = text.find(first, pos + 1)
-    return -1 if pos < 0 else text.find(needle, pos)
-
-
 def split_thinking(content: str) -> tuple[str, tuple[int, int] | None, str]:
     """(everything up to the end of the thinking, the thinking's span, the visible rest).
 
@@ -258,7 +241,7 @@ def split_thinking(content: str) -> tuple[str, tuple[int, int] | None, str]:
     for think_open, think_close in _THINK_TAGS:
         if opening is not None and opening[1] != think_open[1:-1]:
             continue
-        close = _find(content, think_close, body_start)
+        close = text_search.find(content, think_close, body_start)  # from its `<`
         if close < 0:
             continue
         if opening is None and think_open in content[:close]:

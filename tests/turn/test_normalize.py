@@ -6,12 +6,9 @@ import json
 
 import orjson
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from proxy.base.config import Config
 from proxy.fronts import chat
-from proxy.turn import normalize as normalize_module
 from proxy.turn.normalize import (
     ExtractionSettings,
     UpstreamShapeError,
@@ -341,14 +338,3 @@ def test_a_parsed_calls_arguments_are_checked_against_its_schema_as_read(raw):
     assert [r.repair for r in result.outcome.repairs] == ["schema_coerced"]
     assert result.outcome.schema_invalid == []
 
-
-# --- the closing tag found from its `<` ------------------------------------------------------
-
-@settings(max_examples=400, deadline=None)
-@given(st.lists(st.sampled_from(["</think>", "</seed:think>", "<", "</", "</thin", "<think>",
-                                 "x", " ", "\n", "<" * 40]), max_size=60).map("".join),
-       st.sampled_from(["</think>", "</seed:think>"]), st.integers(0, 12))
-def test_a_closing_tag_is_found_where_the_substring_search_finds_it(text, needle, start):
-    """normalize._find is str.find, however many `<` open no tag (past _FIND_FROM_FIRST
-    of them the substring search takes over)."""
-    assert normalize_module._find(text, needle, start) == text.find(needle, start)
