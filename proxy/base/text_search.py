@@ -13,11 +13,15 @@ from __future__ import annotations
 
 # Positions of the anchor character tried before the substring search takes over.
 STEPS = 32
+# Shorter texts are searched by the substring search alone (it costs less than the steps).
+SHORT = 4_096
 
 
 def find(text: str, needle: str, start: int = 0, anchor: int = 0) -> int:
     """`text.find(needle, start)` for a non-empty `needle`, stepping through the positions
     of `needle[anchor]` (the character of it the text should seldom hold)."""
+    if len(text) - start < SHORT:
+        return text.find(needle, start)
     char = needle[anchor]
     pos = text.find(char, start + anchor)
     for _ in range(STEPS):

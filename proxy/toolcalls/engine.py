@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from ..base.bulk_decode import collector_paused
+from ..base.bulk_decode import PAUSE_FROM, collector_paused
 from . import schema
 from .context import Context
 from .exact_json import ORJSON_INTS
@@ -365,6 +365,8 @@ def extract(
     """
     if not text or not tools:
         return Extraction(content=text)
+    if len(text) < PAUSE_FROM:  # (no context manager made for the many short texts)
+        return _extract(text, tools, only, formats, truncated, deliver_unknown)
     with collector_paused(len(text)):
         return _extract(text, tools, only, formats, truncated, deliver_unknown)
 

@@ -3,6 +3,7 @@ stands where no needle starts (past STEPS of them, str.find takes over)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,9 @@ NEEDLES = ["</think>", '"name"', "<|message|>", "to=functions.", ">>>all", "<", 
 def test_find_is_the_substring_search(text: str, needle: str, start: int,
                                       data: st.DataObject) -> None:
     anchor = data.draw(st.integers(0, len(needle) - 1))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(text_search, "SHORT", 0)  # the steps, however short the text
+        assert text_search.find(text, needle, start, anchor) == text.find(needle, start)
     assert text_search.find(text, needle, start, anchor) == text.find(needle, start)
 
 

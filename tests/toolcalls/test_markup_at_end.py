@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from proxy.base import text_search
 from proxy.toolcalls.formats import (
     command_r,
     functionary,
@@ -60,8 +61,12 @@ NEEDLES = ["to=functions.", "<|", "<|channel|>", ">>>all", "_section_begin|>", "
 @given(st.lists(st.sampled_from([*NEEDLES, *PIECES, "=", "_", "a", "functions."]),
                 max_size=12).map("".join), st.sampled_from(NEEDLES))
 def test_holds_is_a_substring_search(text, needle):
-    """`holds` looks for one character first; its answer is `in`'s."""
+    """`holds` looks for one character first; its answer is `in`'s (short texts are searched
+    by `in` itself: here as if long)."""
     assert holds(text, needle) == (needle in text)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(text_search, "SHORT", 0)
+        assert holds(text, needle) == (needle in text)
 
 
 @given(st.lists(st.sampled_from([*PIECES, "<|start|>assistant<|channel|>final<|message|>",
@@ -73,7 +78,9 @@ def test_answer_hooks_read_as_with_substring_searches(text):
     """Each answer hook that guards its search with `holds` gives what it gave with `in`."""
     hooks = [harmony.answer_markup, functionary.answer_markup, kimi_k2.answer_markup,
              muse.answer_markup, gemma4.answer_markup]
-    found = [hook(text) for hook in hooks]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(text_search, "SHORT", 0)  # the search from a rare character
+        found = [hook(text) for hook in hooks]
     with pytest.MonkeyPatch.context() as patch:
         for module in (harmony, functionary, kimi_k2, muse, gemma4):
             patch.setattr(module, "holds", lambda text, needle: needle in text)

@@ -30,6 +30,8 @@ def holds(text: str, needle: str) -> bool:
     """`needle in text`, searched from one of its characters that prose seldom holds (see
     base.text_search): a substring search of a megabyte of prose costs 0.3 ms for
     `<|message|>`, 0.85 ms for `<|`, and each hook's test would pay it on every answer."""
+    if len(text) < text_search.SHORT:
+        return needle in text
     return text_search.find(text, needle, 0, _first_rare(needle)) >= 0
 
 
