@@ -223,10 +223,14 @@ def _taken(openers: Iterable[re.Match[str]], end: int) -> None:
 
 # The turn's end token that closes a plain answer (`…<turn|>`), when the server kept it.
 _TURN_END = re.compile(r"<turn\|>\s*+\Z")
+# What every piece of markup `answer_markup` looks for holds (none in a plain answer).
+_MARKUP_NEEDLE = '<'
 
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The turn's end token at the end of the answer."""
+    if _MARKUP_NEEDLE not in text:  # (the token holds it: a plain text has none)
+        return [], []
     end = _TURN_END.search(text)
     return ([end.span()] if end is not None else []), []
 

@@ -174,10 +174,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 _RESPONSE_OPEN = re.compile(r"\s*+<\|open\|> ?response ?<\|sep\|> ?")
 _RESPONSE_CLOSE = re.compile(r"(?: ?<\|close\|> ?response ?<\|sep\|>\s*+)?"
                              r"(?: ?<\|close\|> ?message ?<\|sep\|>\s*+)?\Z")
+# What every piece of markup `answer_markup` looks for holds (none in a plain answer).
+_MARKUP_NEEDLE = '<'
 
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The response section's tokens at the start and the end of the answer."""
+    if _MARKUP_NEEDLE not in text:  # (every token holds it: a plain text has none)
+        return [], []
     return edges(text, _RESPONSE_OPEN, _RESPONSE_CLOSE), []
 
 

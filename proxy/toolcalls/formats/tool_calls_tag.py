@@ -74,10 +74,14 @@ def _blocks(doc: Document, tag: str, opener: re.Pattern[str], close_tag: re.Patt
 # Apriel's markers around its final answer, at the answer's start and end.
 _FINAL_OPEN = re.compile(r"\s*+\[BEGIN FINAL RESPONSE\]")
 _FINAL_CLOSE = re.compile(r"\s*+\[END FINAL RESPONSE\](?:\s*+<\|end\|>)?\s*+\Z")
+# What every piece of markup `answer_markup` looks for holds (none in a plain answer).
+_MARKUP_NEEDLE = 'FINAL RESPONSE]'
 
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Apriel's final-response markers where they open and close the answer."""
+    if _MARKUP_NEEDLE not in text:  # (both markers hold it: a plain text has neither)
+        return [], []
     spans = []
     opening = _FINAL_OPEN.match(text)
     if opening is not None:
