@@ -229,7 +229,7 @@ _MARKUP_NEEDLE = '<'
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The turn's end token at the end of the answer."""
-    if _MARKUP_NEEDLE not in text:  # (the token holds it: a plain text has none)
+    if _MARKUP_NEEDLE not in text:  # (every token holds it)
         return [], []
     end = _TURN_END.search(text)
     return ([end.span()] if end is not None else []), []

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 
 from ..framing.steps import OpenerMatches, unsure_frame
 from ..opener_patterns import literals
-from ..prose.markup import edges
+from ..prose.markup import SHORT_TEXT, edges
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame
@@ -245,7 +245,7 @@ _MARKUP_NEEDLE = '<'
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Ling's role token at the start of the answer and its end token at its end."""
-    if _MARKUP_NEEDLE not in text:  # (both tokens hold it: a plain text has neither)
+    if len(text) <= SHORT_TEXT and _MARKUP_NEEDLE not in text:  # (every token holds it)
         return [], []
     return edges(text, _ROLE, _ROLE_END), []
 

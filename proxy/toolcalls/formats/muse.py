@@ -130,7 +130,7 @@ _MARKUP_NEEDLE = '<'
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The messages' headers and end tokens, and the reasoning's text (`to=self`); without
     a header, the end token at the end of the answer (the template wrote the header)."""
-    if _MARKUP_NEEDLE not in text:  # (every token holds it: a plain text has none)
+    if _MARKUP_NEEDLE not in text:  # (every token holds it)
         return [], []
     if "<|message|>" in text:
         markup, reasoning = content_markup(text, [])
