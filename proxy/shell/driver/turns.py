@@ -25,7 +25,7 @@ from ...turn.plan import TurnPlan
 from ...turn.result import TurnResult
 from ...turn.thinking import ThinkingMemory
 from ..runtime.clients import client_gone
-from ..runtime.wire import Response
+from ..runtime.wire import Response, fixed_headers
 from ..store.interface import ResponseStore
 from ..upstream.client import Timeouts, UpstreamCall, UpstreamStream, _ConnectionTracker
 from ..upstream.profiles import Learning, Profiles
@@ -39,6 +39,7 @@ _CLIENT = (turn.Commit, turn.Flow, turn.Heartbeat, turn.Keep, turn.Deliver, turn
 _CLIENT_OR_WAIT = (*_CLIENT, turn.Wait)  # where the actions carried out at once stop
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_SSE_ITEMS = tuple(SSE_HEADERS.items())
 
 Call = UpstreamCall[UpstreamReply] | UpstreamStream  # buffered, or streamed
 
@@ -357,8 +358,8 @@ class TurnResponse:
                 frames.close()  # cuts upstream if the client left
                 self.services.emit(log)
 
-        return StreamedResponse(counted(), status=200,
-                                headers={"Content-Type": writer.content_type, **SSE_HEADERS})
+        return StreamedResponse(counted(), status=200, headers=fixed_headers(
+            (("Content-Type", writer.content_type), *_SSE_ITEMS)))
 
 
 class StreamedResponse(Response):

@@ -7,13 +7,19 @@ checked when they were set. Here, when there is neither Location nor Content-Loc
 Werkzeug rewrites) and the status is one whose headers it leaves alone (not 1xx, 204 or
 304), the list is the headers' own, copied once, with the Content-Length Werkzeug would add
 (tests/shell/runtime/test_wire.py compares the two); else Werkzeug's own.
+
+A response's own fixed headers (a stream's content type and cache headers) are checked by
+Werkzeug once (`fixed_headers`), not once a response: Werkzeug's `Headers` checks every value
+as it is added, some ten Python calls a header.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from flask import Response as FlaskResponse
+from werkzeug.datastructures import Headers
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -40,3 +46,17 @@ class Response(FlaskResponse):
         if length is None and self.automatically_set_content_length and self.is_sequence:
             headers.append(("Content-Length", str(sum(len(x) for x in self.iter_encoded()))))
         return self.get_app_iter(environ), self.status, headers
+
+
+def fixed_headers(items: tuple[tuple[str, str], ...]) -> Headers:
+    """`Headers(items)`, a fresh one, its values checked by Werkzeug the first time `items`
+    is asked for (a few kinds: each front's stream head)."""
+    headers = Headers()
+    headers._list = list(_checked(items))  # (Headers' own list, as its `add` makes it)
+    return headers
+
+
+@lru_cache(maxsize=16)
+def _checked(items: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """`items` as Werkzeug's Headers holds them (its ValueError for a value it refuses)."""
+    return tuple(Headers(items))

@@ -23,7 +23,7 @@ from flask.signals import (
     request_tearing_down,
 )
 from werkzeug.exceptions import HTTPException
-from werkzeug.routing import Rule
+from werkzeug.routing import MapAdapter, Rule
 
 from ...base.config import Config
 from ...base.errors import ProxyError
@@ -264,6 +264,8 @@ class _App(Flask):
     each request, never saved)."""
 
     response_class = Response
+    ADAPTERS = 256  # URL adapters kept
+    ADAPTER_TEXT = 512  # the longest path and query string whose adapter is kept
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
@@ -271,9 +273,35 @@ class _App(Flask):
         self.session_interface = _Sessionless()
         # (rule, view args) by what Werkzeug matches on: domain part, path, method, websocket
         self.matches: dict[tuple[str | None, str, str, bool], tuple[Rule, dict[str, Any]]] = {}
+        # (URL adapter, host) by every value of the environ Flask's own adapter is made of
+        self.adapters: dict[tuple[Any, ...], tuple[MapAdapter, str]] = {}
 
     def request_context(self, environ: dict[str, Any]) -> RequestContext:
         return _Matched(self, environ)
+
+    def create_url_adapter(self, request: FlaskRequest | None) -> MapAdapter | None:
+        """Flask's URL adapter for `request`, made by Werkzeug once for the values of the
+        environ it reads (its Host, server, scheme, upgrade, script, path, method and query:
+        the adapter is a function of these, and read-only) and the request's host set as
+        Flask sets it; only where Flask's settings bind to the environ alone (no
+        SERVER_NAME, no TRUSTED_HOSTS, neither host nor subdomain matching), for a short
+        path and query, at most `ADAPTERS` kept, then they start over."""
+        config = self.config
+        if (request is None or config["SERVER_NAME"] is not None
+                or config["TRUSTED_HOSTS"] is not None or self.url_map.host_matching
+                or self.subdomain_matching):
+            return super().create_url_adapter(request)
+        key = _adapter_key(request.environ)
+        kept = self.adapters.get(key) if key is not None else None
+        if kept is not None:
+            request.host = kept[1]  # (a cached property, set as Flask sets it)
+            return kept[0]
+        adapter = super().create_url_adapter(request)
+        if key is not None and adapter is not None:
+            if len(self.adapters) >= self.ADAPTERS:
+                self.adapters.clear()
+            self.adapters[key] = (adapter, request.host)
+        return adapter
 
     def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
         synced = self._synced.get(func)
@@ -324,6 +352,26 @@ class _App(Flask):
     def do_teardown_appcontext(self, *exc: BaseException | None) -> None:
         if self.teardown_appcontext_funcs or appcontext_tearing_down.receivers:
             super().do_teardown_appcontext(*exc)
+
+
+# What Werkzeug's bind_to_environ (and get_host in it) read of the environ.
+_ADAPTER_KEYS = ("HTTP_HOST", "SERVER_NAME", "SERVER_PORT", "wsgi.url_scheme",
+                 "HTTP_CONNECTION", "HTTP_UPGRADE", "SCRIPT_NAME", "PATH_INFO",
+                 "REQUEST_METHOD", "QUERY_STRING")
+_STR_OR_NONE = frozenset({str, type(None)})
+
+
+def _adapter_key(environ: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The environ's values a URL adapter is made of, or None when one is not a string (or
+    absent where Werkzeug needs it) or the path and query are too long to keep."""
+    key = tuple(map(environ.get, _ADAPTER_KEYS))
+    if not _STR_OR_NONE.issuperset(map(type, key)):
+        return None
+    if key[3] is None or key[8] is None:  # (Werkzeug's KeyError, as it raises it)
+        return None
+    if len(key[7] or "") + len(key[9] or "") > _App.ADAPTER_TEXT:
+        return None
+    return key
 
 
 class _Matched(RequestContext):

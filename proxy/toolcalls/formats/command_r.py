@@ -23,7 +23,7 @@ from typing import Any
 from ..framing.json_payload import json_frame, reshaped
 from ..framing.steps import OpenerMatches, at_line_start
 from ..opener_patterns import Opener, literals, seq
-from ..prose.markup import at_end
+from ..prose.markup import SHORT_TEXT, at_end
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec
@@ -99,12 +99,16 @@ _ANSWER_OPEN = re.compile(r"\s*+(?:<\|START_OF_TURN_TOKEN\|>\s*+)?(?:<\|CHATBOT_
 _ANSWER_TOKENS = re.compile(r"<\|(?:START|END)_(?:RESPONSE|TEXT)\|>|<\|END_OF_TURN_TOKEN\|>")
 _ANSWER_CLOSE = re.compile(r"(?:<\|END_(?:RESPONSE|TEXT)\|>\s*+)?"
                            r"(?:<\|END_OF_TURN_TOKEN\|>\s*+)?\Z")
+# What every piece of markup `answer_markup` looks for holds (none in a plain answer).
+_MARKUP_NEEDLE = '<'
 
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The turn and response tokens around (and between the pieces of) an answer: the turn's
     header and end token wherever they frame it, the response pairs inside an answer one
     opens."""
+    if len(text) <= SHORT_TEXT and _MARKUP_NEEDLE not in text:  # (every token holds it)
+        return [], []
     opening = _ANSWER_OPEN.match(text)
     assert opening is not None  # (every part of it is optional)
     spans = [opening.span()] if opening[0].strip() else []

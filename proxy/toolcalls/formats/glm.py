@@ -35,7 +35,7 @@ from collections.abc import Iterator
 
 from ..framing.steps import OpenerMatches, unsure_frame
 from ..opener_patterns import literals
-from ..prose.markup import edges
+from ..prose.markup import SHORT_TEXT, edges
 from ..scan import Document
 from ..text_values import Tail, ValueTags, value_end
 from ..types import Frame
@@ -239,10 +239,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 # opening it, `<|role_end|>` ending it.
 _ROLE = re.compile(r"\s*+<role>ASSISTANT</role>")
 _ROLE_END = re.compile(r"<\|role_end\|>\s*+\Z")
+# What every piece of markup `answer_markup` looks for holds (none in a plain answer).
+_MARKUP_NEEDLE = '<'
 
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Ling's role token at the start of the answer and its end token at its end."""
+    if len(text) <= SHORT_TEXT and _MARKUP_NEEDLE not in text:  # (every token holds it)
+        return [], []
     return edges(text, _ROLE, _ROLE_END), []
 
 

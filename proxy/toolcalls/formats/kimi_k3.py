@@ -33,7 +33,7 @@ import orjson
 
 from ..framing.steps import OpenerMatches, section_start, unsure_frame
 from ..opener_patterns import literals
-from ..prose.markup import edges
+from ..prose.markup import SHORT_TEXT, edges
 from ..scan import Document
 from ..text_values import Tail, ValueTags, stray_tags, value_end
 from ..types import Frame
@@ -174,10 +174,14 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 _RESPONSE_OPEN = re.compile(r"\s*+<\|open\|> ?response ?<\|sep\|> ?")
 _RESPONSE_CLOSE = re.compile(r"(?: ?<\|close\|> ?response ?<\|sep\|>\s*+)?"
                              r"(?: ?<\|close\|> ?message ?<\|sep\|>\s*+)?\Z")
+# What every piece of markup `answer_markup` looks for holds (none in a plain answer).
+_MARKUP_NEEDLE = '<'
 
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The response section's tokens at the start and the end of the answer."""
+    if len(text) <= SHORT_TEXT and _MARKUP_NEEDLE not in text:  # (every token holds it)
+        return [], []
     return edges(text, _RESPONSE_OPEN, _RESPONSE_CLOSE), []
 
 

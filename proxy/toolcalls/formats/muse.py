@@ -123,11 +123,15 @@ def content_markup(text: str, frames: Sequence[tuple[int, int]],
 _ANSWER_HEADER = re.compile(r"\s*+(?:<\|start\|>assistant)?[ \t]*+(?:to=user[ \t]*+)?"
                             r"<\|message\|>")
 _ANSWER_END = re.compile(r"<\|(?:eot|eom|end)\|>\s*+\Z")
+# What every piece of markup `answer_markup` looks for holds (none in a plain answer).
+_MARKUP_NEEDLE = '<'
 
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The messages' headers and end tokens, and the reasoning's text (`to=self`); without
     a header, the end token at the end of the answer (the template wrote the header)."""
+    if _MARKUP_NEEDLE not in text:  # (every token holds it)
+        return [], []
     if holds(text, "<|message|>"):
         markup, reasoning = content_markup(text, [])
         if markup:

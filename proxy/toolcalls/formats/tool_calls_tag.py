@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from ..framing.json_payload import cut_list_head, joined, json_run, whole_values
 from ..framing.steps import OpenerMatches, ends_or_opens, next_or_end
 from ..opener_patterns import literals
-from ..prose.markup import at_end
+from ..prose.markup import SHORT_TEXT, at_end
 from ..scan import Document
 from ..types import Frame
 from .spec import FormatSpec
@@ -74,10 +74,14 @@ def _blocks(doc: Document, tag: str, opener: re.Pattern[str], close_tag: re.Patt
 # Apriel's markers around its final answer, at the answer's start and end.
 _FINAL_OPEN = re.compile(r"\s*+\[BEGIN FINAL RESPONSE\]")
 _FINAL_CLOSE = re.compile(r"\s*+\[END FINAL RESPONSE\](?:\s*+<\|end\|>)?\s*+\Z")
+# What every piece of markup `answer_markup` looks for holds (none in a plain answer).
+_MARKUP_NEEDLE = ']'
 
 
 def answer_markup(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Apriel's final-response markers where they open and close the answer."""
+    if len(text) <= SHORT_TEXT and _MARKUP_NEEDLE not in text:  # (every token holds it)
+        return [], []
     spans = []
     opening = _FINAL_OPEN.match(text)
     if opening is not None:

@@ -1,13 +1,16 @@
 """The proxy's response gives the WSGI server what Flask's own would: the same body, status
-and header list, for any headers, status and body (a property, against Werkzeug's)."""
+and header list, for any headers, status and body (a property, against Werkzeug's); fixed
+headers checked once are the Headers Werkzeug makes of them, each response its own."""
 
 from __future__ import annotations
 
+import pytest
 from flask import Response as FlaskResponse
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from werkzeug.datastructures import Headers
 
-from proxy.shell.runtime.wire import Response
+from proxy.shell.runtime.wire import Response, fixed_headers
 
 NAMES = st.sampled_from(["Content-Type", "Content-Length", "content-length", "Location",
                          "location", "Content-Location", "X-Request-Id", "Cache-Control",
@@ -47,3 +50,32 @@ def test_the_wsgi_response_is_werkzeugs(headers, status, body, method, content_t
     if not isinstance(body, list) and body is not None and not isinstance(body, str | bytes):
         return  # (one iterator, shared: read by whichever goes first)
     assert list(ours_iter) == list(their_iter)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(NAMES, VALUES | st.sampled_from(["text/event-stream", "a\rb",
+                                                          "a\nb", ""])), max_size=4))
+def test_fixed_headers_are_werkzeugs(items):
+    items = tuple(items)
+    try:
+        expected = Headers(items)
+    except ValueError:
+        with pytest.raises(ValueError, match="newline"):
+            fixed_headers(items)
+        return
+    for _ in range(2):  # checked, then kept
+        headers = fixed_headers(items)
+        assert type(headers) is Headers
+        assert headers == expected
+        assert headers.to_wsgi_list() == expected.to_wsgi_list()
+
+
+def test_fixed_headers_are_each_responses_own():
+    items = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
+    first = fixed_headers(items)
+    first["X-Request-Id"] = "one"
+    first.add("Server-Timing", "proxy;dur=1")
+    assert fixed_headers(items).to_wsgi_list() == list(items)
+    response = Response(iter([b"x"]), headers=fixed_headers(items))
+    assert response.headers.to_wsgi_list() == list(items)
+    assert response.mimetype == "text/event-stream"
