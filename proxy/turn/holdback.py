@@ -45,7 +45,7 @@ def _either(patterns: list[Pattern]) -> re.Pattern[str]:
 @dataclass(frozen=True)
 class HoldRule:
     """The compiled openers of a set of formats. Those that stand anywhere: where they may
-    begin (a first character and the one after it: `_starts`), then for each first
+    begin (a first character and the two after it: `_starts`), then for each first
     character a regex of the openers it begins, the leads that may stand before an opener,
     and one regex for the unfinished end of a text.
     Those that stand at a line's start, or at the text's."""
@@ -56,7 +56,7 @@ class HoldRule:
     # goes with it (two formats may share an opener, each with a header of its own)
     leads: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...]
     # a proper prefix of an opener (with its lead) ending the text: where one may begin (its
-    # first character and the one after it), then for each first character a regex of the
+    # first character and the two after it), then for each first character a regex of the
     # prefixes that begin with it (one regex of them all tried at every such character of
     # the last _UNFINISHED_REACH cost ~0.5 ms a token in prose, where leads begin with
     # common letters)
@@ -115,12 +115,14 @@ _ASCII = tuple(map(chr, range(128)))
 def _starts(patterns: dict[str, list[str]],
             whole: dict[str, list[str]] | None = None) -> re.Pattern[str]:
     """A search for where a match of one of `patterns` (by the character it begins with)
-    may begin: that character followed by one that can come second in a match, by anything
-    not ASCII, or by the text's end (or the search's); where one of `whole` (the same
-    characters' openers) matches that character alone, by anything. Most first characters
-    of the openers (`a`, `t`, `f`: common letters) are then passed over by the search itself,
-    not tried one by one against their regex. `patterns` holds the proper prefixes of what
-    it matches: a match's first two characters are one of them, or a match whole."""
+    may begin: that character followed by two that can come second and third in a match
+    (either of them may be anything not ASCII, or the text's end, or the search's); where
+    one of `whole` (the same characters' openers) matches that character alone, or with the
+    second, by anything after it. Most first characters of the openers (`a`, `t`, `f`:
+    common letters, and `to`, `as`, `an` common pairs) are then passed over by the search
+    itself, not tried one by one against their regex. `patterns` holds the proper prefixes
+    of what it matches: a match's first three characters are one of them, or a match
+    whole (or its first one or two are)."""
     branches = []
     for char, alternatives in sorted(patterns.items()):
         alone = re.compile("|".join(f"(?:{p})" for p in (whole or {}).get(char, ["(?!)"])))
@@ -128,8 +130,18 @@ def _starts(patterns: dict[str, list[str]],
             branches.append(re.escape(char))
             continue
         either = re.compile("|".join(f"(?:{pattern})" for pattern in alternatives))
-        second = "".join(re.escape(x) for x in _ASCII if either.fullmatch(char + x))
-        allowed = f"[{second}]|" if second else ""
+        # each second character, by the third characters that may follow it (None: any)
+        thirds: dict[str | None, list[str]] = {}
+        for x in _ASCII:
+            if either.fullmatch(char + x):
+                third = (None if alone.fullmatch(char + x) else
+                         "".join(re.escape(y) for y in _ASCII if either.fullmatch(char + x + y)))
+                thirds.setdefault(third, []).append(re.escape(x))
+        allowed = "".join(
+            f"[{''.join(seconds)}]" + ("|" if third is None else
+                                       f"(?:[{third}]|[^\\x00-\\x7f]|\\Z)|" if third else
+                                       "(?:[^\\x00-\\x7f]|\\Z)|")
+            for third, seconds in thirds.items())
         branches.append(f"{re.escape(char)}(?={allowed}[^\\x00-\\x7f]|\\Z)")
     return re.compile("|".join(branches))
 
