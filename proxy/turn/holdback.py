@@ -64,6 +64,9 @@ class HoldRule:
     unfinished: dict[str, re.Pattern[str]]
     line: re.Pattern[str] | None
     start: re.Pattern[str] | None
+    # where anything at all may be found (the searches above and a line's or a think tag's
+    # end, in one): a text with none from a mid-line start holds nothing (None: look always)
+    quiet: re.Pattern[str] | None = None
 
 
 @lru_cache(maxsize=32)
@@ -97,16 +100,33 @@ def hold_rule(formats: tuple[str, ...]) -> HoldRule | None:
         for char in opener.pattern.first or ():
             fulls.setdefault(char, []).append(opener.pattern.full)
             begun.setdefault(char, []).extend((opener.pattern.full, opener.pattern.prefix))
+    first = _starts(begun, fulls) if by_char else None
+    unfinished_first = _starts(unfinished) if unfinished else None
     return HoldRule(
-        _starts(begun, fulls) if by_char else None,
+        first,
         {char: re.compile("|".join(groups)) for char, groups in by_char.items()},
         tuple((re.compile(o.pattern.full), re.compile(f"(?:{o.lead.full})\\Z"))
               for o in anywhere if o.lead),
-        _starts(unfinished) if unfinished else None,
+        unfinished_first,
         {char: re.compile("(?:" + "|".join(prefixes) + ")\\Z")
          for char, prefixes in unfinished.items()},
         _either(line) if line else None,
-        _either(start) if start else None)
+        _either(start) if start else None,
+        _quiet(begun, unfinished, fulls))
+
+
+def _quiet(begun: dict[str, list[str]], unfinished: dict[str, list[str]],
+           fulls: dict[str, list[str]]) -> re.Pattern[str]:
+    """A search that finds at least wherever the searches for whole openers and for
+    unfinished ones (`_starts`) find something, or a line or a think tag may end (a newline,
+    a `>`): one search over a token, where there is most often nothing at all."""
+    merged = {char: [*begun.get(char, ()), *unfinished.get(char, ())]
+              for char in {*begun, *unfinished}}
+    alone = {char: list(patterns) for char, patterns in fulls.items()}
+    for char in "\n>":  # (each alone a match: found whatever follows it)
+        merged.setdefault(char, []).append(re.escape(char))
+        alone.setdefault(char, []).append(re.escape(char))
+    return _starts(merged, alone)
 
 
 _ASCII = tuple(map(chr, range(128)))
@@ -312,7 +332,16 @@ class Held:
             return ""
         self._tail += piece
         base, tail = self._base, self._tail
-        at, final, resume = hold_point_in(tail, self._rule, self._scan - base, base)
+        start = self._scan - base
+        quiet = self._rule.quiet
+        if (quiet is not None and (start > 0 or start == 0 < base)
+                and quiet.search(tail, max(0, start - 1)) is None):
+            # the common token, mid-line: no candidate of any kind from the last look on
+            # (what `hold_point`'s mid-line path finds then: none, the text's end; a look
+            # from the whole text's start goes every way)
+            at, final, resume = len(tail), False, len(tail)
+        else:
+            at, final, resume = hold_point_in(tail, self._rule, start, base)
         end = at
         while end > self._sent - base and tail[end - 1].isspace():
             end -= 1

@@ -205,7 +205,8 @@ def test_the_mid_line_fast_path_finds_what_looking_everywhere_finds():
 
 _PIECES = (*bench_openers(), "to", "to=", "as", "ass", "an", "ana", "co", "com", "fu", "fun",
            " ", "\n", "\n\n", "\t", ": ", "<", ">", "[", "]", "é", "→", "\u3000", "the ",
-           "assistant", "functions.", "<|", "|>")
+           "assistant", "functions.", "<|", "|>", "\n{", "\n[", "\n```", '{"name": "read", ',
+           "</think>", "</think>\n\n", "Sure, ", "read(", "\n\n[{")
 
 
 @settings(max_examples=400, deadline=None)
@@ -224,3 +225,19 @@ def test_the_three_character_filter_finds_what_every_first_character_finds_anywh
         begin = min(start, max(0, cut))
         assert (hold_point(text[:cut], rule, begin)
                 == hold_point(text[:cut], old, begin)), (text[:cut], begin)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=8)), max_size=16),
+       st.sampled_from(["auto", *FORMATS]))
+def test_a_push_with_nothing_to_look_at_says_what_the_whole_look_says(pieces, name):
+    """`Held`'s one search for a token with nothing in it (`HoldRule.quiet`) lets out what
+    the rule's every look lets out, piece by piece, for each format and all."""
+    rule = hold_rule((name,))
+    assert rule is not None
+    assert rule.quiet is not None
+    fast, slow = Held(rule), Held(dataclasses.replace(rule, quiet=None))
+    for piece in pieces:
+        assert fast.push(piece) == slow.push(piece), (pieces, piece)
+        assert fast.unsent_space() == slow.unsent_space()
+    assert fast.sent == slow.sent
