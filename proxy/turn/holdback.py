@@ -65,7 +65,8 @@ class HoldRule:
     line: re.Pattern[str] | None
     start: re.Pattern[str] | None
     # where anything at all may be found (the searches above and a line's or a think tag's
-    # end, in one): a text with none from a mid-line start holds nothing (None: look always)
+    # end, in one): a text with none from a mid-line start holds nothing, and one with some
+    # is looked at from the first (None: look always, from where the last look stopped)
     quiet: re.Pattern[str] | None = None
 
 
@@ -334,11 +335,14 @@ class Held:
         base, tail = self._base, self._tail
         start = self._scan - base
         quiet = self._rule.quiet
-        if (quiet is not None and (start > 0 or start == 0 < base)
-                and quiet.search(tail, max(0, start - 1)) is None):
-            # the common token, mid-line: no candidate of any kind from the last look on
-            # (what `hold_point`'s mid-line path finds then: none, the text's end; a look
-            # from the whole text's start goes every way)
+        clear = False  # nothing of any kind from the last look on
+        if quiet is not None and (start > 0 or start == 0 < base):  # a look from mid-text
+            hit = quiet.search(tail, max(0, start - 1))
+            if hit is None:
+                clear = True
+            else:  # nothing before the hit: the look may begin there
+                start = max(start, hit.start())
+        if clear:  # the common token (what `hold_point`'s mid-line path finds: the end)
             at, final, resume = len(tail), False, len(tail)
         else:
             at, final, resume = hold_point_in(tail, self._rule, start, base)
