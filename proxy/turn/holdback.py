@@ -101,8 +101,10 @@ def hold_rule(formats: tuple[str, ...]) -> HoldRule | None:
         for char in opener.pattern.first or ():
             fulls.setdefault(char, []).append(opener.pattern.full)
             begun.setdefault(char, []).extend((opener.pattern.full, opener.pattern.prefix))
-    first = _starts(begun, fulls) if by_char else None
-    unfinished_first = _starts(unfinished) if unfinished else None
+    begun_at = _starts(begun, fulls) if by_char else None
+    unfinished_at = _starts(unfinished) if unfinished else None
+    first = _search(begun_at) if begun_at is not None else None
+    unfinished_first = _search(unfinished_at) if unfinished_at is not None else None
     return HoldRule(
         first,
         {char: re.compile("|".join(groups)) for char, groups in by_char.items()},
@@ -113,30 +115,38 @@ def hold_rule(formats: tuple[str, ...]) -> HoldRule | None:
          for char, prefixes in unfinished.items()},
         _either(line) if line else None,
         _either(start) if start else None,
-        _quiet(begun, unfinished, fulls))
+        _quiet(begun_at or {}, unfinished_at or {}))
 
 
-def _quiet(begun: dict[str, list[str]], unfinished: dict[str, list[str]],
-           fulls: dict[str, list[str]]) -> re.Pattern[str]:
+def _quiet(begun: Starts, unfinished: Starts) -> re.Pattern[str]:
     """A search that finds at least wherever the searches for whole openers and for
     unfinished ones (`_starts`) find something, or a line or a think tag may end (a newline,
-    a `>`): one search over a token, where there is most often nothing at all."""
-    merged = {char: [*begun.get(char, ()), *unfinished.get(char, ())]
-              for char in {*begun, *unfinished}}
-    alone = {char: list(patterns) for char, patterns in fulls.items()}
-    for char in "\n>":  # (each alone a match: found whatever follows it)
-        merged.setdefault(char, []).append(re.escape(char))
-        alone.setdefault(char, []).append(re.escape(char))
-    return _starts(merged, alone)
+    a `>`): one search over a token, where there is most often nothing at all. Made of their
+    tables (the filter of patterns that match what either does is theirs put together)."""
+    merged: Starts = {"\n": None, ">": None}  # (each alone found, whatever follows it)
+    for table in (begun, unfinished):
+        for char, seconds in table.items():
+            if seconds is None or merged.get(char, {}) is None:
+                merged[char] = None
+                continue
+            into = merged.setdefault(char, {})
+            assert into is not None  # (just set otherwise)
+            for second, thirds in seconds.items():
+                known = into.get(second, "")
+                into[second] = None if thirds is None or known is None else known + thirds
+    return _search(merged)
 
 
 _ASCII = tuple(map(chr, range(128)))
+# By the first character of a match: None when it alone is one (found whatever follows it),
+# else each second character by the third ones that may follow it (None: any).
+Starts = dict[str, dict[str, str | None] | None]
 
 
 def _starts(patterns: dict[str, list[str]],
-            whole: dict[str, list[str]] | None = None) -> re.Pattern[str]:
-    """A search for where a match of one of `patterns` (by the character it begins with)
-    may begin: that character followed by two that can come second and third in a match
+            whole: dict[str, list[str]] | None = None) -> Starts:
+    """Where a match of one of `patterns` (by the character it begins with) may begin, for
+    `_search`: that character followed by two that can come second and third in a match
     (either of them may be anything not ASCII, or the text's end, or the search's); where
     one of `whole` (the same characters' openers) matches that character alone, or with the
     second, by anything after it. Most first characters of the openers (`a`, `t`, `f`:
@@ -144,25 +154,36 @@ def _starts(patterns: dict[str, list[str]],
     itself, not tried one by one against their regex. `patterns` holds the proper prefixes
     of what it matches: a match's first three characters are one of them, or a match
     whole (or its first one or two are)."""
-    branches = []
+    table: Starts = {}
     for char, alternatives in sorted(patterns.items()):
         alone = re.compile("|".join(f"(?:{p})" for p in (whole or {}).get(char, ["(?!)"])))
         if alone.fullmatch(char):
-            branches.append(re.escape(char))
+            table[char] = None
             continue
         either = re.compile("|".join(f"(?:{pattern})" for pattern in alternatives))
-        # each second character, by the third characters that may follow it (None: any)
-        thirds: dict[str | None, list[str]] = {}
-        for x in _ASCII:
-            if either.fullmatch(char + x):
-                third = (None if alone.fullmatch(char + x) else
-                         "".join(re.escape(y) for y in _ASCII if either.fullmatch(char + x + y)))
-                thirds.setdefault(third, []).append(re.escape(x))
+        table[char] = {x: (None if alone.fullmatch(char + x) else
+                           "".join(y for y in _ASCII if either.fullmatch(char + x + y)))
+                       for x in _ASCII if either.fullmatch(char + x)}
+    return table
+
+
+def _search(table: Starts) -> re.Pattern[str]:
+    """The search for the places `table` (`_starts`) says a match may begin."""
+    branches = []
+    for char, seconds in sorted(table.items()):
+        if seconds is None:
+            branches.append(re.escape(char))
+            continue
+        grouped: dict[str | None, list[str]] = {}  # the second characters, by their thirds
+        for second, thirds in seconds.items():
+            key = None if thirds is None else "".join(sorted(set(thirds)))
+            grouped.setdefault(key, []).append(re.escape(second))
         allowed = "".join(
-            f"[{''.join(seconds)}]" + ("|" if third is None else
-                                       f"(?:[{third}]|[^\\x00-\\x7f]|\\Z)|" if third else
-                                       "(?:[^\\x00-\\x7f]|\\Z)|")
-            for third, seconds in thirds.items())
+            f"[{''.join(group)}]" + (
+                "|" if thirds is None else
+                f"(?:[{''.join(map(re.escape, thirds))}]|[^\\x00-\\x7f]|\\Z)|" if thirds else
+                "(?:[^\\x00-\\x7f]|\\Z)|")
+            for thirds, group in grouped.items())
         branches.append(f"{re.escape(char)}(?={allowed}[^\\x00-\\x7f]|\\Z)")
     return re.compile("|".join(branches))
 
