@@ -45,7 +45,7 @@ def _either(patterns: list[Pattern]) -> re.Pattern[str]:
 @dataclass(frozen=True)
 class HoldRule:
     """The compiled openers of a set of formats. Those that stand anywhere: where they may
-    begin (a first character and the one after it: `_starts`), then for each first
+    begin (a first character and the two after it: `_starts`), then for each first
     character a regex of the openers it begins, the leads that may stand before an opener,
     and one regex for the unfinished end of a text.
     Those that stand at a line's start, or at the text's."""
@@ -56,7 +56,7 @@ class HoldRule:
     # goes with it (two formats may share an opener, each with a header of its own)
     leads: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...]
     # a proper prefix of an opener (with its lead) ending the text: where one may begin (its
-    # first character and the one after it), then for each first character a regex of the
+    # first character and the two after it), then for each first character a regex of the
     # prefixes that begin with it (one regex of them all tried at every such character of
     # the last _UNFINISHED_REACH cost ~0.5 ms a token in prose, where leads begin with
     # common letters)
@@ -64,6 +64,10 @@ class HoldRule:
     unfinished: dict[str, re.Pattern[str]]
     line: re.Pattern[str] | None
     start: re.Pattern[str] | None
+    # where anything at all may be found (the searches above and a line's or a think tag's
+    # end, in one): a text with none from a mid-line start holds nothing, and one with some
+    # is looked at from the first (None: look always, from where the last look stopped)
+    quiet: re.Pattern[str] | None = None
 
 
 @lru_cache(maxsize=32)
@@ -97,39 +101,89 @@ def hold_rule(formats: tuple[str, ...]) -> HoldRule | None:
         for char in opener.pattern.first or ():
             fulls.setdefault(char, []).append(opener.pattern.full)
             begun.setdefault(char, []).extend((opener.pattern.full, opener.pattern.prefix))
+    begun_at = _starts(begun, fulls) if by_char else None
+    unfinished_at = _starts(unfinished) if unfinished else None
+    first = _search(begun_at) if begun_at is not None else None
+    unfinished_first = _search(unfinished_at) if unfinished_at is not None else None
     return HoldRule(
-        _starts(begun, fulls) if by_char else None,
+        first,
         {char: re.compile("|".join(groups)) for char, groups in by_char.items()},
         tuple((re.compile(o.pattern.full), re.compile(f"(?:{o.lead.full})\\Z"))
               for o in anywhere if o.lead),
-        _starts(unfinished) if unfinished else None,
+        unfinished_first,
         {char: re.compile("(?:" + "|".join(prefixes) + ")\\Z")
          for char, prefixes in unfinished.items()},
         _either(line) if line else None,
-        _either(start) if start else None)
+        _either(start) if start else None,
+        _quiet(begun_at or {}, unfinished_at or {}))
+
+
+def _quiet(begun: Starts, unfinished: Starts) -> re.Pattern[str]:
+    """A search that finds at least wherever the searches for whole openers and for
+    unfinished ones (`_starts`) find something, or a line or a think tag may end (a newline,
+    a `>`): one search over a token, where there is most often nothing at all. Made of their
+    tables (the filter of patterns that match what either does is theirs put together)."""
+    merged: Starts = {"\n": None, ">": None}  # (each alone found, whatever follows it)
+    for table in (begun, unfinished):
+        for char, seconds in table.items():
+            if seconds is None or merged.get(char, {}) is None:
+                merged[char] = None
+                continue
+            into = merged.setdefault(char, {})
+            assert into is not None  # (just set otherwise)
+            for second, thirds in seconds.items():
+                known = into.get(second, "")
+                into[second] = None if thirds is None or known is None else known + thirds
+    return _search(merged)
 
 
 _ASCII = tuple(map(chr, range(128)))
+# By the first character of a match: None when it alone is one (found whatever follows it),
+# else each second character by the third ones that may follow it (None: any).
+Starts = dict[str, dict[str, str | None] | None]
 
 
 def _starts(patterns: dict[str, list[str]],
-            whole: dict[str, list[str]] | None = None) -> re.Pattern[str]:
-    """A search for where a match of one of `patterns` (by the character it begins with)
-    may begin: that character followed by one that can come second in a match, by anything
-    not ASCII, or by the text's end (or the search's); where one of `whole` (the same
-    characters' openers) matches that character alone, by anything. Most first characters
-    of the openers (`a`, `t`, `f`: common letters) are then passed over by the search itself,
-    not tried one by one against their regex. `patterns` holds the proper prefixes of what
-    it matches: a match's first two characters are one of them, or a match whole."""
-    branches = []
+            whole: dict[str, list[str]] | None = None) -> Starts:
+    """Where a match of one of `patterns` (by the character it begins with) may begin, for
+    `_search`: that character followed by two that can come second and third in a match
+    (either of them may be anything not ASCII, or the text's end, or the search's); where
+    one of `whole` (the same characters' openers) matches that character alone, or with the
+    second, by anything after it. Most first characters of the openers (`a`, `t`, `f`:
+    common letters, and `to`, `as`, `an` common pairs) are then passed over by the search
+    itself, not tried one by one against their regex. `patterns` holds the proper prefixes
+    of what it matches: a match's first three characters are one of them, or a match
+    whole (or its first one or two are)."""
+    table: Starts = {}
     for char, alternatives in sorted(patterns.items()):
         alone = re.compile("|".join(f"(?:{p})" for p in (whole or {}).get(char, ["(?!)"])))
         if alone.fullmatch(char):
-            branches.append(re.escape(char))
+            table[char] = None
             continue
         either = re.compile("|".join(f"(?:{pattern})" for pattern in alternatives))
-        second = "".join(re.escape(x) for x in _ASCII if either.fullmatch(char + x))
-        allowed = f"[{second}]|" if second else ""
+        table[char] = {x: (None if alone.fullmatch(char + x) else
+                           "".join(y for y in _ASCII if either.fullmatch(char + x + y)))
+                       for x in _ASCII if either.fullmatch(char + x)}
+    return table
+
+
+def _search(table: Starts) -> re.Pattern[str]:
+    """The search for the places `table` (`_starts`) says a match may begin."""
+    branches = []
+    for char, seconds in sorted(table.items()):
+        if seconds is None:
+            branches.append(re.escape(char))
+            continue
+        grouped: dict[str | None, list[str]] = {}  # the second characters, by their thirds
+        for second, thirds in seconds.items():
+            key = None if thirds is None else "".join(sorted(set(thirds)))
+            grouped.setdefault(key, []).append(re.escape(second))
+        allowed = "".join(
+            f"[{''.join(group)}]" + (
+                "|" if thirds is None else
+                f"(?:[{''.join(map(re.escape, thirds))}]|[^\\x00-\\x7f]|\\Z)|" if thirds else
+                "(?:[^\\x00-\\x7f]|\\Z)|")
+            for thirds, group in grouped.items())
         branches.append(f"{re.escape(char)}(?={allowed}[^\\x00-\\x7f]|\\Z)")
     return re.compile("|".join(branches))
 
@@ -300,7 +354,19 @@ class Held:
             return ""
         self._tail += piece
         base, tail = self._base, self._tail
-        at, final, resume = hold_point_in(tail, self._rule, self._scan - base, base)
+        start = self._scan - base
+        quiet = self._rule.quiet
+        clear = False  # nothing of any kind from the last look on
+        if quiet is not None and (start > 0 or start == 0 < base):  # a look from mid-text
+            hit = quiet.search(tail, max(0, start - 1))
+            if hit is None:
+                clear = True
+            else:  # nothing before the hit: the look may begin there
+                start = max(start, hit.start())
+        if clear:  # the common token (what `hold_point`'s mid-line path finds: the end)
+            at, final, resume = len(tail), False, len(tail)
+        else:
+            at, final, resume = hold_point_in(tail, self._rule, start, base)
         end = at
         while end > self._sent - base and tail[end - 1].isspace():
             end -= 1

@@ -194,9 +194,11 @@ def step(state: Waiting, event: Event) -> tuple[Waiting, list[Action]]:
 
 
 def row_for(state: Waiting, event: Event) -> Row:
-    """The row of `TABLE` that `step` follows for `event` in `state`."""
-    for row in rows_of(type(event)):
-        if state.phase in row.phases and row.when(state, event):
+    """The row of `TABLE` that `step` follows for `event` in `state` (a row that holds
+    `_always` is not asked)."""
+    phase = state.phase
+    for row in _ROWS_OF.get(type(event)) or rows_of(type(event)):
+        if phase in row.phases and (row.when is _always or row.when(state, event)):
             return row
     raise NoTransition(f"no row for {type(event).__name__} in phase {state.phase.value}")
 

@@ -8,6 +8,8 @@ import re
 from collections.abc import Iterable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.extraction import openers as bench_openers
 from proxy.toolcalls.registry import FORMATS, OPENERS
@@ -168,8 +170,8 @@ def _searched_at_every_first_character(rule: HoldRule) -> HoldRule:
                                unfinished_first=every(rule.unfinished))
 
 
-def test_the_two_character_filter_finds_what_trying_every_first_character_finds():
-    """The searches that skip a first character by the character after it (`_starts`) find
+def test_the_three_character_filter_finds_what_trying_every_first_character_finds():
+    """The searches that skip a first character by the characters after it (`_starts`) find
     the same hold points as trying every first character: over every opener cut at each
     character (after prose; for all formats also followed by more text), for each format
     alone and for all, and over the corpus's texts (every fifth prefix, for all)."""
@@ -199,3 +201,43 @@ def test_the_mid_line_fast_path_finds_what_looking_everywhere_finds():
             for start in range(0, end + 1, 11):
                 assert (hold_point(text[:end], ALL, start)
                         == hold_point_everywhere(text[:end], ALL, start)), (text[:end], start)
+
+
+_PIECES = (*bench_openers(), "to", "to=", "as", "ass", "an", "ana", "co", "com", "fu", "fun",
+           " ", "\n", "\n\n", "\t", ": ", "<", ">", "[", "]", "é", "→", "\u3000", "the ",
+           "assistant", "functions.", "<|", "|>", "\n{", "\n[", "\n```", '{"name": "read", ',
+           "</think>", "</think>\n\n", "Sure, ", "read(", "\n\n[{")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=3)), max_size=12),
+       st.integers(min_value=0, max_value=40), st.sampled_from(["auto", *FORMATS]))
+def test_the_three_character_filter_finds_what_every_first_character_finds_anywhere(
+        pieces, start, name):
+    """Any text of openers (cut anywhere), the pairs and triples of letters that begin
+    them, space, non-ASCII characters and anything else: the same hold point with the
+    filter as with every first character tried, from any start, for each format and all."""
+    text = "".join(pieces)
+    rule = hold_rule((name,))
+    assert rule is not None
+    old = _searched_at_every_first_character(rule)
+    for cut in {len(text), len(text) // 2, len(text) - 1}:
+        begin = min(start, max(0, cut))
+        assert (hold_point(text[:cut], rule, begin)
+                == hold_point(text[:cut], old, begin)), (text[:cut], begin)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=8)), max_size=16),
+       st.sampled_from(["auto", *FORMATS]))
+def test_a_push_with_nothing_to_look_at_says_what_the_whole_look_says(pieces, name):
+    """`Held`'s one search for a token with nothing in it (`HoldRule.quiet`) lets out what
+    the rule's every look lets out, piece by piece, for each format and all."""
+    rule = hold_rule((name,))
+    assert rule is not None
+    assert rule.quiet is not None
+    fast, slow = Held(rule), Held(dataclasses.replace(rule, quiet=None))
+    for piece in pieces:
+        assert fast.push(piece) == slow.push(piece), (pieces, piece)
+        assert fast.unsent_space() == slow.unsent_space()
+    assert fast.sent == slow.sent

@@ -330,9 +330,11 @@ TABLE: tuple[Row, ...] = (
 
 
 def row_for(machine: TurnMachine, event: Event) -> Row:
-    """The row of `TABLE` that `handle` follows for `event`."""
-    for row in rows_of(type(event)):
-        if machine.phase in row.phases and row.when(machine, event):
+    """The row of `TABLE` that `handle` follows for `event` (a row that holds `_always`
+    is not asked)."""
+    phase = machine.phase
+    for row in _ROWS_OF.get(type(event)) or rows_of(type(event)):
+        if phase in row.phases and (row.when is _always or row.when(machine, event)):
             return row
     raise NoTransition(f"no row for {type(event).__name__} in phase {machine.phase.value}")
 
