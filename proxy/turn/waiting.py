@@ -194,25 +194,24 @@ def step(state: Waiting, event: Event) -> tuple[Waiting, list[Action]]:
 
 
 def row_for(state: Waiting, event: Event) -> Row:
-    """The row of `TABLE` that `step` follows for `event` in `state` (a row that holds
-    `_always` is not asked)."""
-    phase = state.phase
-    for row in _ROWS_OF.get(type(event)) or rows_of(type(event)):
-        if phase in row.phases and (row.when is _always or row.when(state, event)):
-            return row
-    raise NoTransition(f"no row for {type(event).__name__} in phase {state.phase.value}")
-
-
-def rows_of(kind: type) -> tuple[Row, ...]:
-    """The rows of `TABLE` an event of type `kind` may follow, in the table's order."""
-    return rows_by_type(TABLE, _ROWS_OF, kind)
+    """The row of `TABLE` that `step` follows for `event` in `state`."""
+    row = first_row(rows_by_type(TABLE, _ROWS_OF, type(event)), state.phase, state, event)
+    if row is None:
+        raise NoTransition(f"no row for {type(event).__name__} in phase {state.phase.value}")
+    return row
 
 
 class _EventRow(Protocol):
-    """A table row, as read by its event's type."""
+    """A table row, as read by its event's type, its phases and its condition."""
 
     @property
     def event(self) -> type: ...
+
+    @property
+    def phases(self) -> tuple[Any, ...]: ...
+
+    @property
+    def when(self) -> Callable[[Any, Any], bool]: ...
 
 
 R = TypeVar("R", bound=_EventRow)
@@ -227,6 +226,22 @@ def rows_by_type(table: tuple[R, ...], known: dict[type, tuple[R, ...]],
     if rows is None:
         rows = known[kind] = tuple(row for row in table if issubclass(kind, row.event))
     return rows
+
+
+def first_row(rows: tuple[R, ...], phase: Any, state: Any, event: Any) -> R | None:
+    """The first of `rows` (an event type's, from rows_by_type) that applies in `phase` and
+    whose condition holds for `state` and `event`, a row whose condition is `always` not
+    asked; None when none does. The turn machine's table is read the same way."""
+    for row in rows:
+        if phase in row.phases and (row.when is always or row.when(state, event)):
+            return row
+    return None
+
+
+def always(state: Any, event: Any) -> bool:
+    """The condition of a row that holds whenever its phase and event do (never called by
+    first_row)."""
+    return True
 
 
 _ROWS_OF: dict[type, tuple[Row, ...]] = {}
@@ -278,10 +293,6 @@ def render(table: tuple[Row, ...]) -> str:
 
 def _done(state: Waiting, action: Action) -> tuple[Waiting, list[Action]]:
     return replaced(state, phase=Phase.DONE), [action]
-
-
-def _always(state: Waiting, event: Any) -> bool:
-    return True
 
 
 def _timed_out(state: Waiting, event: Tick) -> tuple[Waiting, list[Action]]:
@@ -351,21 +362,21 @@ TABLE: tuple[Row, ...] = (
         (Commit, Wait), Phase.STREAMING, _commit_and_wait),
     Row(_STREAMING, Tick, "heartbeat due", lambda s, e: bool(s.beat) and e.now >= s.next_beat,
         (Heartbeat, Wait), None, _beat),
-    Row(LIVE, Tick, "otherwise", _always, (Wait,), None, lambda s, e: (s, [_wait(s, e.now)])),
+    Row(LIVE, Tick, "otherwise", always, (Wait,), None, lambda s, e: (s, [_wait(s, e.now)])),
     Row(_WAITING, Arrived, "client streams", lambda s, e: s.commit_at is not None,
         (Commit, Flow), Phase.STREAMING, _commit_and_flow),
     # a client that does not stream gets the text with the answer
-    Row(_WAITING, Arrived, "client does not stream", _always, (), None, lambda s, e: (s, [])),
-    Row(_STREAMING, Arrived, "", _always, (Flow,), None, _flow),
-    Row(LIVE, UpstreamDone, "", _always, (Collect,), None, lambda s, e: (s, [Collect()])),
+    Row(_WAITING, Arrived, "client does not stream", always, (), None, lambda s, e: (s, [])),
+    Row(_STREAMING, Arrived, "", always, (Flow,), None, _flow),
+    Row(LIVE, UpstreamDone, "", always, (Collect,), None, lambda s, e: (s, [Collect()])),
     Row(LIVE, Decided, "an answer", lambda s, e: isinstance(e.decision, Answer),
         (Deliver,), Phase.DONE, lambda s, e: _done(s, Deliver(e.decision))),
     Row(LIVE, Decided, "fit given, not yet fitted", _to_fit, (AskAgain, Wait), None, _fit),
     Row(LIVE, Decided, "ask again, a retry left", _to_retry, (AskAgain, Wait), None, _retry),
-    Row(LIVE, Decided, "otherwise", _always,
+    Row(LIVE, Decided, "otherwise", always,
         (Fail,), Phase.DONE, lambda s, e: _done(s, Fail(e.decision.error))),
     # the turn is over: what comes after its end (a late Tick, say) changes nothing
-    Row(_DONE, object, "", _always, (), None, lambda s, e: (s, [])),
+    Row(_DONE, object, "", always, (), None, lambda s, e: (s, [])),
 )
 
 

@@ -303,45 +303,35 @@ _START, _LEARNING, _CALLING, _DONE = ((Phase.START,), (Phase.LEARNING,), (Phase.
                                       (Phase.DONE,))
 
 
-def _always(machine: TurnMachine, event: Any) -> bool:
-    return True
-
-
 TABLE: tuple[Row, ...] = (
     Row(_START, Requested, "a profile to learn", lambda m, e: m.needs_profile,
         "LearnProfile", Phase.LEARNING, TurnMachine._requested),
-    Row(_START, Requested, "otherwise", _always,
+    Row(_START, Requested, "otherwise", waiting.always,
         "AskUpstream", Phase.CALLING, TurnMachine._requested),
-    Row(_LEARNING, ProfileLearned, "", _always,
+    Row(_LEARNING, ProfileLearned, "", waiting.always,
         "AskUpstream, Wait", Phase.CALLING, TurnMachine._learned),
     Row(_LEARNING, Tick, "profile deadline passed",
         lambda m, e: e.now >= m._profile_deadline,
         "AskUpstream, the wait's", Phase.CALLING, TurnMachine._late),
-    Row(LIVE, Tick, "otherwise", _always, "the wait's", None, TurnMachine._looked),
-    Row(LIVE, ClientGone, "", _always, "the wait's", None, TurnMachine._looked),
-    Row(LIVE, Draining, "", _always, "the wait's", None, TurnMachine._looked),
+    Row(LIVE, Tick, "otherwise", waiting.always, "the wait's", None, TurnMachine._looked),
+    Row(LIVE, ClientGone, "", waiting.always, "the wait's", None, TurnMachine._looked),
+    Row(LIVE, Draining, "", waiting.always, "the wait's", None, TurnMachine._looked),
     Row(_CALLING, UpstreamEvents, "a live turn", lambda m, e: m.heard is not None,
         "fed; the wait's or Wait", None, TurnMachine._events),
-    Row(_CALLING, UpstreamEnded, "", _always, "Decided, the wait's", None,
+    Row(_CALLING, UpstreamEnded, "", waiting.always, "Decided, the wait's", None,
         TurnMachine._ended),
     # the turn is over: what comes after its end (a late Tick, say) changes nothing
-    Row(_DONE, object, "", _always, "nothing", None, lambda m, e: []),
+    Row(_DONE, object, "", waiting.always, "nothing", None, lambda m, e: []),
 )
 
 
 def row_for(machine: TurnMachine, event: Event) -> Row:
-    """The row of `TABLE` that `handle` follows for `event` (a row that holds `_always`
-    is not asked)."""
-    phase = machine.phase
-    for row in _ROWS_OF.get(type(event)) or rows_of(type(event)):
-        if phase in row.phases and (row.when is _always or row.when(machine, event)):
-            return row
-    raise NoTransition(f"no row for {type(event).__name__} in phase {machine.phase.value}")
-
-
-def rows_of(kind: type) -> tuple[Row, ...]:
-    """The rows of `TABLE` an event of type `kind` may follow, in the table's order."""
-    return waiting.rows_by_type(TABLE, _ROWS_OF, kind)
+    """The row of `TABLE` that `handle` follows for `event`."""
+    row = waiting.first_row(waiting.rows_by_type(TABLE, _ROWS_OF, type(event)), machine.phase,
+                            machine, event)
+    if row is None:
+        raise NoTransition(f"no row for {type(event).__name__} in phase {machine.phase.value}")
+    return row
 
 
 _ROWS_OF: dict[type, tuple[Row, ...]] = {}
