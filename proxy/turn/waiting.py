@@ -195,7 +195,7 @@ def step(state: Waiting, event: Event) -> tuple[Waiting, list[Action]]:
 
 def row_for(state: Waiting, event: Event) -> Row:
     """The row of `TABLE` that `step` follows for `event` in `state`."""
-    row = first_row(rows_by_type(TABLE, _ROWS_OF, type(event)), state.phase, state, event)
+    row = first_row(TABLE, _ROWS_OF, state.phase, state, event)
     if row is None:
         raise NoTransition(f"no row for {type(event).__name__} in phase {state.phase.value}")
     return row
@@ -228,11 +228,14 @@ def rows_by_type(table: tuple[R, ...], known: dict[type, tuple[R, ...]],
     return rows
 
 
-def first_row(rows: tuple[R, ...], phase: Any, state: Any, event: Any) -> R | None:
-    """The first of `rows` (an event type's, from rows_by_type) that applies in `phase` and
-    whose condition holds for `state` and `event`, a row whose condition is `always` not
-    asked; None when none does. The turn machine's table is read the same way."""
-    for row in rows:
+def first_row(table: tuple[R, ...], known: dict[type, tuple[R, ...]], phase: Any,
+              state: Any, event: Any) -> R | None:
+    """The first row of `table` for `event`'s type (rows_by_type, kept in `known`) that
+    applies in `phase` and whose condition holds for `state` and `event`, a row whose
+    condition is `always` not asked; None when none does. The turn machine's table is read
+    the same way."""
+    rows = known.get(type(event))  # (rows_by_type's own look-up, a call less per event)
+    for row in rows if rows is not None else rows_by_type(table, known, type(event)):
         if phase in row.phases and (row.when is always or row.when(state, event)):
             return row
     return None

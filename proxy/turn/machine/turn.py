@@ -327,8 +327,7 @@ TABLE: tuple[Row, ...] = (
 
 def row_for(machine: TurnMachine, event: Event) -> Row:
     """The row of `TABLE` that `handle` follows for `event`."""
-    row = waiting.first_row(waiting.rows_by_type(TABLE, _ROWS_OF, type(event)), machine.phase,
-                            machine, event)
+    row = waiting.first_row(TABLE, _ROWS_OF, machine.phase, machine, event)
     if row is None:
         raise NoTransition(f"no row for {type(event).__name__} in phase {machine.phase.value}")
     return row
