@@ -19,6 +19,7 @@ from ...fronts.registry import key_headers
 from ...telemetry.metrics import Metrics
 from ...telemetry.request_log import RequestLog, make_logger
 from ...telemetry.status import StatusBuild, turn_record
+from ...turn.holdback import hold_rule
 from ...turn.thinking import ThinkingMemory
 from ..driver.passthrough import PassthroughServices
 from ..driver.turns import TurnServices
@@ -92,6 +93,10 @@ class Proxy:
         self.passthrough_services = PassthroughServices(self.replicas, self.upstreams,
                                                         self.client_watcher, self.emit,
                                                         self.draining)
+        if config.stream_mode == "stream" and config.formats:
+            # What holds back a call in the streamed mode (every format's openers compiled:
+            # 0.15 s), made with the app, not in a worker's first streamed turn.
+            hold_rule(tuple(config.formats))
 
     def _run_dir_allocated(self) -> bool:
         """Whether this worker's Prometheus files are allocated in the run directory (or
