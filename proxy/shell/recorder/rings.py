@@ -39,6 +39,8 @@ CAPTURE_MAX_BYTES = 4 * 1024 * 1024  # a larger capture is not kept (the log lin
 MAX_RING_FILES = 32  # rings in all, at most (the oldest removed first)
 GONE_RINGS_KEPT = 2  # rings of workers gone (restarts, reloads) kept, the newest
 PRUNE_SECONDS = 60.0  # the rings of workers gone are looked for this often
+_FORKS = [0]  # this process's forks so far, as the child sees them (a child opens its own ring)
+os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
 
 
 class Recorder(Protocol):
@@ -154,6 +156,7 @@ class RingFileRecorder:
         self.capacity = capacity
         self._captures_kept = captures
         self._pid = 0
+        self._opened_in = -1  # the fork (`_FORKS`) whose process opened the ring; none yet
         self._map: mmap.mmap | None = None
         self._memory: MemoryRecorder | None = None  # this worker's records when not on disk
         self._secret = b""
@@ -165,9 +168,11 @@ class RingFileRecorder:
 
     def _ring(self) -> mmap.mmap | None:
         """This process's ring, opened (or made) on first use after a fork; None when it
-        lives in memory (`_memory`)."""
-        if self._pid == self._worker():
+        lives in memory (`_memory`). A fork is seen by the fork count, not by asking the
+        process id (a system call, twice a request)."""
+        if self._opened_in == _FORKS[0]:
             return self._map
+        self._opened_in = _FORKS[0]
         self._pid = self._worker()
         self._map, self._memory, self._seq = None, None, 0
         self._kept.clear()

@@ -44,7 +44,8 @@ class HeadWait:
     its first byte, `head_seconds` for the rest. Ends quietly: the connection closes."""
 
     def __init__(self, idle_seconds: float, head_seconds: float, waits: set[HeadWait],
-                 sock: Any, started: bool, between: bool = False) -> None:
+                 sock: Any, started: bool, between: bool = False,
+                 connection: list[Any] | None = None) -> None:
         import gevent
 
         self._loop = gevent.get_hub().loop
@@ -58,6 +59,10 @@ class HeadWait:
         self._over = _HeadTimedOut()
         self._timer: Any = None
         self._watcher: Any = None
+        # The connection's record (`HeadTimeouts.handle`): its readable watcher, made for its
+        # first idle wait, serves every later one (a new watcher asks the kernel whether its
+        # descriptor is open, a system call a request); None: one of this wait's own.
+        self._connection = connection
 
     def __enter__(self) -> None:
         self._waits.add(self)
@@ -65,8 +70,16 @@ class HeadWait:
             self._arm(self._head_seconds if not self.idle else self._idle_seconds)
             return
         self._arm(self._idle_seconds)
-        self._watcher = self._loop.io(self._sock.fileno(), 1)
+        self._watcher = self._readable()
         self._watcher.start(self._arriving_now)
+
+    def _readable(self) -> Any:
+        """A watcher of the socket becoming readable: the connection's, or this wait's."""
+        if self._connection is None:
+            return self._loop.io(self._sock.fileno(), 1)
+        if self._connection[2] is None:
+            self._connection[2] = self._loop.io(self._sock.fileno(), 1)
+        return self._connection[2]
 
     def __exit__(self, *exc: Any) -> bool:
         self._waits.discard(self)
@@ -94,10 +107,13 @@ class HeadWait:
         self._greenlet.throw(self._over)
 
     def _stop(self) -> None:
-        for watcher in (self._timer, self._watcher):
-            if watcher is not None:
-                watcher.stop()
-                watcher.close()
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer.close()
+        if self._watcher is not None:
+            self._watcher.stop()
+            if self._connection is None:  # (the connection's is closed with it)
+                self._watcher.close()
         self._timer = self._watcher = None
 
     def end(self) -> None:
@@ -129,13 +145,17 @@ class HeadTimeouts(_Worker):
         import gevent
 
         connections: dict[Any, list[Any]] = self.__dict__.setdefault("_connections", {})
-        connections[gevent.getcurrent()] = [client, None]  # its socket, its parser's buffer
+        # its socket, its parser's buffer, the watcher of its waits (`HeadWait._readable`)
+        connection: list[Any] = [client, None, None]
+        connections[gevent.getcurrent()] = connection
         if len(connections) >= self.worker_connections:  # the last slot: none left to accept
             self.close_idle(between_only=True)
         try:
             super().handle(listener, client, addr)
         finally:
             connections.pop(gevent.getcurrent(), None)
+            if connection[2] is not None:  # (stopped: every wait stops it as it ends)
+                connection[2].close()
 
     def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> Any:
         import gevent
@@ -151,14 +171,15 @@ class HeadTimeouts(_Worker):
         import gevent
 
         waits: set[HeadWait] = self.__dict__.setdefault("_head_waits", set())
-        sock, unreader = self.__dict__.get("_connections", {}).get(gevent.getcurrent(),
-                                                                   (None, None))
+        connection = self.__dict__.get("_connections", {}).get(gevent.getcurrent())
+        sock, unreader = (None, None) if connection is None else connection[:2]
         first = unreader is None
         started = not first and bool(_buffered(unreader))
         idle = self.HEAD_SECONDS if first else float(self.cfg.keepalive)
         if not self.alive:
             idle = min(idle, self.STOPPING_WAIT_SECONDS)
-        return HeadWait(idle, self.HEAD_SECONDS, waits, sock, started, between=not first)
+        return HeadWait(idle, self.HEAD_SECONDS, waits, sock, started, between=not first,
+                        connection=connection)
 
     def close_idle(self, between_only: bool = False) -> None:
         """End every wait for a request with nothing arriving (`between_only`: for a next

@@ -34,6 +34,7 @@ from ..web.run_dir import fresh_run_dir, unsafe_run_dir
 from .accepting import BalancedAccepts, leave_seat, take_seat
 from .head_wait import HEAD_SECONDS, HeadTimeouts
 from .readiness import bind_unopened, open_listeners, take_notify_socket
+from .response import OneSendResponses, can_choose
 
 _PROM_DIR_PREFIX = "toolcall-proxy-prom-"
 GC_YOUNG = 10_000  # allocations between two collections of the youngest generation
@@ -371,14 +372,17 @@ def _worker_class(name: str, head_seconds: float = HEAD_SECONDS) -> type:
     """gunicorn's worker class `name` (`gevent`, `gthread`, `sync` or a dotted path) with
     `EnvelopeErrors` mixed in, and for the gevent worker `HeadTimeouts` (a request head's
     own timeout, idle connections closed on stop; gthread closes those itself, sync keeps
-    none; gevent_pywsgi is gevent's own server) and `BalancedAccepts` (a busier worker
-    leaves a new connection to a less busy one, `accepting`)."""
+    none; gevent_pywsgi is gevent's own server), `BalancedAccepts` (a busier worker
+    leaves a new connection to a less busy one, `accepting`) and `OneSendResponses` (a
+    response's head sent with its first body bytes, `response`)."""
     base = gunicorn_util.load_class(name)
     mixins: tuple[type, ...] = (EnvelopeErrors,)
     gevent_streams = any(kind.__module__ == "gunicorn.workers.ggevent"
                          and kind.__name__ == "GeventWorker" for kind in base.__mro__)
     if gevent_streams and base.server_class is None:
         mixins += (HeadTimeouts, BalancedAccepts)
+        if can_choose():  # (last before gunicorn's: its handle_request is that worker's)
+            mixins += (OneSendResponses,)
     return type(f"Proxy{base.__name__}", (*mixins, base),
                 {"__module__": __name__, "HEAD_SECONDS": head_seconds})
 

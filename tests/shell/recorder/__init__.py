@@ -1,0 +1,1 @@
+"""Tests of `proxy/shell/recorder`: the status rings."""
