@@ -353,13 +353,18 @@ class DirectPool:
         pieces = []
         size = 0
         read = _decoding_reader(answer) if encoded(answer.by_lowered) else _reader(answer)
+        raw = answer.raw
         try:
             while data := read(PIECE):
                 size += len(data)
                 if max_bytes and size > max_bytes:
                     raise too_large(max_bytes)
                 pieces.append(data)
-                time.sleep(0)  # a yield to the other greenlets (or threads)
+                # a yield to the other greenlets (or threads) between two pieces; none after
+                # the last (http.client closes the answer as it reads the body's end: the
+                # next read is b"" at once, and a 1 KB answer is one piece)
+                if not raw.isclosed():
+                    time.sleep(0)
         except BaseException:
             answer.raw.close()
             answer.connection.close()

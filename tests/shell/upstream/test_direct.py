@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from proxy.base.errors import ProxyError
+from proxy.shell.upstream import direct
 from proxy.shell.upstream.client import (
     Timeouts,
     Upstream,
@@ -23,7 +24,7 @@ from proxy.shell.upstream.client import (
     disconnect,
     response_headers,
 )
-from proxy.shell.upstream.direct import expected_length, framing, joined
+from proxy.shell.upstream.direct import PIECE, expected_length, framing, joined
 
 TIMEOUTS = Timeouts(2.0, 2.0)
 JSON = b'{"ok":true}'
@@ -415,3 +416,24 @@ def test_an_https_upstream_keeps_urllib3():
     assert Upstream("https://example.invalid")._direct is None
     assert Upstream("http://example.invalid.")._direct is None
     assert Upstream("http://example.invalid")._direct is not None
+
+
+@pytest.mark.parametrize(("body", "chunked", "yields"), [
+    (JSON, False, 0), (JSON, True, 0),
+    (b"x" * (PIECE + 10), False, 1), (b"x" * (2 * PIECE), False, 1),
+    (b"x" * (2 * PIECE + 1), False, 2)])
+def test_the_body_is_read_whole_with_a_yield_between_two_pieces_only(serve, monkeypatch,
+                                                                     body, chunked, yields):
+    if chunked:
+        answer = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+    else:
+        answer = ok(body)
+    slept: list[float] = []
+    monkeypatch.setattr(direct.time, "sleep", slept.append)
+    server = serve(answer, answer)
+    upstream = Upstream(server.url)
+    for _ in range(2):  # (the connection given back, and reused)
+        assert post(upstream).body == body
+    assert slept == [0] * (2 * yields)
+    assert server.accepted == 1
