@@ -42,6 +42,7 @@ from .door import (
     current_request,
     plain_path,
     read_body,
+    request_context_var,
     request_target,
     shut_reading,
 )
@@ -255,6 +256,18 @@ class Views:
         return self.finished(error_response(DEFAULT, _http_error(exc, self.config), log), log)
 
 
+class _Request(FlaskRequest):
+    """Flask's request, whose `close` looks for uploaded files to close only when they were
+    parsed (Werkzeug's walks an empty list's items through a generator each request)."""
+
+    def close(self) -> None:
+        if self.__dict__.get("files"):
+            super().close()
+
+
+_APP_ONLY = frozenset({None})  # the after-request hooks' key of the app's own
+
+
 class _App(Flask):
     """Flask, each view and hook looked at once (Flask asks `inspect` whether it is a
     coroutine function on every call of each, three times per request), and without the
@@ -264,6 +277,7 @@ class _App(Flask):
     each request, never saved)."""
 
     response_class = Response
+    request_class = _Request
     ADAPTERS = 256  # URL adapters kept
     ADAPTER_TEXT = 512  # the longest path and query string whose adapter is kept
 
@@ -334,6 +348,37 @@ class _App(Flask):
                 raise
             self.logger.exception(
                 "Request finalizing failed with an error while handling an error")
+        return response
+
+    def dispatch_request(self) -> Any:
+        """Flask's, the request read from its context itself (Flask's proxy to it is three
+        Python calls more)."""
+        context = request_context_var.get(None) if request_context_var is not None else None
+        if context is None:
+            return super().dispatch_request()
+        request = context.request
+        if request.routing_exception is not None:
+            self.raise_routing_exception(request)
+        rule = request.url_rule
+        if getattr(rule, "provide_automatic_options", False) and request.method == "OPTIONS":
+            return self.make_default_options_response()
+        return self.ensure_sync(self.view_functions[rule.endpoint])(**request.view_args)
+
+    def process_response(self, response: FlaskResponse) -> FlaskResponse:
+        """Flask's, for an app whose after-request hooks are all its own (no blueprint's):
+        the request context's hooks, then the app's, last registered first; the null session
+        never saved. (Flask finds the request's blueprints through its proxies first.)"""
+        context = request_context_var.get(None) if request_context_var is not None else None
+        funcs = self.after_request_funcs
+        if context is None or self.blueprints or not funcs.keys() <= _APP_ONLY:
+            return super().process_response(response)
+        for func in context._after_request_functions:
+            response = self.ensure_sync(func)(response)
+        for func in reversed(funcs.get(None, ())):
+            response = self.ensure_sync(func)(response)
+        session = context._session
+        if not self.session_interface.is_null_session(session):
+            self.session_interface.save_session(self, session, response)
         return response
 
     def preprocess_request(self) -> Any:
