@@ -73,9 +73,8 @@ class Views:
         self.proxy = proxy
         self.config = proxy.config
 
-    def started(self) -> RequestLog:
+    def started(self, request: FlaskRequest) -> RequestLog:
         """The request's log record (its id: the client's X-Request-Id or a minted one)."""
-        request = current_request()
         # (the header from the environ itself, as Werkzeug's headers read it, a call less)
         request_id = (request.environ.get("HTTP_X_REQUEST_ID", "")[:128]
                       or secrets.token_hex(8))
@@ -83,12 +82,11 @@ class Views:
         self.proxy.metrics.started()
         return RequestLog(request_id, request.method, request.path)
 
-    def settled(self, response: Response, front: Front | None = None,
+    def settled(self, request: FlaskRequest, response: Response, front: Front | None = None,
                 log: RequestLog | None = None) -> Response:
         """`response`, once the request's body, if still unread (the request was refused or
         needs none), has been read and dropped within body_timeout_seconds: a body that
         does not come in time turns the answer into a 408 and the connection is closed."""
-        request = current_request()
         if not body_unread(request.environ):
             return response
         config = self.config
@@ -100,10 +98,10 @@ class Views:
             shut_reading(request.environ)
         return response
 
-    def finished(self, response: Response, log: RequestLog,
+    def finished(self, request: FlaskRequest, response: Response, log: RequestLog,
                  front: Front | None = None) -> Response:
         """The response on its way out: its body settled, its id, its log line at close."""
-        response = self.settled(response, front, log)
+        response = self.settled(request, response, front, log)
         response.headers["X-Request-Id"] = log.request_id
         if self.config.server_timing:  # measured as the head goes out (a stream's too)
             response.headers.add("Server-Timing", log.server_timing())
@@ -122,9 +120,9 @@ class Views:
             api_key = None
             if keyed or self.config.protect_proxy_endpoints:
                 api_key = self.proxy.door.authorize(request.method, request.headers)
-            return self.settled(render(api_key))
+            return self.settled(request, render(api_key))
         except ProxyError as error:
-            response = self.settled(error_response(DEFAULT, error))
+            response = self.settled(request, error_response(DEFAULT, error))
             if browser and error.status == 401:
                 response.headers["WWW-Authenticate"] = _BASIC_CHALLENGE
             return response
@@ -189,15 +187,16 @@ class Views:
             request.headers, local_address(client_socket(request.environ)))
         if refused is None and not is_preflight(request.method, request.headers):
             return None
-        log = self.started()
+        log = self.started(request)
         routed = route_for(request.method, request.path, self.config)
         envelope = routed.front if routed else DEFAULT
         log.mode = "refused" if refused is not None else "preflight"
         answer = refused or preflight(request.headers)
         if isinstance(answer, ProxyError):
-            return self.finished(error_response(envelope, answer, log), log, envelope)
+            return self.finished(request, error_response(envelope, answer, log), log,
+                                 envelope)
         log.status = 204
-        return self.finished(Response(status=204, headers=answer), log)
+        return self.finished(request, Response(status=204, headers=answer), log)
 
     def allow_origin(self, response: Response) -> Response:
         """An answer a page from an allowed origin may read: one `admit` let in (listed in
@@ -216,7 +215,7 @@ class Views:
         count, or the passthrough; an error in the envelope of the API the client speaks."""
         request = current_request()
         proxy, config = self.proxy, self.config
-        log = self.started()
+        log = self.started(request)
         target = request_target(request.environ, request.path)
         routed = route_for(request.method, request.path, config)
         envelope = routed.front if routed else DEFAULT
@@ -227,9 +226,9 @@ class Views:
                 raise ProxyError(400, "The request path must be a plain absolute path.",
                                  param="path", code="invalid_path")
             if routed is None:
-                response = handlers.handle(proxy, None, log, target)
+                response = handlers.handle(proxy, request, None, log, target)
             elif routed.route.action == TURN:
-                response = handlers.handle(proxy, routed, log, target, api_key)
+                response = handlers.handle(proxy, request, routed, log, target, api_key)
             elif routed.route.action == COUNT:
                 response = count_tokens(proxy, routed, log, read_body(
                     request, config.max_body_bytes, config.body_timeout_seconds))
@@ -247,13 +246,15 @@ class Views:
             proxy.logger.exception("request %s failed", log.request_id)
             response = error_response(envelope, ProxyError(
                 500, "The proxy failed to handle this request.", code="internal_error"), log)
-        return self.finished(response, log, envelope)
+        return self.finished(request, response, log, envelope)
 
     def http_error(self, exc: HTTPException) -> Response:
         """Refusals before any route ran (a method no route takes, a path the router cannot
         match): the same envelope, id and log line as every other request."""
-        log = self.started()
-        return self.finished(error_response(DEFAULT, _http_error(exc, self.config), log), log)
+        request = current_request()
+        log = self.started(request)
+        return self.finished(request, error_response(DEFAULT, _http_error(exc, self.config), log),
+                             log)
 
 
 class _Request(FlaskRequest):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from flask import Request as FlaskRequest
 
 from ...base.config import Config, mask_url
 from ...fronts import ModelCard
@@ -138,9 +139,11 @@ class Proxy:
         port = local_port(client_socket(environ))
         return self.ollama_door if port == self.config.ollama_port else self.door
 
-    def upstream_headers(self, config: Config, *, buffered: bool) -> dict[str, str]:
-        """This request's headers as they go upstream (see `Door.upstream_headers`)."""
-        request = current_request()
+    def upstream_headers(self, config: Config, *, buffered: bool,
+                         request: FlaskRequest | None = None) -> dict[str, str]:
+        """This request's headers (`request`'s, else Flask's current one's) as they go
+        upstream (see `Door.upstream_headers`)."""
+        request = current_request() if request is None else request
         door = self.door_of(request.environ)
         return door.upstream_headers(header_items(request.environ), config,
                                      request.environ.get(REQUEST_ID), buffered=buffered)
