@@ -224,6 +224,7 @@ class Answer:
     status: int
     headers: dict[str, str]  # as urllib3 hands them on
     by_lowered: dict[str, str]
+    lines: list[tuple[str, str]]  # each header line, as read
     raw: http.client.HTTPResponse
     connection: Connection
     length: int | None  # the body's bytes still expected (urllib3's length_remaining)
@@ -284,13 +285,14 @@ class DirectPool:
                     raise read_timeout(target, "Read timed out. (read timeout=0)")
                 connection.sock.settimeout(timeouts.read)
             raw = self._head(connection, target, timeouts.read)
-            headers_in, by_lowered = joined(raw.msg.items())
+            lines = raw.msg.items()
+            headers_in, by_lowered = joined(lines)
             length = expected_length(by_lowered, raw.status, method)
         except BaseException:
             connection.close()
             raise
-        return Answer(raw.status, headers_in, by_lowered, raw, connection, length, method,
-                      target)
+        return Answer(raw.status, headers_in, by_lowered, lines, raw, connection, length,
+                      method, target)
 
     @staticmethod
     def _write(connection: Connection, method: str, target: str, body: bytes | None,
@@ -416,16 +418,48 @@ def _reader(answer: Answer, one: bool = False) -> Callable[[int], bytes]:
     return piece
 
 
+class HeaderLines:
+    """An answer's header lines as the relay reads urllib3's `HTTPHeaderDict` of them: a
+    name's value whatever its case (`[]`, `get`: its lines' values joined by ", "), `in`,
+    and `items()`: each line, those of one name together, the names in the order they first
+    came, each under its first spelling. (Made of what `joined` read already: urllib3's
+    dict is some twenty Python calls to build and read for an answer of a few lines.)"""
+
+    __slots__ = ("_by_lowered", "_lines")
+
+    def __init__(self, lines: list[tuple[str, str]], by_lowered: dict[str, str]) -> None:
+        self._lines, self._by_lowered = lines, by_lowered
+
+    def __getitem__(self, name: str) -> str:
+        return self._by_lowered[name.lower()]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._by_lowered.get(name.lower(), default)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._by_lowered
+
+    def items(self) -> list[tuple[str, str]]:
+        lines = self._lines
+        if len(lines) == len(self._by_lowered):  # no name twice: the lines as they came
+            return list(lines)
+        grouped: dict[str, list[tuple[str, str]]] = {}
+        for name, value in lines:
+            group = grouped.setdefault(name.lower(), [])
+            group.append((group[0][0] if group else name, value))
+        return [line for group in grouped.values() for line in group]
+
+
 class Relayed:
     """An answer relayed as it arrives (a passthrough's), with the part of urllib3's response
-    the relay reads: `status`, `headers` (urllib3's HTTPHeaderDict: each line kept, looked up
-    whatever the case), `read1(size, decode_content=False)` (the bytes as sent), `close`,
-    `release_conn` and `connection` (None once given back: a late disconnect must not cut it
-    under the request that uses it next)."""
+    the relay reads: `status`, `headers` (read as urllib3's HTTPHeaderDict: each line kept,
+    looked up whatever the case), `read1(size, decode_content=False)` (the bytes as sent),
+    `close`, `release_conn` and `connection` (None once given back: a late disconnect must not
+    cut it under the request that uses it next)."""
 
     def __init__(self, pool: DirectPool, answer: Answer) -> None:
         self.status = answer.status
-        self.headers = urllib3.HTTPHeaderDict(answer.raw.msg.items())
+        self.headers = HeaderLines(answer.lines, answer.by_lowered)
         self._pool, self._answer = pool, answer
         self._piece = _reader(answer, one=True)
         self._held: Connection | None = answer.connection

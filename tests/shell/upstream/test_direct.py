@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
+import urllib3
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.base.errors import ProxyError
 from proxy.shell.upstream import direct
@@ -24,7 +27,13 @@ from proxy.shell.upstream.client import (
     disconnect,
     response_headers,
 )
-from proxy.shell.upstream.direct import PIECE, expected_length, framing, joined
+from proxy.shell.upstream.direct import (
+    PIECE,
+    HeaderLines,
+    expected_length,
+    framing,
+    joined,
+)
 
 TIMEOUTS = Timeouts(2.0, 2.0)
 JSON = b'{"ok":true}'
@@ -437,3 +446,33 @@ def test_the_body_is_read_whole_with_a_yield_between_two_pieces_only(serve, monk
         assert post(upstream).body == body
     assert slept == [0] * (2 * yields)
     assert server.accepted == 1
+
+
+_NAMES = st.sampled_from(["Content-Type", "content-type", "CONTENT-TYPE", "Set-Cookie",
+                          "set-cookie", "Connection", "X-A", "x-a", "Content-Encoding"])
+_VALUES = st.text(st.sampled_from("ab ,=;"), max_size=5)
+_ASKED = ["Content-Type", "content-type", "Set-Cookie", "connection", "X-A", "x-b",
+          "Content-Encoding", "Transfer-Encoding"]
+
+
+def _item(headers: object, name: str) -> object:
+    try:
+        return headers[name]  # type: ignore[index]
+    except KeyError:
+        return KeyError
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(_NAMES, _VALUES), max_size=7))
+def test_a_relayed_answers_header_lines_read_as_urllib3s_dict_of_them(lines):
+    by_lowered = joined(lines)[1]
+    ours, theirs = HeaderLines(lines, by_lowered), urllib3.HTTPHeaderDict(lines)
+    assert list(ours.items()) == list(theirs.items())
+    for name in _ASKED:
+        assert (name in ours) == (name in theirs)
+        assert ours.get(name) == theirs.get(name)
+        assert ours.get(name, "") == theirs.get(name, "")
+        assert _item(ours, name) == _item(theirs, name)
+    for keep_length in (False, True):
+        assert (response_headers(ours, keep_length=keep_length)
+                == response_headers(theirs, keep_length=keep_length))
