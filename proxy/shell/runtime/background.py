@@ -270,3 +270,16 @@ def native_lock() -> Any:
 
         return get_original("_thread", "allocate_lock")()
     return threading.Lock()
+
+
+def native_rlock() -> Any:
+    """A reentrant lock of the OS's threads, even in a process gevent has patched (whose
+    `threading.RLock` is threading's Python one over a greenlet's lock: some seven Python
+    calls to take and give back), for a section no greenlet switch can come inside of (a
+    write to a file or a pipe: gevent does not patch them): between greenlets it is never
+    contended, and it still keeps native threads (`off_the_hub`) apart."""
+    if gevent_patched():
+        from gevent.monkey import get_original
+
+        return get_original("_thread", "RLock")()
+    return threading.RLock()

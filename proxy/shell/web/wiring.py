@@ -24,7 +24,7 @@ from ...turn.thinking import ThinkingMemory
 from ..driver.passthrough import PassthroughServices
 from ..driver.turns import TurnServices
 from ..recorder.rings import make_recorder
-from ..runtime.background import gevent_patched
+from ..runtime.background import gevent_patched, native_rlock
 from ..runtime.clients import ClientWatcher, client_socket
 from ..store import open_store
 from ..upstream.catalog import ContextLengths
@@ -60,7 +60,8 @@ class Proxy:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.upstreams = {url: Upstream(url) for url in config.upstreams()}
-        self.logger = make_logger(config.log_level)
+        # (its handler's lock: a native one, its writes never switching greenlets)
+        self.logger = make_logger(config.log_level, lock=native_rlock)
         self.metrics = Metrics(shared=self._run_dir_allocated(), one_thread=gevent_patched())
         # What /proxy/status shows, every worker's.
         self.recorder = make_recorder(warn=self.logger.warning)
