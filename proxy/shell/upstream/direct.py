@@ -104,17 +104,21 @@ def expected_length(by_lowered: Mapping[str, str], status: int, method: str) -> 
     the answer is not chunked (InvalidHeader when it lists two), none for a bodiless status."""
     length: int | None = None
     given = by_lowered.get("content-length")
-    chunked = "chunked" in (part.strip() for part in
-                            by_lowered.get("transfer-encoding", "").lower().split(","))
+    encoding = by_lowered.get("transfer-encoding")  # (most answers: none, no parts to look at)
+    chunked = encoding is not None and "chunked" in (
+        part.strip() for part in encoding.lower().split(","))
     if given is not None:
         if chunked:
             return None
         try:
-            lengths = {int(part) for part in given.split(",")}
-            if len(lengths) > 1:
-                raise InvalidHeader(
-                    f"Content-Length contained multiple unmatching values ({given})")
-            length = lengths.pop()
+            if "," in given:
+                lengths = {int(part) for part in given.split(",")}
+                if len(lengths) > 1:
+                    raise InvalidHeader(
+                        f"Content-Length contained multiple unmatching values ({given})")
+                length = lengths.pop()
+            else:  # (one value: the set of one)
+                length = int(given)
         except ValueError:
             length = None
         else:
@@ -156,8 +160,10 @@ def header_block(first: Iterable[tuple[str, str]], headers: Mapping[str, str],
     or writes its own way (a continued line, a value not a string), or that latin-1
     cannot encode. `putheader` then writes them, or raises its own error."""
     lines = []
+    legal = _legal_names
     for name, value in (*first, *headers.items()):
-        if type(name) is not str or type(value) is not str or not _legal_name(name):
+        if type(name) is not str or type(value) is not str or (
+                name not in legal and not _legal_name(name)):
             return None
         lines.append(f"{name}: {value}")
     text = "\r\n".join(lines)
