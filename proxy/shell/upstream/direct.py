@@ -21,6 +21,7 @@ import functools
 import http.client
 import re
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -215,12 +216,24 @@ class Connection(http.client.HTTPConnection):
 
     def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
         """The request's head and its body (bytes) in one write, where http.client (and
-        urllib3) make two: the same bytes, one segment, one trip through the hub."""
+        urllib3) make two: the same bytes, one segment, one trip through the hub. On a
+        connection in use already, one `send` (its last answer read whole, nothing of ours
+        waits in its send buffer: the kernel takes a request of some KB at once), the rest,
+        if any, `sendall`'s; http.client's `send` (it connects a fresh connection first)
+        goes through gevent's `sendall`, five Python calls and a getsockopt(2) a write."""
         buffer = self._buffer  # type: ignore[attr-defined]  # http.client's, private
         buffer.extend((b"", b""))
         head = b"\r\n".join(buffer)
         del buffer[:]
-        self.send(head + message_body if message_body else head)
+        data = head + message_body if message_body else head
+        sock = self.sock
+        if sock is None or self.debuglevel > 0:
+            self.send(data)
+            return
+        sys.audit("http.client.send", self, data)  # (as http.client's `send`)
+        sent = sock.send(data)
+        if sent < len(data):
+            sock.sendall(memoryview(data)[sent:])
 
 
 @dataclass

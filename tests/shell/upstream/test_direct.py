@@ -541,3 +541,14 @@ def test_a_header_block_is_written_as_putheader_writes_it_names_seen_or_not(pair
         for name, value in dict(pairs).items():
             connection.putheader(name, value)
         assert b"\r\n".join(connection._buffer[1:]) == first
+
+
+def test_a_body_larger_than_a_send_buffer_goes_whole_on_a_reused_connection(serve):
+    big = b'{"model":"m","pad":"' + b"x" * (8 << 20) + b'"}'
+    server = serve(ok(), ok())
+    upstream = Upstream(server.url)
+    for _ in range(2):  # a fresh connection, then the same one again
+        reply = upstream.complete("/v1/chat/completions", big, {"X-Key": "1"}, TIMEOUTS)
+        assert reply.body == JSON
+    assert server.accepted == 1
+    assert [request.endswith(b"\r\n\r\n" + big) for request in server.requests] == [True, True]
