@@ -125,30 +125,32 @@ class LineHandler(logging.StreamHandler):
     def write_line(self, line: str, record: Callable[[], logging.LogRecord]) -> None:
         """`line` written as `emit` writes a record whose message it is (`record`: that
         record, made only if the write fails, for `handleError`)."""
-        self.acquire()
-        try:
-            stream = self.stream
-            stream.write(line + self.terminator)
-            if stream and hasattr(stream, "flush"):
-                stream.flush()
-        except RecursionError:
-            raise
-        except Exception:
-            self.handleError(record())
-        finally:
-            self.release()
+        with self.lock:  # type: ignore[union-attr]  # (made by Handler.__init__; `acquire`'s
+            try:
+                stream = self.stream
+                stream.write(line + self.terminator)
+                if stream and hasattr(stream, "flush"):
+                    stream.flush()
+            except RecursionError:
+                raise
+            except Exception:
+                self.handleError(record())
 
 
 PLAIN = logging.Formatter("%(message)s")
 
 
-def make_logger(level: str) -> logging.Logger:
-    """The proxy's logger: plain lines on stderr, one handler however often the app is built."""
+def make_logger(level: str, lock: Callable[[], Any] | None = None) -> logging.Logger:
+    """The proxy's logger: plain lines on stderr, one handler however often the app is built.
+    `lock`: what makes its handler's lock (logging's own: a `threading.RLock`), when the
+    handler is made."""
     logger = logging.getLogger(LOGGER_NAME)
     logger.setLevel(level.upper())
     logger.propagate = False
     if not logger.handlers:
         handler = LineHandler(sys.stderr)
+        if lock is not None:
+            handler.lock = lock()
         handler.setFormatter(PLAIN)
         logger.addHandler(handler)
     return logger

@@ -19,7 +19,7 @@ from ...fronts.chat import DONE, error_event
 from ...telemetry.request_log import RequestLog
 from ...turn import waiting
 from ..runtime.clients import ClientWatcher, Watch, abort_connection, client_gone
-from ..runtime.wire import Response
+from ..runtime.wire import Response, checked_headers
 from ..upstream.catalog import model_entries
 from ..upstream.client import (
     Timeouts,
@@ -179,7 +179,8 @@ def passthrough(services: PassthroughServices, method: str, body: bytes, log: Re
             services.emit(log)
 
     response = StreamedResponse(relayed(), status=response_in.status,
-                                headers=response_headers(response_in.headers, keep_length=True))
+                                headers=checked_headers(response_headers(response_in.headers,
+                                                                       keep_length=True)))
     if "Content-Type" not in response_in.headers:
         del response.headers["Content-Type"]
     if is_sse:

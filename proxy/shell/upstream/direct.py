@@ -21,6 +21,7 @@ import functools
 import http.client
 import re
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -104,17 +105,21 @@ def expected_length(by_lowered: Mapping[str, str], status: int, method: str) -> 
     the answer is not chunked (InvalidHeader when it lists two), none for a bodiless status."""
     length: int | None = None
     given = by_lowered.get("content-length")
-    chunked = "chunked" in (part.strip() for part in
-                            by_lowered.get("transfer-encoding", "").lower().split(","))
+    encoding = by_lowered.get("transfer-encoding")  # (most answers: none, no parts to look at)
+    chunked = encoding is not None and "chunked" in (
+        part.strip() for part in encoding.lower().split(","))
     if given is not None:
         if chunked:
             return None
         try:
-            lengths = {int(part) for part in given.split(",")}
-            if len(lengths) > 1:
-                raise InvalidHeader(
-                    f"Content-Length contained multiple unmatching values ({given})")
-            length = lengths.pop()
+            if "," in given:
+                lengths = {int(part) for part in given.split(",")}
+                if len(lengths) > 1:
+                    raise InvalidHeader(
+                        f"Content-Length contained multiple unmatching values ({given})")
+                length = lengths.pop()
+            else:  # (one value: the set of one)
+                length = int(given)
         except ValueError:
             length = None
         else:
@@ -156,8 +161,10 @@ def header_block(first: Iterable[tuple[str, str]], headers: Mapping[str, str],
     or writes its own way (a continued line, a value not a string), or that latin-1
     cannot encode. `putheader` then writes them, or raises its own error."""
     lines = []
+    legal = _legal_names
     for name, value in (*first, *headers.items()):
-        if type(name) is not str or type(value) is not str or not _legal_name(name):
+        if type(name) is not str or type(value) is not str or (
+                name not in legal and not _legal_name(name)):
             return None
         lines.append(f"{name}: {value}")
     text = "\r\n".join(lines)
@@ -209,12 +216,24 @@ class Connection(http.client.HTTPConnection):
 
     def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
         """The request's head and its body (bytes) in one write, where http.client (and
-        urllib3) make two: the same bytes, one segment, one trip through the hub."""
+        urllib3) make two: the same bytes, one segment, one trip through the hub. On a
+        connection in use already, one `send` (its last answer read whole, nothing of ours
+        waits in its send buffer: the kernel takes a request of some KB at once), the rest,
+        if any, `sendall`'s; http.client's `send` (it connects a fresh connection first)
+        goes through gevent's `sendall`, five Python calls and a getsockopt(2) a write."""
         buffer = self._buffer  # type: ignore[attr-defined]  # http.client's, private
         buffer.extend((b"", b""))
         head = b"\r\n".join(buffer)
         del buffer[:]
-        self.send(head + message_body if message_body else head)
+        data = head + message_body if message_body else head
+        sock = self.sock
+        if sock is None or self.debuglevel > 0:
+            self.send(data)
+            return
+        sys.audit("http.client.send", self, data)  # (as http.client's `send`)
+        sent = sock.send(data)
+        if sent < len(data):
+            sock.sendall(memoryview(data)[sent:])
 
 
 @dataclass
@@ -224,6 +243,7 @@ class Answer:
     status: int
     headers: dict[str, str]  # as urllib3 hands them on
     by_lowered: dict[str, str]
+    lines: list[tuple[str, str]]  # each header line, as read
     raw: http.client.HTTPResponse
     connection: Connection
     length: int | None  # the body's bytes still expected (urllib3's length_remaining)
@@ -284,13 +304,14 @@ class DirectPool:
                     raise read_timeout(target, "Read timed out. (read timeout=0)")
                 connection.sock.settimeout(timeouts.read)
             raw = self._head(connection, target, timeouts.read)
-            headers_in, by_lowered = joined(raw.msg.items())
+            lines = raw.msg.items()
+            headers_in, by_lowered = joined(lines)
             length = expected_length(by_lowered, raw.status, method)
         except BaseException:
             connection.close()
             raise
-        return Answer(raw.status, headers_in, by_lowered, raw, connection, length, method,
-                      target)
+        return Answer(raw.status, headers_in, by_lowered, lines, raw, connection, length,
+                      method, target)
 
     @staticmethod
     def _write(connection: Connection, method: str, target: str, body: bytes | None,
@@ -353,13 +374,18 @@ class DirectPool:
         pieces = []
         size = 0
         read = _decoding_reader(answer) if encoded(answer.by_lowered) else _reader(answer)
+        raw = answer.raw
         try:
             while data := read(PIECE):
                 size += len(data)
                 if max_bytes and size > max_bytes:
                     raise too_large(max_bytes)
                 pieces.append(data)
-                time.sleep(0)  # a yield to the other greenlets (or threads)
+                # a yield to the other greenlets (or threads) between two pieces; none after
+                # the last (http.client closes the answer as it reads the body's end: the
+                # next read is b"" at once, and a 1 KB answer is one piece)
+                if not raw.isclosed():
+                    time.sleep(0)
         except BaseException:
             answer.raw.close()
             answer.connection.close()
@@ -411,16 +437,48 @@ def _reader(answer: Answer, one: bool = False) -> Callable[[int], bytes]:
     return piece
 
 
+class HeaderLines:
+    """An answer's header lines as the relay reads urllib3's `HTTPHeaderDict` of them: a
+    name's value whatever its case (`[]`, `get`: its lines' values joined by ", "), `in`,
+    and `items()`: each line, those of one name together, the names in the order they first
+    came, each under its first spelling. (Made of what `joined` read already: urllib3's
+    dict is some twenty Python calls to build and read for an answer of a few lines.)"""
+
+    __slots__ = ("_by_lowered", "_lines")
+
+    def __init__(self, lines: list[tuple[str, str]], by_lowered: dict[str, str]) -> None:
+        self._lines, self._by_lowered = lines, by_lowered
+
+    def __getitem__(self, name: str) -> str:
+        return self._by_lowered[name.lower()]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._by_lowered.get(name.lower(), default)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._by_lowered
+
+    def items(self) -> list[tuple[str, str]]:
+        lines = self._lines
+        if len(lines) == len(self._by_lowered):  # no name twice: the lines as they came
+            return list(lines)
+        grouped: dict[str, list[tuple[str, str]]] = {}
+        for name, value in lines:
+            group = grouped.setdefault(name.lower(), [])
+            group.append((group[0][0] if group else name, value))
+        return [line for group in grouped.values() for line in group]
+
+
 class Relayed:
     """An answer relayed as it arrives (a passthrough's), with the part of urllib3's response
-    the relay reads: `status`, `headers` (urllib3's HTTPHeaderDict: each line kept, looked up
-    whatever the case), `read1(size, decode_content=False)` (the bytes as sent), `close`,
-    `release_conn` and `connection` (None once given back: a late disconnect must not cut it
-    under the request that uses it next)."""
+    the relay reads: `status`, `headers` (read as urllib3's HTTPHeaderDict: each line kept,
+    looked up whatever the case), `read1(size, decode_content=False)` (the bytes as sent),
+    `close`, `release_conn` and `connection` (None once given back: a late disconnect must not
+    cut it under the request that uses it next)."""
 
     def __init__(self, pool: DirectPool, answer: Answer) -> None:
         self.status = answer.status
-        self.headers = urllib3.HTTPHeaderDict(answer.raw.msg.items())
+        self.headers = HeaderLines(answer.lines, answer.by_lowered)
         self._pool, self._answer = pool, answer
         self._piece = _reader(answer, one=True)
         self._held: Connection | None = answer.connection

@@ -9,7 +9,6 @@ itself is `info`'s. No lock is held across I/O."""
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -36,7 +35,7 @@ from ...turn.constrained.profile import (
     kind_hint,
     refreshed,
 )
-from ..runtime.background import new_event, run_beside
+from ..runtime.background import new_event, run_beside, switchless_lock
 from .client import Upstream
 from .info import AUTH_REFUSED, PROBE_MESSAGES, PROBE_TOOL, PROBE_TOOLS, fetch, fetch_any, probe
 
@@ -153,7 +152,8 @@ class Profiles:
         self._pending: dict[tuple[str, str, str], Learning] = {}
         self._checked: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self._refusals: deque[Refusal] = deque(maxlen=REFUSALS_SHOWN)
-        self._lock = threading.Lock()  # guards the maps above; never held across I/O
+        # guards the maps above; never held across I/O, nor across any wait
+        self._lock = switchless_lock()
 
     # -- what is known ------------------------------------------------------------------
 

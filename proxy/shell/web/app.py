@@ -42,6 +42,7 @@ from .door import (
     current_request,
     plain_path,
     read_body,
+    request_context_var,
     request_target,
     shut_reading,
 )
@@ -72,9 +73,8 @@ class Views:
         self.proxy = proxy
         self.config = proxy.config
 
-    def started(self) -> RequestLog:
+    def started(self, request: FlaskRequest) -> RequestLog:
         """The request's log record (its id: the client's X-Request-Id or a minted one)."""
-        request = current_request()
         # (the header from the environ itself, as Werkzeug's headers read it, a call less)
         request_id = (request.environ.get("HTTP_X_REQUEST_ID", "")[:128]
                       or secrets.token_hex(8))
@@ -82,12 +82,11 @@ class Views:
         self.proxy.metrics.started()
         return RequestLog(request_id, request.method, request.path)
 
-    def settled(self, response: Response, front: Front | None = None,
+    def settled(self, request: FlaskRequest, response: Response, front: Front | None = None,
                 log: RequestLog | None = None) -> Response:
         """`response`, once the request's body, if still unread (the request was refused or
         needs none), has been read and dropped within body_timeout_seconds: a body that
         does not come in time turns the answer into a 408 and the connection is closed."""
-        request = current_request()
         if not body_unread(request.environ):
             return response
         config = self.config
@@ -99,10 +98,10 @@ class Views:
             shut_reading(request.environ)
         return response
 
-    def finished(self, response: Response, log: RequestLog,
+    def finished(self, request: FlaskRequest, response: Response, log: RequestLog,
                  front: Front | None = None) -> Response:
         """The response on its way out: its body settled, its id, its log line at close."""
-        response = self.settled(response, front, log)
+        response = self.settled(request, response, front, log)
         response.headers["X-Request-Id"] = log.request_id
         if self.config.server_timing:  # measured as the head goes out (a stream's too)
             response.headers.add("Server-Timing", log.server_timing())
@@ -121,9 +120,9 @@ class Views:
             api_key = None
             if keyed or self.config.protect_proxy_endpoints:
                 api_key = self.proxy.door.authorize(request.method, request.headers)
-            return self.settled(render(api_key))
+            return self.settled(request, render(api_key))
         except ProxyError as error:
-            response = self.settled(error_response(DEFAULT, error))
+            response = self.settled(request, error_response(DEFAULT, error))
             if browser and error.status == 401:
                 response.headers["WWW-Authenticate"] = _BASIC_CHALLENGE
             return response
@@ -188,15 +187,16 @@ class Views:
             request.headers, local_address(client_socket(request.environ)))
         if refused is None and not is_preflight(request.method, request.headers):
             return None
-        log = self.started()
+        log = self.started(request)
         routed = route_for(request.method, request.path, self.config)
         envelope = routed.front if routed else DEFAULT
         log.mode = "refused" if refused is not None else "preflight"
         answer = refused or preflight(request.headers)
         if isinstance(answer, ProxyError):
-            return self.finished(error_response(envelope, answer, log), log, envelope)
+            return self.finished(request, error_response(envelope, answer, log), log,
+                                 envelope)
         log.status = 204
-        return self.finished(Response(status=204, headers=answer), log)
+        return self.finished(request, Response(status=204, headers=answer), log)
 
     def allow_origin(self, response: Response) -> Response:
         """An answer a page from an allowed origin may read: one `admit` let in (listed in
@@ -215,7 +215,7 @@ class Views:
         count, or the passthrough; an error in the envelope of the API the client speaks."""
         request = current_request()
         proxy, config = self.proxy, self.config
-        log = self.started()
+        log = self.started(request)
         target = request_target(request.environ, request.path)
         routed = route_for(request.method, request.path, config)
         envelope = routed.front if routed else DEFAULT
@@ -226,9 +226,9 @@ class Views:
                 raise ProxyError(400, "The request path must be a plain absolute path.",
                                  param="path", code="invalid_path")
             if routed is None:
-                response = handlers.handle(proxy, None, log, target)
+                response = handlers.handle(proxy, request, None, log, target)
             elif routed.route.action == TURN:
-                response = handlers.handle(proxy, routed, log, target, api_key)
+                response = handlers.handle(proxy, request, routed, log, target, api_key)
             elif routed.route.action == COUNT:
                 response = count_tokens(proxy, routed, log, read_body(
                     request, config.max_body_bytes, config.body_timeout_seconds))
@@ -246,13 +246,27 @@ class Views:
             proxy.logger.exception("request %s failed", log.request_id)
             response = error_response(envelope, ProxyError(
                 500, "The proxy failed to handle this request.", code="internal_error"), log)
-        return self.finished(response, log, envelope)
+        return self.finished(request, response, log, envelope)
 
     def http_error(self, exc: HTTPException) -> Response:
         """Refusals before any route ran (a method no route takes, a path the router cannot
         match): the same envelope, id and log line as every other request."""
-        log = self.started()
-        return self.finished(error_response(DEFAULT, _http_error(exc, self.config), log), log)
+        request = current_request()
+        log = self.started(request)
+        return self.finished(request, error_response(DEFAULT, _http_error(exc, self.config), log),
+                             log)
+
+
+class _Request(FlaskRequest):
+    """Flask's request, whose `close` looks for uploaded files to close only when they were
+    parsed (Werkzeug's walks an empty list's items through a generator each request)."""
+
+    def close(self) -> None:
+        if self.__dict__.get("files"):
+            super().close()
+
+
+_APP_ONLY = frozenset({None})  # the after-request hooks' key of the app's own
 
 
 class _App(Flask):
@@ -264,6 +278,7 @@ class _App(Flask):
     each request, never saved)."""
 
     response_class = Response
+    request_class = _Request
     ADAPTERS = 256  # URL adapters kept
     ADAPTER_TEXT = 512  # the longest path and query string whose adapter is kept
 
@@ -334,6 +349,37 @@ class _App(Flask):
                 raise
             self.logger.exception(
                 "Request finalizing failed with an error while handling an error")
+        return response
+
+    def dispatch_request(self) -> Any:
+        """Flask's, the request read from its context itself (Flask's proxy to it is three
+        Python calls more)."""
+        context = request_context_var.get(None) if request_context_var is not None else None
+        if context is None:
+            return super().dispatch_request()
+        request = context.request
+        if request.routing_exception is not None:
+            self.raise_routing_exception(request)
+        rule = request.url_rule
+        if getattr(rule, "provide_automatic_options", False) and request.method == "OPTIONS":
+            return self.make_default_options_response()
+        return self.ensure_sync(self.view_functions[rule.endpoint])(**request.view_args)
+
+    def process_response(self, response: FlaskResponse) -> FlaskResponse:
+        """Flask's, for an app whose after-request hooks are all its own (no blueprint's):
+        the request context's hooks, then the app's, last registered first; the null session
+        never saved. (Flask finds the request's blueprints through its proxies first.)"""
+        context = request_context_var.get(None) if request_context_var is not None else None
+        funcs = self.after_request_funcs
+        if context is None or self.blueprints or not funcs.keys() <= _APP_ONLY:
+            return super().process_response(response)
+        for func in context._after_request_functions:
+            response = self.ensure_sync(func)(response)
+        for func in reversed(funcs.get(None, ())):
+            response = self.ensure_sync(func)(response)
+        session = context._session
+        if not self.session_interface.is_null_session(session):
+            self.session_interface.save_session(self, session, response)
         return response
 
     def preprocess_request(self) -> Any:

@@ -17,6 +17,7 @@ from flask import globals as flask_globals
 from flask import request as request_proxy
 from gunicorn.http.errors import ParseException
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
+from werkzeug.sansio.utils import get_content_length
 from werkzeug.wrappers import Request
 
 from ...base.config import Config
@@ -29,7 +30,7 @@ from ..upstream.client import request_headers
 _KEY_HEADERS = ("Authorization", "X-Api-Key", "Api-Key")  # without the fronts' own list
 _BODY_READ = "toolcall_proxy.body_read"
 # The context variable behind Flask's `request` (Flask 2.3 to 3.1), or None.
-_request_context: Any = getattr(flask_globals, "_cv_request", None)
+request_context_var: Any = getattr(flask_globals, "_cv_request", None)
 # What a plain path never holds, decoded: a control character (C0, DEL) or a backslash.
 _NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f\\]")
 
@@ -172,8 +173,8 @@ def current_request() -> FlaskRequest:
     proxy is three Python calls, and handling a request used it some forty times. Read
     from Flask's context variable where it has one (the proxy's own lookup is a call more
     each time); outside a request, the proxy's own error."""
-    if _request_context is not None:
-        context = _request_context.get(None)
+    if request_context_var is not None:
+        context = request_context_var.get(None)
         if context is not None:
             return context.request  # type: ignore[no-any-return]  # a RequestContext's
     # flask types its proxy as the Request it stands for, without LocalProxy's own methods
@@ -200,25 +201,32 @@ def read_body(request: Request, max_bytes: int, timeout: float, *, keep: bool = 
         expired.append(True)
         shut_reading(environ)
 
+    length = content_length(environ)
     cancel = call_later(timeout, expire) if timeout else None
     try:
-        data = _read(request, max_bytes, keep)
+        data = _read(request, length, max_bytes, keep)
     except (OSError, ClientDisconnected, ParseException):
         shut_reading(environ)
         raise _body_refused(bool(expired)) from None
     finally:
         if cancel is not None:
             cancel()
-    length = request.content_length
     if expired or (length is not None and len(data) < length and keep):
         shut_reading(environ)
         raise _body_refused(bool(expired))
     return data
 
 
-def _read(request: Request, max_bytes: int, keep: bool) -> bytes:
+def content_length(environ: Mapping[str, Any]) -> int | None:
+    """Werkzeug's `Request.content_length`, read from the environ itself (the property reads
+    both headers through the headers' key translation, and is a Python descriptor each time
+    it is read again): None for a chunked body or none announced, 0 for a bad value."""
+    return get_content_length(environ.get("CONTENT_LENGTH"),
+                              environ.get("HTTP_TRANSFER_ENCODING"))
+
+
+def _read(request: Request, length: int | None, max_bytes: int, keep: bool) -> bytes:
     environ = request.environ
-    length = request.content_length
     if length is not None and max_bytes and length > max_bytes:
         raise RequestEntityTooLarge()  # not worth reading, even to drop it
     if keep and length is not None:  # the server's own stream, read to its length at once

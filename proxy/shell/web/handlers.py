@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import orjson
+from flask import Request as FlaskRequest
 from flask import request
 
 from ... import __version__
@@ -60,9 +61,11 @@ def _model_of(raw: bytes) -> str:
     return model if isinstance(model, str) else ""
 
 
-def incoming_of(routed: Routed, raw: bytes, recall: Recall = recall_nothing) -> Incoming:
-    """The request being handled as its front sees it (`raw`: its body, read)."""
-    request = current_request()
+def incoming_of(routed: Routed, raw: bytes, recall: Recall = recall_nothing,
+                request: FlaskRequest | None = None) -> Incoming:
+    """The request being handled (`request`, else Flask's current one) as its front sees it
+    (`raw`: its body, read)."""
+    request = current_request() if request is None else request
     return Incoming(request.method, request.path, raw, request.query_string.decode("latin-1"),
                     request.headers, routed.params, recall)
 
@@ -253,11 +256,11 @@ def ask(app: Proxy, asked: Ask, log: RequestLog) -> Reply:
     return asked.then(reply.status, reply.body)
 
 
-def handle(app: Proxy, routed: Routed | None, log: RequestLog, target: str,
-           api_key: str | None = None) -> Response:
-    """Any request that came in: a front's turn (`routed`), or relayed (None).
-    `api_key`: the key that let it in, whose answers it may continue and keep."""
-    request = current_request()
+def handle(app: Proxy, request: FlaskRequest, routed: Routed | None, log: RequestLog,
+           target: str, api_key: str | None = None) -> Response:
+    """Any request that came in (`request`, Flask's current one): a front's turn (`routed`),
+    or relayed (None). `api_key`: the key that let it in, whose answers it may continue and
+    keep."""
     raw = read_body(request, app.config.max_body_bytes, app.config.body_timeout_seconds)
     if routed is None and request.method in ("GET", "HEAD"):
         raw = b""  # a GET's content has no meaning (RFC 9110): relayed, it sends none
@@ -273,7 +276,7 @@ def handle(app: Proxy, routed: Routed | None, log: RequestLog, target: str,
             recalled[key] = items = recall_own(key)
             return items
 
-        plan = front.parse(incoming_of(routed, raw, recall), app.config)
+        plan = front.parse(incoming_of(routed, raw, recall, request), app.config)
         if isinstance(plan, (Reply, Ask)):  # no turn: the front's answer, or one call's
             log.mode = "answered" if isinstance(plan, Reply) else "exchange"
             reply = plan if isinstance(plan, Reply) else ask(app, plan, log)
@@ -296,7 +299,7 @@ def handle(app: Proxy, routed: Routed | None, log: RequestLog, target: str,
                 log.bodies = {"request": orjson.loads(raw),
                               **({"recalled": recalled} if recalled else {})}
             path = target if front.upstream_path is None else front.upstream_path
-            headers = app.upstream_headers(plan.config, buffered=True)
+            headers = app.upstream_headers(plan.config, buffered=True, request=request)
             return TurnResponse(app.turn_services, front, plan, log, path, headers, environ,
                                 api_key=api_key).respond()
         raw, config = plan.upstream_body, plan.config
@@ -308,7 +311,7 @@ def handle(app: Proxy, routed: Routed | None, log: RequestLog, target: str,
         config = app.config.for_model(_model_of(raw))
     planned = plan if routed is not None and isinstance(plan, PassthroughPlan) else None
     return passthrough(app.passthrough_services, request.method, raw, log, target, config,
-                       app.upstream_headers(config, buffered=False), environ,
+                       app.upstream_headers(config, buffered=False, request=request), environ,
                        None if planned is None else planned.affinity,
                        whole=planned is not None and not planned.client_stream)
 

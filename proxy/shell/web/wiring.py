@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from flask import Request as FlaskRequest
 
 from ...base.config import Config, mask_url
 from ...fronts import ModelCard
@@ -24,7 +25,7 @@ from ...turn.thinking import ThinkingMemory
 from ..driver.passthrough import PassthroughServices
 from ..driver.turns import TurnServices
 from ..recorder.rings import make_recorder
-from ..runtime.background import gevent_patched
+from ..runtime.background import gevent_patched, native_rlock
 from ..runtime.clients import ClientWatcher, client_socket
 from ..store import open_store
 from ..upstream.catalog import ContextLengths
@@ -60,7 +61,8 @@ class Proxy:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.upstreams = {url: Upstream(url) for url in config.upstreams()}
-        self.logger = make_logger(config.log_level)
+        # (its handler's lock: a native one, its writes never switching greenlets)
+        self.logger = make_logger(config.log_level, lock=native_rlock)
         self.metrics = Metrics(shared=self._run_dir_allocated(), one_thread=gevent_patched())
         # What /proxy/status shows, every worker's.
         self.recorder = make_recorder(warn=self.logger.warning)
@@ -143,9 +145,11 @@ class Proxy:
         port = local_port(client_socket(environ))
         return self.ollama_door if port == self.config.ollama_port else self.door
 
-    def upstream_headers(self, config: Config, *, buffered: bool) -> dict[str, str]:
-        """This request's headers as they go upstream (see `Door.upstream_headers`)."""
-        request = current_request()
+    def upstream_headers(self, config: Config, *, buffered: bool,
+                         request: FlaskRequest | None = None) -> dict[str, str]:
+        """This request's headers (`request`'s, else Flask's current one's) as they go
+        upstream (see `Door.upstream_headers`)."""
+        request = current_request() if request is None else request
         door = self.door_of(request.environ)
         return door.upstream_headers(header_items(request.environ), config,
                                      request.environ.get(REQUEST_ID), buffered=buffered)

@@ -84,3 +84,42 @@ def test_a_watched_silence_times_a_read_out_as_geventss_own_timeout_does():
                          text=True, timeout=60, check=True).stdout.split("\n")
     assert out[:2] == ["False [3, 3, 3, 3] TimeoutError timed out True 0.12 False",
                        "True [3, 3, 3, 3] TimeoutError timed out True 0.12 False"]
+
+
+# The native reentrant lock under gevent: the C lock of the OS's threads, taken again by its
+# holder, keeping native threads (gevent's pool's) apart; the proxy's log handler made with it.
+NATIVE = """
+from gevent import monkey; monkey.patch_all()
+import io, logging, threading, time, gevent
+from proxy.shell.runtime.background import native_rlock
+from proxy.telemetry.request_log import LineHandler
+lock = native_rlock()
+print(type(lock).__module__, type(lock).__name__, type(threading.RLock()).__name__)
+with lock:
+    with lock:
+        print("again", lock._is_owned())
+order = []
+def held():
+    with lock:
+        order.append("in")
+        time.sleep(0.1)  # (a native thread: the OS's sleep)
+        order.append("out")
+def other():
+    time.sleep(0.02)
+    with lock:
+        order.append("other")
+pool = gevent.get_hub().threadpool
+done = [pool.spawn(held), pool.spawn(other)]
+gevent.joinall(done)
+print(",".join(order))
+handler = LineHandler(io.StringIO())
+handler.lock = native_rlock()
+handler.write_line("one line", lambda: None)
+print(repr(handler.stream.getvalue()))
+"""
+
+
+def test_a_native_rlock_under_gevent_is_the_os_threads_reentrant_lock():
+    out = subprocess.run([sys.executable, "-c", NATIVE], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, check=True).stdout.split("\n")
+    assert out[:4] == ["_thread RLock _RLock", "again True", "in,out,other", "'one line\\n'"]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from werkzeug.datastructures import Headers
 
-from proxy.shell.runtime.wire import Response, fixed_headers
+from proxy.shell.runtime.wire import Response, checked_headers, fixed_headers
 
 NAMES = st.sampled_from(["Content-Type", "Content-Length", "content-length", "Location",
                          "location", "Content-Location", "X-Request-Id", "Cache-Control",
@@ -79,3 +79,22 @@ def test_fixed_headers_are_each_responses_own():
     response = Response(iter([b"x"]), headers=fixed_headers(items))
     assert response.headers.to_wsgi_list() == list(items)
     assert response.mimetype == "text/event-stream"
+
+
+_ANY_VALUES = st.one_of(st.text(st.sampled_from("ab \t\r\n:é"), max_size=6), st.integers(0, 9),
+                        st.none())
+
+
+def _made(make, items):
+    try:
+        return make(items)._list
+    except (ValueError, TypeError) as exc:
+        return type(exc), str(exc)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(NAMES, _ANY_VALUES), max_size=6))
+def test_checked_headers_are_the_headers_werkzeug_makes(items):
+    assert _made(checked_headers, items) == _made(Headers, items)
+    plain = [(n, v) for n, v in items if isinstance(v, str) and "\r" not in v and "\n" not in v]
+    assert isinstance(checked_headers(plain), Headers)

@@ -7,6 +7,7 @@ its end or that closed them."""
 from __future__ import annotations
 
 import gzip
+import http.client
 import socket
 import threading
 import time
@@ -14,8 +15,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
+import urllib3
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from urllib3.exceptions import InvalidHeader
 
 from proxy.base.errors import ProxyError
+from proxy.shell.upstream import direct
 from proxy.shell.upstream.client import (
     Timeouts,
     Upstream,
@@ -23,7 +29,14 @@ from proxy.shell.upstream.client import (
     disconnect,
     response_headers,
 )
-from proxy.shell.upstream.direct import expected_length, framing, joined
+from proxy.shell.upstream.direct import (
+    PIECE,
+    HeaderLines,
+    expected_length,
+    framing,
+    header_block,
+    joined,
+)
 
 TIMEOUTS = Timeouts(2.0, 2.0)
 JSON = b'{"ok":true}'
@@ -415,3 +428,127 @@ def test_an_https_upstream_keeps_urllib3():
     assert Upstream("https://example.invalid")._direct is None
     assert Upstream("http://example.invalid.")._direct is None
     assert Upstream("http://example.invalid")._direct is not None
+
+
+@pytest.mark.parametrize(("body", "chunked", "yields"), [
+    (JSON, False, 0), (JSON, True, 0),
+    (b"x" * (PIECE + 10), False, 1), (b"x" * (2 * PIECE), False, 1),
+    (b"x" * (2 * PIECE + 1), False, 2)])
+def test_the_body_is_read_whole_with_a_yield_between_two_pieces_only(serve, monkeypatch,
+                                                                     body, chunked, yields):
+    if chunked:
+        answer = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+    else:
+        answer = ok(body)
+    slept: list[float] = []
+    monkeypatch.setattr(direct.time, "sleep", slept.append)
+    server = serve(answer, answer)
+    upstream = Upstream(server.url)
+    for _ in range(2):  # (the connection given back, and reused)
+        assert post(upstream).body == body
+    assert slept == [0] * (2 * yields)
+    assert server.accepted == 1
+
+
+_NAMES = st.sampled_from(["Content-Type", "content-type", "CONTENT-TYPE", "Set-Cookie",
+                          "set-cookie", "Connection", "X-A", "x-a", "Content-Encoding"])
+_VALUES = st.text(st.sampled_from("ab ,=;"), max_size=5)
+_ASKED = ["Content-Type", "content-type", "Set-Cookie", "connection", "X-A", "x-b",
+          "Content-Encoding", "Transfer-Encoding"]
+
+
+def _item(headers: object, name: str) -> object:
+    try:
+        return headers[name]  # type: ignore[index]
+    except KeyError:
+        return KeyError
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(_NAMES, _VALUES), max_size=7))
+def test_a_relayed_answers_header_lines_read_as_urllib3s_dict_of_them(lines):
+    by_lowered = joined(lines)[1]
+    ours, theirs = HeaderLines(lines, by_lowered), urllib3.HTTPHeaderDict(lines)
+    assert list(ours.items()) == list(theirs.items())
+    for name in _ASKED:
+        assert (name in ours) == (name in theirs)
+        assert ours.get(name) == theirs.get(name)
+        assert ours.get(name, "") == theirs.get(name, "")
+        assert _item(ours, name) == _item(theirs, name)
+    for keep_length in (False, True):
+        assert (response_headers(ours, keep_length=keep_length)
+                == response_headers(theirs, keep_length=keep_length))
+
+
+def _expected_length_as_before(by_lowered, status, method):
+    """`expected_length` as it was written first (urllib3's `_init_length`, read as is)."""
+    length = None
+    given = by_lowered.get("content-length")
+    chunked = "chunked" in (part.strip() for part in
+                            by_lowered.get("transfer-encoding", "").lower().split(","))
+    if given is not None:
+        if chunked:
+            return None
+        try:
+            lengths = {int(part) for part in given.split(",")}
+            if len(lengths) > 1:
+                raise InvalidHeader(
+                    f"Content-Length contained multiple unmatching values ({given})")
+            length = lengths.pop()
+        except ValueError:
+            length = None
+        else:
+            if length < 0:
+                length = None
+    if status in (204, 304) or 100 <= status < 200 or method == "HEAD":
+        return 0
+    return length
+
+
+def _length_or_error(by_lowered, status, method, function):
+    try:
+        return function(by_lowered, status, method)
+    except InvalidHeader as exc:
+        return str(exc)
+
+
+_LENGTHS = st.one_of(st.none(), st.text(st.sampled_from("0123 ,-+x_"), max_size=7),
+                     st.sampled_from(["12", "12, 12", "12,13", " 5", "-1", "0", ""]))
+_ENCODINGS = st.one_of(st.none(), st.text(st.sampled_from("chunkedCHUNKED ,gzip"), max_size=12),
+                       st.sampled_from(["chunked", "gzip, chunked", " Chunked ", "identity"]))
+
+
+@settings(max_examples=800, deadline=None)
+@given(_LENGTHS, _ENCODINGS, st.sampled_from([100, 101, 199, 200, 204, 206, 304, 404, 502]),
+       st.sampled_from(["POST", "GET", "HEAD"]))
+def test_the_expected_length_is_the_one_first_written(length, encoding, status, method):
+    by_lowered = {k: v for k, v in (("content-length", length),
+                                     ("transfer-encoding", encoding)) if v is not None}
+    assert (_length_or_error(by_lowered, status, method, expected_length)
+            == _length_or_error(by_lowered, status, method, _expected_length_as_before))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.text(st.sampled_from("Ab-:\r\n é"), max_size=5),
+                          st.text(st.sampled_from("ab \r\n\té"), max_size=4)), max_size=4))
+def test_a_header_block_is_written_as_putheader_writes_it_names_seen_or_not(pairs):
+    first = header_block([], dict(pairs))
+    assert header_block([], dict(pairs)) == first  # (its names kept as legal once seen)
+    if first is not None:
+        connection = http.client.HTTPConnection("127.0.0.1", 9)
+        connection.putrequest("GET", "/", skip_host=True, skip_accept_encoding=True)
+        for name, value in dict(pairs).items():
+            connection.putheader(name, value)
+        assert b"\r\n".join(connection._buffer[1:]) == first
+
+
+def test_a_body_larger_than_a_send_buffer_goes_whole_on_a_reused_connection(serve):
+    big = b'{"model":"m","pad":"' + b"x" * (8 << 20) + b'"}'
+    server = serve(ok(), ok())
+    upstream = Upstream(server.url)
+    for _ in range(2):  # a fresh connection, then the same one again
+        reply = upstream.complete("/v1/chat/completions", big, {"X-Key": "1"}, TIMEOUTS)
+        assert reply.body == JSON
+    assert server.accepted == 1
+    assert [request.endswith(b"\r\n\r\n" + big) for request in server.requests] == [True, True]
