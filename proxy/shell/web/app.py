@@ -267,6 +267,7 @@ class _Request(FlaskRequest):
 
 
 _APP_ONLY = frozenset({None})  # the after-request hooks' key of the app's own
+_NO_SESSION = object()
 
 
 class _App(Flask):
@@ -371,13 +372,16 @@ class _App(Flask):
         never saved. (Flask finds the request's blueprints through its proxies first.)"""
         context = request_context_var.get(None) if request_context_var is not None else None
         funcs = self.after_request_funcs
-        if context is None or self.blueprints or not funcs.keys() <= _APP_ONLY:
+        # (a Flask whose context keeps these otherwise is served by its own)
+        hooks = getattr(context, "_after_request_functions", None)
+        session: Any = getattr(context, "_session", _NO_SESSION)
+        if (hooks is None or session is _NO_SESSION or self.blueprints
+                or not funcs.keys() <= _APP_ONLY):
             return super().process_response(response)
-        for func in context._after_request_functions:
+        for func in hooks:
             response = self.ensure_sync(func)(response)
         for func in reversed(funcs.get(None, ())):
             response = self.ensure_sync(func)(response)
-        session = context._session
         if not self.session_interface.is_null_session(session):
             self.session_interface.save_session(self, session, response)
         return response
