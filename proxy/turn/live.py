@@ -86,19 +86,32 @@ class LiveTurn:
             except orjson.JSONDecodeError:
                 self._not_json = self._not_json or data[:200]
                 continue
-            for piece in self._routed(self.assembler.feed(chunk)):
+            pieces = self.assembler.feed(chunk)
+            for piece in (pieces if self._thinking is None else self._routed(pieces)):
                 if piece.kind == REASONING and not self._reasoning:
                     continue
                 self._hold(piece)
         return bool(self._ready)
 
-    def _routed(self, pieces: Iterable[Piece]) -> Iterable[Piece]:
+    def _routed(self, pieces: list[Piece]) -> Iterable[Piece]:
         """`pieces`, the content's leading think block turned into reasoning (a choice whose
         upstream sends reasoning of its own keeps its content as it is, as normalize does)."""
         routers = self._thinking
+        assert routers is not None  # (a turn that routes)
+        if len(pieces) == 1:  # the common token: content past its think block, as it is
+            piece = pieces[0]
+            router = routers.get(piece.choice)
+            if (router is not None and piece.kind == CONTENT and piece.text
+                    and router.passes_through):
+                return pieces
+        return self._routed_each(pieces, routers)
+
+    def _routed_each(self, pieces: list[Piece], routers: dict[int, ThinkRouter | None],
+                     ) -> Iterable[Piece]:
+        """`_routed`, piece by piece."""
         for piece in pieces:
-            if routers is None or piece.kind != CONTENT:
-                if routers is not None and piece.kind == REASONING:
+            if piece.kind != CONTENT:
+                if piece.kind == REASONING:
                     routers.setdefault(piece.choice, None)
                 yield piece
                 continue
@@ -125,10 +138,16 @@ class LiveTurn:
         if held is None:
             held = self._held[key] = Held(self._rule)
         text = held.push(piece.text)
-        if text and piece.kind == CONTENT and not self._reasoning_said(choice):
+        if not text:
+            return
+        if (piece.kind == CONTENT and choice not in self._after_reasoning
+                and not self._reasoning_said(choice)):
             self._waiting.add(choice)
             return
-        if text:
+        ready = self._ready
+        if not ready:  # (what _ready_add does then)
+            ready.append(piece if text == piece.text else Piece(choice, piece.kind, text))
+        else:
             self._ready_add(Piece(choice, piece.kind, text))
 
     def _reasoning_said(self, choice: int) -> bool:
@@ -160,9 +179,14 @@ class LiveTurn:
         ready, self._ready = self._ready, []
         if ready:
             self.first_text = True
+        said = self._said
         for piece in ready:
             key = (piece.choice, piece.kind)
-            self._said.setdefault(key, []).append(piece.text)
+            pieces = said.get(key)
+            if pieces is None:
+                said[key] = [piece.text]
+            else:
+                pieces.append(piece.text)
         return ready
 
     def said(self) -> dict[tuple[int, str], str]:
