@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from ..base.bulk_decode import PAUSE_FROM, collector_paused
+from ..base.frozen import quick_init
 from . import schema
 from .context import Context
 from .exact_json import ORJSON_INTS
@@ -168,6 +169,7 @@ def _looks_like_schema(arguments: dict[str, Any], parameters: dict[str, Any]) ->
                                                                    list)))
 
 
+@quick_init
 @dataclass(frozen=True)
 class Reading:
     """What a frame's calls are checked against: the request's tools (`names` matches a name

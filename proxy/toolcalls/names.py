@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..base.frozen import quick_init
+
 NAME_MATCHED = "tool_name_matched"  # the repair: the name was matched once folded
 UNKNOWN_TOOL = "unknown_tool"  # a call made to a name that matches no offered tool
 _SET_ASIDE = re.compile(r"[\s\-_]+")
@@ -33,6 +35,7 @@ def _folded(name: str) -> str:
     return _SET_ASIDE.sub("", name).casefold()
 
 
+@quick_init
 @dataclass(frozen=True)
 class Match:
     """The offered tool a written name stands for, and whether it took a repair."""

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from ..base.frozen import quick_init
 from .exact_json import exact_int, loads
 from .repair.python_literal import NotLiteral, read_python_literal
 
@@ -386,6 +387,7 @@ class _Coercion:
         return self._typed[type_name]
 
 
+@quick_init
 @dataclass(frozen=True)
 class Coerced:
     """A text parameter's value under its schema, and the work that took.

@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..base.frozen import quick_init
 from .scan import Document
 
 
@@ -40,6 +41,7 @@ class ValueTags:
     stray: re.Pattern[str]
 
 
+@quick_init
 @dataclass(frozen=True)
 class ValueEnd:
     """Where a value's closing tag starts and ends, and whether every opening tag of the

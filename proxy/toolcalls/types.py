@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..base.frozen import quick_init
 
+
+@quick_init
 @dataclass(frozen=True)
 class Frame:
     """A span of model text that one format's parser believes holds tool call(s).
@@ -37,6 +40,7 @@ class Frame:
     head: Any = field(default=None, compare=False, repr=False)
 
 
+@quick_init
 @dataclass(frozen=True)
 class ToolCall:
     """One extracted call: `arguments` is always a string holding a JSON object.
@@ -56,6 +60,7 @@ class ToolCall:
     schema_problems: tuple[str, ...] = ()
 
 
+@quick_init
 @dataclass(frozen=True)
 class Refusal:
     """Why a frame, or one call in it, is not taken for a call: returned as a value (the
@@ -65,6 +70,7 @@ class Refusal:
     name: str | None = None  # the tool the refused call names, when it names one
 
 
+@quick_init
 @dataclass(frozen=True)
 class LeftAsText:
     """A frame that was not taken for a call, and why."""

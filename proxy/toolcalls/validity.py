@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from ..base.frozen import quick_init
 from .schema import MAX_STEPS, MISSING, Resolver, Work, alternatives, as_type, same
 from .schema import type_name as json_type_name
 
@@ -40,6 +41,7 @@ _MAX_DEPTH = 64  # schemas nested, at most (a value nested deeper is not judged)
 _COERCIBLE = frozenset({"integer", "number", "boolean", "object", "array"})
 
 
+@quick_init
 @dataclass(frozen=True)
 class Validity:
     """The arguments as delivered (coerced where that is without doubt), how many values

@@ -18,6 +18,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..base.frozen import quick_init
+
 # (opening tag, closing tag) of each family's thinking block.
 FAMILIES: tuple[tuple[str, str], ...] = (
     ("<think>", "</think>"),  # DeepSeek, Qwen3, GLM, MiniMax, Step, Nemotron, Ling, Hunyuan…
@@ -40,6 +42,7 @@ _IN_SENTENCE_AFTER = re.compile(r"[ \t]*+[.,;:!?)\]]|[ \t]++[a-z0-9(]")
 _FENCE_LINE = re.compile(r"(?m)^[ \t]{0,3}(?:```|~~~)")
 
 
+@quick_init
 @dataclass(frozen=True)
 class Close:
     """A lone closer that ends the thinking: its span."""

@@ -388,6 +388,8 @@ class _Reader:
             if first is None:
                 return None
             start = first
+        if self.doc.claimed.end_of(start) is not None:
+            return None  # an earlier format's frame (bare JSON, a fence) read it already
         if start > body and not _lead_in_ok(text[body:start]):
             return None
         line = text[max(body, text.rfind("\n", body, start) + 1):start]
@@ -400,8 +402,6 @@ class _Reader:
             return None  # `os.functools[…]`, `x{…}`: glued to a word, part of an expression
         if text.startswith(("```", "~~~"), start) and start > body and text[start - 1] != "\n":
             return None  # a fence opens a line
-        if self.doc.claimed.end_of(start) is not None:
-            return None  # an earlier format's frame (bare JSON, a fence) read it already
         found = self.structure(start)
         if found is None or isinstance(found, Refusal):
             return None  # no call: its text is the model's prose, nothing to report
