@@ -15,16 +15,8 @@ try:  # the OS's poll(2): gevent's patched one starts watchers and switches to t
     from gevent.monkey import get_original
 
     original_poll = get_original("select", "poll")
-    switchless_lock: Callable[[], Any] = get_original("_thread", "allocate_lock")
 except ImportError:  # pragma: no cover - gevent is a dependency; a plain process is fine too
     original_poll = select.poll
-    switchless_lock = threading.Lock
-# A lock for a section no greenlet switch can come inside of (no I/O, no wait: dicts,
-# counters, dataclasses; a greenlet spawned, never joined), in a process gevent has patched
-# or not: the OS threads' own lock (gevent's is a greenlet's, some 2,500 instructions more to
-# take and give back, in Python). Between greenlets it is never contended (none runs while
-# another is inside); it keeps native threads apart. Held across a switch, it would stall
-# the worker: a section that may wait takes a `threading.Lock`.
 
 
 def readable_now(sock: Any) -> bool:
@@ -271,8 +263,13 @@ def off_the_hub(work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 
 def native_lock() -> Any:
-    """A lock for code that runs in native threads (`off_the_hub`), even in a process gevent
-    has patched (whose threading.Lock is a greenlet's)."""
+    """The OS threads' own lock, even in a process gevent has patched (whose threading.Lock
+    is a greenlet's, some 2,500 instructions more to take and give back, in Python): for code
+    that runs in native threads (`off_the_hub`), and for a section no greenlet switch can
+    come inside of (no I/O, no wait: dicts, counters, dataclasses; a greenlet spawned, never
+    joined). Between greenlets it is never contended (none runs while another is inside);
+    it keeps native threads apart. Held across a switch, it would stall the worker: a
+    section that may wait takes a `threading.Lock`."""
     if gevent_patched():
         from gevent.monkey import get_original
 

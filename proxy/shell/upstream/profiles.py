@@ -35,7 +35,7 @@ from ...turn.constrained.profile import (
     kind_hint,
     refreshed,
 )
-from ..runtime.background import new_event, run_beside, switchless_lock
+from ..runtime.background import native_lock, new_event, run_beside
 from .client import Upstream
 from .info import AUTH_REFUSED, PROBE_MESSAGES, PROBE_TOOL, PROBE_TOOLS, fetch, fetch_any, probe
 
@@ -153,7 +153,7 @@ class Profiles:
         self._checked: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self._refusals: deque[Refusal] = deque(maxlen=REFUSALS_SHOWN)
         # guards the maps above; never held across I/O, nor across any wait
-        self._lock = switchless_lock()
+        self._lock = native_lock()
 
     # -- what is known ------------------------------------------------------------------
 

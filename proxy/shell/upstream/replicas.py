@@ -23,7 +23,7 @@ from ...base.config import Config, mask_url
 from ...base.errors import ProxyError
 from ...telemetry.metrics import Metrics
 from ...telemetry.request_log import RequestLog
-from ..runtime.background import run_beside, switchless_lock
+from ..runtime.background import native_lock, run_beside
 from .choice import ReplicaLoad, choose, session_key
 from .client import Timeouts, Unreached, Upstream
 
@@ -80,7 +80,7 @@ class Replicas:
         self._clock = clock
         self._states = {url: ReplicaState() for url in clients}
         self._labels = {url: mask_url(url) for url in clients}  # the metrics' `replica`
-        self._lock = switchless_lock()  # (no section under it waits or does I/O)
+        self._lock = native_lock()  # (no section under it waits or does I/O)
         self._turns = itertools.count()
         for label in self._labels.values():
             metrics.replica_up.labels(label).set(1)
@@ -228,7 +228,7 @@ class Placement:
         log.upstream = mask_url(self.url)  # the log line's and the status page's upstream
         self._held: str | None = None  # a replica whose answer is still being relayed
         self._failed_over = False  # once per request
-        self._holding = switchless_lock()  # (as Replicas': no section waits)
+        self._holding = native_lock()  # (as Replicas': no section waits)
         self._closed = False  # `done`: a response arriving now is not relayed
         if len(config.replicas()) > 1:
             log.replica = mask_url(self.url)

@@ -8,14 +8,14 @@ import socket
 from typing import Any
 
 from ...base.errors import ProxyError, client_disconnected
-from ..runtime.background import switchless_lock
+from ..runtime.background import native_lock
 
 
 class ConnectionTracker:
     """Remembers the connection a buffered call is using, so another thread can cut it."""
 
     def __init__(self) -> None:
-        self._lock = switchless_lock()  # (held to set or read the two, never to cut)
+        self._lock = native_lock()  # (held to set or read the two, never to cut)
         self._connection: Any = None
         self.cancelled = False
         self._why: ProxyError | None = None  # the turn's own time ran out (None: it left)

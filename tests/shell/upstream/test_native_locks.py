@@ -1,4 +1,4 @@
-"""The upstream room's locks are the OS threads' own (`switchless_lock`), which a greenlet
+"""The upstream room's locks are the OS threads' own (`native_lock`), which a greenlet
 may hold only where no switch can come: every section under them calls only what never
 waits nor does I/O (read from the code, against a list: a new call there is looked at
 before it joins it), and many greenlets (and native threads) going through them at once
@@ -40,18 +40,18 @@ def _sections() -> list[tuple[str, int, set[str]]]:
     return sections
 
 
-def test_every_section_under_a_switchless_lock_calls_only_what_never_waits():
+def test_every_section_under_a_native_lock_calls_only_what_never_waits():
     sections = _sections()
     assert len(sections) >= 25
     for path, line, calls in sections:
         assert calls <= _NEVER_WAIT, (path, line, calls - _NEVER_WAIT)
 
 
-def test_the_locks_are_switchless_ones():
+def test_the_locks_are_native_ones():
     for path in _MODULES:
         text = (ROOT / path).read_text()
         assert "threading.Lock()" not in text
-        assert "switchless_lock()" in text
+        assert "native_lock()" in text
 
 
 PROBE = """
