@@ -167,6 +167,7 @@ class OneSendResponses(_Worker):
             if not self.alive or not self.cfg.keepalive:
                 resp.force_close()
 
+            # (gunicorn's start_response is not the WSGI protocol's type to mypy)
             respiter = self.wsgi(environ, resp.start_response)  # type: ignore[arg-type]
             if self.is_already_handled(respiter):
                 return False

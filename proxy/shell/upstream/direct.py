@@ -32,7 +32,6 @@ from urllib3.connection import _get_default_user_agent
 from urllib3.exceptions import (
     ConnectTimeoutError,
     IncompleteRead,
-    InvalidHeader,
     NameResolutionError,
     NewConnectionError,
     ProtocolError,
@@ -44,6 +43,7 @@ from urllib3.util.url import _encode_target
 
 from ...base.errors import ProxyError
 from ..runtime.background import readable_now
+from .head import encoded, expected_length, joined
 from .options import Timeouts
 from .tracking import ConnectionTracker
 
@@ -80,59 +80,6 @@ def framing(headers: Mapping[str, str]) -> Framing | None:
         elif lowered == "user-agent":
             user_agent = True
     return _FRAMINGS[accept_encoding, user_agent]
-
-
-def joined(pairs: Iterable[tuple[str, str]]) -> tuple[dict[str, str], dict[str, str]]:
-    """An answer's header lines as urllib3 hands them on (`dict(HTTPHeaderDict)`): one entry a
-    name whatever its case, under its first spelling, repeated values joined by ", "; and the
-    same values by lowercased name."""
-    headers: dict[str, str] = {}
-    by_lowered: dict[str, str] = {}
-    spelled: dict[str, str] = {}
-    for name, value in pairs:
-        lowered = name.lower()
-        first = spelled.get(lowered)
-        if first is None:
-            spelled[lowered] = name
-            headers[name] = by_lowered[lowered] = value
-        else:
-            headers[first] = by_lowered[lowered] = by_lowered[lowered] + ", " + value
-    return headers, by_lowered
-
-
-def expected_length(by_lowered: Mapping[str, str], status: int, method: str) -> int | None:
-    """The body length urllib3 holds an answer to (its `_init_length`): Content-Length's when
-    the answer is not chunked (InvalidHeader when it lists two), none for a bodiless status."""
-    length: int | None = None
-    given = by_lowered.get("content-length")
-    encoding = by_lowered.get("transfer-encoding")  # (most answers: none, no parts to look at)
-    chunked = encoding is not None and "chunked" in (
-        part.strip() for part in encoding.lower().split(","))
-    if given is not None:
-        if chunked:
-            return None
-        try:
-            if "," in given:
-                lengths = {int(part) for part in given.split(",")}
-                if len(lengths) > 1:
-                    raise InvalidHeader(
-                        f"Content-Length contained multiple unmatching values ({given})")
-                length = lengths.pop()
-            else:  # (one value: the set of one)
-                length = int(given)
-        except ValueError:
-            length = None
-        else:
-            if length < 0:
-                length = None
-    if status in (204, 304) or 100 <= status < 200 or method == "HEAD":
-        return 0
-    return length
-
-
-def encoded(by_lowered: Mapping[str, str]) -> bool:
-    """Whether the body is content-encoded (gzip, …): read through urllib3's decoders then."""
-    return by_lowered.get("content-encoding", "").strip().lower() not in ("", "identity")
 
 
 # http.client's `_is_legal_header_name`, for a name known to be ASCII

@@ -5,7 +5,8 @@ http.client (under urllib3) hands every response's header block to `email.parser
 feed parser written for mail: some 60 Python calls per header line, about 4 % of a relayed
 request's instructions. A block of plain `Name: value` lines (no folded line, no line
 without a colon, no multipart body to look for) parses here to the same `HTTPMessage`,
-header for header; any other block goes to the email parser as before.
+header for header; any other block goes to the email parser as before. And what the direct
+path reads of those lines as urllib3 would (`joined`, `expected_length`, `encoded`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import email.parser
 import email.policy
 import http.client
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from urllib3.exceptions import InvalidHeader
 
 # One field line as the email parser (compat32) takes it whole: a name of printable
 # characters but the colon and space, the colon, a value with no CR or LF inside.
@@ -80,3 +84,56 @@ def install() -> None:
 
 
 install()
+
+
+def joined(pairs: Iterable[tuple[str, str]]) -> tuple[dict[str, str], dict[str, str]]:
+    """An answer's header lines as urllib3 hands them on (`dict(HTTPHeaderDict)`): one entry a
+    name whatever its case, under its first spelling, repeated values joined by ", "; and the
+    same values by lowercased name."""
+    headers: dict[str, str] = {}
+    by_lowered: dict[str, str] = {}
+    spelled: dict[str, str] = {}
+    for name, value in pairs:
+        lowered = name.lower()
+        first = spelled.get(lowered)
+        if first is None:
+            spelled[lowered] = name
+            headers[name] = by_lowered[lowered] = value
+        else:
+            headers[first] = by_lowered[lowered] = by_lowered[lowered] + ", " + value
+    return headers, by_lowered
+
+
+def expected_length(by_lowered: Mapping[str, str], status: int, method: str) -> int | None:
+    """The body length urllib3 holds an answer to (its `_init_length`): Content-Length's when
+    the answer is not chunked (InvalidHeader when it lists two), none for a bodiless status."""
+    length: int | None = None
+    given = by_lowered.get("content-length")
+    encoding = by_lowered.get("transfer-encoding")  # (most answers: none, no parts to look at)
+    chunked = encoding is not None and "chunked" in (
+        part.strip() for part in encoding.lower().split(","))
+    if given is not None:
+        if chunked:
+            return None
+        try:
+            if "," in given:
+                lengths = {int(part) for part in given.split(",")}
+                if len(lengths) > 1:
+                    raise InvalidHeader(
+                        f"Content-Length contained multiple unmatching values ({given})")
+                length = lengths.pop()
+            else:  # (one value: the set of one)
+                length = int(given)
+        except ValueError:
+            length = None
+        else:
+            if length < 0:
+                length = None
+    if status in (204, 304) or 100 <= status < 200 or method == "HEAD":
+        return 0
+    return length
+
+
+def encoded(by_lowered: Mapping[str, str]) -> bool:
+    """Whether the body is content-encoded (gzip, …): read through urllib3's decoders then."""
+    return by_lowered.get("content-encoding", "").strip().lower() not in ("", "identity")

@@ -29,14 +29,8 @@ from proxy.shell.upstream.client import (
     disconnect,
     response_headers,
 )
-from proxy.shell.upstream.direct import (
-    PIECE,
-    HeaderLines,
-    expected_length,
-    framing,
-    header_block,
-    joined,
-)
+from proxy.shell.upstream.direct import PIECE, HeaderLines, framing, header_block
+from proxy.shell.upstream.head import expected_length, joined
 
 TIMEOUTS = Timeouts(2.0, 2.0)
 JSON = b'{"ok":true}'
