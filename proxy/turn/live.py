@@ -144,11 +144,7 @@ class LiveTurn:
                 and not self._reasoning_said(choice)):
             self._waiting.add(choice)
             return
-        ready = self._ready
-        if not ready:  # (what _ready_add does then)
-            ready.append(piece if text == piece.text else Piece(choice, piece.kind, text))
-        else:
-            self._ready_add(Piece(choice, piece.kind, text))
+        self._ready_add(piece if text == piece.text else Piece(choice, piece.kind, text))
 
     def _reasoning_said(self, choice: int) -> bool:
         """Before a choice's content first goes out: whether all of its reasoning has gone

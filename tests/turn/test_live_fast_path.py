@@ -1,7 +1,9 @@
 """A streamed turn's per-token fast paths (`LiveTurn`: a lone content piece past its think
 block not routed piece by piece, the first ready piece kept as it came, what went out
 noted without a new list a piece) let out, say and reply exactly what the way before them
-does, for any stream: the way before, copied here, fed the same events side by side."""
+does, for any stream: the way before (its hold and release copied here; its routing every
+piece through `_routed_each`, without the one-piece shortcut), fed the same events side by
+side."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.turn.assemble import CONTENT, REASONING, Piece
+from proxy.turn.holdback import Held
 from proxy.turn.live import DONE, LiveTurn
-from proxy.turn.thinking import ThinkRouter
 from tests.streamed_cases import plans
 
 
@@ -39,26 +41,10 @@ class BeforeLiveTurn(LiveTurn):
                 self._hold(piece)
         return bool(self._ready)
 
-    def _before_routed(self, pieces: Iterable[Piece]) -> Iterable[Piece]:
+    def _before_routed(self, pieces: list[Piece]) -> Iterable[Piece]:
+        """The routing before its one-piece shortcut: every piece through `_routed_each`."""
         routers = self._thinking
-        for piece in pieces:
-            if routers is None or piece.kind != CONTENT:
-                if routers is not None and piece.kind == REASONING:
-                    routers.setdefault(piece.choice, None)
-                yield piece
-                continue
-            if piece.choice not in routers:
-                routers[piece.choice] = ThinkRouter(self._rule_of_thinking)
-            router = routers[piece.choice]
-            if router is None:
-                yield piece
-                continue
-            if router.passes_through:
-                if piece.text:
-                    yield piece
-                continue
-            for kind, text in router.push(piece.text):
-                yield Piece(piece.choice, kind, text)
+        return pieces if routers is None else self._routed_each(pieces, routers)
 
     def _hold(self, piece: Piece) -> None:
         choice = piece.choice
@@ -68,18 +54,13 @@ class BeforeLiveTurn(LiveTurn):
         key = (choice, piece.kind)
         held = self._held.get(key)
         if held is None:
-            held = self._held[key] = self._new_held()
+            held = self._held[key] = Held(self._rule)
         text = held.push(piece.text)
         if text and piece.kind == CONTENT and not self._reasoning_said(choice):
             self._waiting.add(choice)
             return
         if text:
             self._ready_add(Piece(choice, piece.kind, text))
-
-    def _new_held(self):  # type: ignore[no-untyped-def]
-        from proxy.turn.holdback import Held
-
-        return Held(self._rule)
 
     def release(self) -> list[Piece]:
         ready, self._ready = self._ready, []
