@@ -4,6 +4,7 @@ knowledge of gevent is here."""
 
 from __future__ import annotations
 
+import _thread
 import select
 import sys
 import threading
@@ -11,12 +12,16 @@ import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
-try:  # the OS's poll(2): gevent's patched one starts watchers and switches to the hub
+try:  # the OS's poll(2): gevent's patched one starts watchers and switches to the hub;
+    # and the OS threads' locks (`native_lock`), found once: gevent's `get_original` is an
+    # import and eight Python calls, some 17,000 instructions, and a turn makes two locks
     from gevent.monkey import get_original
 
     original_poll = get_original("select", "poll")
+    _os_lock, _os_rlock = get_original("_thread", "allocate_lock"), get_original("_thread", "RLock")
 except ImportError:  # pragma: no cover - gevent is a dependency; a plain process is fine too
     original_poll = select.poll
+    _os_lock, _os_rlock = _thread.allocate_lock, _thread.RLock
 
 
 def readable_now(sock: Any) -> bool:
@@ -270,11 +275,7 @@ def native_lock() -> Any:
     joined). Between greenlets it is never contended (none runs while another is inside);
     it keeps native threads apart. Held across a switch, it would stall the worker: a
     section that may wait takes a `threading.Lock`."""
-    if gevent_patched():
-        from gevent.monkey import get_original
-
-        return get_original("_thread", "allocate_lock")()
-    return threading.Lock()
+    return _os_lock()
 
 
 def native_rlock() -> Any:
@@ -283,8 +284,4 @@ def native_rlock() -> Any:
     calls to take and give back), for a section no greenlet switch can come inside of (a
     write to a file or a pipe: gevent does not patch them): between greenlets it is never
     contended, and it still keeps native threads (`off_the_hub`) apart."""
-    if gevent_patched():
-        from gevent.monkey import get_original
-
-        return get_original("_thread", "RLock")()
-    return threading.RLock()
+    return _os_rlock()
