@@ -19,6 +19,7 @@ import hashlib
 import inspect
 import socket
 import sys
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -30,10 +31,48 @@ from gunicorn.http.wsgi import Response
 # copied behind it: a copy of more costs more than the send it saves.
 JOIN_MAX = 64 * 1024
 
+# The last second a Date value was made for, and that value.
+_DATED: list[Any] = [None, ""]
+
+
+def http_date(now: float) -> str:
+    """gunicorn's `util.http_date(now)`, made once a second: the email package formats it in
+    some 26 K instructions, and every response has one. The second is the one gunicorn's
+    formatting reads (datetime rounds to the microsecond, half to even, so a time half a
+    microsecond before the next second is already in it)."""
+    whole = int(now)
+    second = whole + 1 if round((now - whole) * 1e6) >= 1_000_000 else whole
+    if second != _DATED[0]:
+        _DATED[:] = second, util.http_date(second)
+    date: str = _DATED[1]
+    return date
+
 
 class OneSendResponse(Response):
     """gunicorn's response, its head sent together with the body's first bytes, and each
     write one `send` where the socket takes it whole."""
+
+    def default_headers(self) -> list[str]:
+        """gunicorn 27.0.1's `Response.default_headers` (`MADE_FROM`), its Date made once a
+        second (`http_date`)."""
+        # set the connection header
+        if self.upgrade:
+            connection = "upgrade"
+        elif self.should_close():
+            connection = "close"
+        else:
+            connection = "keep-alive"
+
+        version: Any = self.req.version  # (a request's, set once its line is read)
+        headers = [
+            "HTTP/%s.%s %s\r\n" % (version[0], version[1], self.status),  # noqa: UP031
+            "Server: %s\r\n" % self.version,  # noqa: UP031
+            "Date: %s\r\n" % http_date(time.time()),  # noqa: UP031
+            "Connection: %s\r\n" % connection  # noqa: UP031
+        ]
+        if self.chunked:
+            headers.append("Transfer-Encoding: chunked\r\n")
+        return headers
 
     def head_bytes(self) -> bytes:
         """The head, as gunicorn's `send_headers` writes it."""
@@ -98,32 +137,38 @@ else:
     _Worker = object
 
 
-# What `OneSendResponses.handle_request` was made from: the sha256 of the source of each
-# gunicorn method it copies (gunicorn 27.0.1). Another gunicorn (the requirements allow any
-# 27.x, and each may mend these) is served by its own methods, until ours is compared with
-# its and these are moved to it (tests/shell/server/test_response_worker.py says so).
+# What `OneSendResponses.handle_request` and `OneSendResponse.default_headers` were made
+# from: the sha256 of the source of each gunicorn method they copy (gunicorn 27.0.1).
+# Another gunicorn (the requirements allow any 27.x, and each may mend these) is served by
+# its own methods, until ours is compared with its and these are moved to it
+# (tests/shell/server/test_response_worker.py says so).
 MADE_FROM = {
     "AsyncWorker.handle_request":
         "913e17a9542aa70de504548c11064a2bbaef5bccca1a756f722606c4a493a2c0",
     "GeventWorker.handle_request":
         "46750b15c6e4d4b4062b9320a2365f79db2d0113c680560b108f803ecab75869",
+    "Response.default_headers":
+        "cb490cea5d6f54089293c2adf46190cf3b5fb92335e620bb93710412aa26c6c6",
 }
 
 
 def copied_sources() -> dict[str, str]:
-    """The sha256 of the source of each gunicorn method `OneSendResponses` copies, as this
-    gunicorn has them."""
+    """The sha256 of the source of each gunicorn method `OneSendResponses` and its response
+    copy, as this gunicorn has them."""
     from gunicorn.workers.base_async import AsyncWorker
     from gunicorn.workers.ggevent import GeventWorker
 
-    return {f"{kind.__name__}.handle_request":
-            hashlib.sha256(inspect.getsource(kind.handle_request).encode()).hexdigest()
-            for kind in (AsyncWorker, GeventWorker)}
+    methods: dict[str, Any] = {f"{kind.__name__}.handle_request": kind.handle_request
+                               for kind in (AsyncWorker, GeventWorker)}
+    methods["Response.default_headers"] = Response.default_headers
+    return {name: hashlib.sha256(inspect.getsource(method).encode()).hexdigest()
+            for name, method in methods.items()}
 
 
 def can_choose() -> bool:
     """Whether this gunicorn's gevent worker is the one `OneSendResponses` copies (its
-    `handle_request` and its async worker's, source for source) and builds a response
+    `handle_request` and its async worker's, and its response's `default_headers`, source
+    for source) and builds a response
     through `wsgi.create` with a class to name (gunicorn 27)."""
     try:
         same = copied_sources() == MADE_FROM
