@@ -34,7 +34,9 @@ from ..web.run_dir import fresh_run_dir, unsafe_run_dir
 from .accepting import BalancedAccepts, leave_seat, take_seat
 from .head_wait import HEAD_SECONDS, HeadTimeouts
 from .readiness import bind_unopened, open_listeners, take_notify_socket
+from .request import install as install_plain_heads
 from .response import OneSendResponses, can_choose
+from .settled import SettledConfig
 
 _PROM_DIR_PREFIX = "toolcall-proxy-prom-"
 GC_YOUNG = 10_000  # allocations between two collections of the youngest generation
@@ -319,30 +321,17 @@ else:
     _Worker = object
 
 
-class SettledConfig:
-    """A worker's gunicorn settings, each read once and then kept: gunicorn's `Config` answers
-    every read through `__getattr__` and the setting's own `get()`, some 25 reads a request
-    (its parser's limits, the forwarded-header rules, the hooks). A worker's settings never
-    change once it is forked: a reload forks new workers, with the new settings."""
-
-    def __init__(self, config: Any) -> None:
-        self._config = config
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._config, name)
-        self.__dict__[name] = value
-        return value
-
-
 class EnvelopeErrors(_Worker):
     """Mixed into a gunicorn worker class: gunicorn's own refusals (a bad request line, a
     request line too long, header fields too large or too many) are answered with OpenAI's
     error envelope instead of an HTML page; the first Ctrl-C (SIGINT) stops the worker
     gracefully, as SIGTERM does, so the app drains; a second one quits at once. Its
-    settings are read once (`SettledConfig`)."""
+    settings are read once (`SettledConfig`), and a request's plain header lines in one
+    pass (`request.PlainHeadRequest`)."""
 
     def init_process(self) -> None:
         self.cfg = SettledConfig(self.cfg)  # type: ignore[assignment]  # reads as a Config
+        install_plain_heads()  # (in the worker: its parser's class, a head's plain lines)
         super().init_process()
 
     def init_signals(self) -> None:
