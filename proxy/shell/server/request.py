@@ -11,9 +11,10 @@ once each, Expect, the secure-scheme headers), in the same order, with the same 
 Any other block, a trailer, too many or too long lines: gunicorn's own `parse_headers`,
 whose errors are then its own (`strip_header_spaces` changes no plain line: no name has a
 space). A peer's address is judged once, by gunicorn's own look (`SettledConfig.trusted_peer`
-keeps the answer: a worker's settings never change).
+keeps the answer: a worker's settings never change), and a request line read by gunicorn is
+kept for the next request that sends it (with the same settings).
 
-It serves only the gunicorn it was made from (`MADE_FROM`: the sources of the three methods
+It serves only the gunicorn it was made from (`MADE_FROM`: the sources of the four methods
 it reads as they were, hashed), and only its Python parser (the proxy's setting).
 """
 
@@ -38,9 +39,16 @@ _PLAIN_BLOCK = re.compile(
 # (gunicorn 27's set; an older gunicorn, which has none, is not served: `MADE_FROM`)
 _POLICED = frozenset({*getattr(message, "RFC9110_5_3_SINGLETON_FIELDS", ()), "EXPECT"})
 
+# Request lines read (their method, target, its parts and version, by the settings that
+# judge them), at most; a line with a query (it may hold a key) or longer is never kept.
+LINES_KEPT = 256
+LINE_KEPT_MAX = 512
+_LINES: dict[tuple[bytes, bool, bool, bool], tuple[Any, ...]] = {}
+
 # The sha256 of the source of each gunicorn method this reads as it was (gunicorn 27.0.1):
 # the line-by-line parse it stands in for, the policy whose other names it skips, and the
-# peer's look it keeps the answer of (a function of the address and the settings alone).
+# peer's look and the request line's read it keeps the answers of (each a function of what
+# it is given and the settings alone).
 MADE_FROM = {
     "Message.parse_headers":
         "fe09a6b5e706bd6428820bbf168447fe58362906e2075a60bec02ae91a8d4611",
@@ -48,6 +56,8 @@ MADE_FROM = {
         "ac812cc2fe6b529cf53a97bff3dd6290d9c89c3387d43dd7162edb176042f1ec",
     "HeaderPolicy._peer_is_trusted_proxy":
         "4d98e07d3c7a90feff5bedd7b8ae4715cf3cf741765d8f4a7d7722c7f9da7656",
+    "Request.parse_request_line":
+        "77187ebabb46addbf8ecb253b6bdb19c74dfe9cc7bc23012cdaefb5b67bd691a",
 }
 
 
@@ -81,6 +91,22 @@ class PlainHeadRequest(Request):
                 headers.append((name, value))
         return headers
 
+    def parse_request_line(self, line_bytes: bytes) -> None:
+        """gunicorn's own, its answer kept for the next request with the same line and
+        settings (a client sends the same few: ~29 K instructions, `urlsplit` among them)."""
+        cfg = self.cfg
+        key = (line_bytes, cfg.permit_unconventional_http_method, cfg.casefold_http_method,
+               cfg.permit_unconventional_http_version)
+        kept = _LINES.get(key)
+        if kept is not None:
+            self.method, self.uri, self.path, self.query, self.fragment, self.version = kept
+            return
+        super().parse_request_line(line_bytes)
+        if (len(_LINES) < LINES_KEPT and len(line_bytes) <= LINE_KEPT_MAX
+                and b"?" not in line_bytes):
+            _LINES[key] = (self.method, self.uri, self.path, self.query, self.fragment,
+                           self.version)
+
     def _peer_is_trusted_proxy(self) -> bool:
         peer = self.peer_addr
         judge: Any = super()._peer_is_trusted_proxy  # type: ignore[misc]  # (27's; see above)
@@ -95,7 +121,8 @@ def copied_sources() -> dict[str, str]:
     policy: Any = message.HeaderPolicy  # (gunicorn 27's: the stubs know gunicorn 26)
     methods = {"Message.parse_headers": message.Message.parse_headers,
                "HeaderPolicy._apply_header_policy": policy._apply_header_policy,
-               "HeaderPolicy._peer_is_trusted_proxy": policy._peer_is_trusted_proxy}
+               "HeaderPolicy._peer_is_trusted_proxy": policy._peer_is_trusted_proxy,
+               "Request.parse_request_line": Request.parse_request_line}
     return {name: hashlib.sha256(inspect.getsource(method).encode()).hexdigest()
             for name, method in methods.items()}
 

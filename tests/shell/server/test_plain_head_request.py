@@ -2,7 +2,8 @@
 version, header list, scheme, Expect and body reader, or the same refusal, for any head (plain
 lines, folded ones, bad names, control characters, repeated singletons, Expect, the secure-
 scheme and forwarded headers, names with `_`) under any of the settings it reads, from a peer
-gunicorn trusts or not, one settings object serving many requests as a worker's does. It
+gunicorn trusts or not, any request line (one read before, with the same settings or
+others, too), one settings object serving many requests as a worker's does. It
 serves only the gunicorn it was made from (`MADE_FROM`), and is installed in a worker only
 there."""
 
@@ -52,6 +53,17 @@ _PLAIN_LINE = st.builds(
 _BLOCKS = st.one_of(st.lists(_PLAIN_LINE, min_size=1, max_size=6),
                     st.lists(_PLAIN_LINE, min_size=1, max_size=6),
                     st.lists(st.one_of(_PLAIN_LINE, _LINE), max_size=6))
+# Request lines: the same few again (a kept answer served), odd methods, targets, versions.
+_REQUEST_LINES = st.one_of(
+    st.sampled_from(["POST /v1/chat/completions HTTP/1.1", "GET /v1/models HTTP/1.1",
+                     "POST /v1/chat?x=1 HTTP/1.1", "GET //double/slash HTTP/1.0"]),
+    st.builds(lambda m, t, v: f"{m} {t} {v}",
+              st.sampled_from(["GET", "get", "POST", "M-SEARCH", "OPTIONS", "CONNECT", "PO#T",
+                               "AB", "VERYLONGMETHODNAMEHERE"]),
+              st.sampled_from(["/", "*", "/a#frag", "/a?k=v", "host:443", "http://h/p",
+                               "rel/path", "/\xe9", "/a%20b", "/a b", ""]),
+              st.sampled_from(["HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "HTTP/0.9", "http/1.1",
+                               "HTTP/1.10"])))
 _PEERS = st.sampled_from([("127.0.0.1", 40000), ("10.1.2.3", 5), ("192.168.9.9", 7),
                           ("::1", 9), "/run/proxy.sock"])
 
@@ -64,6 +76,9 @@ def _config(draw: Any) -> Config:
     config.set("permit_obsolete_folding", draw(st.booleans()))
     config.set("limit_request_fields", draw(st.sampled_from([100, 2, 4])))
     config.set("limit_request_field_size", draw(st.sampled_from([8190, 0, 14])))
+    config.set("permit_unconventional_http_method", draw(st.booleans()))
+    config.set("permit_unconventional_http_version", draw(st.booleans()))
+    config.set("casefold_http_method", draw(st.booleans()))
     config.set("forwarded_allow_ips", draw(st.sampled_from(["127.0.0.1,::1", "*",
                                                             "10.0.0.0/8", ""])))
     return config
@@ -87,7 +102,7 @@ def test_a_request_reads_as_gunicorn_s_own(data):
     settled = SettledConfig(config)
     for _ in range(data.draw(st.integers(1, 4))):  # one worker's settings, several requests
         lines = data.draw(_BLOCKS)
-        head = "\r\n".join(["POST /v1/chat?x=1 HTTP/1.1", *lines]) + "\r\n\r\n"
+        head = "\r\n".join([data.draw(_REQUEST_LINES), *lines]) + "\r\n\r\n"
         raw = head.encode("latin-1") + b'{"a": 1}'
         peer = data.draw(_PEERS)
         theirs = _outcome(Request, config, raw, peer)
@@ -136,3 +151,13 @@ def test_a_worker_makes_plain_head_requests_once_it_starts(monkeypatch):
     worker.cfg = Config()
     worker.init_process()
     assert RequestParser.mesg_class is PlainHeadRequest
+
+
+def test_a_request_line_with_a_query_is_never_kept(monkeypatch):
+    monkeypatch.setattr(plain, "_LINES", {})
+    config = Config()
+    for line in ("GET /v1/models?api-key=sk-1 HTTP/1.1", "GET /v1/models HTTP/1.1",
+                 "GET /" + "a" * plain.LINE_KEPT_MAX + " HTTP/1.1"):
+        PlainHeadRequest(config, IterUnreader([f"{line}\r\nHost: h\r\n\r\n".encode()]),
+                         ("127.0.0.1", 1), 1)
+    assert [key[0] for key in plain._LINES] == [b"GET /v1/models HTTP/1.1"]
