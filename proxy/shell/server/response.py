@@ -31,6 +31,12 @@ from gunicorn.http.wsgi import Response
 # copied behind it: a copy of more costs more than the send it saves.
 JOIN_MAX = 64 * 1024
 
+# Header names gunicorn's `process_headers` keeps as they are (a token, not hop-by-hop, not
+# Content-Length), found so once each: an app sends the same few. At most NAMES_KEPT.
+NAMES_KEPT = 256
+_KEPT_NAMES: set[str] = set()
+_WSGI: Any = wsgi  # (gunicorn 27's names: the stubs know gunicorn 26)
+
 # The last second a Date value was made for, and that value.
 _DATED: list[Any] = [None, ""]
 
@@ -73,6 +79,26 @@ class OneSendResponse(Response):
         if self.chunked:
             headers.append("Transfer-Encoding: chunked\r\n")
         return headers
+
+    def process_headers(self, headers: Any) -> None:
+        """gunicorn 27.0.1's `Response.process_headers` (`MADE_FROM`), a name it keeps as it
+        is looked at once (its token regex, its case, its hop-by-hop look: some 4 K
+        instructions a header); each value still checked and stripped as gunicorn does. Any
+        other header (a name not yet seen, hop-by-hop, Content-Length, a name or value not
+        a str, a value it refuses) goes through gunicorn's own, alone, in its turn: its
+        rules read one header at a time."""
+        kept: Any = self.headers
+        value_ok = wsgi.HEADER_VALUE_RE.fullmatch
+        for name, value in headers:
+            if (name.__class__ is str and value.__class__ is str and name in _KEPT_NAMES
+                    and value_ok(value)):
+                kept.append((name, value.strip(" \t")))
+                continue
+            if (name.__class__ is str and len(_KEPT_NAMES) < NAMES_KEPT
+                    and _WSGI.TOKEN_RE.fullmatch(name)
+                    and name.lower() != "content-length" and not util.is_hoppish(name)):
+                _KEPT_NAMES.add(name)
+            super().process_headers([(name, value)])  # (its refusal, or its own rule)
 
     def head_bytes(self) -> bytes:
         """The head, as gunicorn's `send_headers` writes it."""
@@ -149,6 +175,8 @@ MADE_FROM = {
         "46750b15c6e4d4b4062b9320a2365f79db2d0113c680560b108f803ecab75869",
     "Response.default_headers":
         "cb490cea5d6f54089293c2adf46190cf3b5fb92335e620bb93710412aa26c6c6",
+    "Response.process_headers":
+        "496d84a357b028ae5bfbb30fd4d2a6c1403d569255ffaab9a6474075c5ad028e",
 }
 
 
@@ -161,6 +189,7 @@ def copied_sources() -> dict[str, str]:
     methods: dict[str, Any] = {f"{kind.__name__}.handle_request": kind.handle_request
                                for kind in (AsyncWorker, GeventWorker)}
     methods["Response.default_headers"] = Response.default_headers
+    methods["Response.process_headers"] = Response.process_headers
     return {name: hashlib.sha256(inspect.getsource(method).encode()).hexdigest()
             for name, method in methods.items()}
 
