@@ -66,6 +66,10 @@ SPECS: tuple[FormatSpec, ...] = tuple(module.SPEC for module in _MODULES)
 # The views of the specs the engine, the streamed mode and `doctor` read.
 FORMATS: dict[str, FrameFinder] = {spec.name: spec.find_frames for spec in SPECS}
 MARKERS: dict[str, tuple[str, ...]] = {spec.name: spec.markers for spec in SPECS}
+# Each format's `needs` (FormatSpec), where it declares them: their literals are looked for
+# with the markers, so that a format whose openers a text cannot hold is not run on it.
+NEEDS: dict[str, tuple[tuple[str, ...], ...]] = {spec.name: spec.needs for spec in SPECS
+                                                  if spec.needs}
 OPENERS: dict[str, tuple[Opener, ...]] = {spec.name: spec.openers for spec in SPECS}
 CONTENT_MARKUP: dict[str, ContentMarkup] = {
     spec.name: spec.content_markup for spec in SPECS if spec.content_markup is not None}
@@ -139,8 +143,10 @@ def made_with_markers(frame: Frame, text: str) -> bool:
 
 @lru_cache(maxsize=64)
 def markers_of(names: tuple[str, ...]) -> frozenset[str]:
-    """All the markers of these formats, looked for together in each text."""
-    return frozenset(m for name in names for m in MARKERS.get(name, ()))
+    """All the markers of these formats and the literals they need, looked for together in
+    each text."""
+    return frozenset((*(m for name in names for m in MARKERS.get(name, ())),
+                      *(m for name in names for group in NEEDS.get(name, ()) for m in group)))
 
 
 @lru_cache(maxsize=64)
@@ -154,11 +160,14 @@ def resolved_markers(names: tuple[str, ...]) -> frozenset[str]:
 def runnable(names: tuple[str, ...], present: frozenset[str],
              ) -> tuple[tuple[str, FrameFinder], ...]:
     """The parsers of `resolve(names)` that can find a frame in a text where only `present`
-    of their markers occur: those with no markers (recognised by shape) and those one of
-    whose markers occurs; made once per list of names and set of markers present (the
+    of their markers (and needed literals) occur: those with no markers (recognised by
+    shape) and those one of whose markers occurs, of which those with `needs` only where a
+    group of them occurs whole; made once per list of names and set of markers present (the
     texts of one deployment hold the same few)."""
     return tuple((name, finder) for name, finder in _resolved(names)
-                 if not MARKERS.get(name) or not present.isdisjoint(MARKERS[name]))
+                 if (not MARKERS.get(name) or not present.isdisjoint(MARKERS[name]))
+                 and (name not in NEEDS or any(present.issuperset(group)
+                                               for group in NEEDS[name])))
 
 
 class UnknownFormat(ValueError):

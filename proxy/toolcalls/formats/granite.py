@@ -21,6 +21,9 @@ NAME = "granite"
 _OPEN = "<|tool_call|>"
 _STRING_OPEN = "<tool_call>"
 MARKERS = (_OPEN, _STRING_OPEN)
+# Every frame opens at a match of one of the two openers below: the token, or the tag and a `[`
+# (a Hermes text's `<tool_call>` holds no `[` often, and then this format is not run on it).
+NEEDS = ((_OPEN,), (_STRING_OPEN, "["))
 _OPENER = re.compile(re.escape(_OPEN) + r'(?=\s*+(?:\{\s*+["}]|\[\s*+[{\]]))')
 _STRING_OPENER = re.compile(re.escape(_STRING_OPEN) + r"(?=\s*+\[\s*+[{\]])")
 
@@ -35,7 +38,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 
 
 SPEC = FormatSpec(
-    name=NAME, find_frames=find_frames, markers=MARKERS,
+    name=NAME, find_frames=find_frames, markers=MARKERS, needs=NEEDS,
     openers=literals("<|tool_call|>", "<tool_call>"),
     vllm=("granite",),
     llama_cpp=("Granite",),

@@ -41,6 +41,9 @@ _BLOCK_END = "</function_calls>"
 _BLOCK_OPEN = re.compile(re.escape(_BLOCK) + r"\s*+(?=[A-Za-z_\[])")
 _CALL_LINE = re.compile(r"[A-Za-z_][\w.]{0,200}+\(")
 MARKERS = ()  # none: a list closing the content is recognised by its shape
+# But every frame is an OLMo block, a wrapped list or a list (find_frames): prose without a
+# `[` and without those tokens is not read here.
+NEEDS = (("[",), (_BLOCK,), (_WRAP_START,))
 _MAX_SOURCE = 4_000_000  # a list of calls longer than this is not parsed
 # ast costs about 10 µs per node: a list with more syntax than this (outside its strings) is
 # not parsed. Long string values (file contents) cost little and are not counted.
@@ -477,7 +480,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 
 
 SPEC = FormatSpec(
-    name=NAME, find_frames=find_frames, markers=MARKERS,
+    name=NAME, find_frames=find_frames, markers=MARKERS, needs=NEEDS,
     openers=(Opener(seq(opt(seq("<|python_tag|>", SPACE)), "[", SPACE,
                             run("[A-Za-z_]", 1, 1), run(r"[\w.]", 0, 200), "("), "line"),
              *literals("<|python_start|>", "<function_calls>")),

@@ -54,6 +54,9 @@ class FormatSpec:
     `doctor_parser`: the vLLM parser `doctor` recommends for it (None: none reads it);
     `doctor_markers`: (marker, vLLM parser) pairs `doctor` names when a text holds the marker
     but no call could be read from it.
+    `needs`: groups of literals of which a text must hold every one of some group for the
+    format to find a frame in it (each frame's opener is made of them): a text holding no
+    group whole is not read by it. Empty: no such rule beyond `markers`.
     `own_markers_at_start`: where `markers` are not all the model's own, the ones a frame made
     with this format's markers starts with (None: all of `markers` are).
     `content_markup` / `answer_markup`: the format's markup around a taken call, or around a
@@ -89,6 +92,7 @@ class FormatSpec:
     doctor_parser: str | None = None
     doctor_markers: tuple[tuple[str, str], ...] = ()
     own_markers_at_start: tuple[str, ...] | None = None
+    needs: tuple[tuple[str, ...], ...] = ()
     content_markup: ContentMarkup | None = None
     answer_markup: AnswerMarkup | None = None
     wrapper_tags: tuple[str, ...] = ()

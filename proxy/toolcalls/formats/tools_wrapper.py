@@ -29,6 +29,8 @@ from .spec import FormatSpec
 NAME = "tools_wrapper"
 _TAGS = ("tools", "tool", "response", "json", "xml", "JSON", "function_call")
 _OPENS = tuple(f"<{tag}>" for tag in _TAGS)
+# Every frame opens at one of them (a text whose `"name"` is a Hermes call's is not run here).
+NEEDS = tuple((tag,) for tag in _OPENS)
 # For the engine's gate: every frame holds `<tools>` or a `"name"` key (the other tags require
 # one right after them), which keeps this format's six other tags out of the `<`-anchored
 # marker group that every document is searched for.
@@ -78,7 +80,7 @@ def find_frames(doc: Document) -> Iterator[Frame]:
 
 
 SPEC = FormatSpec(
-    name=NAME, find_frames=find_frames, markers=MARKERS,
+    name=NAME, find_frames=find_frames, markers=MARKERS, needs=NEEDS,
     openers=(*literals("<tools>", "<tool>", "<response>", "<json>", "<xml>", "<JSON>",
                        "<function_call>"), FENCE),
     llama_cpp=("Hermes 2 Pro (its `<tools>`/`<response>`/`<json>` variants)",),
