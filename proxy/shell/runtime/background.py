@@ -177,13 +177,24 @@ class _SilenceWatch:
     throws socket.timeout into the reader or is armed for the read's own end of time."""
 
     def __init__(self, raw: Any, sock: Any, seconds: float) -> None:
+        import socket
+
         import gevent
 
         self._raw, self._sock, self._seconds = raw, sock, seconds
         self._read = raw.readinto
         self._reader = gevent.getcurrent()
         self._since = 0.0
-        self._loop = gevent.get_hub().loop
+        hub = gevent.get_hub()
+        self._loop, self._wait = hub.loop, hub.wait
+        # The reader's buffer asks the socket only once what it held is read, and a stream's
+        # next bytes come later still: gevent's read tries the socket first, and its refusal
+        # (EAGAIN, an OSError raised and caught) costs some 6,000 instructions a read. A plain
+        # socket is waited on until readable first, by one watcher of the hub's loop kept
+        # for the reads (a new one each wait would have the loop register the descriptor
+        # again: two system calls); an SSL one (its own buffer may hold bytes the socket no
+        # longer shows) is read as gevent reads it.
+        self._readable = self._loop.io(sock.fileno(), 1) if type(sock) is socket.socket else None
         self._timer = self._loop.timer(seconds)
         sock.settimeout(None)  # gevent then waits for the socket with no Timeout
         raw.readinto = self.readinto
@@ -192,6 +203,8 @@ class _SilenceWatch:
     def readinto(self, buffer: Any) -> int | None:
         self._since = time.monotonic()
         try:
+            if self._readable is not None:
+                self._wait(self._readable)
             done: int | None = self._read(buffer)
             return done
         finally:
@@ -210,6 +223,8 @@ class _SilenceWatch:
     def stop(self) -> None:
         self._timer.stop()
         self._timer.close()
+        if self._readable is not None:
+            self._readable.close()
         del self._raw.readinto
         if self._sock.timeout is None:
             self._sock.settimeout(self._seconds)

@@ -31,6 +31,7 @@ from ...turn.machine.events import Unreached as Unreached  # where the turn read
 from ...turn.machine.events import UpstreamOutcome
 from ..runtime.background import new_event, readable_now, run_beside, watch_silence
 from . import head  # noqa: F401 (answers' header blocks read without the email package)
+from .chunked import chunk_reader
 from .direct import DirectPool, Framing, Relayed, framing
 from .hygiene import HOP_BY_HOP as HOP_BY_HOP  # the header hygiene, importable from here
 from .hygiene import request_headers as request_headers
@@ -380,11 +381,11 @@ class UpstreamCall(Generic[T]):
 
 
 def _piece_reader(response: urllib3.BaseHTTPResponse) -> Callable[[int], bytes]:
-    """A stream's reads: http.client's own for a chunked, unencoded body (urllib3's add its
-    error catcher and tallies; a cut body raises IncompleteRead then), else urllib3's."""
+    """A stream's reads: http.client's for a chunked, unencoded body, whole chunks at once
+    (`chunk_reader`; urllib3's add its error catcher and tallies), else urllib3's."""
     raw, decode = getattr(response, "_fp", None), _encoded(response)
     if isinstance(raw, http.client.HTTPResponse) and raw.chunked and not decode:
-        return raw.read1
+        return chunk_reader(raw)
     return lambda size: response.read1(size, decode_content=decode)
 
 

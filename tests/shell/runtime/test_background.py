@@ -86,6 +86,36 @@ def test_a_watched_silence_times_a_read_out_as_geventss_own_timeout_does():
                        "True [3, 3, 3, 3] TimeoutError timed out True 0.12 False"]
 
 
+# A plain socket under `watch_silence` is waited on until readable before each read (gevent's
+# read would try it first, and be refused): bytes there already are read at once, and a
+# socket shut down while a read waits (a cancelled call) ends that read with an EOF.
+WAIT_FIRST = """
+from gevent import monkey; monkey.patch_all()
+import socket, time, gevent
+from proxy.shell.runtime.background import watch_silence
+ours, theirs = socket.socketpair()
+ours.settimeout(5)
+file = ours.makefile("rb")
+class Response:  # (urllib3's: its http.client response's reader)
+    _fp = type("Raw", (), {"fp": file})()
+stop = watch_silence(Response)
+theirs.sendall(b"abc")
+buffer = bytearray(16)
+began = time.monotonic()
+there = file.raw.readinto(buffer)
+gevent.spawn_later(0.05, ours.shutdown, socket.SHUT_RDWR)
+print(file.raw.readinto.__self__._readable is not None, there, file.raw.readinto(buffer),
+      time.monotonic() - began < 1)
+stop()
+"""
+
+
+def test_a_watched_plain_socket_is_waited_on_before_it_is_read():
+    out = subprocess.run([sys.executable, "-c", WAIT_FIRST], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, check=True).stdout.split("\n")
+    assert out[0] == "True 3 0 True"
+
+
 # The native reentrant lock under gevent: the C lock of the OS's threads, taken again by its
 # holder, keeping native threads (gevent's pool's) apart; the proxy's log handler made with it.
 NATIVE = """
