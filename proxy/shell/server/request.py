@@ -20,14 +20,14 @@ it reads as they were, hashed), and only its Python parser (the proxy's setting)
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import re
 from typing import Any
 
 from gunicorn.http import message
 from gunicorn.http.message import Request
 from gunicorn.http.parser import RequestParser
+
+from .response import source_hashes
 
 # One or more plain header lines, CRLF between them: a token name without `_` (a name with
 # one goes through the header_map rule), a colon, then tab, space, visible ASCII or latin-1.
@@ -123,8 +123,7 @@ def copied_sources() -> dict[str, str]:
                "HeaderPolicy._apply_header_policy": policy._apply_header_policy,
                "HeaderPolicy._peer_is_trusted_proxy": policy._peer_is_trusted_proxy,
                "Request.parse_request_line": Request.parse_request_line}
-    return {name: hashlib.sha256(inspect.getsource(method).encode()).hexdigest()
-            for name, method in methods.items()}
+    return source_hashes(methods)
 
 
 def can_install() -> bool:

@@ -190,15 +190,21 @@ def copied_sources() -> dict[str, str]:
                                for kind in (AsyncWorker, GeventWorker)}
     methods["Response.default_headers"] = Response.default_headers
     methods["Response.process_headers"] = Response.process_headers
+    return source_hashes(methods)
+
+
+def source_hashes(methods: dict[str, Any]) -> dict[str, str]:
+    """The sha256 of each method's source, by name: what a copy of gunicorn's methods, or a
+    fast path over them, is held to (its `MADE_FROM`)."""
     return {name: hashlib.sha256(inspect.getsource(method).encode()).hexdigest()
             for name, method in methods.items()}
 
 
 def can_choose() -> bool:
     """Whether this gunicorn's gevent worker is the one `OneSendResponses` copies (its
-    `handle_request` and its async worker's, and its response's `default_headers`, source
-    for source) and builds a response
-    through `wsgi.create` with a class to name (gunicorn 27)."""
+    `handle_request` and its async worker's, its response's `default_headers` and
+    `process_headers`, source for source) and builds a response through `wsgi.create` with
+    a class to name (gunicorn 27)."""
     try:
         same = copied_sources() == MADE_FROM
     except (OSError, TypeError, ImportError):  # (no source to read: not known to be it)

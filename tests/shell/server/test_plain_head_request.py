@@ -9,6 +9,7 @@ there."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from gunicorn.config import Config
@@ -138,7 +139,7 @@ def test_a_gunicorn_without_its_source_keeps_its_own_request(monkeypatch):
         raise OSError("could not get source code")
 
     monkeypatch.setattr(RequestParser, "mesg_class", Request)
-    monkeypatch.setattr(plain.inspect, "getsource", unreadable)
+    monkeypatch.setattr(inspect, "getsource", unreadable)
     assert not plain.install()
     assert RequestParser.mesg_class is Request
 
